@@ -1,0 +1,1 @@
+"""One module per agent: get_config, create, update, act (and make_train for on-policy agents)."""

@@ -1,0 +1,1 @@
+"""Experiment entry points (absl), configs, benchmarks and notebooks."""

@@ -1,0 +1,1 @@
+"""Performance benchmarks: printed tables, never timed tests."""

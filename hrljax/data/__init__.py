@@ -1,0 +1,1 @@
+"""Offline datasets: generation, storage and jittable goal / subgoal samplers."""

@@ -1,0 +1,1 @@
+"""Environments hrljax owns, all with the gymnax functional API, plus wrappers."""
