@@ -1,1 +1,15 @@
-"""One module per agent: get_config, create, update, act (and make_train for on-policy agents)."""
+"""One module per agent: get_config, create, update, act (and make_train for on-policy agents).
+
+`get(name)` returns the agent module a config's `agent` field names.
+"""
+
+import importlib
+
+AGENTS = ("ppo",)
+
+
+def get(name: str):
+  """The module `hrljax.agents.<name>`; ValueError naming the known agents otherwise."""
+  if name not in AGENTS:
+    raise ValueError(f"agent: expected one of {list(AGENTS)}, got {name!r}")
+  return importlib.import_module(f"hrljax.agents.{name}")

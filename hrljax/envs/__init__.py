@@ -1,1 +1,67 @@
-"""Environments hrljax owns, all with the gymnax functional API, plus wrappers."""
+"""Environments by name: gymnax's registry plus the environments hrljax owns.
+
+Every environment follows gymnax's functional API (`reset(key, params)`,
+`step(key, state, action, params)` returning terminated and truncated apart, gymnax >= 1.0).
+"""
+
+from typing import Any, Callable
+
+import gymnax
+
+_OWN_ENVIRONMENTS: dict[str, Callable[..., Any]] = {}
+
+
+def register(name: str, factory: Callable[..., Any]) -> None:
+  """Makes `make(name, **kwargs)` call `factory(**kwargs) -> (env, env_params)`."""
+  _OWN_ENVIRONMENTS[name] = factory
+
+
+def available() -> list[str]:
+  """Every name `make` accepts."""
+  return sorted(set(_OWN_ENVIRONMENTS) | set(gymnax.registered_envs))
+
+
+def make(name: str, **kwargs):
+  """Returns `(env, env_params)` for a gymnax or hrljax environment name.
+
+  `kwargs` override fields of the environment's default params (e.g. `max_steps_in_episode`).
+  Raises ValueError naming the environment or field when either is unknown.
+  """
+  if name in _OWN_ENVIRONMENTS:
+    return _OWN_ENVIRONMENTS[name](**kwargs)
+  if name not in gymnax.registered_envs:
+    raise ValueError(
+        f"env_name: unknown environment {name!r}; expected one of {', '.join(available())}")
+  env, params = gymnax.make(name)
+  return env, _override_params(name, params, kwargs)
+
+
+def _override_params(name: str, params, overrides: dict):
+  fields = set(getattr(params, "__dataclass_fields__", {}))
+  unknown = sorted(set(overrides) - fields)
+  if unknown:
+    raise ValueError(
+        f"env_kwargs: {name} has no parameter {unknown[0]!r}; expected one of {sorted(fields)}")
+  return params.replace(**overrides) if overrides else params
+
+
+class EnvSpec:
+  """What a network needs to know about an environment: observation shape and action space."""
+
+  def __init__(self, observation_shape: tuple, discrete: bool, action_dim: int):
+    self.observation_shape = observation_shape
+    self.discrete = discrete
+    self.action_dim = action_dim
+
+  def __repr__(self) -> str:
+    return (f"EnvSpec(observation_shape={self.observation_shape}, discrete={self.discrete}, "
+            f"action_dim={self.action_dim})")
+
+
+def spec(env, env_params) -> EnvSpec:
+  """The `EnvSpec` of a gymnax-API environment (Discrete or Box action spaces)."""
+  space = env.action_space(env_params)
+  observation_shape = tuple(env.observation_space(env_params).shape)
+  if hasattr(space, "n"):
+    return EnvSpec(observation_shape, discrete=True, action_dim=int(space.n))
+  return EnvSpec(observation_shape, discrete=False, action_dim=int(space.shape[0]))

@@ -1,0 +1,31 @@
+"""Learning curves from JSONL: `python -m experiments.plot WORKDIR... [--out=curve.png] [--y=...]`."""
+
+import sys
+
+from absl import app, flags
+
+from hrljax.logging import plot_curves
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("out", None, "PNG path (default: <first workdir>/curve.png).")
+flags.DEFINE_string("y", "episode_return", "Metric on the y axis.")
+flags.DEFINE_string("x", "env_steps", "Metric on the x axis.")
+flags.DEFINE_string("title", None, "Figure title.")
+
+
+def main(argv):
+  workdirs = argv[1:]
+  if not workdirs:
+    print("error: expected one or more workdirs: python -m experiments.plot WORKDIR...",
+          file=sys.stderr)
+    sys.exit(2)
+  out = FLAGS.out or f"{workdirs[0].rstrip('/')}/curve.png"
+  try:
+    print(plot_curves(workdirs, out, y=FLAGS.y, x=FLAGS.x, title=FLAGS.title))
+  except (FileNotFoundError, ValueError) as error:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,55 @@
+"""Start-up checks of experiment configs: one clear line naming the field and what was expected."""
+
+import math
+from typing import Any
+
+
+class ConfigError(ValueError):
+  """A config field holds a value the experiment cannot run with."""
+
+
+def _fail(field: str, expected: str, value: Any) -> None:
+  raise ConfigError(f"config.{field}: expected {expected}, got {value!r}")
+
+
+def positive(config, *fields: str) -> None:
+  for field in fields:
+    value = config[field]
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+      _fail(field, "a finite number > 0", value)
+
+
+def non_negative(config, *fields: str) -> None:
+  for field in fields:
+    value = config[field]
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+      _fail(field, "a finite number >= 0", value)
+
+
+def positive_int(config, *fields: str) -> None:
+  for field in fields:
+    value = config[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+      _fail(field, "an integer > 0", value)
+
+
+def in_unit_interval(config, *fields: str) -> None:
+  for field in fields:
+    value = config[field]
+    if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+      _fail(field, "a number in [0, 1]", value)
+
+
+def one_of(config, field: str, choices) -> None:
+  if config[field] not in choices:
+    _fail(field, f"one of {list(choices)}", config[field])
+
+
+def divisible(config, field: str, by: int, by_what: str) -> None:
+  if config[field] % by != 0:
+    _fail(field, f"a multiple of {by_what} ({by})", config[field])
+
+
+def at_least(config, field: str, minimum: int, why: str) -> None:
+  if config[field] < minimum:
+    _fail(field, f"at least {minimum} ({why})", config[field])

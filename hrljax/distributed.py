@@ -1,0 +1,86 @@
+"""The device mesh, data-parallel shardings and the compiled train step.
+
+A train step is written once, for one device. `data_parallel_shardings` says which part of the
+run state is per-environment data (split along the mesh axis `data`) and replicates the rest
+(parameters, optimizer state, keys); `compile_step` compiles the step with `jax.jit` and those
+`NamedSharding`s, so XLA inserts the gradient all-reduce itself. The same program therefore runs
+on one device or on a mesh of many with no code change, and computes the same numbers (up to the
+order of floating-point sums).
+
+No `jax.pmap` (in maintenance mode since JAX 0.8). Code that needs per-device bodies uses
+`jax.shard_map` and differentiates the globally averaged loss (`lax.pmean` inside the
+differentiated function), see `global_mean`.
+"""
+
+from typing import Any, Callable, Optional
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+DATA_AXIS = "data"
+
+
+def make_mesh(num_devices: Optional[int] = None, axis_name: str = DATA_AXIS) -> Mesh:
+  """A 1-D mesh over the first `num_devices` devices (all of them, across processes, if None).
+
+  The axis is `Auto`: the compiler propagates shardings, which is what `jit` with
+  `in_shardings` wants (JAX >= 0.9 makes `Explicit` axes the default for `jax.make_mesh`).
+  """
+  available = jax.device_count()
+  num_devices = available if num_devices is None else num_devices
+  if not 1 <= num_devices <= available:
+    raise ValueError(f"num_devices: expected 1..{available} (devices visible to JAX), "
+                     f"got {num_devices}")
+  devices = np.asarray(jax.devices()[:num_devices])
+  return Mesh(devices, (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P())
+
+
+def data_sharded(mesh: Mesh) -> NamedSharding:
+  """Leading axis split along the data axis, the rest unsplit."""
+  return NamedSharding(mesh, P(mesh.axis_names[0]))
+
+
+def data_parallel_shardings(state: Any, mesh: Mesh, sharded_field: Optional[str]) -> Any:
+  """Shardings for a run state: `state.<sharded_field>` split on its leading axis, rest replicated."""
+  shardings = jax.tree.map(lambda _: replicated(mesh), state)
+  if sharded_field is None:
+    return shardings
+  per_env = jax.tree.map(lambda _: data_sharded(mesh), getattr(state, sharded_field))
+  return shardings.replace(**{sharded_field: per_env})
+
+
+def place(tree: Any, shardings: Any) -> Any:
+  """Puts a pytree on the mesh, going through host memory.
+
+  Copying through NumPy first matters: `device_put` of a single-device array to a replicated
+  sharding can alias its buffer, and donating the placed state would then delete the source.
+  """
+  # Typed PRNG keys cannot go through NumPy; they are never donated twice, so keep them.
+  host = jax.tree.map(lambda x: x if _is_key(x) else np.asarray(x), tree)
+  return jax.device_put(host, shardings)
+
+
+def _is_key(x: Any) -> bool:
+  return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def compile_step(fn: Callable, state_shardings: Any, donate: bool = True) -> Callable:
+  """`jax.jit(fn)` for `fn(state) -> (state, metrics)` with the state's shardings kept."""
+  return jax.jit(fn, in_shardings=(state_shardings,), out_shardings=(state_shardings, None),
+                 donate_argnums=(0,) if donate else ())
+
+
+def global_mean(local_value: jax.Array, axis_name: str = DATA_AXIS) -> jax.Array:
+  """Mean over the mesh axis, for use INSIDE a function differentiated under `shard_map`.
+
+  Under `shard_map`, gradients with respect to replicated inputs come out already summed over
+  the axis; differentiating this global mean gives the global-mean gradient, whereas
+  differentiating the local loss and `pmean`-ing the gradient afterwards (the `pmap` idiom)
+  multiplies the update by the device count.
+  """
+  return jax.lax.pmean(local_value, axis_name)

@@ -1,0 +1,121 @@
+"""Metric sinks (JSONL always, TensorBoard when tensorboardX is installed), progress lines, plots.
+
+One JSONL record per log step in `<workdir>/metrics.jsonl`. A resumed run first drops the
+records written after its checkpoint, so the file of a killed-and-resumed run equals the file of
+an uninterrupted one, up to wall-clock fields.
+"""
+
+import json
+import math
+import os
+import sys
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+METRICS_FILE = "metrics.jsonl"
+WALL_CLOCK_FIELDS = ("wall_time", "env_steps_per_second", "compile_seconds")
+
+
+def _to_json_value(value: Any) -> Any:
+  value = np.asarray(value).item() if np.ndim(value) == 0 else np.asarray(value).tolist()
+  if isinstance(value, float) and not math.isfinite(value):
+    return None if math.isnan(value) else (math.inf if value > 0 else -math.inf)
+  return value
+
+
+def read_jsonl(path: str) -> list[dict]:
+  """Every record of a JSONL file (a workdir is accepted and its metrics file read)."""
+  if os.path.isdir(path):
+    path = os.path.join(path, METRICS_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"no metrics file at {path}")
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+class MetricsLogger:
+  """Writes records to `<workdir>/metrics.jsonl` (and TensorBoard if asked) and prints progress."""
+
+  def __init__(self, workdir: str, tensorboard: bool = False, stream=sys.stdout,
+               enabled: bool = True):
+    self.path = os.path.join(workdir, METRICS_FILE)
+    self.stream = stream
+    self.enabled = enabled
+    self._tb = _tensorboard_writer(workdir) if (tensorboard and enabled) else None
+
+  def truncate_after(self, update: int) -> None:
+    """Drops the records a run resumed at `update` will write again (later updates, evaluations)."""
+    if not (self.enabled and os.path.exists(self.path)):
+      return
+    kept = [r for r in read_jsonl(self.path)
+            if r.get("update", 0) < update
+            or (r.get("update", 0) == update and r.get("phase") != "eval")]
+    with open(self.path, "w") as f:
+      for record in kept:
+        f.write(json.dumps(record) + "\n")
+
+  def write(self, record: dict) -> dict:
+    record = {k: _to_json_value(v) for k, v in record.items()}
+    if not self.enabled:
+      return record
+    with open(self.path, "a") as f:
+      f.write(json.dumps(record) + "\n")
+    if self._tb is not None:
+      for key, value in record.items():
+        if isinstance(value, (int, float)) and key != "update":
+          self._tb.add_scalar(key, value, record.get("update", 0))
+      self._tb.flush()
+    return record
+
+  def progress(self, text: str) -> None:
+    if self.enabled:
+      print(text, file=self.stream, flush=True)
+
+
+def _tensorboard_writer(workdir: str):
+  try:
+    from tensorboardX import SummaryWriter
+  except ImportError as error:
+    raise ImportError("tensorboard logging needs tensorboardX: pip install tensorboardX") from error
+  return SummaryWriter(os.path.join(workdir, "tensorboard"))
+
+
+def format_progress(record: dict, total_updates: int) -> str:
+  """One console line: progress, env steps, speed, return and loss."""
+  parts = [f"update {record['update']}/{total_updates}",
+           f"env steps {record['env_steps']:,}",
+           f"{record.get('env_steps_per_second', 0):,.0f} steps/s"]
+  for key in ("episode_return", "eval_return", "loss"):
+    value = record.get(key)
+    if isinstance(value, (int, float)):
+      parts.append(f"{key} {value:.3g}")
+  return " | ".join(parts)
+
+
+def plot_curves(workdirs: Sequence[str], out: str, y: str = "episode_return",
+                x: str = "env_steps", labels: Optional[Iterable[str]] = None,
+                title: Optional[str] = None) -> str:
+  """Draws `y` against `x` for each run's JSONL on one figure and writes a PNG to `out`."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  labels = list(labels) if labels is not None else [os.path.basename(os.path.normpath(w))
+                                                    for w in workdirs]
+  fig, ax = plt.subplots(figsize=(6.4, 4.0))
+  for workdir, label in zip(workdirs, labels):
+    records = [r for r in read_jsonl(workdir) if r.get(y) is not None and x in r]
+    if not records:
+      raise ValueError(f"y: no record in {workdir} has both {x!r} and {y!r}")
+    ax.plot([r[x] for r in records], [r[y] for r in records], label=label)
+  ax.set_xlabel(x.replace("_", " "))
+  ax.set_ylabel(y.replace("_", " "))
+  ax.set_title(title or y.replace("_", " "))
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  fig.savefig(out, dpi=120)
+  plt.close(fig)
+  return out

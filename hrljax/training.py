@@ -1,0 +1,149 @@
+"""The training loop: init -> compiled chunks of updates -> log -> checkpoint -> evaluate.
+
+An algorithm hands the loop a `Learner`: a pure `init(key)`, a pure `step(state)` that performs one
+update and returns scalar metrics, and a pure `evaluate(state, key)`. The loop compiles
+`log_every` steps into one `lax.scan` program placed on the device mesh, and between chunks
+writes a JSONL record, prints a progress line, saves an orbax checkpoint every
+`checkpoint_every` updates, and stops with a message if a metric or a parameter became NaN or
+infinite (keeping the last good checkpoint). Started again with the same workdir, it resumes
+from the latest checkpoint and reproduces the uninterrupted run exactly.
+"""
+
+import json
+import math
+import os
+import time
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hrljax import checkpoint as ckpt
+from hrljax import distributed
+from hrljax.logging import MetricsLogger, format_progress
+
+
+class Learner(NamedTuple):
+  """What an algorithm gives the training loop."""
+
+  init: Callable[[jax.Array], Any]  # key -> run state
+  step: Callable[[Any], tuple[Any, dict]]  # run state -> (run state, scalar metrics)
+  evaluate: Callable[[Any, jax.Array], dict]  # (run state, key) -> scalar metrics
+  num_updates: int
+  env_steps_per_update: int
+  sharded_field: Optional[str] = None  # the run-state field holding per-environment data
+
+
+class TrainingDiverged(RuntimeError):
+  """A metric or a parameter became NaN or infinite."""
+
+
+def summarize(metrics: dict) -> dict:
+  """Reduces the `[K]` per-update metrics of a chunk to one number each.
+
+  `<name>_sum` metrics paired with an `episodes` count become `<name>` means over the episodes
+  that ended in the chunk (NaN if none did); every other metric is averaged over the K updates.
+  """
+  metrics = {k: np.asarray(v) for k, v in metrics.items()}
+  out = {}
+  episodes = float(metrics["episodes"].sum()) if "episodes" in metrics else None
+  for key, value in metrics.items():
+    if key.endswith("_sum") and episodes is not None:
+      out[key[:-4]] = float(value.sum()) / episodes if episodes > 0 else math.nan
+    elif key == "episodes":
+      out[key] = episodes
+    else:
+      out[key] = float(value.mean())
+  return out
+
+
+def first_non_finite(metrics: dict, state: Any, ignore: tuple = ("episode_return",
+                                                                 "episode_length")) -> Optional[str]:
+  """The name of the first NaN/inf metric, else the path of the first NaN/inf state leaf, else None."""
+  for key, value in metrics.items():
+    if key not in ignore and not math.isfinite(value):
+      return f"metric {key!r} = {value}"
+  for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+    if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating):
+      if not bool(jnp.all(jnp.isfinite(leaf))):
+        return f"state leaf {jax.tree_util.keystr(path)}"
+  return None
+
+
+def _chunk_fn(learner: Learner, length: int) -> Callable:
+  def chunk(state):
+    return jax.lax.scan(lambda s, _: learner.step(s), state, None, length=length)
+  return chunk
+
+
+def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[MetricsLogger] = None,
+          log_every: int = 10, checkpoint_every: int = 100, max_checkpoints: int = 2,
+          seed: int = 0) -> Any:
+  """Runs (or resumes) a whole experiment in `workdir`; returns the final run state."""
+  mesh = distributed.make_mesh() if mesh is None else mesh
+  is_writer = jax.process_index() == 0
+  logger = logger or MetricsLogger(workdir, enabled=is_writer)
+  config_json = json.loads(config.to_json_best_effort()) if hasattr(config, "to_json_best_effort") \
+      else dict(config)
+  os.makedirs(workdir, exist_ok=True)
+  if is_writer:
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      json.dump(config_json, f, indent=2, sort_keys=True)
+
+  key = jax.random.key(seed)
+  init_key, eval_key = jax.random.split(key)
+  state = jax.jit(learner.init)(init_key)
+  shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field)
+  state = distributed.place(state, shardings)
+
+  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), max_checkpoints)
+  update, elapsed = 0, 0.0
+  if checkpointer.latest_step() is not None:
+    update = checkpointer.latest_step()
+    state = checkpointer.restore(like=state, step=update)
+    elapsed = float((checkpointer.restore_metadata(update) or {}).get("wall_time", 0.0))
+    logger.truncate_after(update)
+    logger.progress(f"resumed from the checkpoint at update {update} in {checkpointer.directory}")
+
+  compiled: dict[int, Callable] = {}
+
+  def compiled_chunk(length: int):
+    if length not in compiled:
+      start = time.perf_counter()
+      jitted = distributed.compile_step(_chunk_fn(learner, length), shardings)
+      compiled[length] = jitted.lower(state).compile()
+      logger.progress(f"compiled a chunk of {length} updates in {time.perf_counter() - start:.1f} s")
+    return compiled[length]
+
+  while update < learner.num_updates:
+    length = min(log_every, learner.num_updates - update)
+    chunk = compiled_chunk(length)
+    start = time.perf_counter()
+    state, metrics = chunk(state)
+    metrics = summarize(jax.device_get(metrics))
+    seconds = time.perf_counter() - start
+    update += length
+    elapsed += seconds
+    problem = first_non_finite(metrics, state)
+    if problem is not None:
+      checkpointer.close()
+      last = checkpointer.latest_step()
+      raise TrainingDiverged(
+          f"non-finite {problem} in the chunk ending at update {update}; stopped without saving. "
+          f"The last good checkpoint is update {last} in {checkpointer.directory}.")
+    record = {"phase": "train", "update": update, "env_steps": update * learner.env_steps_per_update,
+              "wall_time": elapsed, "env_steps_per_second": length * learner.env_steps_per_update
+              / max(seconds, 1e-9), **metrics}
+    logger.progress(format_progress(logger.write(record), learner.num_updates))
+    if update % checkpoint_every == 0 or update == learner.num_updates:
+      checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
+
+  checkpointer.close()
+  evaluation = {k: float(v) for k, v in jax.device_get(
+      jax.jit(learner.evaluate)(state, eval_key)).items()}
+  record = logger.write({"phase": "eval", "update": update, "env_steps": update * learner.env_steps_per_update,
+                         "wall_time": elapsed, **evaluation})
+  logger.progress("evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in record.items()
+                                             if k.startswith("eval")))
+  return state
