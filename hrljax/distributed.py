@@ -2,7 +2,7 @@
 
 A train step is written once, for one device. `data_parallel_shardings` says which part of the
 run state is per-environment data (split along the mesh axis `data`) and replicates the rest
-(parameters, optimizer state, keys); `compile_step` compiles the step with `jax.jit` and those
+(parameters, optimizer state, keys); `jit_step` compiles the step with `jax.jit` and those
 `NamedSharding`s, so XLA inserts the gradient all-reduce itself. The same program therefore runs
 on one device or on a mesh of many with no code change, and computes the same numbers (up to the
 order of floating-point sums).
@@ -69,10 +69,14 @@ def _is_key(x: Any) -> bool:
   return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def compile_step(fn: Callable, state_shardings: Any, donate: bool = True) -> Callable:
-  """`jax.jit(fn)` for `fn(state) -> (state, metrics)` with the state's shardings kept."""
-  return jax.jit(fn, in_shardings=(state_shardings,), out_shardings=(state_shardings, None),
-                 donate_argnums=(0,) if donate else ())
+def jit_step(fn: Callable, state_shardings: Any, num_other_args: int = 0,
+             donate: bool = True) -> Callable:
+  """`jax.jit(fn)` for `fn(state, *others) -> (state, outputs)`, keeping the state's shardings.
+
+  The other arguments and the outputs are left to the compiler; the input state is donated.
+  """
+  return jax.jit(fn, in_shardings=(state_shardings,) + (None,) * num_other_args,
+                 out_shardings=(state_shardings, None), donate_argnums=(0,) if donate else ())
 
 
 def global_mean(local_value: jax.Array, axis_name: str = DATA_AXIS) -> jax.Array:

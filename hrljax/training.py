@@ -39,22 +39,23 @@ class TrainingDiverged(RuntimeError):
   """A metric or a parameter became NaN or infinite."""
 
 
-def summarize(metrics: dict) -> dict:
-  """Reduces the `[K]` per-update metrics of a chunk to one number each.
+def summarize(metric_sums: dict, num_updates: int) -> dict:
+  """Turns the per-chunk sums of per-update metrics into one number each.
 
   `<name>_sum` metrics paired with an `episodes` count become `<name>` means over the episodes
-  that ended in the chunk (NaN if none did); every other metric is averaged over the K updates.
+  that ended in the chunk (NaN if none did); every other metric becomes its mean over the
+  chunk's updates.
   """
-  metrics = {k: np.asarray(v) for k, v in metrics.items()}
+  sums = {k: float(np.asarray(v)) for k, v in metric_sums.items()}
+  episodes = sums.get("episodes")
   out = {}
-  episodes = float(metrics["episodes"].sum()) if "episodes" in metrics else None
-  for key, value in metrics.items():
+  for key, value in sums.items():
     if key.endswith("_sum") and episodes is not None:
-      out[key[:-4]] = float(value.sum()) / episodes if episodes > 0 else math.nan
+      out[key[:-4]] = value / episodes if episodes > 0 else math.nan
     elif key == "episodes":
-      out[key] = episodes
+      out[key] = value
     else:
-      out[key] = float(value.mean())
+      out[key] = value / num_updates
   return out
 
 
@@ -71,9 +72,21 @@ def first_non_finite(metrics: dict, state: Any, ignore: tuple = ("episode_return
   return None
 
 
-def _chunk_fn(learner: Learner, length: int) -> Callable:
-  def chunk(state):
-    return jax.lax.scan(lambda s, _: learner.step(s), state, None, length=length)
+def _chunk_fn(learner: Learner, example_state: Any) -> Callable:
+  """`chunk(state, n) -> (state, metric sums)`: n updates in one compiled loop.
+
+  The trip count is a traced argument, so one compiled program serves every chunk length
+  (a final partial chunk costs no second compile); metrics are summed in the loop carry.
+  """
+  metric_shapes = jax.eval_shape(learner.step, example_state)[1]
+
+  def chunk(state, num_updates):
+    def body(_, carry):
+      state, sums = carry
+      state, metrics = learner.step(state)
+      return state, jax.tree.map(jnp.add, sums, metrics)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
+    return jax.lax.fori_loop(0, num_updates, body, (state, zeros))
   return chunk
 
 
@@ -106,22 +119,16 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
     logger.truncate_after(update)
     logger.progress(f"resumed from the checkpoint at update {update} in {checkpointer.directory}")
 
-  compiled: dict[int, Callable] = {}
-
-  def compiled_chunk(length: int):
-    if length not in compiled:
-      start = time.perf_counter()
-      jitted = distributed.compile_step(_chunk_fn(learner, length), shardings)
-      compiled[length] = jitted.lower(state).compile()
-      logger.progress(f"compiled a chunk of {length} updates in {time.perf_counter() - start:.1f} s")
-    return compiled[length]
+  start = time.perf_counter()
+  chunk = distributed.jit_step(_chunk_fn(learner, state), shardings, num_other_args=1)
+  chunk = chunk.lower(state, jnp.int32(log_every)).compile()
+  logger.progress(f"compiled the update loop in {time.perf_counter() - start:.1f} s")
 
   while update < learner.num_updates:
     length = min(log_every, learner.num_updates - update)
-    chunk = compiled_chunk(length)
     start = time.perf_counter()
-    state, metrics = chunk(state)
-    metrics = summarize(jax.device_get(metrics))
+    state, metric_sums = chunk(state, jnp.int32(length))
+    metrics = summarize(jax.device_get(metric_sums), length)
     seconds = time.perf_counter() - start
     update += length
     elapsed += seconds
