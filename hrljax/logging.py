@@ -37,7 +37,7 @@ def read_jsonl(path: str) -> list[dict]:
 class MetricsLogger:
   """Writes records to `<workdir>/metrics.jsonl` (and TensorBoard if asked) and prints progress."""
 
-  def __init__(self, workdir: str, tensorboard: bool = False, stream=sys.stdout,
+  def __init__(self, workdir: str, tensorboard: bool = False, stream=None,
                enabled: bool = True):
     self.path = os.path.join(workdir, METRICS_FILE)
     self.stream = stream
@@ -70,7 +70,7 @@ class MetricsLogger:
 
   def progress(self, text: str) -> None:
     if self.enabled:
-      print(text, file=self.stream, flush=True)
+      print(text, file=self.stream or sys.stdout, flush=True)
 
 
 def _tensorboard_writer(workdir: str):

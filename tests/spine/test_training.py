@@ -1,0 +1,110 @@
+"""Tests of hrljax.training: chunk summaries, divergence stops, resuming, and the logger."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+from flax import struct
+
+from hrljax import training
+from hrljax.checkpoint import Checkpointer
+from hrljax.logging import MetricsLogger, read_jsonl
+
+
+class Counter(struct.PyTreeNode):
+  x: jax.Array
+  n: jax.Array  # updates done
+  key: jax.Array
+
+
+def counting_learner(num_updates: int, nan_at: int = 0) -> training.Learner:
+  """x grows by a random amount per update; x and the loss become NaN from update `nan_at` on."""
+  def init(key):
+    return Counter(x=jnp.zeros(()), n=jnp.zeros((), jnp.int32), key=key)
+
+  def step(state):
+    key, sub = jax.random.split(state.key)
+    n = state.n + 1
+    poisoned = (nan_at > 0) & (n >= nan_at)
+    x = jnp.where(poisoned, jnp.nan, state.x + jax.random.uniform(sub))
+    return Counter(x=x, n=n, key=key), {"loss": x, "episode_return_sum": x, "episodes": 1.0}
+
+  def evaluate(state, key):
+    del key
+    return {"eval_return": state.x}
+
+  return training.Learner(init, step, evaluate, num_updates, env_steps_per_update=10)
+
+
+CONFIG = ml_collections.ConfigDict({"agent": "counter"})
+
+
+def test_summarize_means_and_episode_weighted_returns():
+  sums = {"loss": np.float32(6.0), "episode_return_sum": np.float32(30.0),
+          "episodes": np.float32(3.0)}
+  out = training.summarize(sums, num_updates=4)
+  assert out == {"loss": 1.5, "episode_return": 10.0, "episodes": 3.0}
+  assert math.isnan(training.summarize({"episode_return_sum": 0.0, "episodes": 0.0}, 2)
+                    ["episode_return"])
+
+
+def test_run_logs_every_chunk_checkpoints_and_evaluates(tmp_path, capsys):
+  workdir = str(tmp_path / "run")
+  state = training.train(counting_learner(25), CONFIG, workdir, log_every=10,
+                         checkpoint_every=20, seed=1)
+  records = read_jsonl(workdir)
+  train_records = [r for r in records if r["phase"] == "train"]
+  assert [r["update"] for r in train_records] == [10, 20, 25]
+  assert [r["env_steps"] for r in train_records] == [100, 200, 250]
+  assert records[-1]["phase"] == "eval" and records[-1]["eval_return"] == pytest.approx(
+      float(state.x))
+  assert Checkpointer(f"{workdir}/checkpoints").all_steps() == [20, 25]
+  assert json.load(open(f"{workdir}/config.json"))["agent"] == "counter"
+  assert "update 25/25" in capsys.readouterr().out
+
+
+def test_resumed_run_equals_uninterrupted_run(tmp_path):
+  full = str(tmp_path / "full")
+  final_full = training.train(counting_learner(30), CONFIG, full, log_every=5, checkpoint_every=10)
+  # A run that stopped after its checkpoint at update 10 (with its evaluation record logged),
+  # then started again with a longer schedule in the same workdir.
+  resumed_dir = str(tmp_path / "resumed")
+  training.train(counting_learner(10), CONFIG, resumed_dir, log_every=5, checkpoint_every=10)
+  final_resumed = training.train(counting_learner(30), CONFIG, resumed_dir, log_every=5,
+                                 checkpoint_every=10)
+  assert float(final_resumed.x) == float(final_full.x)
+  strip = lambda rs: [{k: v for k, v in r.items() if k not in ("wall_time",
+                                                              "env_steps_per_second")} for r in rs]
+  assert strip(read_jsonl(resumed_dir)) == strip(read_jsonl(full))
+
+
+def test_nan_stops_with_message_and_keeps_last_good_checkpoint(tmp_path):
+  workdir = str(tmp_path / "nan")
+  with pytest.raises(training.TrainingDiverged, match="update 12.*last good checkpoint is update 8"):
+    training.train(counting_learner(20, nan_at=11), CONFIG, workdir, log_every=4,
+                   checkpoint_every=4, max_checkpoints=3)
+  assert Checkpointer(f"{workdir}/checkpoints").latest_step() == 8
+  assert max(r["update"] for r in read_jsonl(workdir)) == 8
+
+
+def test_first_non_finite_names_metric_then_state_leaf():
+  assert training.first_non_finite({"loss": 1.0}, {"w": jnp.ones(2)}) is None
+  assert "loss" in training.first_non_finite({"loss": math.inf}, {"w": jnp.ones(2)})
+  assert "['w']" in training.first_non_finite({"loss": 1.0}, {"w": jnp.array([1.0, jnp.nan])})
+  # episode statistics are NaN when no episode ended: not a divergence
+  assert training.first_non_finite({"episode_return": math.nan}, {}) is None
+
+
+def test_logger_truncates_records_a_resumed_run_rewrites(tmp_path):
+  logger = MetricsLogger(str(tmp_path))
+  for update in (5, 10, 15):
+    logger.write({"phase": "train", "update": update, "loss": np.float32(update)})
+  logger.write({"phase": "eval", "update": 15, "eval_return": 1.0})
+  logger.truncate_after(10)
+  assert [r["update"] for r in read_jsonl(str(tmp_path))] == [5, 10]
+  logger.write({"phase": "train", "update": 15, "loss": float("nan")})
+  assert read_jsonl(str(tmp_path))[-1]["loss"] is None
