@@ -215,7 +215,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
   def policy(params, obs, key):
     dist, value = agent_network.apply(params, obs)
-    action, log_prob = dist.sample_and_log_prob(seed=key)
+    action = dist.sample(seed=key)  # distrax's sample_and_log_prob breaks rank-promotion checks
+    log_prob = dist.log_prob(action)
     return action, (log_prob, value)
 
   agent_network = make_network(env_spec, config)

@@ -4,6 +4,7 @@ Every environment follows gymnax's functional API (`reset(key, params)`,
 `step(key, state, action, params)` returning terminated and truncated apart, gymnax >= 1.0).
 """
 
+import importlib
 from typing import Any, Callable
 
 import gymnax
@@ -14,6 +15,28 @@ _OWN_ENVIRONMENTS: dict[str, Callable[..., Any]] = {}
 def register(name: str, factory: Callable[..., Any]) -> None:
   """Makes `make(name, **kwargs)` call `factory(**kwargs) -> (env, env_params)`."""
   _OWN_ENVIRONMENTS[name] = factory
+
+
+def _own_environment(name: str, module: str, factory: Callable[[dict], Any]) -> None:
+  """Registers `name`, importing `hrljax.envs.<module>` only when the environment is made."""
+  def make_own(**kwargs):
+    env = factory(importlib.import_module(f"hrljax.envs.{module}"), kwargs)
+    return env, _override_params(name, env.default_params, kwargs)
+  register(name, make_own)
+
+
+def _token_game(module, kwargs):
+  # make_params keeps the time limit in step with max_turns; the env then uses them as defaults.
+  return module.TokenGame(module.make_params(**kwargs))
+
+
+_own_environment("TokenGame-v0", "token_game", _token_game)
+_own_environment("PointHazard-v0", "point_hazard", lambda m, kw: m.PointHazard())
+_own_environment("Chain1D-v0", "chain", lambda m, kw: m.Chain1D())
+_own_environment("SafeCartPole-v0", "safe_cartpole",
+                 lambda m, kw: m.SafeCartPole(action_type="continuous"))
+_own_environment("SafeCartPole-discrete-v0", "safe_cartpole",
+                 lambda m, kw: m.SafeCartPole(action_type="discrete"))
 
 
 def available() -> list[str]:

@@ -83,3 +83,14 @@ def test_env_registry_errors():
     envs.make("CartPole-v1", not_a_field=1)
   spec = envs.spec(*envs.make("CartPole-v1"))
   assert spec.discrete and spec.action_dim == 2 and spec.observation_shape == (4,)
+
+
+def test_own_environments_are_registered_and_take_param_overrides():
+  for name in ("TokenGame-v0", "PointHazard-v0", "Chain1D-v0", "SafeCartPole-v0",
+               "SafeCartPole-discrete-v0"):
+    assert name in envs.available()
+    env, params = envs.make(name)
+    obs, _ = env.reset(jax.random.key(0), params)
+    assert obs.shape == envs.spec(env, params).observation_shape
+  _, params = envs.make("PointHazard-v0", max_steps_in_episode=50)
+  assert params.max_steps_in_episode == 50

@@ -1,0 +1,90 @@
+"""Tests of hrljax.agents.ppo: config checks, the agent API, determinism, and learning CartPole."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hrljax import envs
+from hrljax.agents import ppo
+from hrljax.config_checks import ConfigError
+
+
+def tiny_config(**overrides):
+  config = ppo.get_config()
+  config.total_timesteps = 4 * 32 * 3
+  config.num_steps = 32
+  config.update_epochs = 2
+  config.num_minibatches = 2
+  config.update(overrides)
+  return config
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("learning_rate", -1.0, "config.learning_rate: expected a finite number > 0"),
+    ("num_envs", 0, "config.num_envs: expected an integer > 0"),
+    ("gamma", 1.5, "config.gamma: expected a number in"),
+    ("optimizer", "rmsprop", "config.optimizer: expected one of"),
+    ("num_minibatches", 3, "config.num_minibatches: expected a divisor"),
+    ("checkpoint_every", 15, "config.checkpoint_every: expected a multiple of config.log_every"),
+    ("env_name", "CartPole-v9", "env_name: unknown environment"),
+])
+def test_validate_config_names_the_field(field, value, message):
+  config = tiny_config()
+  config[field] = value
+  with pytest.raises(ValueError, match=message):
+    ppo.validate_config(config)
+
+
+def test_validate_config_rejects_env_count_not_divisible_by_devices():
+  with pytest.raises(ConfigError, match="num_envs: expected a multiple of the device count"):
+    ppo.validate_config(tiny_config(num_envs=6), num_devices=4)
+
+
+def test_act_and_update_shapes():
+  config = tiny_config()
+  env, params = envs.make("CartPole-v1")
+  agent = ppo.PPOAgent.create(jax.random.key(0), envs.spec(env, params), config)
+  obs = jnp.zeros((5, 4))
+  assert agent.act(obs, jax.random.key(1)).shape == (5,)
+  assert agent.act(obs, None, deterministic=True).dtype in (jnp.int32, jnp.int64)
+  obs = jax.random.normal(jax.random.key(2), (8, 4))
+  _, value = agent.network.apply(agent.params, obs)  # PPO2 value clipping is around these
+  batch = ppo.Batch(obs=obs, action=jnp.zeros(8, jnp.int32),
+                    log_prob=jnp.full(8, -0.69), value=value,
+                    advantage=jnp.linspace(-1, 1, 8), target=jnp.ones(8))
+  new_agent, metrics = jax.jit(lambda a, b: a.update(b))(agent, batch)
+  assert set(metrics) >= {"loss", "policy_loss", "value_loss", "entropy", "approx_kl",
+                          "clip_fraction"}
+  changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), agent.params, new_agent.params)
+  assert all(jax.tree.leaves(changed))
+
+
+def test_same_seed_same_numbers_and_different_seed_different_numbers():
+  train = jax.jit(ppo.make_train(tiny_config()))
+  _, first = train(jax.random.key(0))
+  _, again = train(jax.random.key(0))
+  _, other = train(jax.random.key(1))
+  for key in first:
+    np.testing.assert_array_equal(first[key], again[key])
+  assert not np.array_equal(first["loss"], other["loss"])
+
+
+def test_vmapped_seeds_run_in_one_program():
+  train = jax.jit(jax.vmap(ppo.make_train(tiny_config())))
+  _, metrics = train(jax.vmap(jax.random.key)(jnp.arange(3)))
+  assert metrics["loss"].shape == (3, 3)
+
+
+@pytest.mark.learning
+def test_ppo_solves_cartpole_within_500k_steps():
+  """PureJaxRL's config, seed 0: the mean return of episodes ending in the last 10% of updates.
+
+  Threshold 475 is the issue's (CartPole-v1's "solved" level). Measured here: seed 0 reaches 500.0;
+  seeds 0-4 (vmapped run, closing note) all reach >= 475.
+  """
+  _, metrics = jax.jit(ppo.make_train(ppo.get_config()))(jax.random.key(0))
+  tail = len(metrics["episodes"]) // 10
+  final_return = float(metrics["episode_return_sum"][-tail:].sum()
+                       / metrics["episodes"][-tail:].sum())
+  assert final_return >= 475.0, final_return
