@@ -1,0 +1,115 @@
+"""End-to-end tests of `python -m experiments.train` and `experiments.plot` in subprocesses."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from hrljax.logging import WALL_CLOCK_FIELDS, read_jsonl
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PPO_CONFIG = "experiments/configs/ppo_cartpole.py"
+TINY = ["--config.total_timesteps=2048", "--config.num_steps=32", "--config.update_epochs=2",
+        "--config.num_minibatches=2", "--config.log_every=4", "--config.checkpoint_every=8",
+        "--config.eval_episodes=4"]
+
+
+def train_command(workdir, *overrides, config=PPO_CONFIG):
+  return [sys.executable, "-m", "experiments.train", f"--config={config}",
+          f"--workdir={workdir}", *overrides]
+
+
+def run(command, env=None, timeout=300):
+  return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                        env=env)
+
+
+def without_wall_clock(records):
+  return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS} for r in records]
+
+
+def final_params(workdir):
+  """The parameters in the newest checkpoint, read with orbax's generic restore."""
+  import orbax.checkpoint as ocp
+  checkpoints = os.path.join(workdir, "checkpoints")
+  step = max(int(name) for name in os.listdir(checkpoints) if name.isdigit())
+  tree = ocp.StandardCheckpointer().restore(os.path.join(checkpoints, str(step), "state"))
+  return step, tree["agent"]["params"]
+
+
+def test_smoke_run_logs_checkpoints_evaluates_and_plots(tmp_path):
+  workdir = tmp_path / "run"
+  result = run(train_command(workdir, *TINY))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "update 16/16" in result.stdout and "evaluation:" in result.stdout
+  records = read_jsonl(str(workdir))
+  assert [r["update"] for r in records if r["phase"] == "train"] == [4, 8, 12, 16]
+  assert records[-1]["phase"] == "eval" and records[-1]["eval_return"] > 0
+  for field in ("env_steps", "wall_time", "env_steps_per_second", "loss", "episode_return"):
+    assert field in records[0]
+  assert json.load(open(workdir / "config.json"))["num_steps"] == 32
+  plot = run([sys.executable, "-m", "experiments.plot", str(workdir), str(workdir),
+              f"--out={tmp_path / 'curve.png'}"])
+  assert plot.returncode == 0, plot.stderr
+  assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("--config.learning_rate=-0.1", "error: config.learning_rate: expected a finite number > 0, got -0.1"),
+    ("--config.env_name=NoSuchEnv-v0", "error: env_name: unknown environment 'NoSuchEnv-v0'"),
+    ("--config.num_minibatches=3", "error: config.num_minibatches: expected a divisor"),
+])
+def test_bad_config_values_stop_with_one_line(tmp_path, override, expected):
+  result = run(train_command(tmp_path / "bad", *TINY, override))
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert lines == [lines[-1]] and lines[-1].startswith(expected), result.stderr
+  assert "Traceback" not in result.stderr
+
+
+def test_unwritable_workdir_is_a_clear_error(tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("not a directory")
+  result = run(train_command(blocker / "run", *TINY))
+  assert result.returncode == 2 and "error: --workdir: cannot write" in result.stderr
+  assert "Traceback" not in result.stderr
+
+
+def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
+  """Kill after the first checkpoint, start the same command again: same metrics, same params."""
+  overrides = ["--config.total_timesteps=204800", "--config.log_every=4",
+               "--config.checkpoint_every=8", "--config.eval_episodes=4"]
+  reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
+  reference = run(train_command(reference_dir, *overrides))
+  assert reference.returncode == 0, reference.stderr[-2000:]
+
+  process = subprocess.Popen(train_command(killed_dir, *overrides), cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  checkpoints = killed_dir / "checkpoints"
+  deadline = time.time() + 240
+  while time.time() < deadline and process.poll() is None:
+    if checkpoints.exists() and any(name.isdigit() for name in os.listdir(checkpoints)):
+      break
+    time.sleep(0.02)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  first = [int(n) for n in os.listdir(checkpoints) if n.isdigit()]
+  assert first and max(first) < 400, f"the run was not killed mid-way: {first}"
+
+  resumed = run(train_command(killed_dir, *overrides))
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert "resumed from the checkpoint at update" in resumed.stdout
+  assert without_wall_clock(read_jsonl(str(killed_dir))) == without_wall_clock(
+      read_jsonl(str(reference_dir)))
+  ref_step, ref_params = final_params(str(reference_dir))
+  step, params = final_params(str(killed_dir))
+  assert step == ref_step == 400
+  assert jax.tree.structure(ref_params) == jax.tree.structure(params)
+  for a, b in zip(jax.tree.leaves(ref_params), jax.tree.leaves(params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
