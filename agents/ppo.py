@@ -214,10 +214,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     return RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
 
   def policy(params, obs, key):
-    dist, value = agent_network.apply(params, obs)
+    # Only the actor runs inside the sequential rollout; values are computed afterwards for all
+    # steps at once (same parameters, so the same numbers, with fewer kernels per env step).
+    dist = agent_network.apply(params, obs, method=ActorCritic.policy)
     action = dist.sample(seed=key)  # distrax's sample_and_log_prob breaks rank-promotion checks
-    log_prob = dist.log_prob(action)
-    return action, (log_prob, value)
+    return action, dist.log_prob(action)
 
   agent_network = make_network(env_spec, config)
 
@@ -243,9 +244,12 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
 
 def make_batch(agent: PPOAgent, traj, config) -> Batch:
-  """GAE over each environment's `[T]` slice, then a flat `[T * N]` batch."""
-  log_prob, value = traj.policy_extras
-  next_value = agent.network.apply(agent.params, traj.next_obs, method=ActorCritic.value)
+  """Values of every visited state and successor in one forward pass, GAE over each
+  environment's `[T]` slice, then a flat `[T * N]` batch."""
+  log_prob = traj.policy_extras
+  both = jax.tree.map(lambda o, n: jnp.concatenate([o, n]), traj.obs, traj.next_obs)
+  value, next_value = jnp.split(
+      agent.network.apply(agent.params, both, method=ActorCritic.value), 2)
   discount = config.gamma * (1.0 - traj.terminated.astype(jnp.float32))
   def gae(reward, discount, value, next_value, done):
     return pg.generalized_advantage_estimation(reward, discount, value, next_value,

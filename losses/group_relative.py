@@ -233,16 +233,16 @@ def group_normalize(rewards: Array, group_ids: Array, num_groups: int, *,
         group_ids: int ``[B]`` in ``[0, num_groups)``; any row order, ragged groups.
         num_groups: static number of groups.
         valid: optional bool ``[B]``. Invalid rows enter no statistic and get 0.
-        scale: ``"group"``: divide by the group std (GRPO, verl, TRL default); ``"batch"``: keep the
-            group mean but divide by the std of all valid rewards of the batch (TRL
-            ``scale_rewards="batch"``, Trinity ``std_cal_level="batch"``, "PPO-Lite" arXiv 2508.08221);
-            ``"none"``: no division (Dr. GRPO, TRL ``scale_rewards="none"``).
+        scale: ``"group"``: divide by the group std (GRPO, verl, TRL default); ``"batch"``: keep
+            the group mean but divide by the std of all valid rewards of the batch (TRL
+            ``scale_rewards="batch"``, Trinity ``std_cal_level="batch"``, "PPO-Lite"
+            arXiv 2508.08221); ``"none"``: no division (Dr. GRPO, TRL ``scale_rewards="none"``).
         eps: added to the std. verl/Trinity/Tunix/verl-agent 1e-6 (default), TRL 1e-4, OpenRLHF
             1e-9, oat 1e-8. Unused with ``scale="none"``.
         ddof: std estimator; 1 (unbiased, every framework's GRPO) or 0 (population).
-        singleton_mode: what a group with exactly one valid row gets. ``"zero"`` (default, safe; TRL's
-            result, Tunix RLOO); ``"raw"``: the group mean is taken as 0 and the std as 1, as verl
-            ``grpo`` and Trinity do, giving ``r / (1 + eps)`` (``r`` with ``scale="none"``, and
+        singleton_mode: what a group with exactly one valid row gets. ``"zero"`` (default, safe;
+            TRL's result, Tunix RLOO); ``"raw"``: the group mean is taken as 0 and the std as 1, as
+            verl ``grpo`` and Trinity do, giving ``r / (1 + eps)`` (``r`` with ``scale="none"``, and
             ``r / (batch_std + eps)`` with ``scale="batch"``).
         std_floor: the std is floored at this value before ``eps`` is added (the NeMo-RL PR #4161
             remedy; 1e-3 there). Default 0.
@@ -335,8 +335,8 @@ def dr_grpo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
                        valid: Optional[Array] = None, singleton_mode: str = "zero") -> Array:
     """Dr. GRPO advantages ``r_i - mean_g``, without the std division (batch-level).
 
-    Liu et al., "Understanding R1-Zero-Like Training: A Critical Perspective", arXiv 2503.20783,
-    section 3.2 (the std term biases updates by question difficulty). Pair with the constant-
+    Liu et al., "Understanding R1-Zero-Like Training: A Critical Perspective", arXiv 2503.20783
+    (the std term biases updates by question difficulty). Pair with the constant-
     normaliser aggregation of ``hrljax.losses.policy_gradient``. Under ``stop_gradient``.
     ``singleton_mode="raw"`` gives ``r`` to a singleton group (verl / OpenRLHF parity).
     """
@@ -384,22 +384,26 @@ def informative_group_mask(rewards: Array, group_ids: Array, num_groups: int, *,
     """DAPO dynamic-sampling filter: which groups carry a learning signal (batch-level).
 
     Yu et al., "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", arXiv 2503.14476,
-    Eq. 11 (keep a prompt iff ``0 < #correct < G``). Dynamic sampling itself (generate more until the
-    batch is full) is a data-pipeline step; this returns the keep mask and the caller resamples.
+    section 3.2, Eq. 11 (keep a prompt iff ``0 < #correct < G``). Dynamic sampling itself
+    (generate more until the batch is full) is a data-pipeline step; this returns the keep mask
+    and the caller resamples.
 
     Args:
         rewards: float ``[B]`` (the metric that is filtered on: accuracy, score, ...).
         group_ids: int ``[B]``.
         num_groups: static number of groups.
         valid: optional bool ``[B]``; invalid rows are ignored.
-        rule: ``"std"`` (verl DAPO recipe): keep iff the group's rewards are not all equal (population
-            std > 0, computed exactly by the shifted estimator); ``"range"`` (OpenRLHF
-            ``dynamic_filtering_reward_range``): keep iff ``lo < mean_g < hi`` with fixed bounds.
+        rule: ``"std"`` (verl DAPO recipe): keep iff the group's rewards are not all equal
+            (population std > 0, computed exactly by the shifted estimator); ``"range"``
+            (OpenRLHF ``dynamic_filtering_reward_range``): keep iff ``lo < mean_g < hi`` with
+            fixed bounds (the spec's "minmax" reading; OpenRLHF compares with the configured
+            bounds, not the group's own min and max).
         reward_range: ``(lo, hi)`` for ``rule="range"``.
         keep_singletons: with ``rule="std"``, keep one-row groups (the verl recipe does).
 
     Returns:
-        bool ``[num_groups]``. Groups with no valid row are never kept. Row mask: ``keep[group_ids]``.
+        bool ``[num_groups]``. Groups with no valid row are never kept. Row mask:
+        ``keep[group_ids]``.
     """
     _check_mode("rule", rule, _FILTER_RULES)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
@@ -423,7 +427,7 @@ def overlong_penalty(lengths: Array, *, max_len: int = 20480, cache_len: int = 4
                      factor: float = 1.0, hard_branch: bool = True) -> Array:
     """DAPO soft overlong punishment ``R_len(|y|)``, added to the reward before the advantage.
 
-    Yu et al., DAPO, arXiv 2503.14476, Eq. 13. With ``s = max_len - cache_len``: 0 for
+    Yu et al., DAPO, arXiv 2503.14476, section 3.4, Eq. 13. With ``s = max_len - cache_len``: 0 for
     ``|y| <= s``; ``(s - |y|) / cache_len`` for ``s < |y| <= max_len``; -1 beyond ``max_len``.
     Every branch is multiplied by ``factor`` (Tunix / verl ``overlong_buffer.penalty_factor``).
     Per-example (elementwise).
@@ -434,8 +438,8 @@ def overlong_penalty(lengths: Array, *, max_len: int = 20480, cache_len: int = 4
         cache_len: ``L_cache``, the soft buffer (default 4096); ``0 < cache_len <= max_len``.
         factor: penalty scale (default 1).
         hard_branch: ``True`` is the paper (clamped at -1 beyond ``max_len``). ``False`` is verl's
-            ``min(-(|y| - s) / L_cache * factor, 0)`` without the -1 branch (verl truncates generation at
-            ``max_len`` so never reaches it).
+            ``min(-(|y| - s) / L_cache * factor, 0)`` without the -1 branch (verl truncates
+            generation at ``max_len`` so never reaches it).
 
     Returns:
         float32 penalties, shape of ``lengths`` (<= 0).
@@ -533,17 +537,17 @@ def anchor_state_ids(observations: Array, group_ids: Array, *, valid: Optional[A
     observation in two groups never does. Cost ``O(N log N + passes * N * D)``.
 
     Args:
-      observations: ``[N, ...]`` any numeric/bool dtype; the *current* observation of each step
-        row (verl-agent's ``anchor_obs``, without history). To key on state and action (SALT
-        nodes), concatenate their :func:`observation_words`.
-      group_ids: int ``[N]`` episode group (task / prompt uid) of each row.
-      valid: optional bool ``[N]``. Invalid rows get ids of their own pseudo-group, never shared
-        with a valid row.
-      hash_fn: ``[N, D] uint32 -> [N]`` integer hash; exposed so tests can force collisions.
+        observations: ``[N, ...]`` any numeric/bool dtype; the *current* observation of each step
+            row (verl-agent's ``anchor_obs``, without history). To key on state and action (SALT
+            nodes), concatenate their :func:`observation_words`.
+        group_ids: int ``[N]`` episode group (task / prompt uid) of each row.
+        valid: optional bool ``[N]``. Invalid rows get ids of their own pseudo-group, never shared
+            with a valid row.
+        hash_fn: ``[N, D] uint32 -> [N]`` integer hash; exposed so tests can force collisions.
 
     Returns:
-      ``AnchorIds(ids, num_anchors)``: ``ids`` int32 ``[N]`` dense labels (arbitrary order), so
-      ``num_anchors=N`` is always a safe static segment count downstream.
+        ``AnchorIds(ids, num_anchors)``: ``ids`` int32 ``[N]`` dense labels (arbitrary order), so
+        ``num_anchors=N`` is always a safe static segment count downstream.
 
     Deviations from verl-agent: exact matching only (its optional difflib similarity clustering
     is host-side text processing and order dependent, so it is not offered). Trinity's port keys on
@@ -611,15 +615,15 @@ def discounted_step_returns(rewards: Array, traj_ids: Array, step_index: Array, 
     reward themselves.
 
     Args:
-      rewards: float ``[N]`` per-step rewards.
-      traj_ids: int ``[N]`` trajectory of each row (any integers).
-      step_index: int ``[N]`` time step within the trajectory; unique per trajectory. Gaps are
-        discounted by their length.
-      gamma: discount in ``[0, 1]`` (verl-agent scripts: 0.95).
-      valid: optional bool ``[N]``; invalid rows are skipped and get 0.
+        rewards: float ``[N]`` per-step rewards.
+        traj_ids: int ``[N]`` trajectory of each row (any integers).
+        step_index: int ``[N]`` time step within the trajectory; unique per trajectory. Gaps are
+            discounted by their length.
+        gamma: discount in ``[0, 1]`` (verl-agent scripts: 0.95).
+        valid: optional bool ``[N]``; invalid rows are skipped and get 0.
 
     Returns:
-      ``[N]`` returns in the original row order, dtype of ``rewards``.
+        ``[N]`` returns in the original row order, dtype of ``rewards``.
     """
     _check_float("gamma", gamma, minimum=0.0, maximum=1.0)
     named = [("rewards", rewards), ("traj_ids", traj_ids), ("step_index", step_index)]
@@ -679,32 +683,33 @@ def gigpo_advantages(step_rewards: Array, traj_ids: Array, step_index: Array, gr
     * ``A^S``: ``(R_t - mean_anchor R) / F`` over the rows sharing the anchor state
       (:func:`anchor_state_ids`); one-row anchors get 0 (verl-agent uses the row's own value as
       the mean; Trinity skips them).
-    * ``F = 1`` for ``norm="mean"`` (verl-agent ``mean_norm``, used by its scripts) or the
-      unbiased std + ``eps`` for ``norm="mean_std"`` (``mean_std_norm``).
+    * ``F = 1`` for ``norm="mean"`` (verl-agent ``mean_norm``, used by its scripts; the default
+      here because the paper's own choice could not be checked) or the unbiased std + ``eps``
+      for ``norm="mean_std"`` (``mean_std_norm``).
 
     Args:
-      step_rewards: float ``[N]`` environment reward of each step.
-      traj_ids: int ``[N]`` in ``[0, num_traj)``; a trajectory lies in a single group.
-      step_index: int ``[N]`` time step within the trajectory (unique per trajectory).
-      group_ids: int ``[N]`` in ``[0, num_groups)`` episode group (task uid).
-      anchor_ids: int ``[N]`` in ``[0, num_anchors)``, already scoped to the group (as produced
-        by :func:`anchor_state_ids`).
-      num_groups, num_traj, num_anchors: static segment counts.
-      episode_returns: optional float ``[N]`` episode return ``R(tau)`` repeated on every row of
-        the trajectory (verl-agent's ``EpisodeRewardManager``); default ``sum_t r_t`` (Eq. 3).
-      valid: optional bool ``[N]``; invalid rows touch no statistic and get 0.
-      gamma: discount of Eq. 5 (verl-agent scripts: 0.95).
-      omega: weight of the step advantage (``step_advantage_w``, default 1).
-      norm: ``"mean"`` or ``"mean_std"``, applied at both levels.
-      eps: std epsilon for ``norm="mean_std"`` (1e-6).
-      episode_stat_weighting: ``"trajectory"`` (paper Eq. 3; each trajectory counts once) or
-        ``"step"`` (every step row counts, i.e. the baseline is weighted by trajectory length:
-        verl-agent with ``compute_mean_std_cross_all_data=True``, see verl-agent issue #138).
-      episode_singleton_mode: ``A^E`` of a group with one trajectory: ``"zero"`` (default) or
-        ``"raw"`` (mean 0, std 1: ``R`` or ``R / (1 + eps)``, verl-agent's behaviour).
+        step_rewards: float ``[N]`` environment reward of each step.
+        traj_ids: int ``[N]`` in ``[0, num_traj)``; a trajectory lies in a single group.
+        step_index: int ``[N]`` time step within the trajectory (unique per trajectory).
+        group_ids: int ``[N]`` in ``[0, num_groups)`` episode group (task uid).
+        anchor_ids: int ``[N]`` in ``[0, num_anchors)``, already scoped to the group (as produced
+            by :func:`anchor_state_ids`).
+        num_groups, num_traj, num_anchors: static segment counts.
+        episode_returns: optional float ``[N]`` episode return ``R(tau)`` repeated on every row of
+            the trajectory (verl-agent's ``EpisodeRewardManager``); default ``sum_t r_t`` (Eq. 3).
+        valid: optional bool ``[N]``; invalid rows touch no statistic and get 0.
+        gamma: discount of Eq. 5 (verl-agent scripts: 0.95).
+        omega: weight of the step advantage (``step_advantage_w``, default 1).
+        norm: ``"mean"`` or ``"mean_std"``, applied at both levels.
+        eps: std epsilon for ``norm="mean_std"`` (1e-6).
+        episode_stat_weighting: ``"trajectory"`` (paper Eq. 3; each trajectory counts once) or
+            ``"step"`` (every step row counts, i.e. the baseline is weighted by trajectory length:
+            verl-agent with ``compute_mean_std_cross_all_data=True``, see verl-agent issue #138).
+        episode_singleton_mode: ``A^E`` of a group with one trajectory: ``"zero"`` (default) or
+            ``"raw"`` (mean 0, std 1: ``R`` or ``R / (1 + eps)``, verl-agent's behaviour).
 
     Returns:
-      ``GigpoAdvantages`` of ``[N]`` arrays, all under ``stop_gradient``.
+        ``GigpoAdvantages`` of ``[N]`` arrays, all under ``stop_gradient``.
 
     Deviations: verl-agent builds anchor groups on the host from hashable observations, with an
     optional similarity clustering; here anchors are integer ids (computed on device by
@@ -791,15 +796,15 @@ def rec_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     ``r / (1 + eps)``), as Trinity does.
 
     Args:
-      rewards, group_ids, num_groups, valid: as in :func:`group_normalize`.
-      std_normalize: divide by the kept rows' population std + eps (the ``rec_gsm8k`` example
-        does not).
-      eps: std epsilon (1e-6).
-      drop: ``"none"`` or ``"balance"``.
-      key: PRNG key, required by ``drop="balance"``.
+        rewards, group_ids, num_groups, valid: as in :func:`group_normalize`.
+        std_normalize: divide by the kept rows' population std + eps (the ``rec_gsm8k`` example
+            does not).
+        eps: std epsilon (1e-6).
+        drop: ``"none"`` or ``"balance"``.
+        key: PRNG key, required by ``drop="balance"``.
 
     Returns:
-      ``RecAdvantages(advantages, kept)``.
+        ``RecAdvantages(advantages, kept)``.
 
     Fixes Trinity's ``NameError`` on a one-experience group (``rewards`` referenced before
     assignment at @d4baca6): such a group gets ``A = r``, like any group with one kept row.
@@ -847,15 +852,15 @@ def opmd_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     as regularised REINFORCE by arXiv 2509.24203.
 
     Args:
-      rewards, group_ids, num_groups, valid: as in :func:`group_normalize`.
-      baseline: ``"mean"`` (``b = mean_g r``) or ``"logavgexp"``
-        (``b = tau * log(mean_g exp(r / tau))``, the soft-max baseline of the OPMD derivation;
-        tends to ``mean`` as ``tau -> inf`` and to ``max`` as ``tau -> 0``).
-      tau: temperature of the log-avg-exp baseline (> 0).
+        rewards, group_ids, num_groups, valid: as in :func:`group_normalize`.
+        baseline: ``"mean"`` (``b = mean_g r``) or ``"logavgexp"``
+            (``b = tau * log(mean_g exp(r / tau))``, the soft-max baseline of the OPMD derivation;
+            tends to ``mean`` as ``tau -> inf`` and to ``max`` as ``tau -> 0``).
+        tau: temperature of the log-avg-exp baseline (> 0).
 
     Returns:
-      ``[B]`` under ``stop_gradient``. One-row groups use ``b = 0`` (Trinity), i.e. ``A = r``.
-      All-equal groups give exactly 0 under both baselines.
+        ``[B]`` under ``stop_gradient``. One-row groups use ``b = 0`` (Trinity), i.e. ``A = r``.
+        All-equal groups give exactly 0 under both baselines.
     """
     _check_mode("baseline", baseline, _OPMD_BASELINES)
     _check_float("tau", tau, minimum=0.0, strict_minimum=True)
@@ -885,11 +890,11 @@ def asymre_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     :func:`rec_loss` with ``reg_coef = -delta``), arXiv 2509.24203.
 
     Args:
-      rewards, group_ids, num_groups, valid: as in :func:`group_normalize`.
-      baseline_shift: ``delta`` (Trinity default -0.1; negative favours positive samples).
+        rewards, group_ids, num_groups, valid: as in :func:`group_normalize`.
+        baseline_shift: ``delta`` (Trinity default -0.1; negative favours positive samples).
 
     Returns:
-      ``[B]`` under ``stop_gradient``. One-row groups use baseline 0 (Trinity): ``A = r``.
+        ``[B]`` under ``stop_gradient``. One-row groups use baseline 0 (Trinity): ``A = r``.
     """
     _check_float("baseline_shift", baseline_shift)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
@@ -952,21 +957,21 @@ def rec_loss(logp: Array, old_logp: Array, advantages: Array, mask: Array, *,
     "none"), REC-Ring-NoIS = ("ring", "none") (names recalled in the spec, not checked).
 
     Args:
-      logp: float ``[B, T]`` log-probs of the sampled tokens under pi_theta.
-      old_logp: float ``[B, T]`` under the behaviour policy.
-      advantages: float ``[B, T]`` (:func:`broadcast_to_tokens` of sequence advantages).
-      mask: ``[B, T]`` response mask (bool or float).
-      clip_mode, weight, regularizer: see above.
-      eps_low, eps_high: inner band (Trinity ``default_args``: 0.2, 0.2).
-      eps_low_outer, eps_high_outer: ring's outer thresholds (``default_args``: 0.6, 2.0; the
-        Trinity constructor's own keyword defaults are 0.4, 0.4).
-      reg_coef: regulariser coefficient (>= 0).
-      temp: temperature of the ``"advantage"`` weight (> 0).
-      log_ratio_clamp: ``logp - old_logp`` is clamped to +-this before ``exp`` (verl's 20;
-        Trinity does not clamp, which only matters for extreme ratios).
+        logp: float ``[B, T]`` log-probs of the sampled tokens under pi_theta.
+        old_logp: float ``[B, T]`` under the behaviour policy.
+        advantages: float ``[B, T]`` (:func:`broadcast_to_tokens` of sequence advantages).
+        mask: ``[B, T]`` response mask (bool or float).
+        clip_mode, weight, regularizer: see above.
+        eps_low, eps_high: inner band (Trinity ``default_args``: 0.2, 0.2).
+        eps_low_outer, eps_high_outer: ring's outer thresholds (``default_args``: 0.6, 2.0; the
+            Trinity constructor's own keyword defaults are 0.4, 0.4).
+        reg_coef: regulariser coefficient (>= 0).
+        temp: temperature of the ``"advantage"`` weight (> 0).
+        log_ratio_clamp: ``logp - old_logp`` is clamped to +-this before ``exp`` (verl's 20;
+            Trinity does not clamp, which only matters for extreme ratios).
 
     Returns:
-      ``(loss, RecExtras)``: token-mean loss (Trinity's default ``masked_mean``).
+        ``(loss, RecExtras)``: token-mean loss (Trinity's default ``masked_mean``).
 
     Deviations: Trinity's ``gspo_importance_sampling`` weight reads the sequence ratio that only
     the ``gspo-one-side`` mode defines (a ``NameError`` with other modes); here it is always
@@ -1045,13 +1050,13 @@ def opmd_loss(logp: Array, advantages: Array, mask: Array, *,
     pi - log pi_old)^2`` regulariser of the OPMD surrogate is :func:`rec_loss`'s ``"k2"`` option.
 
     Args:
-      logp: float ``[B, T]``.
-      advantages: float ``[B, T]`` (:func:`opmd_advantages` broadcast to tokens); detached.
-      mask: ``[B, T]``.
-      tau: the OPMD temperature (>= 0).
+        logp: float ``[B, T]``.
+        advantages: float ``[B, T]`` (:func:`opmd_advantages` broadcast to tokens); detached.
+        mask: ``[B, T]``.
+        tau: the OPMD temperature (>= 0).
 
     Returns:
-      ``(loss, TokenLossExtras)``.
+        ``(loss, TokenLossExtras)``.
     """
     _check_float("tau", tau, minimum=0.0)
     m = _check_token_args(logp, None, advantages, mask)
@@ -1082,18 +1087,79 @@ def hicra_advantages(token_advantages: Array, planning_mask: Array, *,
     PR attributes to the authors' verl branch is not implemented (secondary source only).
 
     Args:
-      token_advantages: float ``[...]`` (e.g. ``[B, T]``); treated as a constant.
-      planning_mask: bool/0-1 of the same shape (e.g. :func:`planning_token_mask`).
-      alpha: amplification in ``[0, 1]``.
+        token_advantages: float ``[...]`` (e.g. ``[B, T]``); treated as a constant.
+        planning_mask: bool/0-1 of the same shape (e.g. :func:`planning_token_mask`).
+        alpha: amplification in ``[0, 1]``.
 
     Returns:
-      Amplified advantages under ``stop_gradient``.
+        Amplified advantages under ``stop_gradient``.
     """
     _check_float("alpha", alpha, minimum=0.0, maximum=1.0)
     chex.assert_equal_shape([token_advantages, planning_mask])
     chex.assert_type(token_advantages, float)
     a = jax.lax.stop_gradient(token_advantages)
     return jnp.where(planning_mask.astype(bool), a + alpha * jnp.abs(a), a)
+
+
+def hicra_verl_port_advantages(sequence_advantages: Array, mask: Array, entropies: Array,
+                               group_ids: Array, num_groups: int, *,
+                               planning_mask: Optional[Array] = None, alpha: float = 0.2,
+                               top_fraction: float = 0.3,
+                               valid: Optional[Array] = None) -> Array:
+    """HICRA as the TRL port (PR #4997) describes the authors' verl branch (batch-level).
+
+    Secondary source only (the official repository snapshot holds a README): amplification
+    ``A * (1 + alpha * sign(A))`` is applied only on responses that are "correct" (sequence
+    advantage > 0) and longer than their group's mean length, and there only on high-entropy
+    tokens (entropy strictly above the response's ``1 - top_fraction`` quantile, linear
+    interpolation as ``torch.quantile``) or, when ``planning_mask`` is given, planning tokens.
+    Prefer :func:`hicra_advantages` (the paper's formula) unless reproducing that branch.
+    With constant entropies no token is "high-entropy" (strict ``>``), so only the planning mask
+    acts; the PR's own tests missed that (its multiplier was also a no-op, see
+    :func:`hicra_advantages`).
+
+    Args:
+      sequence_advantages: float ``[B]`` (e.g. :func:`grpo_advantages`).
+      mask: ``[B, T]`` response mask; the length of a response is its mask sum.
+      entropies: float ``[B, T]`` token entropies (treated as constants).
+      group_ids: int ``[B]``; num_groups: static.
+      planning_mask: optional ``[B, T]`` bool/0-1.
+      alpha: amplification in ``[0, 1]``; top_fraction: in ``(0, 1]`` (the port's 0.3).
+      valid: optional bool ``[B]``; invalid rows enter no group length mean and get 0.
+
+    Returns:
+      float ``[B, T]`` token advantages (0 off the mask), under ``stop_gradient``.
+    """
+    _check_float("alpha", alpha, minimum=0.0, maximum=1.0)
+    _check_float("top_fraction", top_fraction, minimum=0.0, maximum=1.0, strict_minimum=True)
+    chex.assert_rank([sequence_advantages, mask, entropies], [1, 2, 2])
+    chex.assert_equal_shape([mask, entropies])
+    chex.assert_equal_shape_prefix([sequence_advantages, mask], 1)
+    chex.assert_type(entropies, float)
+    valid = _check_segment_args(sequence_advantages, group_ids, num_groups, valid)
+    m = mask.astype(bool)
+    lengths = jnp.sum(m, axis=1).astype(jnp.float32)
+    mean_length = segment_mean(lengths, group_ids, num_groups, valid=valid)[group_ids]
+    eligible = valid & (sequence_advantages > 0) & (lengths > mean_length)
+
+    # Per-response linear-interpolation quantile over its own (unmasked) tokens.
+    ordered = jnp.sort(jnp.where(m, entropies, jnp.inf), axis=1)
+    position = (1.0 - top_fraction) * jnp.maximum(lengths - 1, 0)
+    below = jnp.floor(position).astype(jnp.int32)
+    above = jnp.ceil(position).astype(jnp.int32)
+    low = jnp.take_along_axis(ordered, below[:, None], axis=1)[:, 0]
+    high = jnp.take_along_axis(ordered, above[:, None], axis=1)[:, 0]
+    high = jnp.where(jnp.isfinite(high), high, low)
+    threshold = low + (position - below) * (high - low)
+    chosen = m & (entropies > threshold[:, None])
+    if planning_mask is not None:
+        chex.assert_equal_shape([planning_mask, mask])
+        chosen = chosen | (planning_mask.astype(bool) & m)
+    chosen = chosen & eligible[:, None]
+    a = jax.lax.stop_gradient(sequence_advantages)[:, None] * m.astype(sequence_advantages.dtype)
+    amplified = a * (1 + alpha * jnp.sign(a))
+    out = jnp.where(chosen, amplified, a)
+    return jax.lax.stop_gradient(jnp.where(valid[:, None], out, 0))
 
 
 def planning_token_mask(tokens: Array, patterns: Array, pattern_lengths: Array,
@@ -1106,14 +1172,14 @@ def planning_token_mask(tokens: Array, patterns: Array, pattern_lengths: Array,
     both tokenisations as separate patterns.
 
     Args:
-      tokens: int ``[B, T]``.
-      patterns: int ``[S, L]``; pattern ``s`` is ``patterns[s, :pattern_lengths[s]]`` (the tail
-        is padding and ignored).
-      pattern_lengths: int ``[S]`` in ``[1, L]``.
-      mask: optional ``[B, T]`` bool/0-1; tokens outside it never match.
+        tokens: int ``[B, T]``.
+        patterns: int ``[S, L]``; pattern ``s`` is ``patterns[s, :pattern_lengths[s]]`` (the tail
+            is padding and ignored).
+        pattern_lengths: int ``[S]`` in ``[1, L]``.
+        mask: optional ``[B, T]`` bool/0-1; tokens outside it never match.
 
     Returns:
-      bool ``[B, T]``.
+        bool ``[B, T]``.
     """
     chex.assert_rank([tokens, patterns, pattern_lengths], [2, 2, 1])
     chex.assert_type([tokens, patterns, pattern_lengths], int)
@@ -1162,18 +1228,18 @@ def hbpo_reward(lengths: Array, budgets: Array, correct: Array, *, beta: float =
     ``n > b``; otherwise ``incorrect_reward``.
 
     Args:
-      lengths: int/float ``[B]`` generated lengths ``n``.
-      budgets: int/float ``[B]`` budget ``b`` of each response's subgroup.
-      correct: bool ``[B]``.
-      beta, alpha, max_len: the code's constants (4, 1/4096, 4096).
-      incorrect_reward: reward of a wrong (or too long) answer: 0 in the paper and the code
-        config (the code also gives format errors -1; score those before calling).
-      form: ``"paper"`` (the piecewise definition, default) or ``"code_min"``
-        (``min(f1, f2)``, what the released code computes; it differs from the paper inside the
-        budget when ``alpha * (b - n)`` exceeds the cosine gap, e.g. ``(n, b) = (300, 512)``).
+        lengths: int/float ``[B]`` generated lengths ``n``.
+        budgets: int/float ``[B]`` budget ``b`` of each response's subgroup.
+        correct: bool ``[B]``.
+        beta, alpha, max_len: the code's constants (4, 1/4096, 4096).
+        incorrect_reward: reward of a wrong (or too long) answer: 0 in the paper and the code
+            config (the code also gives format errors -1; score those before calling).
+        form: ``"paper"`` (the piecewise definition, default) or ``"code_min"``
+            (``min(f1, f2)``, what the released code computes; it differs from the paper inside the
+            budget when ``alpha * (b - n)`` exceeds the cosine gap, e.g. ``(n, b) = (300, 512)``).
 
     Returns:
-      float32 ``[B]``.
+        float32 ``[B]``.
     """
     _check_mode("form", form, _HBPO_FORMS)
     _check_float("beta", beta, minimum=0.0)
@@ -1208,19 +1274,19 @@ def hbpo_advantages(rewards: Array, budget_ids: Array, group_ids: Array, num_gro
     std, eps 1e-6).
 
     Args:
-      rewards: float ``[B]`` (:func:`hbpo_reward`).
-      budget_ids: int ``[B]`` in ``[0, K)`` index into ``budget_values``.
-      group_ids: int ``[B]`` in ``[0, num_groups)`` prompt of each response.
-      num_groups: static number of prompts.
-      budget_values: ``[K]`` budgets ``b_k`` (paper: 512, 1024, 2048, 2560).
-      valid: optional bool ``[B]``.
-      beta, max_len: constants of ``f2`` (code: 4, 4096).
-      eps, singleton_mode: of the inter z-score (see :func:`group_normalize`).
-      double_intra: reproduce the released code, where a stray line adds ``A^intra`` twice
-        (``A = A^inter + 2 A^intra``); ``False`` (default) is the paper.
+        rewards: float ``[B]`` (:func:`hbpo_reward`).
+        budget_ids: int ``[B]`` in ``[0, K)`` index into ``budget_values``.
+        group_ids: int ``[B]`` in ``[0, num_groups)`` prompt of each response.
+        num_groups: static number of prompts.
+        budget_values: ``[K]`` budgets ``b_k`` (paper: 512, 1024, 2048, 2560).
+        valid: optional bool ``[B]``.
+        beta, max_len: constants of ``f2`` (code: 4, 4096).
+        eps, singleton_mode: of the inter z-score (see :func:`group_normalize`).
+        double_intra: reproduce the released code, where a stray line adds ``A^intra`` twice
+            (``A = A^inter + 2 A^intra``); ``False`` (default) is the paper.
 
     Returns:
-      ``HbpoAdvantages`` under ``stop_gradient``.
+        ``HbpoAdvantages`` under ``stop_gradient``.
     """
     _check_count("num_groups", num_groups)
     _check_float("beta", beta, minimum=0.0)
@@ -1269,14 +1335,14 @@ def mgrpo_alignment(rollout_ids: Array, num_rollouts: int, slots_per_rollout: in
     gather them with ``index``: duplicates must not reweight the group statistics.
 
     Args:
-      rollout_ids: int ``[M]`` in ``[0, num_rollouts)``: the main rollout of each sub-trajectory.
-      num_rollouts: static ``K``.
-      slots_per_rollout: static ``D``.
-      key: PRNG key.
-      valid: optional bool ``[M]``; invalid rows are never selected.
+        rollout_ids: int ``[M]`` in ``[0, num_rollouts)``: the main rollout of each sub-trajectory.
+        num_rollouts: static ``K``.
+        slots_per_rollout: static ``D``.
+        key: PRNG key.
+        valid: optional bool ``[M]``; invalid rows are never selected.
 
     Returns:
-      ``Alignment(index, slot_valid)``; slot ``k * D + s`` belongs to rollout ``k``.
+        ``Alignment(index, slot_valid)``; slot ``k * D + s`` belongs to rollout ``k``.
     """
     _check_count("num_rollouts", num_rollouts)
     _check_count("slots_per_rollout", slots_per_rollout)
@@ -1355,22 +1421,22 @@ def disco_loss(logp: Array, old_logp: Array, mask: Array, rewards: Array, group_
     the penalty alone (the reference's dummy zero), with no NaN in the gradient.
 
     Args:
-      logp, old_logp: float ``[B, T]``.
-      mask: ``[B, T]`` response mask.
-      rewards: ``[B]`` binary rewards (float or bool).
-      group_ids: int ``[B]`` question of each response.
-      num_groups: static number of questions.
-      valid: optional bool ``[B]``; invalid rows are neither positive nor negative and do not
-        count a question as present.
-      score: ``"logL"`` or ``"Lratio"``.
-      tau: temperature; default 10 for ``logL`` and 1 for ``Lratio`` (paper defaults).
-      delta: KL budget (1e-4); beta: penalty weight (1e3).
-      variant: ``"lse"`` or ``"basic"``.
-      kl_estimator: ``"k1"`` or ``"k3"``.
-      log_ratio_clamp: clamp of ``logp - old_logp`` inside the ratio score and k3.
+        logp, old_logp: float ``[B, T]``.
+        mask: ``[B, T]`` response mask.
+        rewards: ``[B]`` binary rewards (float or bool).
+        group_ids: int ``[B]`` question of each response.
+        num_groups: static number of questions.
+        valid: optional bool ``[B]``; invalid rows are neither positive nor negative and do not
+            count a question as present.
+        score: ``"logL"`` or ``"Lratio"``.
+        tau: temperature; default 10 for ``logL`` and 1 for ``Lratio`` (paper defaults).
+        delta: KL budget (1e-4); beta: penalty weight (1e3).
+        variant: ``"lse"`` or ``"basic"``.
+        kl_estimator: ``"k1"`` or ``"k3"``.
+        log_ratio_clamp: clamp of ``logp - old_logp`` inside the ratio score and k3.
 
     Returns:
-      ``(loss, DiscoExtras)``.
+        ``(loss, DiscoExtras)``.
     """
     _check_count("num_groups", num_groups)
     _check_mode("score", score, _DISCO_SCORES)
@@ -1454,19 +1520,19 @@ def salt_advantages(trajectory_advantages: Array, node_ids: Array, traj_ids: Arr
     trajectory keep its advantage. Batch-level.
 
     Args:
-      trajectory_advantages: float ``[N]`` the base (GRPO / RLOO) advantage of each row's
-        trajectory, repeated on its step rows.
-      node_ids: int ``[N]`` in ``[0, num_nodes)`` graph node of each step, already scoped to the
-        prompt group. Build them with :func:`anchor_state_ids` on the words of (state, action)
-        for the state-DAG graph, or of (prefix, action) for the prefix-trie graph.
-      traj_ids: int ``[N]`` trajectory of each row.
-      num_nodes: static segment count (``N`` is always enough).
-      valid: optional bool ``[N]``.
-      dedup_per_trajectory: a trajectory revisiting a node counts once (default) or once per
-        visit.
+        trajectory_advantages: float ``[N]`` the base (GRPO / RLOO) advantage of each row's
+            trajectory, repeated on its step rows.
+        node_ids: int ``[N]`` in ``[0, num_nodes)`` graph node of each step, already scoped to the
+            prompt group. Build them with :func:`anchor_state_ids` on the words of (state, action)
+            for the state-DAG graph, or of (prefix, action) for the prefix-trie graph.
+        traj_ids: int ``[N]`` trajectory of each row.
+        num_nodes: static segment count (``N`` is always enough).
+        valid: optional bool ``[N]``.
+        dedup_per_trajectory: a trajectory revisiting a node counts once (default) or once per
+            visit.
 
     Returns:
-      ``[N]`` node advantage of each row's node, under ``stop_gradient``.
+        ``[N]`` node advantage of each row's node, under ``stop_gradient``.
     """
     _check_count("num_nodes", num_nodes)
     named = [("trajectory_advantages", trajectory_advantages), ("node_ids", node_ids),
@@ -1501,20 +1567,21 @@ def spa_step_rewards(progress: Array, executable: Array, is_last: Array, *, alph
     """SPA-RL per-step reward ``r_t = alpha * c_t + beta * g_t`` (per-example, elementwise).
 
     Wang et al., "SPA-RL: Reinforcing LLM Agents via Stepwise Progress Attribution",
-    arXiv 2505.20732; code WangHanLinHenry/SPA-RL-Agent ``prm/rl_data_org.py``. ``c_t`` is the
-    progress estimator's output, ``g_t = 1`` if the action was executable (the next
+    arXiv 2505.20732 (abstract checked: the per-step contribution is combined with a grounding
+    signal for executed actions); code WangHanLinHenry/SPA-RL-Agent ``prm/rl_data_org.py``.
+    ``c_t`` is the progress estimator's output, ``g_t = 1`` if the action was executable (the next
     observation is not "Nothing happens"; decide that on the host) or the step is the last one.
     The code uses ``alpha = 1, beta = 0.5``; the paper's symbols for the weights were not
     checked. The rewards then feed a PPO / GAE advantage.
 
     Args:
-      progress: float ``[N]`` ``c_t`` (treated as a constant).
-      executable: bool ``[N]``.
-      is_last: bool ``[N]``.
-      alpha, beta: weights.
+        progress: float ``[N]`` ``c_t`` (treated as a constant).
+        executable: bool ``[N]``.
+        is_last: bool ``[N]``.
+        alpha, beta: weights.
 
     Returns:
-      ``[N]`` under ``stop_gradient``.
+        ``[N]`` under ``stop_gradient``.
     """
     _check_float("alpha", alpha)
     _check_float("beta", beta)
@@ -1539,14 +1606,14 @@ def spa_progress_loss(progress: Array, traj_ids: Array, traj_returns: Array, num
     exploration trajectories of the SFT agent, before RL.
 
     Args:
-      progress: float ``[N]`` predicted ``c_t`` per step row (differentiable).
-      traj_ids: int ``[N]`` in ``[0, num_traj)``.
-      traj_returns: float ``[num_traj]`` final reward ``R`` per trajectory (a target).
-      num_traj: static number of trajectories.
-      valid: optional bool ``[N]``. Trajectories with no valid row are left out of the mean.
+        progress: float ``[N]`` predicted ``c_t`` per step row (differentiable).
+        traj_ids: int ``[N]`` in ``[0, num_traj)``.
+        traj_returns: float ``[num_traj]`` final reward ``R`` per trajectory (a target).
+        num_traj: static number of trajectories.
+        valid: optional bool ``[N]``. Trajectories with no valid row are left out of the mean.
 
     Returns:
-      ``(loss, SpaExtras)``.
+        ``(loss, SpaExtras)``.
     """
     _check_count("num_traj", num_traj)
     named = [("progress", progress), ("traj_ids", traj_ids)]
@@ -1581,14 +1648,14 @@ def gated_reward_accumulation(low_rewards: Array, high_rewards: Array, traj_ids:
     advantage. Batch-level over step rows.
 
     Args:
-      low_rewards: float ``[N]`` immediate (step) rewards.
-      high_rewards: float ``[num_traj]`` outcome reward of each trajectory.
-      traj_ids: int ``[N]`` in ``[0, num_traj)``.
-      threshold: the gate ``Delta`` (``>=`` passes; ``-inf`` gives direct accumulation, D-RA).
-      valid: optional bool ``[N]``.
+        low_rewards: float ``[N]`` immediate (step) rewards.
+        high_rewards: float ``[num_traj]`` outcome reward of each trajectory.
+        traj_ids: int ``[N]`` in ``[0, num_traj)``.
+        threshold: the gate ``Delta`` (``>=`` passes; ``-inf`` gives direct accumulation, D-RA).
+        valid: optional bool ``[N]``.
 
     Returns:
-      ``GatedRewards(step_rewards, returns)``.
+        ``GatedRewards(step_rewards, returns)``.
     """
     _check_float("threshold", threshold, allow_inf=True)
     named = [("low_rewards", low_rewards), ("traj_ids", traj_ids)]
@@ -1617,12 +1684,12 @@ def foresight_rewards(format_rewards: Array, execution_rewards: Array, *,
     the low-level policy gets its own groups (the actions sampled for one subgoal).
 
     Args:
-      format_rewards: float ``[G]`` (or any shape) format reward of each subgoal.
-      execution_rewards: same shape: step success of the low-level action it produced.
-      lam: weight of the execution feedback (>= 0).
+        format_rewards: float ``[G]`` (or any shape) format reward of each subgoal.
+        execution_rewards: same shape: step success of the low-level action it produced.
+        lam: weight of the execution feedback (>= 0).
 
     Returns:
-      Rewards of the same shape.
+        Rewards of the same shape.
     """
     _check_float("lam", lam, minimum=0.0)
     chex.assert_equal_shape([format_rewards, execution_rewards])

@@ -35,6 +35,10 @@ class ActorCritic(nn.Module):
     obs = flatten_observation(obs, self.observation_ndim)
     return self.policy_head(self.actor_torso(obs)), self.value_head(self.critic_torso(obs))
 
+  def policy(self, obs: jax.Array) -> distrax.Distribution:
+    """The policy alone (what an actor needs while acting; the critic is not evaluated)."""
+    return self.policy_head(self.actor_torso(flatten_observation(obs, self.observation_ndim)))
+
   def value(self, obs: jax.Array) -> jax.Array:
     return self.value_head(self.critic_torso(flatten_observation(obs, self.observation_ndim)))
 

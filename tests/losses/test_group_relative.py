@@ -127,23 +127,30 @@ def test_naive_two_pass_statistics_are_not_exact_on_regression_vectors():
     assert np.abs(np.asarray(naive_adv)).max() > 1e-3
 
 
-@pytest.mark.parametrize("value,size", EQUAL_REWARD_GROUPS)
-def test_equal_rewards_give_exactly_zero_in_float32(value, size):
-    # Spec section 0.7 regression vectors (NeMo-RL PR #4161), mixed with an ordinary group and
-    # shuffled.
-    rng = np.random.default_rng(size)
-    r = np.concatenate([np.full(size, value, np.float32), np.array([0.3, 0.9, 0.1], np.float32)])
-    ids = np.concatenate([np.zeros(size), np.ones(3)]).astype(np.int32)
-    _, r, ids = _shuffle(rng, r, ids)
-    eq = ids == 0
-    for scale in ("group", "batch", "none"):
-        adv = gr.grpo_advantages(r, ids, 2, scale=scale)
-        assert np.all(np.asarray(adv)[eq] == 0.0), scale
-    assert np.all(np.asarray(gr.rloo_advantages(r, ids, 2))[eq] == 0.0)
-    assert gr.segment_std(r, ids, 2)[0] == 0.0
-    assert gr.segment_mean(r, ids, 2)[0] == np.float32(value)
-    # With eps=0 and no floor the denominator is 0: still exactly 0, never NaN.
-    assert np.all(np.asarray(gr.grpo_advantages(r, ids, 2, eps=0.0))[eq] == 0.0)
+def test_equal_rewards_give_exactly_zero_in_float32():
+    # Spec section 0.7 regression vectors (NeMo-RL PR #4161): each is one group of a shuffled
+    # batch that also holds an ordinary group (id 4).
+    r = np.concatenate([np.full(n, v, np.float32) for v, n in EQUAL_REWARD_GROUPS]
+                       + [np.array([0.3, 0.9, 0.1], np.float32)])
+    ids = np.concatenate([np.full(n, g) for g, (_, n) in enumerate(EQUAL_REWARD_GROUPS)]
+                         + [np.full(3, 4)]).astype(np.int32)
+    _, r, ids = _shuffle(np.random.default_rng(3), r, ids)
+    eq = ids < 4
+
+    @jax.jit
+    def everything(r, ids):
+        grpo = [gr.grpo_advantages(r, ids, 5, scale=s) for s in ("group", "batch", "none")]
+        return (grpo + [gr.grpo_advantages(r, ids, 5, eps=0.0), gr.rloo_advantages(r, ids, 5),
+                        gr.opmd_advantages(r, ids, 5, baseline="logavgexp")],
+                gr.segment_std(r, ids, 5), gr.segment_mean(r, ids, 5))
+
+    advantages, std, mean = everything(r, ids)
+    for adv in advantages:  # eps=0 included: a zero denominator gives 0, never NaN
+        assert np.all(np.asarray(adv)[eq] == 0.0)
+        assert np.all(np.asarray(adv)[~eq] != 0.0)
+    np.testing.assert_array_equal(std[:4], 0.0)
+    np.testing.assert_array_equal(mean[:4], np.array([v for v, _ in EQUAL_REWARD_GROUPS],
+                                                     np.float32))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,12 +244,15 @@ def test_grpo_properties():
 
 def test_advantages_carry_no_gradient_but_primitive_does():
     r, ids, num_groups = _ragged_batch(seed=7, sizes=(3, 4))
-    for fn in (gr.grpo_advantages, gr.dr_grpo_advantages, gr.rloo_advantages):
-        g = jax.grad(lambda x: jnp.sum(fn(x, ids, num_groups) * jnp.arange(7.0)))(r)
-        np.testing.assert_array_equal(g, 0.0)
+    fns = (gr.grpo_advantages, gr.dr_grpo_advantages, gr.rloo_advantages, gr.opmd_advantages,
+           gr.asymre_advantages)
+    grads = jax.jit(jax.grad(lambda x: sum(jnp.sum(fn(x, ids, num_groups) * jnp.arange(7.0))
+                                           for fn in fns)))(r)
+    np.testing.assert_array_equal(grads, 0.0)
     # d/dr_j of sum_i w_i (r_i - mean) = w_j - mean_g(w) for scale="none".
     w = np.arange(7.0)
-    g = jax.grad(lambda x: jnp.sum(gr.group_normalize(x, ids, num_groups, scale="none") * w))(r)
+    g = jax.jit(jax.grad(
+        lambda x: jnp.sum(gr.group_normalize(x, ids, num_groups, scale="none") * w)))(r)
     expected = np.array([w[j] - w[ids == ids[j]].mean() for j in range(7)])
     np.testing.assert_allclose(g, expected, atol=1e-5)
 
@@ -338,8 +348,8 @@ def test_overlong_penalty_vector():
 
 def _same_partition(ids_a, ids_b):
     """True iff two labelings induce the same partition of the rows."""
-    pairs = set(zip(np.asarray(ids_a).tolist(), np.asarray(ids_b).tolist()))
-    return len(pairs) == len(set(np.asarray(ids_a).tolist())) == len(set(np.asarray(ids_b).tolist()))
+    a, b = np.asarray(ids_a).tolist(), np.asarray(ids_b).tolist()
+    return len(set(zip(a, b))) == len(set(a)) == len(set(b))
 
 
 def test_anchor_ids_same_group_share_other_groups_do_not():
@@ -411,8 +421,7 @@ def test_anchor_ids_bad_inputs():
 # ----------------------------------------------------------------------------------------------
 
 
-@JIT_OR_NOT
-def test_discounted_step_returns_ragged_shuffled_with_gaps(transform):
+def test_discounted_step_returns_ragged_shuffled_with_gaps():
     rng = np.random.default_rng(12)
     lengths = [1, 4, 2, 6]
     traj = np.concatenate([np.full(n, t) for t, n in enumerate(lengths)]).astype(np.int32)
@@ -428,8 +437,7 @@ def test_discounted_step_returns_ragged_shuffled_with_gaps(transform):
             later = (traj == traj[i]) & (step >= step[i]) & valid
             expected[i] = np.sum(r[later] * gamma ** (step[later] - step[i]))
     perm, traj_s, step_s, r_s, valid_s = _shuffle(rng, traj, step, r, valid)
-    got = transform(lambda *a: gr.discounted_step_returns(*a[:3], gamma=gamma, valid=a[3]))(
-        r_s, traj_s, step_s, valid_s)
+    got = _jit(gr.discounted_step_returns, gamma=gamma)(r_s, traj_s, step_s, valid=valid_s)
     np.testing.assert_allclose(got, expected[perm], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="gamma"):
         gr.discounted_step_returns(r, traj, step, gamma=1.5)
@@ -536,7 +544,7 @@ def _reference_gigpo(obs, r, traj, step, group, *, gamma, omega, norm, eps, weig
 
 
 def _random_agent_batch(seed, num_groups=3, num_states=4, pad_to=None):
-    """Ragged trajectories revisiting a few states, shuffled; optionally padded with invalid rows."""
+    """Ragged trajectories revisiting a few states, shuffled; optionally padded (invalid rows)."""
     rng = np.random.default_rng(seed)
     rows, t = [], 0
     for g in range(num_groups):
@@ -637,7 +645,7 @@ def _rec_inputs(seed=15):
 def test_rec_gradient_is_reinforce_whatever_old_logp():
     logp, old, adv, mask = _rec_inputs()
     for old_logp in (old, logp - 5.0):
-        grad = jax.grad(lambda lp: gr.rec_loss(lp, old_logp, adv, mask)[0])(logp)
+        grad = jax.jit(jax.grad(lambda lp: gr.rec_loss(lp, old_logp, adv, mask)[0]))(logp)
         np.testing.assert_allclose(grad, -adv * mask / mask.sum(), rtol=1e-6)
     # One-side keep mask: the gradient is REINFORCE on the kept tokens only.
     (_, extras), grad = jax.value_and_grad(
@@ -845,11 +853,13 @@ def test_hbpo_advantages_vector():
     perm, lengths_s, budgets_s, correct_s, bid_s = _shuffle(
         np.random.default_rng(22), lengths, budgets, correct, budget_ids)
     inv = np.argsort(perm)
-    r = gr.hbpo_reward(jnp.asarray(lengths_s), jnp.asarray(budgets_s), jnp.asarray(correct_s))
+    r = jax.jit(gr.hbpo_reward)(jnp.asarray(lengths_s), jnp.asarray(budgets_s),
+                                jnp.asarray(correct_s))
     np.testing.assert_allclose(np.asarray(r)[inv], [3.923141, 0, 3.695518, 3.540896, 2.828427, 0,
                                                     2.222281, -0.204334], rtol=1e-5, atol=1e-6)
     ids = np.zeros(8, np.int32)
-    out = gr.hbpo_advantages(r, bid_s, ids, 1, budget_values)
+    hbpo = _jit(gr.hbpo_advantages, num_groups=1)
+    out = hbpo(r, bid_s, ids, budget_values=budget_values)
     np.testing.assert_allclose(np.asarray(out.intra)[inv], np.repeat(
         [-1.961571, -0.077311, -1.414214, -1.213307], 2), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(out.inter)[inv], [
@@ -858,15 +868,16 @@ def test_hbpo_advantages_vector():
     np.testing.assert_allclose(np.asarray(out.advantages)[inv], [
         -0.890316, -3.076481, 0.867101, 0.780938, -0.952987, -2.529124, -1.089855, -2.442082],
         rtol=1e-5)
-    doubled = gr.hbpo_advantages(r, bid_s, ids, 1, budget_values, double_intra=True)
+    doubled = _jit(gr.hbpo_advantages, num_groups=1, double_intra=True)(
+        r, bid_s, ids, budget_values=budget_values)
     np.testing.assert_allclose(doubled.advantages, out.inter + 2 * out.intra, rtol=1e-6)
 
 
 def test_hbpo_intra_zero_for_all_correct_within_budget():
-    r = gr.hbpo_reward(jnp.array([100, 200, 300]), jnp.array([512, 512, 512]),
-                       jnp.ones(3, bool))
-    out = gr.hbpo_advantages(r, jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.int32), 1,
-                             jnp.array([512.0]))
+    r = jax.jit(gr.hbpo_reward)(jnp.array([100, 200, 300]), jnp.array([512, 512, 512]),
+                                jnp.ones(3, bool))
+    out = _jit(gr.hbpo_advantages, num_groups=1)(
+        r, jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.int32), budget_values=jnp.array([512.0]))
     np.testing.assert_allclose(out.intra, 0.0, atol=1e-6)
 
 
@@ -917,19 +928,22 @@ def test_disco_objective_and_gradient_vector():
     logp, r, ids = _disco_batch([-1.0, -1.5, -2.0, -0.5], [1, 0, 1, 0], [0, 0, 0, 0])
     mask = jnp.ones_like(logp)
 
-    def loss_fn(lp, tau, variant="lse"):
-        return gr.disco_loss(lp, jax.lax.stop_gradient(lp), mask, r, ids, 1, tau=tau,
-                             variant=variant)
+    def value_and_grad(tau, variant="lse"):
+        def loss_fn(lp):
+            return gr.disco_loss(lp, jax.lax.stop_gradient(lp), mask, r, ids, 1, tau=tau,
+                                 variant=variant)
+        return jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(logp)
 
-    (loss, extras), grad = jax.value_and_grad(loss_fn, has_aux=True)(logp, 1.0)
+    (loss, extras), grad = value_and_grad(1.0)
     np.testing.assert_allclose(loss, 1.313262, rtol=1e-5)
     np.testing.assert_allclose(extras.objective, [-1.313262], rtol=1e-5)
     # d loss / d s = -dJ/ds: positives -1/2, negatives softmax(s_neg / tau).
     np.testing.assert_allclose(grad[:, 0], [-0.5, 0.268941, -0.5, 0.731059], rtol=1e-5)
-    (loss, _), grad = jax.value_and_grad(loss_fn, has_aux=True)(logp, 10.0)
+    (loss, _), grad = value_and_grad(10.0)
     np.testing.assert_allclose(loss, 7.443967, rtol=1e-5)
     np.testing.assert_allclose(grad[[1, 3], 0], [0.475021, 0.524979], rtol=1e-5)
-    loss, _ = loss_fn(logp, 1.0, "basic")
+    (loss, _), grad = value_and_grad(1.0, "basic")
+    np.testing.assert_allclose(grad[:, 0], [-0.5, 0.5, -0.5, 0.5], rtol=1e-6)
     np.testing.assert_allclose(loss, 0.5, rtol=1e-6)
 
 
@@ -941,6 +955,7 @@ def test_disco_gradient_equals_reference_surrogate_on_ragged_groups():
     mask = jnp.asarray((rng.random((b, t)) < 0.8) | (np.arange(t) == 0))
     r = jnp.array([1, 0, 0, 1, 1, 1, 0, 1, 0], jnp.float32)
     ids = jnp.array([0, 0, 0, 1, 1, 2, 2, 2, 3], jnp.int32)  # group 1 all positive, 3 singleton
+    r_np, ids_np = np.asarray(r), np.asarray(ids)
     tau, beta, delta = 2.0, 1e3, 1e-4
 
     def reference_surrogate(lp):
@@ -951,8 +966,8 @@ def test_disco_gradient_equals_reference_surrogate_on_ragged_groups():
         kl = ((old - lp) * m).sum() / m.sum()
         total = 0.0
         for g in range(4):
-            pos = [i for i in range(b) if ids[i] == g and r[i] == 1]
-            neg = [i for i in range(b) if ids[i] == g and r[i] == 0]
+            pos = [i for i in range(b) if ids_np[i] == g and r_np[i] == 1]
+            neg = [i for i in range(b) if ids_np[i] == g and r_np[i] == 0]
             if pos and neg:
                 zs = jnp.stack([s[i] / tau for i in neg])
                 sum_exp = jnp.exp(zs - jax.lax.stop_gradient(zs.max())).sum()
@@ -964,9 +979,10 @@ def test_disco_gradient_equals_reference_surrogate_on_ragged_groups():
     def ours(lp):
         return gr.disco_loss(lp, old, mask, r, ids, 4, tau=tau, beta=beta, delta=delta)[0]
 
-    np.testing.assert_allclose(jax.grad(ours)(logp), jax.grad(reference_surrogate)(logp),
+    np.testing.assert_allclose(jax.jit(jax.grad(ours))(logp),
+                               jax.jit(jax.grad(reference_surrogate))(logp),
                                rtol=1e-4, atol=1e-7)
-    _, extras = gr.disco_loss(logp, old, mask, r, ids, 4, tau=tau)
+    _, extras = _jit(gr.disco_loss, num_groups=4, tau=tau)(logp, old, mask, r, ids)
     np.testing.assert_array_equal(extras.valid_questions, [True, False, True, False])
     assert extras.num_questions == 4  # invalid questions still count in the denominator
 
@@ -978,15 +994,15 @@ def test_disco_kl_penalty_and_no_valid_question():
     mask = jnp.ones((2, 3))
     r = jnp.array([1.0, 1.0])  # no negative: no valid question
     ids = jnp.zeros(2, jnp.int32)
-    (loss, extras), grad = jax.value_and_grad(
-        lambda lp: gr.disco_loss(lp, old, mask, r, ids, 1), has_aux=True)(logp)
+    (loss, extras), grad = jax.jit(jax.value_and_grad(
+        lambda lp: gr.disco_loss(lp, old, mask, r, ids, 1), has_aux=True))(logp)
     np.testing.assert_allclose(extras.kl, 2e-4, rtol=1e-3)
     np.testing.assert_allclose(loss, 5e-6, rtol=1e-2)
     # d/dlogp [0.5 beta (KL - delta)^2] = beta (KL - delta) * dKL/dlogp = 0.1 * (-1/6).
     np.testing.assert_allclose(grad, np.full((2, 3), -0.1 / 6), rtol=1e-2)
     assert np.all(np.isfinite(grad))
     # Within the budget the penalty and its gradient vanish.
-    g0 = jax.grad(lambda lp: gr.disco_loss(lp, lp + 1e-5, mask, r, ids, 1)[0])(logp)
+    g0 = jax.jit(jax.grad(lambda lp: gr.disco_loss(lp, lp + 1e-5, mask, r, ids, 1)[0]))(logp)
     np.testing.assert_array_equal(g0, 0.0)
     with pytest.raises(ValueError, match="score"):
         gr.disco_loss(logp, old, mask, r, ids, 1, score="ratio")
@@ -1076,3 +1092,38 @@ def test_foresight_rewards():
         gr.grpo_advantages(fmt, ids, 1))
     with pytest.raises(ValueError, match="lam"):
         gr.foresight_rewards(fmt, exe, lam=-1.0)
+
+
+def test_hicra_verl_port_variant():
+    # One group, lengths [4, 2, 3] (mean 3): only response 0 is correct *and* longer.
+    seq_adv = jnp.array([1.0, 1.0, -1.0])
+    mask = jnp.array([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], bool)
+    ent = jnp.array([[0.1, 0.9, 0.5, 0.2], [0.9, 0.1, 0.0, 0.0], [0.9, 0.1, 0.1, 0.0]])
+    plan = jnp.array([[0, 0, 0, 1], [1, 1, 0, 0], [1, 0, 0, 0]], bool)
+    ids = jnp.zeros(3, jnp.int32)
+    port = _jit(gr.hicra_verl_port_advantages, num_groups=1)
+    out = np.asarray(port(seq_adv, mask, ent, ids))
+    # Row 0: the 0.7 quantile of its entropies (linear interpolation) is np.quantile's.
+    threshold = np.quantile([0.1, 0.9, 0.5, 0.2], 0.7)
+    expected_row0 = np.where(np.array([0.1, 0.9, 0.5, 0.2]) > threshold, 1.2, 1.0)
+    np.testing.assert_allclose(out[0], expected_row0, rtol=1e-6)
+    np.testing.assert_allclose(out[1:], np.asarray(seq_adv)[1:, None] * np.asarray(mask)[1:])
+    out = np.asarray(port(seq_adv, mask, ent, ids, planning_mask=plan))
+    np.testing.assert_allclose(out[0], [1.0, 1.2, 1.0, 1.2], rtol=1e-6)
+    # Constant entropies: no token is high-entropy, the planning mask alone acts, and it acts.
+    flat = port(seq_adv, mask, jnp.full((3, 4), 0.5), ids, planning_mask=plan)
+    np.testing.assert_allclose(flat[0], [1.0, 1.0, 1.0, 1.2], rtol=1e-6)
+    assert not np.allclose(flat, np.asarray(seq_adv)[:, None] * np.asarray(mask))
+
+
+def test_mgrpo_two_level_advantages_are_zero_mean_in_their_own_groups():
+    rng = np.random.default_rng(29)
+    main_r = rng.random(6).astype(np.float32)
+    main_query = np.array([0, 0, 0, 1, 1, 1], np.int32)
+    sub_r = rng.random(11).astype(np.float32)
+    sub_query = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1], np.int32)  # all sub-calls of a query
+    main_adv = np.asarray(gr.grpo_advantages(main_r, main_query, 2))
+    sub_adv = np.asarray(gr.grpo_advantages(sub_r, sub_query, 2))
+    for q in range(2):
+        assert abs(main_adv[main_query == q].sum()) < 1e-5
+        assert abs(sub_adv[sub_query == q].sum()) < 1e-5
