@@ -4,7 +4,8 @@
 
 prints one JSON line {"env_steps_per_second", "compile_seconds", "final_return", "env_steps", ...}:
 trace+compile is timed apart from execution, and the speed is the median over `--reps` executions
-after compile (each ending in `block_until_ready`).
+after compile (each ending in `block_until_ready`). `env_steps_per_cpu_second` divides by the
+process CPU time instead (all threads), which other jobs on a shared machine disturb less.
 
 Side by side with PureJaxRL's PPO (for the same config, interleaved rep by rep in one process):
 
@@ -45,12 +46,14 @@ def measure(make_train_fn: Callable, key, reps: int, final_return: Callable) -> 
   trace_seconds = time.perf_counter() - start
   compiled = lowered.compile()
   compile_seconds = time.perf_counter() - start
-  result = {"compile_seconds": compile_seconds, "trace_seconds": trace_seconds, "run_seconds": []}
+  result = {"compile_seconds": compile_seconds, "trace_seconds": trace_seconds, "run_seconds": [],
+            "cpu_seconds": []}
 
   def run_once():
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     out = jax.block_until_ready(compiled(key))
     result["run_seconds"].append(time.perf_counter() - start)
+    result["cpu_seconds"].append(time.process_time() - cpu_start)
     result["final_return"] = final_return(out)
     return result
 
@@ -133,6 +136,8 @@ def summary(name: str, result: dict, env_steps: int) -> dict:
   return {
       "implementation": name,
       "env_steps_per_second": env_steps / median,
+      # Process CPU time (all threads): steadier than wall time when the machine is shared.
+      "env_steps_per_cpu_second": env_steps / statistics.median(result["cpu_seconds"]),
       "compile_seconds": result["compile_seconds"],
       "final_return": result["final_return"],
       "env_steps": env_steps,
@@ -182,6 +187,8 @@ def main(argv):
     print(json.dumps({
         "speed_ratio_hrljax_over_purejaxrl": lines["hrljax"]["env_steps_per_second"]
         / lines["purejaxrl"]["env_steps_per_second"],
+        "cpu_speed_ratio_hrljax_over_purejaxrl": lines["hrljax"]["env_steps_per_cpu_second"]
+        / lines["purejaxrl"]["env_steps_per_cpu_second"],
         "compile_ratio_hrljax_over_purejaxrl": lines["hrljax"]["compile_seconds"]
         / lines["purejaxrl"]["compile_seconds"],
     }))
