@@ -5,7 +5,7 @@
 
 import importlib
 
-AGENTS = ("ppo",)
+AGENTS = ("ppo", "sac", "option_critic", "group_relative")
 
 
 def get(name: str):

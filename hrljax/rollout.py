@@ -7,10 +7,11 @@ truncated are kept apart, and the true successor observation (before auto-reset)
 `Transition.next_obs` so that truncated steps can bootstrap.
 """
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from gymnax.environments import environment as gymnax_environment
 
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
@@ -32,10 +33,20 @@ def reset(env, env_params, key: Array, num_envs: int) -> EnvCarry:
 def step(env, env_params, carry: EnvCarry, action: Array, key: Array
          ) -> tuple[EnvCarry, Transition]:
   """Steps every environment once with the given batch of actions (auto-resetting ended ones)."""
-  num_envs = carry.running_return.shape[0]
-  keys = jax.random.split(key, num_envs)
-  obs, env_state, reward, terminated, truncated, info = jax.vmap(
-      env.step, in_axes=(0, 0, 0, None))(keys, carry.env_state, action, env_params)
+  return step_with_keys(env, env_params, carry, action,
+                        jax.random.split(key, carry.running_return.shape[0]))
+
+
+def step_with_keys(env, env_params, carry: EnvCarry, action: Array, keys: Array
+                   ) -> tuple[EnvCarry, Transition]:
+  """`step` with one key per environment given (`[N]`), e.g. split for a whole rollout at once."""
+  if _uses_base_step(env):
+    obs, env_state, reward, terminated, truncated, final_obs = _batched_auto_reset_step(
+        env, env_params, carry.env_state, action, keys)
+  else:
+    obs, env_state, reward, terminated, truncated, info = jax.vmap(
+        env.step, in_axes=(0, 0, 0, None))(keys, carry.env_state, action, env_params)
+    final_obs = info["final_observation"]
   reward = reward.astype(jnp.float32)
   done = terminated | truncated
   episode_return = carry.running_return + reward
@@ -46,7 +57,7 @@ def step(env, env_params, carry: EnvCarry, action: Array, key: Array
       reward=reward,
       terminated=terminated,
       truncated=truncated,
-      next_obs=info["final_observation"],
+      next_obs=final_obs,
       policy_extras=None,
       episode_return=episode_return,
       episode_length=episode_length,
@@ -60,24 +71,55 @@ def step(env, env_params, carry: EnvCarry, action: Array, key: Array
   return carry, transition
 
 
+def _uses_base_step(env) -> bool:
+  """Whether `env.step` is gymnax's own auto-resetting step (not overridden by the environment or
+  a wrapper), so that `_batched_auto_reset_step` computes exactly what it would."""
+  return getattr(type(env), "step", None) is gymnax_environment.Environment.step
+
+
+def _batched_auto_reset_step(env, env_params, env_state, action, keys):
+  """gymnax's `Environment.step` for a batch, resetting only when some environment is done.
+
+  gymnax computes a reset for every environment at every step and then selects it where the
+  episode ended. Here the batch first steps (`step_env`); the resets run only if at least one
+  environment ended (`lax.cond`), and are then selected where they apply, as gymnax does. The
+  keys are split into step and reset keys the way `Environment.step` splits them.
+  """
+  step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+  obs_st, state_st, reward, terminated, _ = jax.vmap(
+      env.step_env, in_axes=(0, 0, 0, None))(step_keys, env_state, action, env_params)
+  truncated = jax.vmap(env.is_truncated, in_axes=(0, None))(state_st, env_params)
+  done = terminated | truncated
+
+  def with_resets(_):
+    obs_re, state_re = jax.vmap(env.reset_env, in_axes=(0, None))(reset_keys, env_params)
+    pick = lambda reset_leaf, step_leaf: jnp.where(
+        done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf)
+    return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
+
+  obs, state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
+  return obs, state, reward, terminated, truncated, obs_st
+
+
 def rollout(env, env_params, policy_fn: PolicyFn, params: PyTree, carry: EnvCarry, key: Array,
             num_steps: int, unroll: int = 1) -> tuple[EnvCarry, Transition]:
   """Runs `num_steps` steps of `policy_fn` in every environment; returns `[T, N]` transitions.
 
-  `unroll` is passed to `lax.scan`: on CPU, unrolling a few small steps per loop iteration saves
-  loop overhead that dominates small-batch rollouts.
+  Every key the rollout needs is split before the loop, in two batched calls, so the sequential
+  loop body holds no key derivation of its own. `unroll` is passed to `lax.scan`.
   """
+  num_envs = carry.running_return.shape[0]
+  policy_key, env_key = jax.random.split(key)
+  policy_keys = jax.random.split(policy_key, num_steps)
+  env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
 
-  def one_step(carry_and_key, _):
-    carry, key = carry_and_key
-    key, policy_key, env_key = jax.random.split(key, 3)
+  def one_step(carry, keys):
+    policy_key, env_keys = keys
     action, extras = policy_fn(params, carry.obs, policy_key)
-    carry, transition = step(env, env_params, carry, action, env_key)
-    return (carry, key), transition._replace(policy_extras=extras)
+    carry, transition = step_with_keys(env, env_params, carry, action, env_keys)
+    return carry, transition._replace(policy_extras=extras)
 
-  (carry, _), transitions = jax.lax.scan(
-      one_step, (carry, key), None, length=num_steps, unroll=unroll)
-  return carry, transitions
+  return jax.lax.scan(one_step, carry, (policy_keys, env_keys), unroll=unroll)
 
 
 def episode_statistics(transitions: Transition) -> dict[str, Array]:
@@ -118,3 +160,111 @@ def evaluate(env, env_params, policy_fn: PolicyFn, params: PyTree, key: Array,
 def tree_index(tree: Any, index) -> Any:
   """`tree[index]` on every leaf."""
   return jax.tree.map(lambda x: x[index], tree)
+
+
+# ----------------------------------------------------------------------------------------------
+# Grouped rollouts: G tasks x K samples, one whole episode per sample (GRPO, GiGPO, RLOO).
+# ----------------------------------------------------------------------------------------------
+
+
+class GroupedEpisodes(NamedTuple):
+  """One fixed-length episode per environment, environments grouped by task.
+
+  Environment `n` belongs to group `group_ids[n]`; every member of a group started from the same
+  reset key, hence the same task and initial state. Steps after an environment's first `done`
+  (the auto-reset continuation) are outside the episode: `valid` is False there.
+  """
+
+  transitions: Transition  # [T, N] time-major, as returned by `rollout`
+  valid: Array  # [T, N] bool: the step belongs to the environment's first episode
+  group_ids: Array  # [N] int32 in [0, num_groups)
+
+
+class EpisodeSummary(NamedTuple):
+  """Per-environment summary of the first episode of a `GroupedEpisodes` (all `[N]`)."""
+
+  episode_return: Array  # float32: sum of the rewards of the valid steps
+  length: Array  # int32: number of valid steps
+  terminated: Array  # bool: the episode reached a terminal state within the T steps
+  ended: Array  # bool: terminated or truncated by the environment within the T steps
+
+
+def _check_positive_int(name: str, value) -> None:
+  if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    raise ValueError(f"{name}: expected a Python int >= 1, got {value!r}")
+
+
+def grouped_ids(num_groups: int, group_size: int) -> Array:
+  """Group ids `[num_groups * group_size]` of the contiguous layout `n = g * group_size + k`."""
+  _check_positive_int("num_groups", num_groups)
+  _check_positive_int("group_size", group_size)
+  return jnp.repeat(jnp.arange(num_groups, dtype=jnp.int32), group_size)
+
+
+def reset_groups(env, env_params, key: Array, group_ids: Array) -> EnvCarry:
+  """Resets one environment per entry of `group_ids`, all members of a group with one key.
+
+  The reset key of environment `n` is `fold_in(key, group_ids[n])`: equal group ids give equal
+  initial states, different ones independent tasks. Written elementwise over `group_ids` so that a
+  `group_ids` array sharded along the mesh's data axis shards the environments with it.
+  """
+  if group_ids.ndim != 1 or not jnp.issubdtype(group_ids.dtype, jnp.integer):
+    raise ValueError(f"group_ids: expected a rank-1 integer array, got shape {group_ids.shape} "
+                     f"and dtype {group_ids.dtype}")
+  keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, group_ids)
+  obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
+  num_envs = group_ids.shape[0]
+  return EnvCarry(
+      env_state=env_state,
+      obs=obs,
+      running_return=jnp.zeros((num_envs,), jnp.float32),
+      running_length=jnp.zeros((num_envs,), jnp.int32),
+  )
+
+
+def grouped_reset(env, env_params, key: Array, num_groups: int, group_size: int
+                  ) -> tuple[EnvCarry, Array]:
+  """`num_groups` tasks x `group_size` samples: `(EnvCarry [G * K], group_ids [G * K])`.
+
+  Samples of a group share the reset key (same task, same initial state); the environment noise
+  and the policy's samples still differ between them once they step.
+  """
+  group_ids = grouped_ids(num_groups, group_size)
+  return reset_groups(env, env_params, key, group_ids), group_ids
+
+
+def first_episode_mask(done: Array) -> Array:
+  """`[T, N]` bool: the steps up to and including each column's first `done`."""
+  done = done.astype(jnp.int32)
+  return (jnp.cumsum(done, axis=0) - done) == 0
+
+
+def grouped_episodes(env, env_params, policy_fn: PolicyFn, params: PyTree, key: Array,
+                     group_ids: Array, num_steps: int, unroll: int = 1) -> GroupedEpisodes:
+  """Resets every group to a fresh task and runs `num_steps` steps: one episode per environment.
+
+  The episodes are collected with fixed length `T = num_steps` (one `lax.scan`, static shapes);
+  an environment whose episode ends early keeps stepping (auto-reset) and those steps are masked
+  out by `valid`. An episode still running after `T` steps is cut there (it is neither terminated
+  nor truncated in `transitions`; `EpisodeSummary.ended` tells which ones ended). Set the
+  environment's time limit to at most `T` to make every episode end inside the window.
+  """
+  _check_positive_int("num_steps", num_steps)
+  reset_key, run_key = jax.random.split(key)
+  carry = reset_groups(env, env_params, reset_key, group_ids)
+  _, transitions = rollout(env, env_params, policy_fn, params, carry, run_key, num_steps,
+                           unroll=unroll)
+  return GroupedEpisodes(transitions=transitions, valid=first_episode_mask(transitions.done),
+                         group_ids=group_ids)
+
+
+def summarize_episodes(episodes: GroupedEpisodes) -> EpisodeSummary:
+  """Return, length and outcome of each environment's first episode (`[N]` each)."""
+  valid = episodes.valid
+  transitions = episodes.transitions
+  return EpisodeSummary(
+      episode_return=jnp.where(valid, transitions.reward, 0.0).sum(axis=0),
+      length=valid.astype(jnp.int32).sum(axis=0),
+      terminated=(transitions.terminated & valid).any(axis=0),
+      ended=(transitions.done & valid).any(axis=0),
+  )

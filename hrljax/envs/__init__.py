@@ -39,6 +39,16 @@ _own_environment("SafeCartPole-discrete-v0", "safe_cartpole",
                  lambda m, kw: m.SafeCartPole(action_type="discrete"))
 
 
+def _four_rooms_transfer(**kwargs):
+  # Its factory takes arguments that are not env params (observation, transfer_*), so it is
+  # registered as it is rather than through _own_environment.
+  from hrljax.envs import four_rooms
+  return four_rooms.make_four_rooms(**kwargs)
+
+
+register("FourRoomsTransfer-v0", _four_rooms_transfer)
+
+
 def available() -> list[str]:
   """Every name `make` accepts."""
   return sorted(set(_OWN_ENVIRONMENTS) | set(gymnax.registered_envs))

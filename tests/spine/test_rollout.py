@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from hrljax import envs, rollout
 
@@ -76,7 +77,6 @@ def test_rollout_is_deterministic_per_key():
 
 
 def test_env_registry_errors():
-  import pytest
   with pytest.raises(ValueError, match="env_name"):
     envs.make("NoSuchEnv-v0")
   with pytest.raises(ValueError, match="env_kwargs"):
@@ -94,3 +94,26 @@ def test_own_environments_are_registered_and_take_param_overrides():
     assert obs.shape == envs.spec(env, params).observation_shape
   _, params = envs.make("PointHazard-v0", max_steps_in_episode=50)
   assert params.max_steps_in_episode == 50
+
+
+@pytest.mark.parametrize("name, overrides", [("CartPole-v1", {"max_steps_in_episode": 7}),
+                                             ("FourRooms-misc", {"max_steps_in_episode": 9})])
+def test_batched_auto_reset_equals_gymnax_step(monkeypatch, name, overrides):
+  """The fast path (reset only when some env is done) computes exactly gymnax's step."""
+  env, params = envs.make(name, **overrides)
+  assert rollout._uses_base_step(env)
+
+  def random_policy(p, obs, key):
+    del p
+    return jax.random.randint(key, (obs.shape[0],), 0, env.num_actions), None
+
+  def run():
+    carry = rollout.reset(env, params, jax.random.key(0), 5)
+    return rollout.rollout(env, params, random_policy, None, carry, jax.random.key(1), 30)
+
+  fast_carry, fast = jax.jit(run)()
+  monkeypatch.setattr(rollout, "_uses_base_step", lambda env: False)
+  slow_carry, slow = jax.jit(run)()
+  assert np.asarray(fast.done).sum() > 5  # episodes did end and reset
+  for a, b in zip(jax.tree.leaves((fast_carry, fast)), jax.tree.leaves((slow_carry, slow))):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
