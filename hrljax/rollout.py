@@ -7,7 +7,7 @@ truncated are kept apart, and the true successor observation (before auto-reset)
 `Transition.next_obs` so that truncated steps can bootstrap.
 """
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -102,24 +102,30 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
 
 
 def rollout(env, env_params, policy_fn: PolicyFn, params: PyTree, carry: EnvCarry, key: Array,
-            num_steps: int, unroll: int = 1) -> tuple[EnvCarry, Transition]:
+            num_steps: int, unroll: int = 1,
+            noise_fn: Optional[Callable[[Array, int], PyTree]] = None) -> tuple[EnvCarry, Transition]:
   """Runs `num_steps` steps of `policy_fn` in every environment; returns `[T, N]` transitions.
 
-  Every key the rollout needs is split before the loop, in two batched calls, so the sequential
-  loop body holds no key derivation of its own. `unroll` is passed to `lax.scan`.
+  Every key the rollout needs is split before the loop in batched calls, so the sequential loop
+  body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading axis T), the policy's
+  randomness for all steps is drawn up front too, and `policy_fn(params, obs, noise[t])` gets its
+  step's slice instead of a key (e.g. Gumbel noise for a categorical policy, see
+  `hrljax.networks.sample_with_noise`): on CPU, JAX's threefry runs as a small loop per call, so
+  one batched draw is much cheaper than one draw per step. `unroll` is passed to `lax.scan`.
   """
   num_envs = carry.running_return.shape[0]
   policy_key, env_key = jax.random.split(key)
-  policy_keys = jax.random.split(policy_key, num_steps)
+  policy_inputs = (jax.random.split(policy_key, num_steps) if noise_fn is None
+                   else noise_fn(policy_key, num_steps))
   env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
 
-  def one_step(carry, keys):
-    policy_key, env_keys = keys
-    action, extras = policy_fn(params, carry.obs, policy_key)
+  def one_step(carry, inputs):
+    policy_input, env_keys = inputs
+    action, extras = policy_fn(params, carry.obs, policy_input)
     carry, transition = step_with_keys(env, env_params, carry, action, env_keys)
     return carry, transition._replace(policy_extras=extras)
 
-  return jax.lax.scan(one_step, carry, (policy_keys, env_keys), unroll=unroll)
+  return jax.lax.scan(one_step, carry, (policy_inputs, env_keys), unroll=unroll)
 
 
 def episode_statistics(transitions: Transition) -> dict[str, Array]:

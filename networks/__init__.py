@@ -1,8 +1,9 @@
 """Flax Linen modules: torsos, heads, ensembles. No network knows which loss will use it."""
 
 from hrljax.networks.actor_critic import ActorCritic, flatten_observation
-from hrljax.networks.heads import CategoricalHead, GaussianHead, ValueHead
+from hrljax.networks.heads import (CategoricalHead, GaussianHead, ValueHead, policy_noise,
+                                   sample_with_noise)
 from hrljax.networks.torsos import MLP, activation_by_name
 
 __all__ = ["ActorCritic", "flatten_observation", "CategoricalHead", "GaussianHead", "MLP", "ValueHead",
-           "activation_by_name"]
+           "activation_by_name", "policy_noise", "sample_with_noise"]

@@ -62,3 +62,28 @@ class ValueHead(nn.Module):
     value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(self.init_scale),
                      bias_init=nn.initializers.zeros)(features)
     return jnp.squeeze(value, axis=-1)
+
+
+def policy_noise(key: jax.Array, shape: tuple, discrete: bool) -> jax.Array:
+  """Noise for `sample_with_noise`: standard Gumbel for a categorical policy (`shape` ends with
+  the number of actions), standard normal for a Gaussian one (`shape` ends with the action
+  dimension). Drawing it for many steps at once is cheaper than one draw per step."""
+  return jax.random.gumbel(key, shape) if discrete else jax.random.normal(key, shape)
+
+
+def sample_with_noise(dist: distrax.Distribution, noise: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """`(action, log_prob)` of `dist` driven by pre-drawn `policy_noise`.
+
+  Categorical: the Gumbel-max trick, `argmax(logits + g)`, is an exact sample. Diagonal Gaussian:
+  `loc + scale * eps`. Both give the distribution's own samples; only the source of randomness
+  moves out of the caller's loop.
+  """
+  if isinstance(dist, distrax.Categorical):
+    action = jnp.argmax(dist.logits + noise, axis=-1)
+    log_probs = jax.nn.log_softmax(dist.logits, axis=-1)
+    return action, jnp.take_along_axis(log_probs, action[..., None], axis=-1)[..., 0]
+  if isinstance(dist, distrax.MultivariateNormalDiag):
+    action = dist.loc + dist.scale_diag * noise
+    return action, dist.log_prob(action)
+  raise ValueError(f"dist: expected a distrax Categorical or MultivariateNormalDiag, "
+                   f"got {type(dist).__name__}")

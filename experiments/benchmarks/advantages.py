@@ -1,0 +1,233 @@
+"""GiGPO advantages on device against the dictionary-based host implementation.
+
+  python -m experiments.benchmarks.advantages                  # 4096 trajectories x 64 steps
+
+times `hrljax.losses.group_relative.gigpo_advantages` (jitted, after compile; with the anchor ids
+computed on device by `anchor_state_ids`, and alone with the ids precomputed) against
+`reference_gigpo`, a straightforward NumPy/Python implementation of the same formulas that groups
+trajectories, episode groups and anchor states with dictionaries, as verl-agent's PyTorch
+`gigpo/core_gigpo.py` does on the host. Prints the times and their ratio as JSON lines, and the
+largest difference between the two results.
+
+The batch is real: `num_groups` FourRooms tasks (random start and goal) x `group_size` episodes
+of a uniformly random policy, `num_steps` steps each (`hrljax.rollout.grouped_episodes`); the
+steps after an episode's end are padding rows (`valid` False) for the device version and are left
+out of the reference's input (verl-agent stores only real steps).
+
+`reference_gigpo` is the project's one reference of GiGPO: the tests compare `gigpo_advantages`
+with it.
+"""
+
+import collections
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """Command-line flags; defined only when run as a program, so importing the module (the tests
+  load `reference_gigpo` from it) never registers them twice."""
+  flags.DEFINE_integer("num_groups", 512, "Episode groups (tasks).")
+  flags.DEFINE_integer("group_size", 8, "Episodes per group.")
+  flags.DEFINE_integer("num_steps", 64, "Steps per episode window.")
+  flags.DEFINE_integer("reps", 5, "Timed runs of the device version (median reported).")
+  flags.DEFINE_integer("reference_reps", 3, "Timed runs of the reference (median reported).")
+  flags.DEFINE_integer("seed", 0, "PRNG seed of the rollout.")
+
+
+def reference_gigpo(obs, r, traj, step, group, *, gamma=0.95, omega=1.0, norm="mean", eps=1e-6,
+                    weighting="trajectory"):
+  """GiGPO advantages (arXiv:2505.10978 Eqs. 3, 5-8) with Python dictionaries, in float64.
+
+  One row per environment step, rows in any order; only real steps (no padding).
+
+  Args:
+    obs: `[N, ...]` observation of each step (the anchor key: rows of one group with the same
+      bytes share an anchor; integer observations, or floats without -0.0 / NaN).
+    r: `[N]` reward of each step.
+    traj: `[N]` trajectory id; step: `[N]` step index within it; group: `[N]` episode group.
+    gamma: discount of the step returns (Eq. 5); omega: weight of the step advantage (Eq. 8).
+    norm: "mean" (verl-agent `mean_norm`) or "mean_std" (`mean_std_norm`: unbiased std + eps).
+    weighting: episode baseline over trajectories ("trajectory", Eq. 3) or over step rows
+      ("step": verl-agent with `compute_mean_std_cross_all_data`).
+
+  Returns:
+    `[N]` float64 advantages. A group with one trajectory (one row with "step") and an anchor
+    with one step get 0 from their level.
+  """
+  obs = np.asarray(obs)
+  r = np.asarray(r, np.float64)
+  num_rows = len(r)
+  rows_of_traj = collections.defaultdict(list)
+  for i in range(num_rows):
+    rows_of_traj[int(traj[i])].append(i)
+
+  # Eq. 5: discounted return of every step, backwards through each trajectory.
+  step_return = np.zeros(num_rows)
+  episode_return = {}
+  for t, rows in rows_of_traj.items():
+    running = 0.0
+    for i in sorted(rows, key=lambda i: step[i], reverse=True):
+      running = r[i] + gamma * running
+      step_return[i] = running
+    episode_return[t] = float(sum(r[i] for i in rows))
+
+  def relative(values):
+    values = np.asarray(values, np.float64)
+    if len(values) < 2:
+      return np.zeros_like(values)
+    centred = values - values.mean()
+    return centred if norm == "mean" else centred / (values.std(ddof=1) + eps)
+
+  # Eq. 3: episode advantage against the other trajectories (or steps) of the group.
+  episode_adv = np.zeros(num_rows)
+  members = collections.defaultdict(list)
+  for t, rows in rows_of_traj.items():
+    members[int(group[rows[0]])].extend([t] if weighting == "trajectory" else rows)
+  for items in members.values():
+    if weighting == "trajectory":
+      for t, a in zip(items, relative([episode_return[t] for t in items])):
+        episode_adv[rows_of_traj[t]] = a
+    else:
+      episode_adv[items] = relative([episode_return[int(traj[i])] for i in items])
+
+  # Eqs. 6-7: anchor groups keyed by (group, observation), step advantage within each.
+  anchor_rows = collections.defaultdict(list)
+  for i in range(num_rows):
+    anchor_rows[(int(group[i]), obs[i].tobytes())].append(i)
+  step_adv = np.zeros(num_rows)
+  for rows in anchor_rows.values():
+    step_adv[rows] = relative(step_return[rows])
+  return episode_adv + omega * step_adv  # Eq. 8
+
+
+def random_episodes(num_groups: int, group_size: int, num_steps: int, seed: int):
+  """Flat time-major step rows of FourRooms episodes of a uniformly random policy.
+
+  Returns NumPy `(obs [R, 4], reward, traj, step, group, valid)` with `R = T * N` rows.
+  """
+  import jax
+  import jax.numpy as jnp
+  from hrljax import envs, rollout
+
+  env, env_params = envs.make("FourRooms-misc", resample_init_pos=True, resample_goal_pos=True,
+                              max_steps_in_episode=num_steps)
+
+  def uniform(params, obs, key):
+    del params
+    return jax.random.randint(key, (obs.shape[0],), 0, env.num_actions), None
+
+  @jax.jit
+  def collect(key):
+    group_ids = rollout.grouped_ids(num_groups, group_size)
+    episodes = rollout.grouped_episodes(env, env_params, uniform, None, key, group_ids,
+                                        num_steps)
+    shape = episodes.valid.shape
+    traj = jnp.broadcast_to(jnp.arange(shape[1], dtype=jnp.int32)[None, :], shape)
+    step = jnp.broadcast_to(jnp.arange(shape[0], dtype=jnp.int32)[:, None], shape)
+    group = jnp.broadcast_to(group_ids[None, :], shape)
+    transitions = episodes.transitions
+    rows = shape[0] * shape[1]
+    return (transitions.obs.reshape(rows, -1), transitions.reward.reshape(rows),
+            traj.reshape(rows), step.reshape(rows), group.reshape(rows),
+            episodes.valid.reshape(rows))
+
+  return tuple(np.asarray(x) for x in collect(jax.random.key(seed)))
+
+
+def _median_seconds(fn, reps: int) -> float:
+  times = []
+  for _ in range(reps):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, reps: int = 5,
+              reference_reps: int = 3, seed: int = 0, gamma: float = 0.95, omega: float = 1.0,
+              norm: str = "mean") -> dict:
+  """Times both implementations on one batch; returns the timings, ratios and largest difference."""
+  import functools
+
+  import jax
+  from hrljax.losses import group_relative as gr
+
+  obs, reward, traj, step, group, valid = random_episodes(num_groups, group_size, num_steps, seed)
+  num_rows = reward.shape[0]
+  num_traj = num_groups * group_size
+  advantages = jax.jit(functools.partial(
+      gr.gigpo_advantages, num_groups=num_groups, num_traj=num_traj, num_anchors=num_rows,
+      gamma=gamma, omega=omega, norm=norm))
+
+  @jax.jit
+  def with_anchors(obs, reward, traj, step, group, valid):
+    anchors = gr.anchor_state_ids(obs, group, valid=valid)
+    return advantages(reward, traj, step, group, anchors.ids, valid=valid).advantages
+
+  device_args = jax.device_put((obs, reward, traj, step, group, valid))
+  start = time.perf_counter()
+  compiled = with_anchors.lower(*device_args).compile()
+  compile_seconds = time.perf_counter() - start
+  anchor_ids = jax.block_until_ready(
+      jax.jit(gr.anchor_state_ids)(device_args[0], device_args[4], valid=device_args[5]).ids)
+  only = advantages.lower(*device_args[1:5], anchor_ids, valid=device_args[5]).compile()
+  run_full = lambda: jax.block_until_ready(compiled(*device_args))
+  run_only = lambda: jax.block_until_ready(only(*device_args[1:5], anchor_ids,
+                                                valid=device_args[5]))
+  run_full(), run_only()  # warm-up
+  full_seconds = _median_seconds(run_full, reps)
+  only_seconds = _median_seconds(run_only, reps)
+
+  rows = valid.astype(bool)
+  reference_args = (obs[rows], reward[rows], traj[rows], step[rows], group[rows])
+  expected = None
+
+  def run_reference():
+    nonlocal expected
+    expected = reference_gigpo(*reference_args, gamma=gamma, omega=omega, norm=norm)
+
+  reference_seconds = _median_seconds(run_reference, reference_reps)
+  got = np.asarray(run_full())
+  return {
+      "trajectories": num_traj, "steps": num_steps, "rows": num_rows, "real_steps": int(rows.sum()),
+      "device": jax.devices()[0].device_kind, "platform": jax.devices()[0].platform,
+      "jax_anchor_ids_and_advantages_seconds": full_seconds,
+      "jax_advantages_only_seconds": only_seconds,
+      "jax_compile_seconds": compile_seconds,
+      "reference_dictionary_seconds": reference_seconds,
+      "speedup_with_anchor_ids": reference_seconds / full_seconds,
+      "speedup_advantages_only": reference_seconds / only_seconds,
+      "max_abs_difference": float(np.max(np.abs(got[rows] - expected))),
+      "padding_rows_zero": bool(np.all(got[~rows] == 0)),
+  }
+
+
+def main(argv):
+  del argv
+  for name in ("num_groups", "group_size", "num_steps", "reps", "reference_reps"):
+    if getattr(FLAGS, name) < 1:
+      sys.exit(f"error: --{name}: expected an integer >= 1, got {getattr(FLAGS, name)}")
+  result = benchmark(FLAGS.num_groups, FLAGS.group_size, FLAGS.num_steps, FLAGS.reps,
+                     FLAGS.reference_reps, FLAGS.seed)
+  print(f"gigpo_advantages, {result['trajectories']} trajectories x {result['steps']} steps "
+        f"({result['real_steps']} real steps):", file=sys.stderr)
+  print(f"  reference (NumPy + dictionaries): {result['reference_dictionary_seconds']:.4f} s",
+        file=sys.stderr)
+  full = result["jax_anchor_ids_and_advantages_seconds"]
+  print(f"  jax anchor ids + advantages:      {full:.4f} s"
+        f"  ({result['speedup_with_anchor_ids']:.1f}x)", file=sys.stderr)
+  print(f"  jax advantages (ids given):       {result['jax_advantages_only_seconds']:.4f} s"
+        f"  ({result['speedup_advantages_only']:.1f}x)", file=sys.stderr)
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

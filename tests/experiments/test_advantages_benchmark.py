@@ -1,0 +1,112 @@
+"""Tests of experiments/benchmarks/advantages.py: its dictionary-based GiGPO reference (checked
+against the spec's worked example, then used to check `gigpo_advantages`) and a tiny benchmark run.
+
+Timings are printed by the benchmark, never asserted here.
+"""
+
+import importlib.util
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from hrljax.losses import group_relative as gr
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location(
+    "advantages_benchmark", os.path.join(ROOT, "experiments", "benchmarks", "advantages.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+# Spec section 5.5: one task, trajectories A (s0, s1, s2; rewards 0, 0, 10), B (s0, s1, s3; all 0)
+# and C (s0, s4; rewards 0, 10); gamma 0.95, omega 1.
+_STATES = {"s0": 0, "s1": 1, "s2": 2, "s3": 3, "s4": 4}
+_ROWS = [("A", 0, "s0", 0.0), ("A", 1, "s1", 0.0), ("A", 2, "s2", 10.0),
+         ("B", 0, "s0", 0.0), ("B", 1, "s1", 0.0), ("B", 2, "s3", 0.0),
+         ("C", 0, "s0", 0.0), ("C", 1, "s4", 10.0)]
+
+
+def _spec_example(order):
+  rows = [_ROWS[i] for i in order]
+  traj = np.array(["ABC".index(t) for t, _, _, _ in rows])
+  step = np.array([s for _, s, _, _ in rows])
+  obs = np.array([[_STATES[o], 7] for _, _, o, _ in rows], np.int32)
+  r = np.array([x for _, _, _, x in rows])
+  return obs, r, traj, step, np.zeros(len(rows), np.int32)
+
+
+@pytest.mark.parametrize("weighting, expected", [
+    ("trajectory", [6.1833, 8.0833, 3.3333, -12.8417, -11.4167, -6.6667, 6.6583, 3.3333]),
+    ("step", [6.6, 8.5, 3.75, -12.425, -11.0, -6.25, 7.075, 3.75]),
+])
+def test_reference_reproduces_the_spec_worked_example(weighting, expected):
+  order = np.random.default_rng(0).permutation(8)
+  got = bench.reference_gigpo(*_spec_example(order), gamma=0.95, omega=1.0, weighting=weighting)
+  np.testing.assert_allclose(got, np.asarray(expected)[order], atol=1e-4)
+
+
+def test_reference_reproduces_the_spec_mean_std_values():
+  obs, r, traj, step, group = _spec_example(range(8))
+  steps_only = bench.reference_gigpo(obs, r, traj, step, group, omega=1.0, norm="mean_std")
+  episode_only = bench.reference_gigpo(obs, r, traj, step, group, omega=0.0, norm="mean_std")
+  np.testing.assert_allclose(episode_only, [0.5774] * 3 + [-1.1547] * 3 + [0.5774] * 2,
+                             atol=1e-4)
+  step_adv = steps_only - episode_only
+  np.testing.assert_allclose(step_adv[[0, 3, 6]], [0.5324, -1.1536, 0.6211], atol=1e-4)
+  np.testing.assert_allclose(step_adv[[1, 4]], [0.7071, -0.7071], atol=1e-4)
+  np.testing.assert_array_equal(step_adv[[2, 5, 7]], 0.0)  # singleton anchors
+
+
+def _random_batch(seed, num_groups=4, total_rows=100):
+  """Ragged trajectories revisiting a few cells, rows shuffled, padded with invalid rows to a
+  fixed size (one compile); at most 16 trajectories."""
+  rng = np.random.default_rng(seed)
+  rows, t = [], 0
+  for g in range(num_groups):
+    for _ in range(rng.integers(1, 5)):
+      for k in range(rng.integers(1, 7)):
+        rows.append((g, t, k, rng.integers(0, 4), rng.choice([0.0, 0.0, 1.0, 2.5])))
+      t += 1
+  group, traj, step, cell, r = (np.array(c) for c in zip(*rows))
+  obs = np.stack([cell, 2 * cell + 1], axis=1)
+  pad = total_rows - len(r)
+  valid = np.arange(total_rows) < len(r)
+  group, traj, step = (np.concatenate([a, np.full(pad, 3)]).astype(np.int32)
+                       for a in (group, traj, step))
+  obs = np.concatenate([obs, np.full((pad, 2), 1)]).astype(np.int32)
+  r = np.concatenate([r, np.full(pad, 5.0)]).astype(np.float32)
+  perm = rng.permutation(len(r))
+  return tuple(a[perm] for a in (obs, r, traj, step, group, valid))
+
+
+@pytest.mark.parametrize("norm, weighting", [("mean", "trajectory"), ("mean_std", "step")])
+def test_gigpo_advantages_match_the_reference(norm, weighting):
+  @jax.jit
+  def run(obs, r, traj, step, group, valid):
+    anchors = gr.anchor_state_ids(obs, group, valid=valid)
+    return gr.gigpo_advantages(r, traj, step, group, anchors.ids, num_groups=4,
+                               num_traj=16, num_anchors=r.shape[0], valid=valid,
+                               gamma=0.9, omega=0.7, norm=norm,
+                               episode_stat_weighting=weighting).advantages
+
+  for seed in range(3):
+    obs, r, traj, step, group, valid = _random_batch(seed)
+    expected = bench.reference_gigpo(obs[valid], r[valid], traj[valid], step[valid],
+                                     group[valid], gamma=0.9, omega=0.7, norm=norm,
+                                     weighting=weighting)
+    got = np.asarray(run(obs, r, traj, step, group, valid))
+    np.testing.assert_allclose(got[valid], expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got[~valid], 0.0)
+
+
+def test_tiny_benchmark_run_reports_times_and_agreement():
+  result = bench.benchmark(num_groups=3, group_size=4, num_steps=8, reps=1, reference_reps=1)
+  assert result["trajectories"] == 12 and result["rows"] == 96
+  assert 0 < result["real_steps"] <= 96
+  for key in ("jax_anchor_ids_and_advantages_seconds", "jax_advantages_only_seconds",
+              "reference_dictionary_seconds", "speedup_with_anchor_ids",
+              "speedup_advantages_only"):
+    assert result[key] > 0, key
+  assert result["max_abs_difference"] < 1e-4
+  assert result["padding_rows_zero"]
