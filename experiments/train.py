@@ -17,6 +17,14 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for metrics, config and checkpoints.", required=True)
 flags.DEFINE_integer("num_devices", None, "Devices on the data axis of the mesh (default: all).")
 flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events (needs tensorboardX).")
+flags.DEFINE_string("coordinator_address", None,
+                    "Multi-process runs: host:port of process 0 (with --num_processes and "
+                    "--process_id); every process runs the same command over one global mesh.")
+flags.DEFINE_integer("num_processes", None, "Multi-process runs: how many processes.")
+flags.DEFINE_integer("process_id", None, "Multi-process runs: this process's index.")
+flags.DEFINE_bool("distributed_auto", False,
+                  "Call jax.distributed.initialize() with JAX's cluster auto-detection "
+                  "(TPU pods, SLURM, ...).")
 config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
 
 
@@ -36,6 +44,39 @@ def check_workdir(workdir: str) -> None:
     os.remove(probe)
   except OSError as error:
     fail(f"--workdir: cannot write to {workdir!r} ({error.strerror or error})")
+
+
+def _flag_value(argv: list, name: str):
+  """The value of `--name=value` / `--name value` in argv (None if absent; True for a bare bool)."""
+  for i, arg in enumerate(argv):
+    if arg == f"--{name}":
+      return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else True
+    if arg.startswith(f"--{name}="):
+      return arg.split("=", 1)[1]
+  return None
+
+
+def initialize_processes(argv: list) -> None:
+  """Joins a multi-process run before anything touches a device (no-op for one process).
+
+  This runs before absl parses the flags: loading the config file imports the agents and with
+  them gymnax, whose import already initialises the XLA backend, after which
+  `jax.distributed.initialize` refuses to run.
+  """
+  from hrljax import distributed
+  address = _flag_value(argv, "coordinator_address")
+  num_processes = _flag_value(argv, "num_processes")
+  process_id = _flag_value(argv, "process_id")
+  explicit = [address, num_processes, process_id]
+  if any(value is not None for value in explicit) and None in explicit:
+    fail("--coordinator_address, --num_processes and --process_id: expected all three or none")
+  try:
+    if _flag_value(argv, "distributed_auto") in (True, "true", "True", "1"):
+      distributed.initialize_processes()
+    elif address is not None:
+      distributed.initialize_processes(address, int(num_processes), int(process_id))
+  except (ValueError, RuntimeError) as error:
+    fail(f"multi-process initialisation failed: {error}")
 
 
 def main(argv):
@@ -60,7 +101,8 @@ def main(argv):
   logger = MetricsLogger(FLAGS.workdir, tensorboard=FLAGS.tensorboard,
                          enabled=jax.process_index() == 0)
   logger.progress(f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
-                  f"({jax.devices()[0].platform}), workdir {FLAGS.workdir}")
+                  f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
+                  f"workdir {FLAGS.workdir}")
   learner = agent.make_learner(config)
   try:
     training.train(learner, config, FLAGS.workdir, mesh=mesh, logger=logger,
@@ -71,4 +113,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  initialize_processes(sys.argv)
   app.run(main)

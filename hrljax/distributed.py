@@ -21,6 +21,24 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 DATA_AXIS = "data"
 
 
+def initialize_processes(coordinator_address: Optional[str] = None,
+                         num_processes: Optional[int] = None,
+                         process_id: Optional[int] = None) -> None:
+  """Joins JAX's multi-controller runtime; call before anything touches a device.
+
+  Every process then runs the same program over one global mesh (`make_mesh` spans all
+  processes' devices). Without arguments JAX auto-detects the cluster (TPU pods, SLURM, ...). On
+  CPU, cross-process collectives need gloo, which is switched on here.
+  """
+  if num_processes is not None and not (isinstance(num_processes, int) and num_processes >= 1):
+    raise ValueError(f"num_processes: expected an integer >= 1, got {num_processes!r}")
+  if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
+    raise ValueError(f"process_id: expected 0..{num_processes - 1}, got {process_id!r}")
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  jax.distributed.initialize(coordinator_address=coordinator_address,
+                             num_processes=num_processes, process_id=process_id)
+
+
 def make_mesh(num_devices: Optional[int] = None, axis_name: str = DATA_AXIS) -> Mesh:
   """A 1-D mesh over the first `num_devices` devices (all of them, across processes, if None).
 
@@ -55,14 +73,22 @@ def data_parallel_shardings(state: Any, mesh: Mesh, sharded_field: Optional[str]
 
 
 def place(tree: Any, shardings: Any) -> Any:
-  """Puts a pytree on the mesh, going through host memory.
+  """Puts a pytree on the mesh, every process supplying only its own devices' shards.
 
-  Copying through NumPy first matters: `device_put` of a single-device array to a replicated
-  sharding can alias its buffer, and donating the placed state would then delete the source.
+  Every process holds the same host values (the run state is initialised from the same seed), so
+  each builds the global arrays from its copy with `make_array_from_callback`, which works for
+  meshes that span several processes, where `device_put` does not. Going through host memory also
+  avoids `device_put` aliasing a single-device buffer that a donated step would then delete.
+  Typed PRNG keys travel as their key data.
   """
-  # Typed PRNG keys cannot go through NumPy; they are never donated twice, so keep them.
-  host = jax.tree.map(lambda x: x if _is_key(x) else np.asarray(x), tree)
-  return jax.device_put(host, shardings)
+  def put(x, sharding):
+    if _is_key(x):
+      data = put(np.asarray(jax.random.key_data(x)), sharding)
+      return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+  return jax.tree.map(put, tree, shardings)
 
 
 def _is_key(x: Any) -> bool:
@@ -73,10 +99,18 @@ def jit_step(fn: Callable, state_shardings: Any, num_other_args: int = 0,
              donate: bool = True) -> Callable:
   """`jax.jit(fn)` for `fn(state, *others) -> (state, outputs)`, keeping the state's shardings.
 
-  The other arguments and the outputs are left to the compiler; the input state is donated.
+  The other arguments are left to the compiler; the other outputs (metrics) come back replicated,
+  so every process of a multi-process run can read them; the input state is donated.
   """
+  mesh = jax.tree.leaves(state_shardings)[0].mesh
   return jax.jit(fn, in_shardings=(state_shardings,) + (None,) * num_other_args,
-                 out_shardings=(state_shardings, None), donate_argnums=(0,) if donate else ())
+                 out_shardings=(state_shardings, replicated(mesh)),
+                 donate_argnums=(0,) if donate else ())
+
+
+def jit_replicated_output(fn: Callable, mesh: Mesh) -> Callable:
+  """`jax.jit(fn)` whose outputs are replicated over `mesh` (readable by every process)."""
+  return jax.jit(fn, out_shardings=replicated(mesh))
 
 
 def global_mean(local_value: jax.Array, axis_name: str = DATA_AXIS) -> jax.Array:

@@ -59,16 +59,26 @@ def summarize(metric_sums: dict, num_updates: int) -> dict:
   return out
 
 
-def first_non_finite(metrics: dict, state: Any, ignore: tuple = ("episode_return",
-                                                                 "episode_length")) -> Optional[str]:
-  """The name of the first NaN/inf metric, else the path of the first NaN/inf state leaf, else None."""
+def first_non_finite(metrics: dict, state: Any, mesh=None,
+                     ignore: tuple = ("episode_return", "episode_length")) -> Optional[str]:
+  """The name of the first NaN/inf metric, else the path of the first NaN/inf state leaf, else None.
+
+  Episode statistics are NaN when no episode ended in a chunk: that is not a divergence.
+  """
   for key, value in metrics.items():
     if key not in ignore and not math.isfinite(value):
       return f"metric {key!r} = {value}"
-  for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
-    if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating):
-      if not bool(jnp.all(jnp.isfinite(leaf))):
-        return f"state leaf {jax.tree_util.keystr(path)}"
+  paths_and_leaves = [(path, leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
+                      if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)]
+  if not paths_and_leaves:
+    return None
+  all_finite = lambda leaves: [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]
+  compiled = (jax.jit(all_finite) if mesh is None
+              else distributed.jit_replicated_output(all_finite, mesh))
+  flags = jax.device_get(compiled([leaf for _, leaf in paths_and_leaves]))
+  for (path, _), finite in zip(paths_and_leaves, flags):
+    if not finite:
+      return f"state leaf {jax.tree_util.keystr(path)}"
   return None
 
 
@@ -132,7 +142,7 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
     seconds = time.perf_counter() - start
     update += length
     elapsed += seconds
-    problem = first_non_finite(metrics, state)
+    problem = first_non_finite(metrics, state, mesh)
     if problem is not None:
       checkpointer.close()
       last = checkpointer.latest_step()
@@ -147,8 +157,8 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
       checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
 
   checkpointer.close()
-  evaluation = {k: float(v) for k, v in jax.device_get(
-      jax.jit(learner.evaluate)(state, eval_key)).items()}
+  evaluate = distributed.jit_replicated_output(learner.evaluate, mesh)
+  evaluation = {k: float(v) for k, v in jax.device_get(evaluate(state, eval_key)).items()}
   record = logger.write({"phase": "eval", "update": update, "env_steps": update * learner.env_steps_per_update,
                          "wall_time": elapsed, **evaluation})
   logger.progress("evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in record.items()
