@@ -15,9 +15,13 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
+RUN := runs/option_critic_fourrooms
+
+# The flagship experiment: option-critic on four rooms, its learning curve and its option maps.
 run: $(STAMP)
-	$(PY) -m experiments.train --config=experiments/configs/ppo_cartpole.py --workdir=runs/ppo_cartpole
-	$(PY) -m experiments.plot runs/ppo_cartpole --out=runs/ppo_cartpole/curve.png
+	$(PY) -m experiments.train --config=experiments/configs/option_critic_fourrooms.py --workdir=$(RUN)
+	$(PY) -m experiments.plot $(RUN) --y=episode_length --title="steps to goal" --out=$(RUN)/curve.png
+	$(PY) -m experiments.plot_options $(RUN) --out=$(RUN)/options.png
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -43,7 +43,7 @@ The whole run is one XLA program: `make_train(config)(key)`; the experiment CLI 
 mesh's data axis it shards the rollouts with it, and the group statistics reduce across devices.
 """
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -53,7 +53,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, rollout
+from hrljax import envs, rollout, training
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import MLP, CategoricalHead, GaussianHead, flatten_observation
@@ -439,11 +439,4 @@ def make_train(config: ml_collections.ConfigDict):
 
   Jit it, or `jax.jit(jax.vmap(make_train(config)))(keys)` for many seeds at once.
   """
-  learner = make_learner(config)
-
-  def train(key: Array) -> tuple[RunnerState, dict[str, Any]]:
-    def body(state, _):
-      return learner.step(state)
-    return jax.lax.scan(body, learner.init(key), None, length=learner.num_updates)
-
-  return train
+  return training.whole_run(make_learner(config))

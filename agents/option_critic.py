@@ -60,7 +60,7 @@ kept):
     here each part (critic with the torso, intra-option policies, terminations) has its rate.
 """
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -70,7 +70,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, rollout
+from hrljax import envs, rollout, training
 from hrljax.agents.ppo import rollout_statistics
 from hrljax.envs import four_rooms
 from hrljax.losses import options
@@ -528,11 +528,4 @@ def make_train(config: ml_collections.ConfigDict):
 
   Jit it, or `jax.jit(jax.vmap(make_train(config)))(keys)` for many seeds at once.
   """
-  learner = make_learner(config)
-
-  def train(key: Array) -> tuple[RunnerState, dict[str, Any]]:
-    def body(state, _):
-      return learner.step(state)
-    return jax.lax.scan(body, learner.init(key), None, length=learner.num_updates)
-
-  return train
+  return training.whole_run(make_learner(config))

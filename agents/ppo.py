@@ -18,8 +18,6 @@ The whole run is one XLA program: `make_train(config)(key)`. The experiment CLI 
 checkpoints and resumes.
 """
 
-from typing import Any
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -28,7 +26,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, rollout
+from hrljax import envs, rollout, training
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import ActorCritic, policy_noise, sample_with_noise
 from hrljax.training import Learner
@@ -283,11 +281,4 @@ def make_train(config: ml_collections.ConfigDict):
 
   Jit it, or `jax.jit(jax.vmap(make_train(config)))(keys)` for many seeds at once.
   """
-  learner = make_learner(config)
-
-  def train(key: Array) -> tuple[RunnerState, dict[str, Any]]:
-    def body(state, _):
-      return learner.step(state)
-    return jax.lax.scan(body, learner.init(key), None, length=learner.num_updates)
-
-  return train
+  return training.whole_run(make_learner(config))

@@ -45,7 +45,7 @@ from flax import struct
 from ml_collections import config_dict
 
 from hrljax import config_checks as checks
-from hrljax import envs, replay, rollout
+from hrljax import envs, replay, rollout, training
 from hrljax.agents.ppo import rollout_statistics
 from hrljax.networks.continuous import QEnsemble, TanhGaussianActor
 from hrljax.training import Learner
@@ -519,15 +519,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
 
 def make_train(config: ml_collections.ConfigDict):
-  """`train(key) -> (final RunnerState, per-Learner-step metrics)`: a whole run as one program.
+  """`train(key) -> (final RunnerState, per-update metrics)`: a whole run as one program.
 
   Jit it, or `jax.jit(jax.vmap(make_train(config)))(keys)` for many seeds at once.
   """
-  learner = make_learner(config)
-
-  def train(key: Array) -> tuple[RunnerState, dict[str, Any]]:
-    def body(state, _):
-      return learner.step(state)
-    return jax.lax.scan(body, learner.init(key), None, length=learner.num_updates)
-
-  return train
+  return training.whole_run(make_learner(config))

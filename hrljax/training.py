@@ -35,6 +35,18 @@ class Learner(NamedTuple):
   sharded_field: Optional[str] = None  # the run-state field holding per-environment data
 
 
+def whole_run(learner: Learner) -> Callable[[jax.Array], tuple[Any, dict]]:
+  """`train(key) -> (final state, per-update metrics)`: every update of a run in one `lax.scan`.
+
+  The whole run is one XLA program with no host round trip: jit it, or
+  `jax.jit(jax.vmap(train))(keys)` to train many seeds (or hyperparameters) at once.
+  """
+  def train(key: jax.Array) -> tuple[Any, dict]:
+    return jax.lax.scan(lambda state, _: learner.step(state), learner.init(key), None,
+                        length=learner.num_updates)
+  return train
+
+
 class TrainingDiverged(RuntimeError):
   """A metric or a parameter became NaN or infinite."""
 
