@@ -71,7 +71,18 @@ def summarize(metric_sums: dict, num_updates: int) -> dict:
   return out
 
 
-def first_non_finite(metrics: dict, state: Any, mesh=None,
+def _float_leaves(state: Any) -> list:
+  return [(path, leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
+          if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)]
+
+
+@jax.jit
+def _all_finite_per_leaf(leaves: list) -> list:
+  # Scalar reductions come back replicated, so every process of a multi-process run can read them.
+  return [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]
+
+
+def first_non_finite(metrics: dict, state: Any,
                      ignore: tuple = ("episode_return", "episode_length")) -> Optional[str]:
   """The name of the first NaN/inf metric, else the path of the first NaN/inf state leaf, else None.
 
@@ -80,15 +91,9 @@ def first_non_finite(metrics: dict, state: Any, mesh=None,
   for key, value in metrics.items():
     if key not in ignore and not math.isfinite(value):
       return f"metric {key!r} = {value}"
-  paths_and_leaves = [(path, leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
-                      if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)]
-  if not paths_and_leaves:
-    return None
-  all_finite = lambda leaves: [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]
-  compiled = (jax.jit(all_finite) if mesh is None
-              else distributed.jit_replicated_output(all_finite, mesh))
-  flags = jax.device_get(compiled([leaf for _, leaf in paths_and_leaves]))
-  for (path, _), finite in zip(paths_and_leaves, flags):
+  leaves = _float_leaves(state)
+  flags = jax.device_get(_all_finite_per_leaf([leaf for _, leaf in leaves]))
+  for (path, _), finite in zip(leaves, flags):
     if not finite:
       return f"state leaf {jax.tree_util.keystr(path)}"
   return None
@@ -112,6 +117,19 @@ def _chunk_fn(learner: Learner, example_state: Any) -> Callable:
   return chunk
 
 
+def _resume(checkpointer: ckpt.Checkpointer, state: Any, logger: MetricsLogger
+            ) -> tuple[Any, int, float]:
+  """`(state, updates done, wall seconds spent)` from the latest checkpoint, or from scratch."""
+  update = checkpointer.latest_step()
+  if update is None:
+    return state, 0, 0.0
+  state = checkpointer.restore(like=state, step=update)
+  elapsed = float((checkpointer.restore_metadata(update) or {}).get("wall_time", 0.0))
+  logger.truncate_after(update)  # the records after the checkpoint will be written again
+  logger.progress(f"resumed from the checkpoint at update {update} in {checkpointer.directory}")
+  return state, update, elapsed
+
+
 def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[MetricsLogger] = None,
           log_every: int = 10, checkpoint_every: int = 100, max_checkpoints: int = 2,
           seed: int = 0) -> Any:
@@ -133,13 +151,7 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
   state = distributed.place(state, shardings)
 
   checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), max_checkpoints)
-  update, elapsed = 0, 0.0
-  if checkpointer.latest_step() is not None:
-    update = checkpointer.latest_step()
-    state = checkpointer.restore(like=state, step=update)
-    elapsed = float((checkpointer.restore_metadata(update) or {}).get("wall_time", 0.0))
-    logger.truncate_after(update)
-    logger.progress(f"resumed from the checkpoint at update {update} in {checkpointer.directory}")
+  state, update, elapsed = _resume(checkpointer, state, logger)
 
   start = time.perf_counter()
   chunk = distributed.jit_step(_chunk_fn(learner, state), shardings, num_other_args=1)
@@ -154,16 +166,17 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
     seconds = time.perf_counter() - start
     update += length
     elapsed += seconds
-    problem = first_non_finite(metrics, state, mesh)
+    problem = first_non_finite(metrics, state)
     if problem is not None:
       checkpointer.close()
       last = checkpointer.latest_step()
       raise TrainingDiverged(
           f"non-finite {problem} in the chunk ending at update {update}; stopped without saving. "
           f"The last good checkpoint is update {last} in {checkpointer.directory}.")
-    record = {"phase": "train", "update": update, "env_steps": update * learner.env_steps_per_update,
-              "wall_time": elapsed, "env_steps_per_second": length * learner.env_steps_per_update
-              / max(seconds, 1e-9), **metrics}
+    record = {"phase": "train", "update": update,
+              "env_steps": update * learner.env_steps_per_update, "wall_time": elapsed,
+              "env_steps_per_second": length * learner.env_steps_per_update / max(seconds, 1e-9),
+              **metrics}
     logger.progress(format_progress(logger.write(record), learner.num_updates))
     if update % checkpoint_every == 0 or update == learner.num_updates:
       checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
@@ -171,7 +184,8 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
   checkpointer.close()
   evaluate = distributed.jit_replicated_output(learner.evaluate, mesh)
   evaluation = {k: float(v) for k, v in jax.device_get(evaluate(state, eval_key)).items()}
-  record = logger.write({"phase": "eval", "update": update, "env_steps": update * learner.env_steps_per_update,
+  record = logger.write({"phase": "eval", "update": update,
+                         "env_steps": update * learner.env_steps_per_update,
                          "wall_time": elapsed, **evaluation})
   logger.progress("evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in record.items()
                                              if k.startswith("eval")))
