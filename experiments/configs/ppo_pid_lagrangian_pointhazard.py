@@ -1,0 +1,25 @@
+"""PID-Lagrangian PPO (Stooke et al. 2020; OmniSafe CPPOPID gains K_P 0.1, K_I 0.01, K_D 0.01,
+delay 10, EMAs 0.95, sum normalisation) on PointHazard-v0 with cost limit 5 per episode (settings
+as `ppo_pointhazard.py`).
+
+Measured (3 seeds, last 10% of updates): return 2.904-2.905, episode cost 4.19 / 4.80 / 5.46,
+about 24,000 violating steps during training (unconstrained PPO: 9.0 and 73,000).
+"""
+
+from hrljax.agents import ppo_lagrangian
+
+
+def get_config():
+  config = ppo_lagrangian.get_config()
+  config.env_name = "PointHazard-v0"
+  config.num_envs = 16
+  config.num_steps = 100
+  config.total_timesteps = 16 * 100 * 150
+  config.learning_rate = 3e-4
+  # Safety Gym's d = 25 is for 1000-step episodes; PointHazard episodes last at most 200 steps,
+  # so the same 2.5% of steps in violation is d = 5.
+  config.cost_limit = 5.0
+  config.log_every = 10
+  config.checkpoint_every = 50
+  config.multiplier = "pid"
+  return config

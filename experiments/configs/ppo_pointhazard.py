@@ -1,0 +1,28 @@
+"""Unconstrained PPO on PointHazard-v0: the baseline the safe agents are compared against.
+
+It runs `ppo_lagrangian` with `multiplier="none"`: the policy loss is exactly `agents/ppo.py`'s
+(standardised reward advantages, no cost term); a cost critic is still fitted and the episode cost,
+violations and cost rate are logged, which plain `ppo` cannot do (its rollout drops `info`).
+The PointHazard settings are the same in the four `*_pointhazard.py` configs.
+
+Measured (3 seeds, last 10% of updates): return 2.909, episode cost 9.0 (the straight
+path through the central hazard), about 73,000 violating steps during training.
+"""
+
+from hrljax.agents import ppo_lagrangian
+
+
+def get_config():
+  config = ppo_lagrangian.get_config()
+  config.env_name = "PointHazard-v0"
+  config.num_envs = 16
+  config.num_steps = 100
+  config.total_timesteps = 16 * 100 * 150
+  config.learning_rate = 3e-4
+  # Safety Gym's d = 25 is for 1000-step episodes; PointHazard episodes last at most 200 steps,
+  # so the same 2.5% of steps in violation is d = 5.
+  config.cost_limit = 5.0
+  config.log_every = 10
+  config.checkpoint_every = 50
+  config.multiplier = "none"
+  return config
