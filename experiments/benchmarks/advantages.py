@@ -2,12 +2,18 @@
 
   python -m experiments.benchmarks.advantages                  # 4096 trajectories x 64 steps
 
-times `hrljax.losses.group_relative.gigpo_advantages` (jitted, after compile; with the anchor ids
-computed on device by `anchor_state_ids`, and alone with the ids precomputed) against
-`reference_gigpo`, a straightforward NumPy/Python implementation of the same formulas that groups
-trajectories, episode groups and anchor states with dictionaries, as verl-agent's PyTorch
-`gigpo/core_gigpo.py` does on the host. Prints the times and their ratio as JSON lines, and the
-largest difference between the two results.
+times the jitted (after compile) GiGPO advantages of `hrljax.losses.group_relative` three ways:
+
+* `gigpo_advantages_dense`: the `[T, N]` grid of the rollout in, observations as anchor keys
+  (anchors by hash tables, returns by a scan over time; no sort). The headline number.
+* `anchor_state_ids` then `gigpo_advantages` on the flattened rows (what `agents/group_relative`
+  calls; the grid layout is detected at run time, so the returns skip the sort there too);
+* `gigpo_advantages` alone with the anchor ids precomputed;
+
+against `reference_gigpo`, a straightforward NumPy/Python implementation of the same formulas that
+groups trajectories, episode groups and anchor states with dictionaries, as verl-agent's PyTorch
+`gigpo/core_gigpo.py` does on the host. Prints the times and their ratios as JSON, and the largest
+difference between each result and the reference.
 
 The batch is real: `num_groups` FourRooms tasks (random start and goal) x `group_size` episodes
 of a uniformly random policy, `num_steps` steps each (`hrljax.rollout.grouped_episodes`); the
@@ -36,7 +42,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("num_groups", 512, "Episode groups (tasks).")
   flags.DEFINE_integer("group_size", 8, "Episodes per group.")
   flags.DEFINE_integer("num_steps", 64, "Steps per episode window.")
-  flags.DEFINE_integer("reps", 5, "Timed runs of the device version (median reported).")
+  flags.DEFINE_integer("reps", 20, "Timed runs of each device version (median reported).")
   flags.DEFINE_integer("reference_reps", 3, "Timed runs of the reference (median reported).")
   flags.DEFINE_integer("seed", 0, "PRNG seed of the rollout.")
 
@@ -171,17 +177,31 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
     anchors = gr.anchor_state_ids(obs, group, valid=valid)
     return advantages(reward, traj, step, group, anchors.ids, valid=valid).advantages
 
+  grid = (num_steps, num_traj)
+
+  @jax.jit
+  def dense(obs, reward, group, valid):
+    # Rows are time-major: row t * num_traj + n is step t of trajectory n.
+    return gr.gigpo_advantages_dense(
+        reward.reshape(grid), group.reshape(grid)[0], obs.reshape(grid + obs.shape[1:]),
+        num_groups=num_groups, valid=valid.reshape(grid), gamma=gamma, omega=omega,
+        norm=norm).advantages.reshape(-1)
+
   device_args = jax.device_put((obs, reward, traj, step, group, valid))
+  dense_args = tuple(device_args[i] for i in (0, 1, 4, 5))
   start = time.perf_counter()
-  compiled = with_anchors.lower(*device_args).compile()
+  compiled_dense = dense.lower(*dense_args).compile()
   compile_seconds = time.perf_counter() - start
+  compiled = with_anchors.lower(*device_args).compile()
   anchor_ids = jax.block_until_ready(
       jax.jit(gr.anchor_state_ids)(device_args[0], device_args[4], valid=device_args[5]).ids)
   only = advantages.lower(*device_args[1:5], anchor_ids, valid=device_args[5]).compile()
+  run_dense = lambda: jax.block_until_ready(compiled_dense(*dense_args))
   run_full = lambda: jax.block_until_ready(compiled(*device_args))
   run_only = lambda: jax.block_until_ready(only(*device_args[1:5], anchor_ids,
                                                 valid=device_args[5]))
-  run_full(), run_only()  # warm-up
+  run_dense(), run_full(), run_only()  # warm-up
+  dense_seconds = _median_seconds(run_dense, reps)
   full_seconds = _median_seconds(run_full, reps)
   only_seconds = _median_seconds(run_only, reps)
 
@@ -195,17 +215,21 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
 
   reference_seconds = _median_seconds(run_reference, reference_reps)
   got = np.asarray(run_full())
+  got_dense = np.asarray(run_dense())
   return {
       "trajectories": num_traj, "steps": num_steps, "rows": num_rows, "real_steps": int(rows.sum()),
       "device": jax.devices()[0].device_kind, "platform": jax.devices()[0].platform,
+      "jax_dense_with_anchors_seconds": dense_seconds,
       "jax_anchor_ids_and_advantages_seconds": full_seconds,
       "jax_advantages_only_seconds": only_seconds,
-      "jax_compile_seconds": compile_seconds,
+      "jax_dense_compile_seconds": compile_seconds,
       "reference_dictionary_seconds": reference_seconds,
+      "speedup_dense_with_anchors": reference_seconds / dense_seconds,
       "speedup_with_anchor_ids": reference_seconds / full_seconds,
       "speedup_advantages_only": reference_seconds / only_seconds,
       "max_abs_difference": float(np.max(np.abs(got[rows] - expected))),
-      "padding_rows_zero": bool(np.all(got[~rows] == 0)),
+      "max_abs_difference_dense": float(np.max(np.abs(got_dense[rows] - expected))),
+      "padding_rows_zero": bool(np.all(got[~rows] == 0) and np.all(got_dense[~rows] == 0)),
   }
 
 
@@ -220,6 +244,8 @@ def main(argv):
         f"({result['real_steps']} real steps):", file=sys.stderr)
   print(f"  reference (NumPy + dictionaries): {result['reference_dictionary_seconds']:.4f} s",
         file=sys.stderr)
+  print(f"  jax dense grid, anchors included: {result['jax_dense_with_anchors_seconds']:.4f} s"
+        f"  ({result['speedup_dense_with_anchors']:.1f}x)", file=sys.stderr)
   full = result["jax_anchor_ids_and_advantages_seconds"]
   print(f"  jax anchor ids + advantages:      {full:.4f} s"
         f"  ({result['speedup_with_anchor_ids']:.1f}x)", file=sys.stderr)

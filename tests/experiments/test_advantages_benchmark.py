@@ -104,9 +104,11 @@ def test_tiny_benchmark_run_reports_times_and_agreement():
   result = bench.benchmark(num_groups=3, group_size=4, num_steps=8, reps=1, reference_reps=1)
   assert result["trajectories"] == 12 and result["rows"] == 96
   assert 0 < result["real_steps"] <= 96
-  for key in ("jax_anchor_ids_and_advantages_seconds", "jax_advantages_only_seconds",
-              "reference_dictionary_seconds", "speedup_with_anchor_ids",
+  for key in ("jax_dense_with_anchors_seconds", "jax_anchor_ids_and_advantages_seconds",
+              "jax_advantages_only_seconds", "reference_dictionary_seconds",
+              "speedup_dense_with_anchors", "speedup_with_anchor_ids",
               "speedup_advantages_only"):
     assert result[key] > 0, key
   assert result["max_abs_difference"] < 1e-4
+  assert result["max_abs_difference_dense"] < 1e-4
   assert result["padding_rows_zero"]

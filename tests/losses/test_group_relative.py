@@ -5,9 +5,10 @@ recomputed independently in float64 NumPy / plain Python inside this file, never
 under test.
 """
 
-import collections
 import functools
+import importlib.util
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +16,13 @@ import numpy as np
 import pytest
 
 from hrljax.losses import group_relative as gr
+
+# The project's one dictionary-based GiGPO reference lives in the benchmark script.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_bench_spec = importlib.util.spec_from_file_location(
+    "advantages_benchmark", os.path.join(_ROOT, "experiments", "benchmarks", "advantages.py"))
+bench = importlib.util.module_from_spec(_bench_spec)
+_bench_spec.loader.exec_module(bench)
 
 JIT_OR_NOT = pytest.mark.parametrize("transform", [jax.jit, lambda f: f], ids=["jit", "nojit"])
 
@@ -495,54 +503,6 @@ def test_gigpo_spec_worked_example_mean_std():
     np.testing.assert_allclose(step_adv[[1, 4]], [0.7071, -0.7071], atol=1e-4)
 
 
-def _reference_gigpo(obs, r, traj, step, group, *, gamma, omega, norm, eps, weighting):
-    """Dictionary-based reference in the style of verl-agent's core_gigpo (float64, loops)."""
-    rows_of_traj = collections.defaultdict(list)
-    for i in range(len(r)):
-        rows_of_traj[int(traj[i])].append(i)
-    step_return, episode_return = np.zeros(len(r)), {}
-    for t, rows in rows_of_traj.items():
-        running = 0.0
-        for i in sorted(rows, key=lambda i: step[i], reverse=True):
-            running = float(r[i]) + gamma * running
-            step_return[i] = running
-        episode_return[t] = float(sum(r[i] for i in rows))
-
-    def normalise(values):
-        values = np.asarray(values, np.float64)
-        if len(values) == 1:
-            return None
-        if norm == "mean":
-            return values - values.mean()
-        return (values - values.mean()) / (values.std(ddof=1) + eps)
-
-    episode_adv = np.zeros(len(r))
-    members = collections.defaultdict(list)  # group -> trajectory ids or row ids
-    for t, rows in rows_of_traj.items():
-        g = int(group[rows[0]])
-        members[g].extend([t] if weighting == "trajectory" else rows)
-    for g, items in members.items():
-        if weighting == "trajectory":
-            adv = normalise([episode_return[t] for t in items])
-            for k, t in enumerate(items):
-                for i in rows_of_traj[t]:
-                    episode_adv[i] = 0.0 if adv is None else adv[k]
-        else:
-            adv = normalise([episode_return[int(traj[i])] for i in items])
-            for k, i in enumerate(items):
-                episode_adv[i] = 0.0 if adv is None else adv[k]
-
-    anchor_rows = collections.defaultdict(list)
-    for i in range(len(r)):
-        anchor_rows[(int(group[i]), obs[i].tobytes())].append(i)
-    step_adv = np.zeros(len(r))
-    for rows in anchor_rows.values():
-        adv = normalise([step_return[i] for i in rows])
-        for k, i in enumerate(rows):
-            step_adv[i] = 0.0 if adv is None else adv[k]
-    return episode_adv + omega * step_adv
-
-
 def _random_agent_batch(seed, num_groups=3, num_states=4, pad_to=None):
     """Ragged trajectories revisiting a few states, shuffled; optionally padded (invalid rows)."""
     rng = np.random.default_rng(seed)
@@ -577,9 +537,9 @@ def test_gigpo_matches_dictionary_reference_on_random_batches(norm, weighting):
     for seed in range(3):
         # Padding rows are invalid and carry garbage (group 7, traj 7, step 7, reward 7).
         (group, traj, step, obs, r, valid), _ = _random_agent_batch(seed + 20, pad_to=64)
-        expected = _reference_gigpo(obs[valid], r[valid], traj[valid], step[valid], group[valid],
-                                    gamma=0.9, omega=0.7, norm=norm, eps=1e-6,
-                                    weighting=weighting)
+        expected = bench.reference_gigpo(obs[valid], r[valid], traj[valid], step[valid],
+                                         group[valid], gamma=0.9, omega=0.7, norm=norm, eps=1e-6,
+                                         weighting=weighting)
         got = np.asarray(run(obs, r, traj, step, group, valid))
         np.testing.assert_allclose(got[valid], expected, rtol=1e-4, atol=1e-4)
         np.testing.assert_array_equal(got[~valid], 0.0)
@@ -608,6 +568,190 @@ def test_gigpo_properties_and_invalid_rows():
     with pytest.raises(ValueError, match="num_traj"):
         gr.gigpo_advantages(r, traj, step, group, anchors, num_groups=3, num_traj=0,
                             num_anchors=4)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fast paths: hash-table anchors, grid returns, gigpo_advantages_dense (against the sort paths)
+# ----------------------------------------------------------------------------------------------
+
+
+def _first_occurrence_ids(obs, groups, valid):
+    """Anchor ids by a Python dictionary over (valid, group, bytes), numbered by first row."""
+    seen = {}
+    return np.array([seen.setdefault((bool(v), int(g), o.tobytes()), len(seen))
+                     for o, g, v in zip(np.asarray(obs), groups, valid)])
+
+
+def _anchor_batch(seed, rows=96, dims=2, values=3, groups=3):
+    rng = np.random.default_rng(seed)
+    obs = rng.integers(0, values, size=(rows, dims)).astype(np.int32)
+    return obs, rng.integers(0, groups, size=rows).astype(np.int32), rng.random(rows) < 0.85
+
+
+_CONSTANT_HASH = lambda w: jnp.zeros(w.shape[0], jnp.uint32)  # noqa: E731
+_PARITY_HASH = lambda w: (w[:, 0] % 2).astype(jnp.uint32)  # noqa: E731
+
+
+def test_hash_anchor_ids_equal_sort_anchor_ids_and_first_occurrence_labels():
+    # A colliding hash (parity of the first word) on random rows with invalid rows.
+    @jax.jit
+    def both(obs, groups, valid):
+        return tuple(gr.anchor_state_ids(obs, groups, valid=valid, hash_fn=_PARITY_HASH,
+                                         method=m) for m in ("hash", "sort"))
+
+    obs, groups, valid = _anchor_batch(40)
+    fast, slow = both(obs, groups, valid)
+    expected = _first_occurrence_ids(obs, groups, valid)
+    np.testing.assert_array_equal(fast.ids, expected)
+    np.testing.assert_array_equal(slow.ids, expected)
+    assert int(fast.num_anchors) == int(slow.num_anchors) == expected.max() + 1
+
+
+def test_hash_table_alone_resolves_forced_collisions_exactly():
+    # The table path itself (no fallback): a constant hash sends every key of a group to one
+    # slot each round, so keys resolve one per round per group and must never merge.
+    obs, groups, valid = _anchor_batch(42, rows=64, values=2)
+    keys, hashes = gr._anchor_keys(jnp.asarray(obs), jnp.asarray(groups), jnp.asarray(valid),
+                                   _CONSTANT_HASH)
+    table = jax.jit(gr._heads_by_table, static_argnums=3)
+    head = np.asarray(table(keys, hashes, gr._key_fingerprint(keys), 64))
+    first_row = {}
+    expected = [first_row.setdefault(k, i) for i, k in enumerate(
+        zip(valid.tolist(), groups.tolist(), [o.tobytes() for o in obs]))]
+    np.testing.assert_array_equal(head, expected)
+    # One round is not enough for colliding keys: rows are left unresolved (-1).
+    assert np.any(np.asarray(table(keys, hashes, gr._key_fingerprint(keys), 1)) < 0)
+
+
+def test_hash_anchor_fallbacks_give_the_exact_partition(monkeypatch):
+    obs, groups, valid = _anchor_batch(43)
+    expected = _first_occurrence_ids(obs, groups, valid)
+    # Too few rounds for a constant hash: the unresolved rows send it to the sort.
+    few = jax.jit(lambda o, g, v: gr.anchor_state_ids(o, g, valid=v, hash_fn=_CONSTANT_HASH,
+                                                      max_probe_rounds=1))
+    np.testing.assert_array_equal(few(obs, groups, valid).ids, expected)
+    # Every fingerprint equal: the table merges different keys, the exact check catches it.
+    monkeypatch.setattr(gr, "_key_fingerprint", lambda keys: jnp.zeros(keys.shape[0], jnp.uint32))
+    merged = jax.jit(lambda o, g, v: gr.anchor_state_ids(o, g, valid=v))
+    np.testing.assert_array_equal(merged(obs, groups, valid).ids, expected)
+
+
+def test_hash_anchor_ids_bad_inputs():
+    f = np.zeros((5, 2), np.float32)
+    with pytest.raises(ValueError, match="method"):
+        gr.anchor_state_ids(f, np.zeros(5, np.int32), method="radix")
+    with pytest.raises(ValueError, match="max_probe_rounds"):
+        gr.anchor_state_ids(f, np.zeros(5, np.int32), max_probe_rounds=0)
+
+
+def _grid_batch(seed, num_steps=6, num_groups=3, group_size=3, states=4):
+    """A [T, N] time-major grouped rollout: trajectories revisit a few states; each episode ends
+    at a random step (valid False afterwards) and some have an invalid step inside (a gap)."""
+    rng = np.random.default_rng(seed)
+    n = num_groups * group_size
+    group_ids = np.repeat(np.arange(num_groups), group_size).astype(np.int32)
+    lengths = rng.integers(1, num_steps + 1, size=n)
+    valid = np.arange(num_steps)[:, None] < lengths[None, :]
+    valid[rng.integers(0, num_steps), rng.integers(0, n)] = False
+    state = rng.integers(0, states, size=(num_steps, n))
+    obs = np.stack([state, 3 * state + 1], axis=-1).astype(np.int32)
+    rewards = (rng.integers(0, 3, size=(num_steps, n)) * 0.5).astype(np.float32)
+    rewards[~valid] = 9.0  # garbage that must be ignored
+    return rewards, group_ids, obs, valid
+
+
+def test_grid_returns_equal_sorted_returns_and_a_hand_loop():
+    rewards, _, _, valid = _grid_batch(50)
+    num_steps, n = rewards.shape
+    traj = np.broadcast_to(np.arange(n, dtype=np.int32), rewards.shape).reshape(-1)
+    step = np.broadcast_to(np.arange(num_steps, dtype=np.int32)[:, None], rewards.shape).reshape(-1)
+    expected = np.zeros(rewards.shape)
+    for j in range(n):
+        for t in range(num_steps):
+            if valid[t, j]:
+                later = np.arange(t, num_steps)[valid[t:, j]]
+                expected[t, j] = np.sum(rewards[later, j] * 0.9 ** (later - t))
+    dense = _jit(gr.discounted_step_returns_dense, gamma=0.9)(rewards, valid=valid)
+    np.testing.assert_allclose(dense, expected, rtol=1e-5, atol=1e-6)
+
+    @jax.jit
+    def rows(r, tr, st, v):  # grid detected / not detected (rows shuffled) / no num_traj
+        perm = jnp.asarray(np.random.default_rng(51).permutation(r.shape[0]))
+        shuffled = gr.discounted_step_returns(r[perm], tr[perm], st[perm], gamma=0.9,
+                                              valid=v[perm], num_traj=n)
+        return (gr.discounted_step_returns(r, tr, st, gamma=0.9, valid=v, num_traj=n),
+                jnp.zeros_like(r).at[perm].set(shuffled),
+                gr.discounted_step_returns(r, tr, st, gamma=0.9, valid=v))
+
+    for got in rows(rewards.reshape(-1), traj, step, valid.reshape(-1)):
+        np.testing.assert_allclose(np.asarray(got).reshape(rewards.shape), expected, rtol=1e-5,
+                                   atol=1e-6)
+    with pytest.raises(AssertionError):
+        gr.discounted_step_returns_dense(rewards.reshape(-1), gamma=0.9)
+
+
+@pytest.mark.parametrize("options", [
+    dict(norm="mean", episode_stat_weighting="step", episode_singleton_mode="zero"),
+    dict(norm="mean_std", episode_stat_weighting="trajectory", episode_singleton_mode="raw",
+         episode_returns=True),
+], ids=["mean-step", "mean_std-trajectory-returns"])
+def test_gigpo_dense_equals_row_version_and_reference(options):
+    options = dict(options)
+    use_returns = options.pop("episode_returns", False)
+    # Group 2 has a single trajectory (episode singleton rule).
+    rewards, group_ids, obs, valid = _grid_batch(52, num_groups=3, group_size=3)
+    group_ids = np.array([0, 0, 0, 1, 1, 1, 1, 1, 2], np.int32)
+    num_steps, n = rewards.shape
+    episode = np.broadcast_to((rewards * valid).sum(0) + 1.0, rewards.shape).astype(np.float32)
+    kw = dict(gamma=0.9, omega=0.7, **options)
+
+    @jax.jit
+    def both(rewards, obs, valid, episode):
+        returns = episode if use_returns else None
+        dense = gr.gigpo_advantages_dense(rewards, jnp.asarray(group_ids), obs, num_groups=3,
+                                          valid=valid, episode_returns=returns, **kw)
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        row_groups = flat(jnp.broadcast_to(jnp.asarray(group_ids), rewards.shape))
+        anchors = gr.anchor_state_ids(flat(obs), row_groups, valid=flat(valid), method="sort")
+        traj = flat(jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), rewards.shape))
+        step = flat(jnp.broadcast_to(jnp.arange(num_steps, dtype=jnp.int32)[:, None],
+                                     rewards.shape))
+        rows = gr.gigpo_advantages(
+            flat(rewards), traj, step, row_groups, anchors.ids, num_groups=3, num_traj=n,
+            num_anchors=num_steps * n, valid=flat(valid),
+            episode_returns=flat(episode) if use_returns else None, **kw)
+        return dense, rows
+
+    dense, rows = both(rewards, obs, valid, episode)
+    for field in gr.GigpoAdvantages._fields:
+        np.testing.assert_allclose(np.asarray(getattr(dense, field)).reshape(-1),
+                                   getattr(rows, field), rtol=1e-5, atol=1e-5, err_msg=field)
+    assert np.all(np.asarray(dense.advantages)[~valid] == 0)
+    if options["episode_singleton_mode"] == "zero" and not use_returns:
+        v = valid.reshape(-1)
+        flat_groups = np.broadcast_to(group_ids, rewards.shape).reshape(-1)
+        traj = np.broadcast_to(np.arange(n), rewards.shape).reshape(-1)
+        step = np.broadcast_to(np.arange(num_steps)[:, None], rewards.shape).reshape(-1)
+        expected = bench.reference_gigpo(
+            obs.reshape(-1, 2)[v], rewards.reshape(-1)[v], traj[v], step[v], flat_groups[v],
+            gamma=0.9, omega=0.7, norm=options["norm"],
+            weighting=options["episode_stat_weighting"])
+        np.testing.assert_allclose(np.asarray(dense.advantages).reshape(-1)[v], expected,
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_gigpo_dense_bad_inputs():
+    rewards, group_ids, obs, valid = _grid_batch(53)
+    with pytest.raises(AssertionError):  # rows instead of the grid
+        gr.gigpo_advantages_dense(rewards.reshape(-1), group_ids, obs, num_groups=3)
+    with pytest.raises(AssertionError):  # observations of another grid
+        gr.gigpo_advantages_dense(rewards, group_ids, obs[:, :-1], num_groups=3)
+    with pytest.raises(AssertionError):  # group ids per row instead of per trajectory
+        gr.gigpo_advantages_dense(rewards, np.zeros(rewards.size, np.int32), obs, num_groups=3)
+    with pytest.raises(ValueError, match="norm"):
+        gr.gigpo_advantages_dense(rewards, group_ids, obs, num_groups=3, norm="std")
+    with pytest.raises(ValueError, match="anchor_method|method"):
+        gr.gigpo_advantages_dense(rewards, group_ids, obs, num_groups=3, anchor_method="x")
 
 
 # ----------------------------------------------------------------------------------------------
