@@ -5,7 +5,7 @@
 
 import importlib
 
-AGENTS = ("ppo", "sac", "option_critic", "group_relative")
+AGENTS = ("ppo", "sac", "option_critic", "group_relative", "gcivl", "hiql", "ppo_lagrangian", "shielded_ppo", "recovery_rl", "bresa", "archer")
 
 
 def get(name: str):

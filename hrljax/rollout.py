@@ -274,3 +274,207 @@ def summarize_episodes(episodes: GroupedEpisodes) -> EpisodeSummary:
       terminated=(transitions.terminated & valid).any(axis=0),
       ended=(transitions.done & valid).any(axis=0),
   )
+
+
+# ----------------------------------------------------------------------------------------------
+# Two-rate rollouts: a task policy deciding every K control steps, a controller expanding each
+# decision into K low-level actions, and a per-control-step safety layer (Bresa, Recovery RL).
+# ----------------------------------------------------------------------------------------------
+
+ControllerFn = Callable[[PyTree, Array], Array]
+SafetyFn = Callable[[PyTree, PyTree, Array, Array, Array], tuple[Array, Array]]
+
+
+class ControlSteps(NamedTuple):
+  """The control-rate stream of a two-rate rollout, every field `[T, K, N, ...]`.
+
+  `active` is False at the control steps an environment skipped because its episode ended earlier
+  in the same decision (the environment is frozen until the next decision); every other field is
+  meaningless there. `info` holds the environment's per-step info entries named in the rollout's
+  `info_keys` (e.g. PointHazard's `cost` and `violation`).
+  """
+
+  obs: PyTree  # observation the low-level action was taken from
+  proposed_action: Array  # the controller's action
+  action: Array  # the executed action (the safety layer's output)
+  intervened: Array  # bool: the safety layer changed the proposed action
+  reward: Array  # float32
+  terminated: Array  # bool
+  truncated: Array  # bool
+  next_obs: PyTree  # true successor (before any auto-reset)
+  info: dict
+  active: Array  # bool: the environment stepped at this control step
+
+
+class TwoRateTrajectory(NamedTuple):
+  """What `two_rate_rollout` returns.
+
+  `decision` is a `Transition` `[T, N]` at the decision rate: `obs` where the decision was taken,
+  `action` the task policy's command, `reward` the undiscounted sum of the rewards of the decision's
+  control steps, `terminated`/`truncated` whether the episode ended inside the decision (and how),
+  `next_obs` the true successor after the decision's last executed control step,
+  `policy_extras` what the task policy returned, `episode_return/length` (length in control
+  steps) valid where `done`. `num_substeps` `[T, N]` counts the control steps the decision
+  executed (K unless the episode ended first): bootstrap a decision with `gamma ** num_substeps`
+  (the SMDP discount). `intervened` `[T, N]`: the safety layer intervened at some control step of
+  the decision. `control` is the `[T, K, N]` stream of every control step.
+  """
+
+  decision: Transition
+  num_substeps: Array
+  intervened: Array
+  control: ControlSteps
+
+
+def no_safety_layer(safety_params, obs, proposed_action, key, latched):
+  """The identity safety layer: executes the proposed action, never intervenes."""
+  del safety_params, obs, key, latched
+  return proposed_action, jnp.zeros(proposed_action.shape[:1], bool)
+
+
+def step_with_info(env, env_params, carry: EnvCarry, action: Array, keys: Array
+                   ) -> tuple[EnvCarry, Transition, dict]:
+  """`step_with_keys` that also returns the environment's `info` dict (leaves `[N, ...]`).
+
+  Numerically identical to `step_with_keys` (same key use, same auto-reset), so that a two-rate
+  rollout with K = 1 and no safety layer reproduces `rollout` exactly. For environments that use
+  gymnax's own `step`, the info is `step_env`'s (the values at the step, before any reset).
+  """
+  if _uses_base_step(env):
+    step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+    obs_st, state_st, reward, terminated, info = jax.vmap(
+        env.step_env, in_axes=(0, 0, 0, None))(step_keys, carry.env_state, action, env_params)
+    truncated = jax.vmap(env.is_truncated, in_axes=(0, None))(state_st, env_params)
+    done = terminated | truncated
+
+    def with_resets(_):
+      obs_re, state_re = jax.vmap(env.reset_env, in_axes=(0, None))(reset_keys, env_params)
+      pick = lambda reset_leaf, step_leaf: jnp.where(
+          done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf)
+      return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
+
+    obs, env_state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
+    final_obs = obs_st
+  else:
+    obs, env_state, reward, terminated, truncated, info = jax.vmap(
+        env.step, in_axes=(0, 0, 0, None))(keys, carry.env_state, action, env_params)
+    final_obs = info["final_observation"]
+  reward = reward.astype(jnp.float32)
+  done = terminated | truncated
+  episode_return = carry.running_return + reward
+  episode_length = carry.running_length + 1
+  transition = Transition(obs=carry.obs, action=action, reward=reward, terminated=terminated,
+                          truncated=truncated, next_obs=final_obs, policy_extras=None,
+                          episode_return=episode_return, episode_length=episode_length)
+  carry = EnvCarry(env_state=env_state, obs=obs,
+                   running_return=jnp.where(done, 0.0, episode_return),
+                   running_length=jnp.where(done, 0, episode_length))
+  return carry, transition, info
+
+
+def _select_envs(active: Array, new: PyTree, old: PyTree) -> PyTree:
+  """Per environment (leading axis N): `new` where `active`, else `old`."""
+  def pick(n, o):
+    return jnp.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o)
+  return jax.tree.map(pick, new, old)
+
+
+def two_rate_rollout(env, env_params, policy_fn: PolicyFn, params: PyTree,
+                     controller_fn: ControllerFn, safety_fn: SafetyFn, safety_params: PyTree,
+                     carry: EnvCarry, key: Array, num_decisions: int, control_steps: int,
+                     info_keys: tuple[str, ...] = (), unroll: int = 1,
+                     safety_noise_fn: Optional[Callable[[Array, tuple[int, int]], PyTree]] = None
+                     ) -> tuple[EnvCarry, TwoRateTrajectory]:
+  """Runs `num_decisions` decisions of K = `control_steps` control steps in every environment.
+
+  The whole rollout is one `lax.scan` over decisions with a nested `lax.scan` over control steps
+  (spec `safety_critics.md` §1.3, after Bresa: Zhang, Solak, Ajoudani, arXiv:2503.21989). At each
+  decision `policy_fn(params, obs [N], key) -> (command [N, ...], extras)` picks a command; at each
+  control step j of it:
+
+  1. `controller_fn(obs [N], command [N, ...]) -> proposed [N, A]` (e.g. waypoint tracking);
+  2. `safety_fn(safety_params, obs, proposed, key, latched) -> (executed [N, A], intervened [N])`
+     may replace the action (a reflex, a shield). `latched` [N] bool tells the layer whether it
+     intervened at an earlier control step of the same decision, so a reflex can keep the
+     recovery policy in charge for the rest of the decision (spec §1.3 option (a)); a per-step
+     shield ignores it. Use `no_safety_layer` for none;
+  3. the environment steps with the executed action (auto-resetting an ended episode).
+
+  An environment whose episode ends inside a decision is frozen for the decision's remaining
+  control steps (`ControlSteps.active` False) and starts the next decision from its reset
+  observation, so every decision belongs to one episode. Both the proposed and the executed
+  action are recorded, with whether the layer intervened. With K = 1, `controller_fn` returning
+  the command and `no_safety_layer`, the actions, rewards and keys are exactly those of `rollout`.
+
+  Keys: the policy and environment keys are split as in `rollout` (the env keys as
+  `[T, K, N]`); the safety layer's keys come from `fold_in(key, 1)`.
+
+  Args:
+    info_keys: names of `info` entries (per-step, leading axis N) to record in `control.info`.
+    unroll: passed to the decision-level `lax.scan`.
+    safety_noise_fn: if given, `safety_noise_fn(fold_in(key, 1), (T, K)) -> noise` (leading axes
+      `[T, K]`) draws the safety layer's randomness for the whole rollout at once, and the layer
+      gets its control step's slice in place of a key (as `rollout`'s `noise_fn`: on CPU one
+      batched draw is much cheaper than a threefry call per control step).
+  """
+  _check_positive_int("num_decisions", num_decisions)
+  _check_positive_int("control_steps", control_steps)
+  num_envs = carry.running_return.shape[0]
+  policy_key, env_key = jax.random.split(key)
+  policy_keys = jax.random.split(policy_key, num_decisions)
+  env_keys = jax.random.split(env_key, num_decisions * control_steps * num_envs).reshape(
+      num_decisions, control_steps, num_envs)
+  safety_key = jax.random.fold_in(key, 1)
+  safety_keys = (jax.random.split(safety_key, num_decisions * control_steps).reshape(
+      num_decisions, control_steps) if safety_noise_fn is None
+                 else safety_noise_fn(safety_key, (num_decisions, control_steps)))
+
+  def control_step(state, inputs):
+    carry, command, active, latched = state
+    env_keys, safety_key = inputs
+    proposed = controller_fn(carry.obs, command)
+    executed, intervened = safety_fn(safety_params, carry.obs, proposed, safety_key, latched)
+    intervened = intervened & active
+    new_carry, transition, info = step_with_info(env, env_params, carry, executed, env_keys)
+    record = ControlSteps(
+        obs=transition.obs, proposed_action=proposed, action=executed, intervened=intervened,
+        reward=transition.reward, terminated=transition.terminated,
+        truncated=transition.truncated, next_obs=transition.next_obs,
+        info={name: info[name] for name in info_keys}, active=active)
+    carry = _select_envs(active, new_carry, carry)
+    state = (carry, command, active & ~transition.done, latched | intervened)
+    return state, (record, transition.episode_return, transition.episode_length)
+
+  def decision_step(carry, inputs):
+    policy_key, env_keys, safety_keys = inputs
+    command, extras = policy_fn(params, carry.obs, policy_key)
+    start = (carry, command, jnp.ones((num_envs,), bool), jnp.zeros((num_envs,), bool))
+    (carry, _, _, latched), (steps, returns, lengths) = jax.lax.scan(
+        control_step, start, (env_keys, safety_keys))
+    decision = _decision_transition(steps, command, extras, returns, lengths)
+    trajectory = TwoRateTrajectory(decision=decision,
+                                   num_substeps=steps.active.sum(axis=0).astype(jnp.int32),
+                                   intervened=latched, control=steps)
+    return carry, trajectory
+
+  return jax.lax.scan(decision_step, carry, (policy_keys, env_keys, safety_keys), unroll=unroll)
+
+
+def _decision_transition(steps: ControlSteps, command: Array, extras: PyTree, returns: Array,
+                         lengths: Array) -> Transition:
+  """The decision-level `Transition` `[N]` of one decision's `[K, N]` control steps."""
+  active = steps.active
+  last = jnp.sum(active, axis=0) - 1  # every decision executes its first control step
+  env_index = jnp.arange(active.shape[1])
+  at_last = lambda x: x[last, env_index]
+  return Transition(
+      obs=tree_index(steps.obs, 0),
+      action=command,
+      reward=jnp.sum(jnp.where(active, steps.reward, 0.0), axis=0),
+      terminated=jnp.any(steps.terminated & active, axis=0),
+      truncated=jnp.any(steps.truncated & active, axis=0),
+      next_obs=jax.tree.map(at_last, steps.next_obs),
+      policy_extras=extras,
+      episode_return=at_last(returns),
+      episode_length=at_last(lengths),
+  )

@@ -1,0 +1,410 @@
+"""ArCHer: an utterance-level off-policy critic and a token-level policy gradient, on the token game.
+
+Zhou, Zanette, Pan, Levine, Kumar. "ArCHer: Training Language Model Agents via Hierarchical
+Multi-Turn RL", arXiv 2402.19446 (ICML 2024); reference code YifeiZhou02/ArCHer @7c771a7
+(`archer/algorithms/archer/trainer.py`, `archer/algorithms/offpolicy_train_loop.py`,
+`scripts/config/default.yaml`). The losses are `hrljax.losses.hierarchical_critics`
+(`archer_critic_loss`, `archer_actor_loss`), the networks `hrljax.networks.transformer`
+(`CausalTransformer` policy, `UtteranceCritic` with twin Q and V heads), the environment
+`TokenGame-v0` (one env step = one utterance), the buffer `hrljax.replay`.
+
+One iteration (one Learner step), as in the reference's `offpolicy_train_loop`:
+  1. every environment speaks `num_steps` utterances sampled at `temperature` (reference: 1.0);
+     the utterance-level transitions (dialogue, utterance, reward, next dialogue, terminated)
+     go to the replay buffer;
+  2. `critic_updates` critic steps (reference `epochs` = 50) on uniformly sampled batches: Q_e
+     regresses on r + γ(1 − terminated)·V̄_e(s'), V_e on Q̄_e(s, a_π) at a fresh policy
+     utterance a_π (target critic); after every critic step the target critic moves by
+     Polyak averaging with τ (`optax.incremental_update`, post-step online parameters);
+  3. after `warmup_iters` critic-only iterations, `actor_updates` actor steps (reference 3):
+     REINFORCE on fresh utterances a_π with every token weighted by the online critic's
+     A = min_e Q_e(s, a_π) − min_e V_e(s).
+The policy starts from a behaviour-cloned warm start (`agents/token_bc.py`, run inside `init`),
+as every ArCHer run starts from an SFT checkpoint.
+
+Deviations from the reference, each deliberate:
+  * no pretrained models: GPT-2 / RoBERTa are small transformers trained from scratch, so the
+    reference's learning rates (fine-tuning rates, critic 1e-5..2e-5, LM 1e-6..1e-5) do not
+    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders of the same
+    order as other from-scratch transformers, and no setting has yet been measured to improve on
+    the behaviour-cloned start (short CPU runs on small games stayed flat, and 20 actor steps of
+    lr 1e-3 per iteration collapsed the policy to a deterministic losing one);
+  * the reference sums the losses of 32 gradient-accumulation micro-batches of 8 (its
+    effective lr is lr × 32); here one batch of `batch_size` = 256 = 8 × 32 is averaged;
+  * gradient clipping (global norm `max_grad_norm` = 1.0, as the reference) is applied to the
+    critic's and the policy's gradients separately; the reference clips over all agent
+    parameters with one call;
+  * terminated is not truncated: a game cut by the external time limit bootstraps from its true
+    final dialogue (the token game itself terminates at the turn limit, as ArCHer's 20Q does);
+  * an iteration collects `num_steps` utterances in each of `num_envs` parallel games (games
+    continue across iterations), not 128 complete trajectories;
+  * the critic reads the utterance tokens the game reads (`utterance_token_mask`), and the
+    actor's log-probability sums over the same tokens.
+
+Placement on a mesh: the environment carry is sharded along `data`; the replay buffer is
+replicated (every device holds all of it and draws the same batches from the same key), so the
+updates equal the single-device ones.
+"""
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+from flax import struct
+
+from hrljax import config_checks as checks
+from hrljax import envs, replay, rollout
+from hrljax.agents import token_bc
+from hrljax.agents.ppo import rollout_statistics
+from hrljax.envs import token_game
+from hrljax.losses import hierarchical_critics as hc
+from hrljax.networks import transformer
+from hrljax.training import Learner
+from hrljax.types import Array, EnvCarry, PyTree
+
+HEAD_MODES = hc.HEAD_MODES
+
+
+def get_config() -> ml_collections.ConfigDict:
+  """ArCHer hyperparameters; the reference's defaults (spec §1.4) where they transfer."""
+  config = ml_collections.ConfigDict()
+  config.agent = "archer"
+  token_bc.add_config_fields(config)
+  config.seed = 0
+  config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
+  config.num_envs = 128  # reference: 128 rollout trajectories per iteration
+  config.num_steps = 8  # utterances per environment per iteration (the game's max_turns)
+  config.buffer_size = 100_000  # reference replay capacity
+  config.batch_size = 256  # reference: 8 per micro-batch × 32 accumulation steps
+  config.critic_updates = 50  # reference `epochs`: critic steps per iteration
+  config.actor_updates = 3  # reference: actor steps per iteration
+  config.warmup_iters = 20  # reference: critic-only iterations at the start
+  config.gamma = 0.95
+  config.tau = 0.1  # Polyak rate, applied after every critic step
+  config.critic_learning_rate = 1e-4  # reference 2e-5 fine-tunes RoBERTa; from scratch here
+  config.actor_learning_rate = 1e-5  # reference 1e-6..1e-5 fine-tunes GPT-2
+  config.optimizer = "adam"  # or "sgd" (multi-device equivalence checks)
+  config.max_grad_norm = 1.0
+  config.num_critics = 2
+  config.q_target_heads = "per_head"  # reference; "min" is the clipped-double-Q alternative
+  config.v_target_heads = "per_head"
+  config.critic_utterance_encoding = "separate"  # reference DoubleCritic layout; or "joint"
+  config.critic_d_model = 64
+  config.critic_num_layers = 2
+  config.rollout_unroll = 1
+  # Run-level settings read by the experiment loop.
+  config.log_every = 5
+  config.checkpoint_every = 25
+  config.max_checkpoints = 2
+  config.eval_episodes = 128
+  return config
+
+
+def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
+  """Raises `ConfigError` naming the first field that cannot run."""
+  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "buffer_size",
+                      "batch_size", "critic_updates", "actor_updates", "num_critics",
+                      "critic_d_model", "critic_num_layers", "log_every", "checkpoint_every",
+                      "max_checkpoints", "eval_episodes", "rollout_unroll")
+  if isinstance(config.warmup_iters, bool) or not isinstance(config.warmup_iters, int) \
+      or config.warmup_iters < 0:
+    raise checks.ConfigError(
+        f"config.warmup_iters: expected an integer >= 0, got {config.warmup_iters!r}")
+  checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
+  checks.in_unit_interval(config, "gamma", "tau")
+  checks.one_of(config, "optimizer", ("adam", "sgd"))
+  checks.one_of(config, "q_target_heads", HEAD_MODES)
+  checks.one_of(config, "v_target_heads", HEAD_MODES)
+  checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
+  if config.critic_d_model % config.num_heads:
+    raise checks.ConfigError(f"config.critic_d_model: expected a multiple of config.num_heads "
+                             f"({config.num_heads}), got {config.critic_d_model}")
+  token_bc.validate_config_fields(config)
+  checks.divisible(config, "num_envs", num_devices, "the device count")
+  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
+  checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
+                  "one iteration of num_envs * num_steps")
+  envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
+
+
+class UtteranceTransition(NamedTuple):
+  """One utterance-level transition (or a `[B]` batch): what the replay buffer stores."""
+
+  dialogue: Array  # int32 [D]: s, the dialogue the utterance was spoken after
+  utterance: Array  # int32 [L]: a, the utterance as generated
+  reward: Array  # float32 []
+  next_dialogue: Array  # int32 [D]: s', the true successor (before any auto-reset)
+  terminated: Array  # bool []: the game ended (no bootstrap); a truncation keeps False
+
+
+# ----------------------------------------------------------------------------------------------
+# The two objectives, as functions of the parameters they train (the rest enters as constants).
+# ----------------------------------------------------------------------------------------------
+
+
+def critic_objective(critic_params: PyTree, target_critic_params: PyTree, policy_params: PyTree,
+                     critic: transformer.UtteranceCritic, policy: transformer.CausalTransformer,
+                     batch: UtteranceTransition, key: Array, config
+                     ) -> tuple[Array, hc.CriticExtras]:
+  """ArCHer's critic loss on a `[B]` batch (reference `ArcherTrainer.critic_loss`).
+
+  Samples a_π ~ π(·|s) at `config.temperature`; the targets V̄_e(s') and Q̄_e(s, a_π) come from
+  the target critic and carry no gradient (neither do the policy's samples).
+  """
+  length = batch.utterance.shape[1]
+  a_pi, _ = transformer.generate(policy, policy_params, batch.dialogue, key, num_tokens=length,
+                                 temperature=config.temperature)
+  a_pi = jax.lax.stop_gradient(a_pi)
+  q_pi_tgt = critic.apply(target_critic_params, batch.dialogue, a_pi, token_bc.token_mask(a_pi),
+                          method=transformer.UtteranceCritic.q_values)
+  v_next_tgt = critic.apply(target_critic_params, batch.next_dialogue,
+                            method=transformer.UtteranceCritic.values)
+  out = critic.apply(critic_params, batch.dialogue, batch.utterance,
+                     token_bc.token_mask(batch.utterance))
+  return hc.archer_critic_loss(out.q, out.v, v_next_tgt, q_pi_tgt,
+                               batch.reward.astype(jnp.float32), batch.terminated, config.gamma,
+                               q_target_heads=config.q_target_heads,
+                               v_target_heads=config.v_target_heads)
+
+
+def actor_objective(policy_params: PyTree, critic_params: PyTree,
+                    critic: transformer.UtteranceCritic, policy: transformer.CausalTransformer,
+                    dialogue: Array, key: Array, config, utterance_len: int
+                    ) -> tuple[Array, hc.ActorExtras]:
+  """ArCHer's token-level REINFORCE loss on dialogues `[B, D]` (reference `actor_loss`).
+
+  Samples a_π ~ π(·|s); the online critic gives A = min_e Q_e(s, a_π) − min_e V_e(s) (no
+  gradient); the gradient flows only through the teacher-forced log-probs of a_π.
+  """
+  a_pi, _ = transformer.generate(policy, jax.lax.stop_gradient(policy_params), dialogue, key,
+                                 num_tokens=utterance_len, temperature=config.temperature)
+  mask = token_bc.token_mask(a_pi)
+  out = critic.apply(critic_params, dialogue, a_pi, mask)
+  token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, a_pi,
+                                               config.temperature)
+  return hc.archer_actor_loss(token_logp, mask, out.q, out.v)
+
+
+# ----------------------------------------------------------------------------------------------
+# The agent.
+# ----------------------------------------------------------------------------------------------
+
+
+class ArcherAgent(struct.PyTreeNode):
+  """ArCHer's train state: policy, critic, target critic, their optimizer states and a key."""
+
+  policy_params: PyTree
+  critic_params: PyTree
+  target_critic_params: PyTree
+  policy_opt_state: PyTree
+  critic_opt_state: PyTree
+  key: Array
+  policy: transformer.CausalTransformer = struct.field(pytree_node=False)
+  critic: transformer.UtteranceCritic = struct.field(pytree_node=False)
+  policy_tx: optax.GradientTransformation = struct.field(pytree_node=False)
+  critic_tx: optax.GradientTransformation = struct.field(pytree_node=False)
+  utterance_len: int = struct.field(pytree_node=False)
+  config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
+
+  @classmethod
+  def create(cls, key: Array, env, env_params: token_game.EnvParams, config) -> "ArcherAgent":
+    """Networks, optimizers and the behaviour-cloned policy (`config.bc_steps` BC steps).
+
+    The target critic starts as a copy of the critic (reference `soft_update(1)`).
+    """
+    config = ml_collections.FrozenConfigDict(config)
+    policy = token_bc.make_policy(env_params, config)
+    critic = make_critic(env_params, config)
+    critic_key, key = jax.random.split(key)
+    policy_params = token_bc.pretrained_policy_params(key, policy, env, env_params, config)
+    key = jax.random.fold_in(key, 0)
+    dialogue = jnp.zeros((1, token_game.max_dialogue_len(env_params)), jnp.int32)
+    dialogue = dialogue.at[:, 0].set(token_game.BOS)
+    utterance = jnp.zeros((1, env_params.utterance_len), jnp.int32)
+    critic_params = critic.init(critic_key, dialogue, utterance)
+    policy_tx = make_optimizer(config, config.actor_learning_rate)
+    critic_tx = make_optimizer(config, config.critic_learning_rate)
+    return cls(policy_params=policy_params, critic_params=critic_params,
+               target_critic_params=critic_params,
+               policy_opt_state=policy_tx.init(policy_params),
+               critic_opt_state=critic_tx.init(critic_params), key=key, policy=policy,
+               critic=critic, policy_tx=policy_tx, critic_tx=critic_tx,
+               utterance_len=env_params.utterance_len, config=config)
+
+  def act(self, dialogue: Array, key: Array, deterministic: bool = False) -> Array:
+    """Utterances int32 `[B, L]` for dialogues `[B, D]` (greedy decoding if `deterministic`)."""
+    tokens, _ = transformer.generate(self.policy, self.policy_params, dialogue, key,
+                                     num_tokens=self.utterance_len, temperature=self.config.temperature,
+                                     greedy=deterministic)
+    return tokens
+
+  def critic_step(self, batch: UtteranceTransition) -> tuple["ArcherAgent", dict[str, Array]]:
+    """One critic optimizer step, then the Polyak step of the target critic (post-step params)."""
+    key, sample_key = jax.random.split(self.key)
+    (loss, extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
+        self.critic_params, self.target_critic_params, self.policy_params, self.critic,
+        self.policy, batch, sample_key, self.config)
+    updates, opt_state = self.critic_tx.update(grads, self.critic_opt_state, self.critic_params)
+    critic_params = optax.apply_updates(self.critic_params, updates)
+    target = optax.incremental_update(critic_params, self.target_critic_params, self.config.tau)
+    agent = self.replace(critic_params=critic_params, target_critic_params=target,
+                         critic_opt_state=opt_state, key=key)
+    return agent, {
+        "critic_loss": loss,
+        "q_value": jnp.mean(extras.q_target - extras.q_td_error),
+        "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
+        "v_error_abs": jnp.mean(jnp.abs(extras.v_error)),
+    }
+
+  def actor_step(self, dialogue: Array) -> tuple["ArcherAgent", dict[str, Array]]:
+    """One policy optimizer step on dialogues `[B, D]` with the online critic's advantages."""
+    key, sample_key = jax.random.split(self.key)
+    (loss, extras), grads = jax.value_and_grad(actor_objective, has_aux=True)(
+        self.policy_params, self.critic_params, self.critic, self.policy, dialogue, sample_key,
+        self.config, self.utterance_len)
+    updates, opt_state = self.policy_tx.update(grads, self.policy_opt_state, self.policy_params)
+    agent = self.replace(policy_params=optax.apply_updates(self.policy_params, updates),
+                         policy_opt_state=opt_state, key=key)
+    return agent, {
+        "actor_loss": loss,
+        "advantage": jnp.mean(extras.advantage),
+        "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
+        "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
+    }
+
+  def update(self, critic_batches: UtteranceTransition, actor_dialogues: Array,
+             train_actor: Array) -> tuple["ArcherAgent", dict[str, Array]]:
+    """One iteration's updates: critic steps on `critic_batches` (leaves `[C, B, ...]`), then,
+    if `train_actor` (bool scalar; False during warm-up), actor steps on `actor_dialogues`
+    (`[A, B, D]`). Metrics are means over the steps (actor metrics 0 when not trained)."""
+    agent, critic_metrics = jax.lax.scan(lambda a, b: a.critic_step(b), self, critic_batches)
+
+    def train(agent):
+      agent, metrics = jax.lax.scan(lambda a, d: a.actor_step(d), agent, actor_dialogues)
+      return agent, jax.tree.map(jnp.mean, metrics)
+
+    metric_shapes = jax.eval_shape(train, agent)[1]
+    skip = lambda agent: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                                              metric_shapes))
+    agent, actor_metrics = jax.lax.cond(train_actor, train, skip, agent)
+    metrics = jax.tree.map(jnp.mean, critic_metrics)
+    metrics.update(actor_metrics)
+    return agent, metrics
+
+
+def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
+  max_len = token_game.max_dialogue_len(env_params) + env_params.utterance_len
+  return transformer.UtteranceCritic(
+      vocab_size=token_game.vocabulary(env_params).size, d_model=config.critic_d_model,
+      num_layers=config.critic_num_layers, num_heads=config.num_heads, max_len=max_len,
+      pad_token=token_game.PAD, num_critics=config.num_critics,
+      utterance_encoding=config.critic_utterance_encoding)
+
+
+def make_optimizer(config, learning_rate: float) -> optax.GradientTransformation:
+  optimizer = optax.sgd(learning_rate) if config.optimizer == "sgd" else optax.adam(learning_rate)
+  return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
+
+
+# ----------------------------------------------------------------------------------------------
+# The run: rollout -> replay -> critic (and actor) updates, as a Learner and as one program.
+# ----------------------------------------------------------------------------------------------
+
+
+class RunnerState(struct.PyTreeNode):
+  """Everything a run carries from one iteration to the next; checkpointed whole.
+
+  Only `env` (per-environment state) is split along the mesh's data axis; the replay buffer is
+  replicated (every device draws the same batches from the same key).
+  """
+
+  agent: ArcherAgent
+  buffer: replay.ReplayBuffer
+  env: EnvCarry
+  key: Array
+  update: Array  # int32 count of iterations done
+
+
+def transitions_from_rollout(traj) -> UtteranceTransition:
+  """The `[T, N]` rollout as a flat `[T * N]` batch of utterance-level transitions."""
+  flat = lambda x: x.reshape((-1,) + x.shape[2:])
+  return UtteranceTransition(dialogue=flat(traj.obs), utterance=flat(traj.action),
+                             reward=flat(traj.reward), next_dialogue=flat(traj.next_obs),
+                             terminated=flat(traj.terminated))
+
+
+def sample_batches(buffer: replay.ReplayBuffer, key: Array, num_batches: int,
+                   batch_size: int) -> UtteranceTransition:
+  """`num_batches` uniform batches, leaves `[num_batches, batch_size, ...]`."""
+  return jax.vmap(lambda k: replay.sample(buffer, k, batch_size))(
+      jax.random.split(key, num_batches))
+
+
+def make_learner(config: ml_collections.ConfigDict) -> Learner:
+  """A `Learner` whose `step` is one ArCHer iteration (rollout, critic steps, actor steps)."""
+  config = ml_collections.FrozenConfigDict(config)
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  policy = token_bc.make_policy(env_params, config)
+  steps_per_update = config.num_envs * config.num_steps
+  num_updates = config.total_timesteps // steps_per_update
+  length = env_params.utterance_len
+
+  def sampled(params, obs, key):
+    tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=length,
+                                     temperature=config.temperature)
+    return tokens, None
+
+  def greedy(params, obs, key):
+    tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=length, greedy=True)
+    return tokens, None
+
+  def init(key: Array) -> RunnerState:
+    agent_key, env_key, key = jax.random.split(key, 3)
+    agent = ArcherAgent.create(agent_key, env, env_params, config)
+    carry = rollout.reset(env, env_params, env_key, config.num_envs)
+    dialogue = jnp.zeros((token_game.max_dialogue_len(env_params),), jnp.int32)
+    example = UtteranceTransition(dialogue=dialogue, utterance=jnp.zeros((length,), jnp.int32),
+                                  reward=jnp.zeros((), jnp.float32), next_dialogue=dialogue,
+                                  terminated=jnp.zeros((), bool))
+    return RunnerState(agent=agent, buffer=replay.init(example, config.buffer_size), env=carry,
+                       key=key, update=jnp.zeros((), jnp.int32))
+
+  def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
+    key, rollout_key, critic_key, actor_key = jax.random.split(state.key, 4)
+    carry, traj = rollout.rollout(env, env_params, sampled, state.agent.policy_params, state.env,
+                                  rollout_key, config.num_steps, unroll=config.rollout_unroll)
+    buffer = replay.add(state.buffer, transitions_from_rollout(traj))
+    critic_batches = sample_batches(buffer, critic_key, config.critic_updates, config.batch_size)
+    actor_dialogues = sample_batches(buffer, actor_key, config.actor_updates,
+                                     config.batch_size).dialogue
+    train_actor = state.update >= config.warmup_iters
+    agent, metrics = state.agent.update(critic_batches, actor_dialogues, train_actor)
+    metrics.update(rollout_statistics(traj))
+    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key,
+                       update=state.update + 1), metrics
+
+  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
+    """Greedy decoding (the reference evaluates greedily); with the default rewards (1 for a
+    correct guess, 0 otherwise) `eval_return` is the success rate."""
+    return rollout.evaluate(env, env_params, greedy, state.agent.policy_params, key,
+                            config.eval_episodes, env_params.max_steps_in_episode)
+
+  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
+                 env_steps_per_update=steps_per_update, sharded_field="env")
+
+
+def make_train(config: ml_collections.ConfigDict):
+  """`train(key) -> (final RunnerState, per-iteration metrics)`: a whole run as one program.
+
+  Jit it, or `jax.jit(jax.vmap(make_train(config)))(keys)` for many seeds at once.
+  """
+  learner = make_learner(config)
+
+  def train(key: Array) -> tuple[RunnerState, dict[str, Any]]:
+    def body(state, _):
+      return learner.step(state)
+    return jax.lax.scan(body, learner.init(key), None, length=learner.num_updates)
+
+  return train

@@ -1,0 +1,65 @@
+"""Bresa: a slow task policy gated by a fast safety-critic reflex (two-rate reflexive safe RL).
+
+Zhang, Solak, Ajoudani. "Bresa: Bio-inspired Reflexive Safe Reinforcement Learning for
+Contact-Rich Robotic Tasks", arXiv:2503.21989 (abstract; project-page flowchart `method.jpg`).
+Spec: `shared/specs/safety_critics.md` §1 (§1.2 critic and data, §1.3 the two-rate decision step);
+the authors' code is unreleased, so the loss and data split follow their Recovery-RL fork
+(`jack-sherman01/safe-RL`), as the spec infers.
+
+What Bresa is here, composed from `hrljax.agents.recovery_rl` (which holds the shared machinery):
+  * **Task policy at the slow rate**: SAC over decisions. Every K = `control_steps` control steps
+    the task policy picks a command (a waypoint in PointHazard's arena), which a waypoint
+    controller (`point_hazard.waypoint_controller`, the flowchart's trajectory controller) expands
+    into K low-level actions. Each decision is one task transition
+    `(s_k, a_k, R_k = Σ_j r_j, s_{k+1}, terminated, n)` bootstrapped with the SMDP discount γ^n
+    (γ per control step; n = K unless the episode ended inside the decision).
+  * **Reflex at the control rate**, inside the jitted two-rate rollout
+    (`hrljax.rollout.two_rate_rollout`): at every control step the nominal action â is scored by
+    Q_risk(ŝ, â) = max(Q1, Q2); if it exceeds ε_safe (strict) the recovery policy takes over, and
+    with `reflex_mode="latch"` (default, the spec's option (a)) keeps control until the decision
+    ends. The switch replaces the action, it does not project it.
+  * **Decoupled learning**: π_task is plain SAC on the task reward and never sees costs; Q_risk
+    and π_rec learn from the cost signal on every executed control step (Recovery RL's TD loss,
+    `losses.safety.qrisk_loss`, and its model-free recovery objective). The task buffer stores the
+    proposed command (Recovery RL's action relabelling).
+  * Q_risk's next action is the controller's nominal action at ŝ' under the same command
+    (`risk_next_action="controller"`, the spec's SARSA-style choice for the control-rate stream);
+    its discount is per control step, γ_risk,low = γ_risk^(1/K) with Recovery RL's γ_risk = 0.5.
+
+With `reflex=False` Bresa is the unconstrained two-rate SAC agent; with K = 1 and the "direct"
+controller it is exactly `hrljax.agents.sac` (same seed, same actions and returns).
+
+Choices the paper leaves open (spec §1.2 "Unknown"), each a config field: ε_safe = 0.3 (the
+spec's prototype), K = 10, Q_risk sees (ŝ, â) only (not the command), the reflex's option (a).
+Not done: option (b) of spec §1.3 (ending the decision at the reflex, the next decision coming
+from π_rec), which needs variable-length decisions; decisions do not end when the waypoint is
+reached (the flowchart's "action target reached"), only when the episode ends.
+"""
+
+import ml_collections
+
+from hrljax.agents import recovery_rl
+
+# Shared with Recovery RL: the agent, its update and the run.
+RecoveryAgent = recovery_rl.RecoveryAgent
+RunnerState = recovery_rl.RunnerState
+make_learner = recovery_rl.make_learner
+make_train = recovery_rl.make_train
+validate_config = recovery_rl.validate_config
+
+CONTROL_STEPS = 10
+GAMMA_RISK_PER_DECISION = 0.5  # Recovery RL's default γ_risk, spread over the K control steps
+
+
+def get_config() -> ml_collections.ConfigDict:
+  """Bresa's hyperparameters: Recovery RL's, with the two-rate structure of spec §1.3."""
+  config = recovery_rl.get_config()
+  config.agent = "bresa"
+  config.control_steps = CONTROL_STEPS
+  config.controller = "waypoint"
+  config.reflex_mode = "latch"
+  config.risk_next_action = "controller"
+  config.gamma_risk = GAMMA_RISK_PER_DECISION ** (1.0 / CONTROL_STEPS)
+  config.eps_risk = 0.3
+  config.learning_starts = 100 * CONTROL_STEPS  # 100 random decisions, counted in control steps
+  return config

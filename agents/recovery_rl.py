@@ -1,0 +1,559 @@
+"""Recovery RL: a SAC task policy, a learned safety critic Q_risk and a model-free recovery policy.
+
+Thananjeyan, Balakrishna, Nair, Luo, Srinivasan, Hwang, Gonzalez, Ibarz, Finn, Goldberg.
+"Recovery RL: Safe Reinforcement Learning with Learned Recovery Zones", arXiv:2010.15920
+(Sec. IV; Algorithm 1). Spec: `shared/specs/safety_critics.md` §2, read against the reference
+code (`recovery_rl/qrisk.py`, `sac.py`, `experiment.py` in the authors' code base).
+
+* The task policy is plain SAC (`hrljax.agents.sac`) on the task reward only, with the fixed
+  temperature α = 0.2 of the reference; it never sees costs.
+* Q_risk(s, a) ∈ (0, 1) is a twin MLP with sigmoid outputs, its value the pessimistic
+  max(Q1, Q2) (`losses.safety.risk_value`), trained with the Recovery-RL TD loss
+  (`losses.safety.qrisk_loss`) on the executed transitions: target
+  c + γ_risk·(1 − terminated)·max(Q̄1, Q̄2)(s', a'), a' ~ π_task(·|s') (the reference samples the
+  task policy), with `terminal_on_violation` so that a violation never bootstraps.
+* At act time the executed action is the recovery policy's when max(Q1, Q2)(s, a_task) > ε_risk
+  (strict, `losses.safety.reflex_select`), else a_task.
+* The recovery policy is the reference's model-free variant (`--MF_recovery`): a tanh-Gaussian
+  policy trained, on the critic's batches, to minimise max(Q1, Q2)(s, π_rec(s)) with a
+  reparameterised sample and no entropy term.
+* Action relabelling (the reference's default): the task buffer stores the *proposed* task
+  action, the risk buffer the *executed* one.
+
+Run structure: the Learner step is a two-rate rollout (`hrljax.rollout.two_rate_rollout`) with a
+controller and a per-control-step reflex; Recovery RL is the case K = 1 (one control step per
+decision, the "direct" controller: the task action is executed as it is). `hrljax.agents.bresa`
+uses the same machinery with K > 1 (task policy at the slow rate, reflex at the control rate).
+With the reflex disabled (`config.reflex = False`), K = 1 and the direct controller, a run is
+exactly `hrljax.agents.sac` with the same seed (same keys, same actions, same updates).
+
+Deviations from the reference (each a config field):
+  * no offline demonstrations: Q_risk and π_rec are pre-trained (`risk_pretrain_updates`) on the
+    risk buffer filled by the uniform exploration of the first `learning_starts` steps, and the
+    reflex is off during that exploration (an untrained sigmoid critic reads about 0.5 everywhere
+    and would fire on every step);
+  * environments may continue after a violation (PointHazard's default); `terminal_on_violation`
+    keeps Q_risk a probability (spec §2.2);
+  * no stratified `pos_fraction` sampling (the reference's default is off too), no model-based
+    or Q-sampling recovery;
+  * the recovery policy acts with a sample while training and with its mode when evaluating (as
+    the reference's `select_action(eval=...)`).
+"""
+
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+from flax import struct
+
+from hrljax import config_checks as checks
+from hrljax import envs, replay, rollout
+from hrljax.agents import sac
+from hrljax.agents.ppo import rollout_statistics
+from hrljax.envs import point_hazard
+from hrljax.losses import safety
+from hrljax.networks.continuous import QEnsemble, TanhGaussianActor
+from hrljax.training import Learner
+from hrljax.types import Array, EnvCarry, PyTree
+
+CONTROLLERS = ("direct", "waypoint")
+REFLEX_MODES = ("per_step", "latch")
+RISK_NEXT_ACTIONS = ("task", "controller")
+SAFETY_INFO_KEYS = ("cost", "violation")
+
+
+def get_config() -> ml_collections.ConfigDict:
+  """Recovery RL's hyperparameters: SAC's (α = 0.2 fixed) plus the safety critic's (spec §2.5)."""
+  config = sac.get_config()
+  config.agent = "recovery_rl"
+  config.env_name = "PointHazard-v0"
+  config.autotune_alpha = False  # the reference's task SAC keeps α = 0.2
+  config.init_alpha = 0.2
+  config.learning_starts = 100  # the reference's start_steps of uniform random task actions
+  # The safety critic and the recovery policy.
+  config.reflex = True  # False: no safety layer at all (plain SAC on the same data stream)
+  config.gamma_risk = 0.5  # per control step
+  config.eps_risk = 0.1  # intervene when max(Q1, Q2)(s, a) > eps_risk
+  config.tau_risk = 2e-4  # the reference's (slow) Polyak rate for the risk target
+  config.risk_learning_rate = 3e-4
+  config.recovery_learning_rate = 3e-4
+  config.risk_hidden_sizes = (256, 256)
+  config.risk_batch_size = 256
+  config.risk_buffer_size = 1_000_000
+  config.risk_updates_per_step = 1
+  config.risk_pretrain_updates = 10_000  # the reference's critic_safe_pretraining_steps
+  config.terminal_on_violation = True
+  config.risk_next_action = "task"  # a' ~ π_task(s') (reference) or "controller" (Bresa SARSA)
+  # The two-rate structure (Recovery RL: one control step per decision, task action executed).
+  config.control_steps = 1  # K
+  config.controller = "direct"
+  config.waypoint_gain = 10.0
+  config.reflex_mode = "per_step"  # or "latch": after a reflex, recover until the decision ends
+  return config
+
+
+def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
+  """Raises `ConfigError` naming the first field that cannot run."""
+  sac.validate_config(config, num_devices)
+  checks.positive_int(config, "risk_batch_size", "risk_buffer_size", "control_steps")
+  for field in ("risk_updates_per_step", "risk_pretrain_updates"):
+    value = config[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+      raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
+  checks.positive(config, "risk_learning_rate", "recovery_learning_rate", "waypoint_gain")
+  checks.in_unit_interval(config, "gamma_risk", "tau_risk")
+  if not (isinstance(config.eps_risk, (int, float)) and 0.0 <= config.eps_risk <= 1.0):
+    raise checks.ConfigError(f"config.eps_risk: expected a float in [0, 1], got {config.eps_risk!r}")
+  for field in ("reflex", "terminal_on_violation"):
+    if not isinstance(config[field], bool):
+      raise checks.ConfigError(f"config.{field}: expected a bool, got {config[field]!r}")
+  checks.one_of(config, "controller", CONTROLLERS)
+  checks.one_of(config, "reflex_mode", REFLEX_MODES)
+  checks.one_of(config, "risk_next_action", RISK_NEXT_ACTIONS)
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  if not isinstance(env, point_hazard.PointHazard):
+    raise checks.ConfigError(f"config.env_name: expected an environment with info['cost'] and "
+                             f"info['violation'] (PointHazard-v0), got {config.env_name!r}")
+  if config.controller == "waypoint" and env_params.observation_type != "relative":
+    raise checks.ConfigError("config.controller: 'waypoint' reads the position from a "
+                             "'relative' PointHazard observation, got observation_type "
+                             f"{env_params.observation_type!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The agent: SAC task agent + twin sigmoid risk critic + model-free recovery policy.
+# ----------------------------------------------------------------------------------------------
+
+
+class RiskTransition(NamedTuple):
+  """One executed control step (or a `[B]` batch), what the risk buffer stores."""
+
+  obs: PyTree
+  action: Array  # float32 [|A|]: the executed low-level action (environment scale)
+  cost: Array  # float32 []
+  terminated: Array  # bool []
+  next_obs: PyTree  # true successor
+  next_action: Array  # float32 [|A|]: the controller's nominal action at next_obs
+
+
+class DecisionTransition(NamedTuple):
+  """One task decision (or a `[B]` batch), what the task buffer stores."""
+
+  obs: PyTree
+  action: Array  # float32 [|A|]: the proposed task action in [-1, 1] (relabelled)
+  reward: Array  # float32 []: summed over the decision's control steps
+  terminated: Array  # bool []
+  next_obs: PyTree
+  num_substeps: Array  # int32 []: control steps executed (SMDP discount gamma ** num_substeps)
+
+
+def smdp_sac_batch(batch: DecisionTransition, gamma: float) -> sac.Transition:
+  """The SAC batch whose discount γ·(1 − terminated) equals the SMDP discount γ^n·(1 − terminated).
+
+  `SACAgent.update` discounts with γ·(1 − terminated); passing the float
+  `terminated' = 1 − γ^(n−1)·(1 − terminated)` makes that γ^n·(1 − terminated) for a decision of
+  n control steps (Sutton, Precup, Singh 1999, SMDP Q-learning). For n = 1 it is `terminated`
+  exactly. Batch-level, leaves `[B, ...]`.
+  """
+  continuation = (jnp.power(gamma, batch.num_substeps.astype(jnp.float32) - 1.0)
+                  * (1.0 - batch.terminated.astype(jnp.float32)))
+  return sac.Transition(obs=batch.obs, action=batch.action, reward=batch.reward,
+                        terminated=1.0 - continuation, next_obs=batch.next_obs)
+
+
+class RecoveryAgent(struct.PyTreeNode):
+  """Train state: the SAC task agent, the risk critic (+ target), the recovery policy."""
+
+  task: sac.SACAgent
+  risk_params: PyTree
+  target_risk_params: PyTree
+  recovery_params: PyTree
+  risk_opt_state: PyTree
+  recovery_opt_state: PyTree
+  risk_critic: nn.Module = struct.field(pytree_node=False)
+  recovery_actor: nn.Module = struct.field(pytree_node=False)
+  risk_tx: optax.GradientTransformation = struct.field(pytree_node=False)
+  recovery_tx: optax.GradientTransformation = struct.field(pytree_node=False)
+  config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
+
+  @classmethod
+  def create(cls, key: Array, env_spec: envs.EnvSpec, config, action_bounds=None
+             ) -> "RecoveryAgent":
+    """`key` builds the SAC task agent exactly as `SACAgent.create(key, ...)` would; the safety
+    networks are initialised from `fold_in(key, 1)`."""
+    config = ml_collections.FrozenConfigDict(config)
+    task = sac.SACAgent.create(key, env_spec, config, action_bounds)
+    risk_critic, recovery_actor = make_safety_networks(env_spec, config)
+    risk_key, recovery_key = jax.random.split(jax.random.fold_in(key, 1))
+    obs = jnp.zeros((1,) + env_spec.observation_shape, jnp.float32)
+    risk_params = risk_critic.init(risk_key, obs, jnp.zeros((1, env_spec.action_dim)))
+    recovery_params = recovery_actor.init(recovery_key, obs)
+    risk_tx = sac.make_optimizer(config, config.risk_learning_rate)
+    recovery_tx = sac.make_optimizer(config, config.recovery_learning_rate)
+    return cls(task=task, risk_params=risk_params, target_risk_params=risk_params,
+               recovery_params=recovery_params, risk_opt_state=risk_tx.init(risk_params),
+               recovery_opt_state=recovery_tx.init(recovery_params), risk_critic=risk_critic,
+               recovery_actor=recovery_actor, risk_tx=risk_tx, recovery_tx=recovery_tx,
+               config=config)
+
+  def risk_heads(self, params: PyTree, obs: PyTree, action: Array) -> Array:
+    """Both heads, sigmoid(Q_k(s, a)) ∈ (0, 1), float `[2, B]`."""
+    return jax.nn.sigmoid(self.risk_critic.apply(params, obs, action))
+
+  def risk(self, obs: PyTree, action: Array) -> Array:
+    """The pessimistic risk max(Q1, Q2)(s, a), float `[B]`."""
+    q = self.risk_heads(self.risk_params, obs, action)
+    return safety.risk_value(q[0], q[1])
+
+  def recovery_action(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
+    """π_rec's environment action `[B, |A|]` (its mode if `deterministic`)."""
+    dist = self.recovery_actor.apply(self.recovery_params, obs)
+    normalized = dist.mode() if deterministic else dist.sample(seed=key)
+    return self.task.to_env_action(normalized)
+
+  def recovery_action_from_noise(self, obs: PyTree, noise: Array, deterministic: bool = False
+                                 ) -> Array:
+    """π_rec's environment action `[B, |A|]` from given standard-normal `noise` `[B, |A|]`
+    (the reparameterised sample tanh(μ + σ·noise), or the mode if `deterministic`)."""
+    dist = self.recovery_actor.apply(self.recovery_params, obs)
+    gaussian = dist.distribution
+    pre_squash = gaussian.loc if deterministic else gaussian.loc + gaussian.scale_diag * noise
+    return self.task.to_env_action(dist.bijector.forward(pre_squash))
+
+  def act(self, obs: PyTree, key: Array, deterministic: bool = False
+          ) -> tuple[Array, Array, Array]:
+    """Recovery RL's action for one control step: `(executed, proposed, intervened)`, `[B, ...]`.
+
+    `proposed` is the task policy's action; `executed` is π_rec's where the risk of `proposed`
+    exceeds `eps_risk` (strict), else `proposed`.
+    """
+    task_key, recovery_key = jax.random.split(key)
+    proposed = self.task.act(obs, task_key, deterministic)
+    recovery = self.recovery_action(obs, recovery_key, deterministic)
+    executed, intervened = self.switch(obs, proposed, recovery)
+    return executed, proposed, intervened
+
+  def switch(self, obs: PyTree, proposed: Array, recovery: Array) -> tuple[Array, Array]:
+    """The threshold switch on a batch: `(executed [B, |A|], intervened [B])` (spec §2.3)."""
+    select = jax.vmap(lambda r, a, b: safety.reflex_select(r, a, b,
+                                                           threshold=self.config.eps_risk))
+    return select(self.risk(obs, proposed), proposed, recovery)
+
+  def update_safety(self, batch: RiskTransition, key: Array) -> tuple["RecoveryAgent", dict]:
+    """One step of Q_risk (TD loss, spec §2.2), then one of π_rec on the updated critic, then the
+    Polyak step of the risk target (τ_risk, every step as the reference). `[B]` batch."""
+    config = self.config
+    if config.risk_next_action == "task":
+      next_action = self.task.act(batch.next_obs, key)
+    else:
+      next_action = batch.next_action
+    q_next = self.risk_heads(self.target_risk_params, batch.next_obs, next_action)
+    discount = config.gamma_risk * (1.0 - batch.terminated.astype(jnp.float32))
+    cost = batch.cost.astype(jnp.float32)
+
+    def risk_objective(params):
+      q = self.risk_heads(params, batch.obs, batch.action)
+      loss, extras = jax.vmap(lambda *a: safety.qrisk_loss(
+          *a, terminal_on_violation=config.terminal_on_violation))(
+              q[0], q[1], cost, discount, q_next[0], q_next[1])
+      return jnp.mean(loss), extras
+    (risk_loss, extras), grads = jax.value_and_grad(risk_objective, has_aux=True)(
+        self.risk_params)
+    updates, risk_opt_state = self.risk_tx.update(grads, self.risk_opt_state, self.risk_params)
+    risk_params = optax.apply_updates(self.risk_params, updates)
+
+    def recovery_objective(params):
+      normalized = self.recovery_actor.apply(params, batch.obs).sample(
+          seed=jax.random.fold_in(key, 1))
+      q = self.risk_heads(risk_params, batch.obs, self.task.to_env_action(normalized))
+      return jnp.mean(safety.risk_value(q[0], q[1]))
+    recovery_loss, grads = jax.value_and_grad(recovery_objective)(self.recovery_params)
+    updates, recovery_opt_state = self.recovery_tx.update(grads, self.recovery_opt_state,
+                                                          self.recovery_params)
+    recovery_params = optax.apply_updates(self.recovery_params, updates)
+    target = optax.incremental_update(risk_params, self.target_risk_params, config.tau_risk)
+    agent = self.replace(risk_params=risk_params, target_risk_params=target,
+                         recovery_params=recovery_params, risk_opt_state=risk_opt_state,
+                         recovery_opt_state=recovery_opt_state)
+    return agent, {"risk_loss": risk_loss, "recovery_loss": recovery_loss,
+                   "risk": jnp.mean(extras.risk_tm1)}
+
+
+def make_safety_networks(env_spec: envs.EnvSpec, config) -> tuple[QEnsemble, TanhGaussianActor]:
+  """Q_risk as two independent MLP heads on concat(s, a) (sigmoid applied by the agent) and π_rec,
+  a tanh-Gaussian policy on [-1, 1]^|A|."""
+  observation_ndim = len(env_spec.observation_shape)
+  hidden = tuple(config.risk_hidden_sizes)
+  return (QEnsemble(num_members=2, hidden_sizes=hidden, activation=config.activation,
+                    observation_ndim=observation_ndim),
+          TanhGaussianActor(action_dim=env_spec.action_dim, hidden_sizes=hidden,
+                            activation=config.activation, observation_ndim=observation_ndim,
+                            log_std_min=config.log_std_min, log_std_max=config.log_std_max))
+
+
+def recovery_noise_fn(num_envs: int, action_dim: int):
+  """`safety_noise_fn(key, (T, K)) -> noise [T, K, N, |A|]` for `rollout.two_rate_rollout`."""
+  def draw(key, leading):
+    return jax.random.normal(key, tuple(leading) + (num_envs, action_dim), jnp.float32)
+  return draw
+
+
+def make_controller(config, low: tuple, high: tuple):
+  """`controller(obs [N, D], command [N, |A|]) -> low-level action [N, |A|]`.
+
+  "direct": the command (in [-1, 1]) rescaled to the action bounds, exactly as SAC acts;
+  "waypoint": the command is a waypoint in PointHazard's arena [-1, 1]^2, tracked by
+  `point_hazard.waypoint_controller` from the position (the first two observation entries).
+  """
+  if config.controller == "direct":
+    return lambda obs, command: sac.rescale_action(command, low, high)
+  track = jax.vmap(lambda p, w: point_hazard.waypoint_controller(p, w, config.waypoint_gain))
+  return lambda obs, command: track(obs[:, :2], command)
+
+
+def make_safety_layer(agent_like: RecoveryAgent, deterministic: bool = False):
+  """`safety_fn(safety_params, obs, proposed, noise, latched)` for `rollout.two_rate_rollout`.
+
+  `safety_params = (agent, enabled)`: the layer uses `agent`'s critic and recovery policy and
+  intervenes only where the traced bool `enabled` holds. `noise` `[N, |A|]` is the recovery
+  policy's standard-normal noise for this control step (pass `recovery_noise_fn` as the rollout's
+  `safety_noise_fn`). With `reflex_mode="latch"` a reflex keeps the recovery policy in charge
+  until the decision ends (spec §1.3 option (a)). The recovery policy is evaluated only when some
+  environment needs it (`lax.cond`).
+  """
+  latch = agent_like.config.reflex_mode == "latch"
+
+  def safety_fn(safety_params, obs, proposed, noise, latched):
+    agent, enabled = safety_params
+    risk = agent.risk(obs, proposed)
+    needed = (risk > agent.config.eps_risk) | latched if latch else risk > agent.config.eps_risk
+    recovery = jax.lax.cond(
+        jnp.any(needed & enabled),
+        lambda: agent.recovery_action_from_noise(obs, noise, deterministic),
+        lambda: proposed)
+    select = jax.vmap(lambda r, a, b: safety.reflex_select(r, a, b,
+                                                           threshold=agent.config.eps_risk))
+    _, intervened = select(risk, proposed, recovery)
+    if latch:
+      intervened = intervened | latched
+    intervened = intervened & enabled
+    return jnp.where(intervened[:, None], recovery, proposed), intervened
+
+  return safety_fn
+
+
+# ----------------------------------------------------------------------------------------------
+# The run.
+# ----------------------------------------------------------------------------------------------
+
+
+class EpisodeCarry(struct.PyTreeNode):
+  """Per-environment carry (leading axis N): the rollout's, plus the running episode cost."""
+
+  env: EnvCarry
+  cost: Array  # [N] float32: cost of the unfinished episode so far
+  violated: Array  # [N] bool: the unfinished episode violated a constraint
+
+
+class RunnerState(struct.PyTreeNode):
+  """Everything a run carries; only `env` is split along the mesh's data axis."""
+
+  agent: RecoveryAgent
+  task_buffer: replay.ReplayBuffer
+  risk_buffer: replay.ReplayBuffer
+  env: EpisodeCarry
+  key: Array
+  update: Array
+
+
+def episode_cost_statistics(control: rollout.ControlSteps, carry: EpisodeCarry
+                            ) -> tuple[EpisodeCarry, dict[str, Array]]:
+  """Per-episode cost and violation sums of the episodes that ended in a `[T, K, N]` stream."""
+  flat = lambda x: x.reshape((-1,) + x.shape[2:])
+  active, done = flat(control.active), flat(control.terminated | control.truncated)
+  cost = flat(control.info["cost"]) * active
+  violation = flat(control.info["violation"]) & active
+
+  def one(state, inputs):
+    running_cost, violated = state
+    cost, violation, done = inputs
+    running_cost, violated = running_cost + cost, violated | violation
+    ended = (jnp.where(done, running_cost, 0.0), done & violated)
+    return (jnp.where(done, 0.0, running_cost), violated & ~done), ended
+
+  (running_cost, violated), (ended_cost, ended_violated) = jax.lax.scan(
+      one, (carry.cost, carry.violated), (cost, violation, done & active))
+  metrics = {"episode_cost_sum": ended_cost.sum(),
+             "episode_violation_sum": ended_violated.astype(jnp.float32).sum(),
+             "cost_per_step": cost.sum() / jnp.maximum(active.sum(), 1),
+             "intervention_rate": (flat(control.intervened) & active).sum()
+                                  / jnp.maximum(active.sum(), 1)}
+  return carry.replace(cost=running_cost, violated=violated), metrics
+
+
+def make_learner(config: ml_collections.ConfigDict) -> Learner:
+  """A `Learner` whose `step` runs `num_steps` decisions of K control steps in `num_envs`
+  environments (two-rate rollout with the reflex), stores decisions in the task buffer and every
+  executed control step in the risk buffer, then makes `updates_per_step` SAC updates and
+  `risk_updates_per_step` safety updates (none before `learning_starts` env steps; at that point
+  `risk_pretrain_updates` safety updates once)."""
+  config = ml_collections.FrozenConfigDict(config)
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  env_spec = envs.spec(env, env_params)
+  space = env.action_space(env_params)
+  low, high = sac.action_bound_tuples((space.low, space.high), env_spec.action_dim)
+  actor, _ = sac.make_networks(env_spec, config)
+  K = config.control_steps
+  steps_per_update = config.num_envs * config.num_steps * K
+  num_updates = config.total_timesteps // steps_per_update
+  controller = make_controller(config, low, high)
+
+  def init(key: Array) -> RunnerState:
+    agent_key, env_key, key = jax.random.split(key, 3)
+    agent = RecoveryAgent.create(agent_key, env_spec, config, (low, high))
+    carry = rollout.reset(env, env_params, env_key, config.num_envs)
+    one_obs = jax.tree.map(lambda x: x[0], carry.obs)
+    action = jnp.zeros((env_spec.action_dim,), jnp.float32)
+    scalar = jnp.zeros((), jnp.float32)
+    task_item = DecisionTransition(obs=one_obs, action=action, reward=scalar,
+                                   terminated=jnp.zeros((), bool), next_obs=one_obs,
+                                   num_substeps=jnp.zeros((), jnp.int32))
+    risk_item = RiskTransition(obs=one_obs, action=action, cost=scalar,
+                               terminated=jnp.zeros((), bool), next_obs=one_obs,
+                               next_action=action)
+    tracked = EpisodeCarry(env=carry, cost=jnp.zeros((config.num_envs,), jnp.float32),
+                           violated=jnp.zeros((config.num_envs,), bool))
+    return RunnerState(agent=agent, task_buffer=replay.init(task_item, config.buffer_size),
+                       risk_buffer=replay.init(risk_item, config.risk_buffer_size),
+                       env=tracked, key=key, update=jnp.zeros((), jnp.int32))
+
+  def policy(params, obs, key):
+    # SAC's behaviour policy, returning the command in [-1, 1] (the controller maps it).
+    actor_params, explore = params
+    sample_key, uniform_key = jax.random.split(key)
+    normalized = actor.apply(actor_params, obs).sample(seed=sample_key)
+    uniform = jax.random.uniform(uniform_key, normalized.shape, minval=-1.0, maxval=1.0)
+    normalized = jnp.where(explore, uniform, normalized)
+    return normalized, normalized
+
+  def collect(agent, carry, key, explore, deterministic=False, policy_fn=policy,
+              num_decisions=config.num_steps):
+    safety_fn = (make_safety_layer(agent, deterministic) if config.reflex
+                 else rollout.no_safety_layer)
+    return rollout.two_rate_rollout(
+        env, env_params, policy_fn, (agent.task.actor_params, explore), controller, safety_fn,
+        (agent, ~explore), carry, key, num_decisions, K, info_keys=SAFETY_INFO_KEYS,
+        unroll=config.rollout_unroll,
+        safety_noise_fn=recovery_noise_fn(carry.running_return.shape[0], env_spec.action_dim))
+
+  def task_updates(agent: RecoveryAgent, buffer, key):
+    def one(task, key):
+      batch = smdp_sac_batch(replay.sample(buffer, key, config.batch_size), config.gamma)
+      return task.update(batch)
+    task, metrics = jax.lax.scan(one, agent.task, jax.random.split(key, config.updates_per_step))
+    return agent.replace(task=task), jax.tree.map(jnp.mean, metrics)
+
+  def safety_updates(agent: RecoveryAgent, buffer, key, count):
+    # `count` is traced (one compiled loop serves the pre-training and the regular updates).
+    metric_shapes = jax.eval_shape(agent.update_safety, replay.sample(
+        buffer, key, config.risk_batch_size), key)[1]
+
+    def one(i, carry):
+      agent, sums = carry
+      sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
+      agent, metrics = agent.update_safety(
+          replay.sample(buffer, sample_key, config.risk_batch_size), update_key)
+      return agent, jax.tree.map(jnp.add, sums, metrics)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
+    agent, sums = jax.lax.fori_loop(0, count, one, (agent, zeros))
+    return agent, jax.tree.map(lambda x: x / jnp.maximum(count, 1), sums)
+
+  def maybe(predicate, fn, agent, *args):
+    shapes = jax.eval_shape(fn, agent, *args)[1]
+    zeros = lambda *_: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))
+    return jax.lax.cond(predicate, fn, zeros, agent, *args)
+
+  def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
+    # The key use mirrors `sac.make_learner` so that the reflex-off K = 1 run equals SAC.
+    key, rollout_key, update_key = jax.random.split(state.key, 3)
+    explore = state.update * steps_per_update < config.learning_starts
+    carry, traj = collect(state.agent, state.env.env, rollout_key, explore)
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])
+    decision = traj.decision
+    task_items = DecisionTransition(
+        obs=jax.tree.map(flat, decision.obs), action=flat(decision.policy_extras),
+        reward=flat(decision.reward), terminated=flat(decision.terminated),
+        next_obs=jax.tree.map(flat, decision.next_obs), num_substeps=flat(traj.num_substeps))
+    task_buffer = replay.add(state.task_buffer, task_items)
+    risk_buffer = replay.add(state.risk_buffer, _risk_items(traj, controller))
+    learning = (state.update + 1) * steps_per_update >= config.learning_starts
+    agent, metrics = maybe(learning, task_updates, state.agent, task_buffer, update_key)
+    safety_key = jax.random.fold_in(update_key, 1)
+    first = learning & (state.update * steps_per_update < config.learning_starts)
+    count = config.risk_updates_per_step + jnp.where(first, config.risk_pretrain_updates, 0)
+    agent, safety_metrics = maybe(learning, safety_updates, agent, risk_buffer, safety_key, count)
+    metrics.update(safety_metrics)
+    tracked, cost_metrics = episode_cost_statistics(traj.control, state.env.replace(env=carry))
+    metrics.update(rollout_statistics(decision))
+    metrics.update(cost_metrics)
+    return RunnerState(agent=agent, task_buffer=task_buffer, risk_buffer=risk_buffer,
+                       env=tracked, key=key, update=state.update + 1), metrics
+
+  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
+    def greedy(params, obs, _):
+      mode = actor.apply(params[0], obs).mode()
+      return mode, mode
+    reset_key, run_key = jax.random.split(key)
+    carry = rollout.reset(env, env_params, reset_key, config.eval_episodes)
+    num_decisions = -(-env_params.max_steps_in_episode // K)
+    _, traj = collect(state.agent, carry, run_key, jnp.asarray(False), deterministic=True,
+                      policy_fn=greedy, num_decisions=num_decisions)
+    return first_episode_statistics(traj)
+
+  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
+                 env_steps_per_update=steps_per_update, sharded_field="env")
+
+
+def _risk_items(traj: rollout.TwoRateTrajectory, controller) -> RiskTransition:
+  """Every control step of a `[T, K, N]` stream as flat `[T*K*N]` risk transitions.
+
+  The control steps an environment skipped after its episode ended mid-decision are stored too:
+  their observation is the reset state and their successor and cost come from stepping it, so
+  they are true (simulated, not executed) transitions, and the shapes stay static.
+  """
+  control = traj.control
+  flat = lambda x: x.reshape((-1,) + x.shape[3:])
+  commands = jnp.broadcast_to(traj.decision.action[:, None], control.action.shape)
+  next_obs = jax.tree.map(flat, control.next_obs)
+  return RiskTransition(obs=jax.tree.map(flat, control.obs), action=flat(control.action),
+                        cost=flat(control.info["cost"]), terminated=flat(control.terminated),
+                        next_obs=next_obs, next_action=controller(next_obs, flat(commands)))
+
+
+def first_episode_statistics(traj: rollout.TwoRateTrajectory) -> dict[str, Array]:
+  """Return, cost, violation and length of each environment's first episode, averaged."""
+  decision = traj.decision
+  valid = rollout.first_episode_mask(decision.done)  # [D, N]
+  control_valid = valid[:, None, :] & traj.control.active  # [D, K, N]
+  cost = jnp.where(control_valid, traj.control.info["cost"], 0.0).sum(axis=(0, 1))
+  violated = (traj.control.info["violation"] & control_valid).any(axis=(0, 1))
+  interventions = (traj.control.intervened & control_valid).sum(axis=(0, 1))
+  returns = jnp.where(valid, decision.reward, 0.0).sum(axis=0)
+  return {"eval_return": returns.mean(), "eval_return_std": returns.std(),
+          "eval_cost": cost.mean(), "eval_violation_rate": violated.astype(jnp.float32).mean(),
+          "eval_interventions": interventions.astype(jnp.float32).mean(),
+          "eval_length": control_valid.sum(axis=(0, 1)).astype(jnp.float32).mean()}
+
+
+def make_train(config: ml_collections.ConfigDict):
+  """`train(key) -> (final RunnerState, per-Learner-step metrics)`: a whole run as one program."""
+  learner = make_learner(config)
+
+  def train(key: Array) -> tuple[RunnerState, dict[str, Any]]:
+    return jax.lax.scan(lambda state, _: learner.step(state), learner.init(key), None,
+                        length=learner.num_updates)
+
+  return train

@@ -1,0 +1,242 @@
+"""Tests of hrljax.agents.archer (and its warm start, hrljax.agents.token_bc): config checks, the
+objectives' gradients (targets and the other network get none), Polyak and warm-up mechanics of an
+update, the replayed transitions, a smoke run with determinism and the experiment config. There is
+no learning test yet: no configuration has been measured to improve on the BC start."""
+
+import importlib.util
+import os
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from hrljax import envs
+from hrljax.agents import archer, token_bc
+from hrljax.config_checks import ConfigError
+from hrljax.envs import token_game
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
+
+
+def tiny_config(**overrides) -> ml_collections.ConfigDict:
+  config = archer.get_config()
+  config.env_kwargs = ml_collections.ConfigDict(TINY_GAME)
+  config.d_model = 16
+  config.num_layers = 1
+  config.num_heads = 2
+  config.critic_d_model = 16
+  config.critic_num_layers = 1
+  config.bc_steps = 2
+  config.bc_batch_size = 8
+  config.bc_dataset_episodes = 4
+  config.num_envs = 4
+  config.num_steps = 3
+  config.batch_size = 8
+  config.critic_updates = 2
+  config.actor_updates = 1
+  config.warmup_iters = 1
+  config.buffer_size = 64
+  config.total_timesteps = 4 * 3 * 3
+  config.eval_episodes = 4
+  for name, value in overrides.items():
+    config[name] = value
+  return config
+
+
+@pytest.fixture(scope="module")
+def run():
+  """Two iterations of a tiny run (one critic step each; the first is critic-only warm-up),
+  compiled once and run twice from the same key."""
+  config = tiny_config(bc_steps=0, critic_updates=1)
+  learner = archer.make_learner(config)
+  step = jax.jit(learner.step)
+  states, metrics = [], []
+  for _ in range(2):
+    state = jax.jit(learner.init)(jax.random.key(0))
+    history, logs = [state], []
+    for _ in range(2):
+      state, m = step(state)
+      history.append(state)
+      logs.append(m)
+    states.append(history)
+    metrics.append(logs)
+  _, env_params = envs.make(config.env_name, **config.env_kwargs)
+  return learner, env_params, states, metrics
+
+
+def _replayed(state) -> archer.UtteranceTransition:
+  """The items written to the buffer so far."""
+  size = int(state.buffer.size)
+  return jax.tree.map(lambda x: x[:size], state.buffer.storage)
+
+
+# ----------------------------------------------------------------------------------------------
+# Config.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_default_and_experiment_configs_validate():
+  archer.validate_config(archer.get_config())
+  path = os.path.join(ROOT, "experiments", "configs", "archer_token_game.py")
+  spec = importlib.util.spec_from_file_location("archer_token_game", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  archer.validate_config(config, num_devices=2)
+  assert config.agent == "archer"
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("critic_updates", 0, "config.critic_updates: expected an integer > 0"),
+    ("warmup_iters", -1, "config.warmup_iters: expected an integer >= 0"),
+    ("bc_steps", -1, "config.bc_steps: expected an integer >= 0"),
+    ("tau", 1.5, "config.tau: expected a number in"),
+    ("q_target_heads", "mean", "config.q_target_heads: expected one of"),
+    ("critic_utterance_encoding", "concat", "config.critic_utterance_encoding"),
+    ("bc_random_question_prob", 2.0, "config.bc_random_question_prob"),
+    ("env_name", "CartPole-v1", "config.env_name: expected 'TokenGame-v0'"),
+    ("critic_d_model", 15, "config.critic_d_model: expected a multiple of config.num_heads"),
+    ("total_timesteps", 5, "config.total_timesteps: expected at least 12"),
+])
+def test_validate_config_names_the_field(field, value, message):
+  with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+    archer.validate_config(tiny_config(**{field: value}))
+
+
+def test_num_envs_must_divide_over_devices():
+  with pytest.raises(ConfigError, match=r"config\.num_envs: expected a multiple"):
+    archer.validate_config(tiny_config(num_envs=6), num_devices=4)
+
+
+# ----------------------------------------------------------------------------------------------
+# The warm start and the replayed transitions.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_behaviour_cloning_on_scripted_dialogues_lowers_the_nll():
+  env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
+  config = tiny_config()
+  model = token_bc.make_policy(env_params, config)
+
+  @jax.jit
+  def warm_start(key):
+    data_key, init_key, bc_key = jax.random.split(key, 3)
+    data = token_bc.scripted_dataset(data_key, env, env_params, 8, 0.0)
+    params = token_bc.init_policy_params(init_key, model, env_params)
+    _, losses = token_bc.behaviour_cloning(bc_key, model, params, data, 30, 16, 1e-2)
+    return data, losses
+
+  data, losses = warm_start(jax.random.key(1))
+  assert data.dialogue.shape == (8 * 3, token_game.max_dialogue_len(env_params))
+  assert data.utterance.shape == (8 * 3, env_params.utterance_len)
+  # Every recorded utterance is a valid question or guess of the scripted player.
+  kinds = jax.vmap(lambda u: token_game.parse_utterance(u, env_params).kind)(data.utterance)
+  assert np.all(np.asarray(kinds) != token_game.KIND_INVALID)
+  losses = np.asarray(losses)
+  # Four tokens from a 8 + 2 + 2 + 4 = 16-token vocabulary: 4·log(16) ≈ 11 nats at init.
+  assert losses[0] > 4 * 2.5
+  assert losses[-5:].mean() < 0.5 * losses[0]
+
+
+def test_replayed_transitions_keep_terminated_and_the_true_successor(run):
+  _, env_params, states, _ = run
+  items = _replayed(states[0][1])
+  assert items.dialogue.shape == (12, token_game.max_dialogue_len(env_params))
+  assert items.utterance.shape == (12, env_params.utterance_len)
+  # The successor extends the dialogue by the recorded utterance and one answer token (it is the
+  # state after the utterance, never the auto-reset one).
+  used = np.sum(np.asarray(items.dialogue) != token_game.PAD, axis=1)
+  used_next = np.sum(np.asarray(items.next_dialogue) != token_game.PAD, axis=1)
+  assert np.all(used_next >= used + 2)
+  np.testing.assert_array_equal(np.asarray(items.next_dialogue)[:, :1], token_game.BOS)
+  # A positive reward (a correct guess) always ends the game; the turn limit terminates too.
+  reward, terminated = np.asarray(items.reward), np.asarray(items.terminated)
+  assert np.all(terminated[reward > 0])
+
+
+# ----------------------------------------------------------------------------------------------
+# Gradients: targets and the other network get none.
+# ----------------------------------------------------------------------------------------------
+
+
+def _abs_sum(tree) -> float:
+  return float(sum(jnp.abs(x).sum() for x in jax.tree.leaves(tree)))
+
+
+def test_objectives_train_only_their_own_network(run):
+  """Critic loss: only the online critic gets a gradient (targets, target critic and the policy's
+  samples none); actor loss: only the policy (the critic's advantage none)."""
+  _, env_params, states, _ = run
+  agent, items = states[0][1].agent, _replayed(states[0][1])
+  # A target critic different from the online one, so that a leak could not hide.
+  target = jax.tree.map(lambda x: 1.1 * x + 0.01, agent.critic_params)
+
+  @jax.jit
+  def grads(critic_params, target_params, policy_params):
+    critic_grads = jax.grad(lambda c, t, p: archer.critic_objective(
+        c, t, p, agent.critic, agent.policy, items, jax.random.key(5), agent.config)[0],
+        argnums=(0, 1, 2))(critic_params, target_params, policy_params)
+    actor_grads = jax.grad(lambda p, c: archer.actor_objective(
+        p, c, agent.critic, agent.policy, items.dialogue, jax.random.key(6), agent.config,
+        env_params.utterance_len)[0], argnums=(0, 1))(policy_params, critic_params)
+    return critic_grads, actor_grads
+
+  (d_critic, d_target, d_policy), (a_policy, a_critic) = grads(
+      agent.critic_params, target, agent.policy_params)
+  assert _abs_sum(d_critic) > 0.0
+  assert _abs_sum(d_target) == 0.0
+  assert _abs_sum(d_policy) == 0.0
+  assert _abs_sum(a_policy) > 0.0
+  assert _abs_sum(a_critic) == 0.0
+
+
+def test_iterations_polyak_target_and_warm_up(run):
+  """The critic step moves the target to τ·online' + (1 − τ)·target (post-step online params);
+  the actor trains only after `warmup_iters` (1) critic-only iterations."""
+  learner, _, states, metrics = run
+  before, warm, trained = states[0]
+  tau = warm.agent.config.tau
+  for old_t, online, new_t in zip(jax.tree.leaves(before.agent.target_critic_params),
+                                  jax.tree.leaves(warm.agent.critic_params),
+                                  jax.tree.leaves(warm.agent.target_critic_params)):
+    expected = tau * np.asarray(online, np.float64) + (1 - tau) * np.asarray(old_t, np.float64)
+    np.testing.assert_allclose(new_t, expected, rtol=1e-5, atol=1e-6)
+  assert _abs_sum(jax.tree.map(jnp.subtract, warm.agent.critic_params,
+                               before.agent.critic_params)) > 0.0
+  assert _abs_sum(jax.tree.map(jnp.subtract, warm.agent.policy_params,
+                               before.agent.policy_params)) == 0.0
+  assert float(metrics[0][0]["actor_loss"]) == 0.0
+  assert _abs_sum(jax.tree.map(jnp.subtract, trained.agent.policy_params,
+                               warm.agent.policy_params)) > 0.0
+  assert float(metrics[0][1]["sequence_log_prob"]) < 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Runs.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_runs_are_deterministic_and_report_episodes(run):
+  learner, _, states, metrics = run
+  for m_a, m_b in zip(metrics[0], metrics[1]):
+    for name in ("critic_loss", "actor_loss", "episodes", "episode_return_sum", "q_value"):
+      np.testing.assert_array_equal(m_a[name], m_b[name])
+      assert np.isfinite(float(m_a[name]))
+  assert sum(float(m["episodes"]) for m in metrics[0]) > 0
+  assert int(states[0][-1].buffer.size) == 24
+  same_params = jax.tree.map(lambda a, b: bool(jnp.all(a == b)),
+                             states[0][-1].agent.policy_params, states[1][-1].agent.policy_params)
+  assert all(jax.tree.leaves(same_params))
+  assert learner.env_steps_per_update == 12
+
+
+def test_make_train_traces_a_whole_run():
+  """The whole run as one program (traced, not compiled: the Learner step is run above)."""
+  config = tiny_config(bc_steps=3)
+  state, metrics = jax.eval_shape(archer.make_train(config), jax.random.key(0))
+  assert metrics["critic_loss"].shape == (3,)
+  assert metrics["episode_return_sum"].shape == (3,)
+  assert state.buffer.storage.dialogue.shape[0] == config.buffer_size

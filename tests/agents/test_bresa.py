@@ -1,0 +1,149 @@
+"""Tests of hrljax.agents.bresa: with the reflex off (K = 1, direct controller) it is exactly the
+SAC agent; the reflex runs at every control step inside the two-rate rollout (strict threshold,
+latching); a two-rate smoke run routes decisions and control steps to their buffers, is
+deterministic per seed, and evaluates."""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from hrljax import envs, rollout
+from hrljax.agents import bresa, sac
+
+
+def tiny(config, **overrides):
+  config.env_name = "PointHazard-v0"
+  config.env_kwargs = ml_collections.ConfigDict({"max_steps_in_episode": 20})
+  config.hidden_sizes = (16,)
+  config.batch_size = 8
+  config.num_envs = 2
+  config.buffer_size = 128
+  config.learning_starts = 6
+  for key, value in overrides.items():
+    config[key] = value
+  return config
+
+
+def tiny_bresa(**overrides):
+  config = tiny(bresa.get_config(), risk_hidden_sizes=(16,), risk_batch_size=8,
+                risk_buffer_size=256, risk_pretrain_updates=2, risk_updates_per_step=2)
+  for key, value in overrides.items():
+    config[key] = value
+  return config
+
+
+def as_numpy(x):
+  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  return np.asarray(x)
+
+
+def run(learner, seed):
+  step = jax.jit(learner.step)
+  state, history = learner.init(jax.random.key(seed)), []
+  for _ in range(learner.num_updates):
+    state, metrics = step(state)
+    history.append(metrics)
+  return state, jax.tree.map(lambda *x: np.stack(x), *history)
+
+
+def test_reflex_off_with_one_control_step_is_exactly_sac():
+  """Same seed: the same actions, rewards, buffers and learned parameters as `agents.sac`."""
+  overrides = dict(total_timesteps=16, autotune_alpha=True, init_alpha=1.0)
+  sac_state, sac_metrics = run(sac.make_learner(tiny(sac.get_config(), **overrides)), 3)
+  config = tiny_bresa(reflex=False, control_steps=1, controller="direct", **overrides)
+  bresa.validate_config(config)
+  state, metrics = run(bresa.make_learner(config), 3)
+  stored = state.task_buffer.storage
+  for field in ("obs", "action", "reward", "terminated", "next_obs"):
+    np.testing.assert_array_equal(getattr(stored, field), getattr(sac_state.buffer.storage, field))
+  np.testing.assert_array_equal(stored.num_substeps[:16], np.ones(16))
+  # The executed (risk buffer) actions are SAC's environment actions.
+  np.testing.assert_array_equal(state.risk_buffer.storage.action[:16],
+                                sac.rescale_action(stored.action[:16], (-1.0, -1.0), (1.0, 1.0)))
+  for a, b in zip(jax.tree.leaves(state.agent.task), jax.tree.leaves(sac_state.agent)):
+    np.testing.assert_array_equal(as_numpy(a), as_numpy(b))
+  for name in ("critic_loss", "actor_loss", "episode_return_sum", "episodes"):
+    np.testing.assert_array_equal(metrics[name], sac_metrics[name])
+  assert metrics["critic_loss"][-1] != 0.0  # learning happened in the compared window
+  assert not np.any(metrics["intervention_rate"])
+
+
+def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
+  config = tiny_bresa(eps_risk=0.0)
+  env, params = envs.make(config.env_name, **config.env_kwargs)
+  agent = bresa.RecoveryAgent.create(jax.random.key(0), envs.spec(env, params), config)
+  controller = bresa.recovery_rl.make_controller(config, (-1.0, -1.0), (1.0, 1.0))
+  carry = rollout.reset(env, params, jax.random.key(1), 4)
+
+  def waypoints(p, obs, key):
+    command = jax.random.uniform(key, (obs.shape[0], 2), minval=-1.0, maxval=1.0)
+    return command, command
+
+  @jax.jit
+  def go(agent, eps):
+    eps_config = ml_collections.FrozenConfigDict({**config.to_dict(), "eps_risk": eps})
+    agent = agent.replace(config=eps_config)
+    layer = bresa.recovery_rl.make_safety_layer(agent, deterministic=True)
+    return rollout.two_rate_rollout(env, params, waypoints, None, controller, layer,
+                                    (agent, jnp.asarray(True)), carry, jax.random.key(2), 6,
+                                    config.control_steps, info_keys=("cost",))[1]
+
+  # Pick ε inside the range of risks the nominal actions see, so that the reflex fires at some
+  # control steps and not at others.
+  probe = go(agent, 2.0).control
+  flat = lambda x: x.reshape((-1,) + x.shape[3:])
+  risks = np.asarray(agent.risk(flat(probe.obs), flat(probe.proposed_action)))
+  eps = float(np.quantile(risks, 0.5))
+  control = go(agent, eps).control
+  intervened = np.asarray(control.intervened)  # [T, K, N]
+  assert intervened.any() and not intervened.all()
+  # Latch: within a decision, once fired it stays on until the decision ends.
+  assert np.all(np.diff(intervened.astype(int), axis=1) >= 0)
+  first = np.argmax(intervened, axis=1)[intervened.any(axis=1)]
+  assert np.any(first > 0), "the reflex must be able to fire after the first control step"
+  # Where it first fires, the nominal action's risk exceeds ε strictly; before, it does not.
+  obs, proposed = flat(control.obs), flat(control.proposed_action)
+  risk = np.asarray(agent.risk(obs, proposed)).reshape(intervened.shape)
+  onset = intervened & ~np.concatenate([np.zeros_like(intervened[:, :1]), intervened[:, :-1]], 1)
+  assert np.all(risk[onset] > eps)
+  assert np.all(risk[~intervened] <= eps)
+  # The executed action is the recovery policy's (mode) where the reflex is on, else nominal.
+  recovery = np.asarray(agent.recovery_action(obs, None, deterministic=True)).reshape(
+      intervened.shape + (2,))
+  np.testing.assert_allclose(control.action, np.where(intervened[..., None], recovery,
+                                                      control.proposed_action), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def two_rate_runs():
+  config = tiny_bresa(total_timesteps=80, learning_starts=40)  # K = 10: 4 learner steps
+  learner = bresa.make_learner(config)
+  return config, learner, run(learner, 0), run(learner, 0)
+
+
+def test_two_rate_run_routes_decisions_and_control_steps(two_rate_runs):
+  config, learner, (state, metrics), _ = two_rate_runs
+  assert config.control_steps == 10 and learner.env_steps_per_update == 20
+  assert int(state.task_buffer.size) == 2 * 4  # one item per decision
+  assert int(state.risk_buffer.size) == 2 * 10 * 4  # one item per control step
+  np.testing.assert_array_equal(state.task_buffer.storage.num_substeps[:8], np.full(8, 10))
+  # Episodes of 20 control steps = 2 decisions: 4 episodes end every second learner step.
+  np.testing.assert_array_equal(metrics["episodes"], [0, 2, 0, 2])
+  np.testing.assert_array_equal(metrics["episode_length_sum"], [0, 40, 0, 40])
+  assert np.all(metrics["intervention_rate"][:2] == 0)  # the reflex waits for learning to start
+  for name, values in metrics.items():
+    assert np.all(np.isfinite(values)), name
+
+
+def test_two_rate_run_is_deterministic_and_evaluates(two_rate_runs):
+  _, learner, (state_a, metrics_a), (state_b, metrics_b) = two_rate_runs
+  for a, b in zip(jax.tree.leaves((state_a.risk_buffer, metrics_a)),
+                  jax.tree.leaves((state_b.risk_buffer, metrics_b))):
+    np.testing.assert_array_equal(a, b)
+  result = jax.jit(learner.evaluate)(state_a, jax.random.key(7))
+  assert float(result["eval_length"]) == 20.0
+  assert 0.0 <= float(result["eval_violation_rate"]) <= 1.0
+  assert all(np.isfinite(float(v)) for v in result.values())

@@ -1,0 +1,170 @@
+"""Tests of hrljax.agents.recovery_rl: the SMDP batch, the strict threshold switch, the safety
+critic and recovery updates, action relabelling in the learner, determinism and config checks."""
+
+import importlib.util
+import os
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from hrljax import envs
+from hrljax.agents import recovery_rl
+from hrljax.config_checks import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def tiny_config(**overrides):
+  config = recovery_rl.get_config()
+  config.env_kwargs = ml_collections.ConfigDict({"max_steps_in_episode": 20})
+  config.hidden_sizes = (16,)
+  config.risk_hidden_sizes = (16,)
+  config.batch_size = 16
+  config.risk_batch_size = 16
+  config.num_envs = 2
+  config.buffer_size = 256
+  config.risk_buffer_size = 256
+  config.learning_starts = 8
+  config.risk_pretrain_updates = 2
+  config.total_timesteps = 16
+  for key, value in overrides.items():
+    config[key] = value
+  return config
+
+
+def make_agent(**overrides):
+  config = tiny_config(**overrides)
+  env, params = envs.make(config.env_name, **config.env_kwargs)
+  return recovery_rl.RecoveryAgent.create(jax.random.key(0), envs.spec(env, params), config), env
+
+
+def test_smdp_batch_discounts_with_gamma_to_the_number_of_substeps():
+  batch = recovery_rl.DecisionTransition(
+      obs=jnp.zeros((3, 1)), action=jnp.zeros((3, 2)), reward=jnp.zeros(3),
+      terminated=jnp.asarray([False, False, True]), next_obs=jnp.zeros((3, 1)),
+      num_substeps=jnp.asarray([1, 3, 2], jnp.int32))
+  sac_batch = recovery_rl.smdp_sac_batch(batch, 0.9)
+  # SACAgent.update discounts with gamma * (1 - terminated): 0.9, 0.9^3, 0 (terminated).
+  np.testing.assert_allclose(0.9 * (1.0 - np.asarray(sac_batch.terminated)), [0.9, 0.729, 0.0],
+                             rtol=1e-6)
+  np.testing.assert_array_equal(np.asarray(sac_batch.terminated)[[0, 2]], [0.0, 1.0])  # n = 1: unchanged
+
+
+def test_switch_is_strict_and_executes_the_recovery_action():
+  agent, env = make_agent()
+  keys = jax.random.split(jax.random.key(1), 3)
+  obs = jax.random.normal(keys[0], (6, 10))
+  proposed = jax.random.uniform(keys[1], (6, 2), minval=-1.0, maxval=1.0)
+  recovery = jax.random.uniform(keys[2], (6, 2), minval=-1.0, maxval=1.0)
+  risk = np.asarray(jax.jit(lambda a: a.risk(obs, proposed))(agent))
+  assert np.all((risk > 0.0) & (risk < 1.0))
+  eps = float(np.sort(risk)[3])  # rows above it switch; the row equal to it does not
+  config = ml_collections.FrozenConfigDict({**agent.config.as_configdict().to_dict(),
+                                            "eps_risk": eps})
+  executed, intervened = jax.jit(lambda a: a.switch(obs, proposed, recovery))(
+      agent.replace(config=config))
+  np.testing.assert_array_equal(intervened, risk > eps)
+  assert intervened.sum() == 2
+  np.testing.assert_array_equal(executed, np.where((risk > eps)[:, None], recovery, proposed))
+
+
+def test_risk_critic_learns_violation_and_safe_terminal_targets_and_recovery_lowers_risk():
+  agent, _ = make_agent(risk_learning_rate=1e-2, optimizer="adam")
+  obs = jax.random.normal(jax.random.key(2), (8, 10))
+  action = jax.random.uniform(jax.random.key(3), (8, 2), minval=-1.0, maxval=1.0)
+  cost = jnp.asarray([1.0, 0.0] * 4)
+  # Violations target 1 (terminal_on_violation, even though not terminated); a terminated safe
+  # step targets 0.
+  batch = recovery_rl.RiskTransition(obs=obs, action=action, cost=cost,
+                                     terminated=cost == 0.0, next_obs=obs, next_action=action)
+
+  @jax.jit
+  def train(agent):
+    def one(agent, key):
+      return agent.update_safety(batch, key)
+    return jax.lax.scan(one, agent, jax.random.split(jax.random.key(4), 300))
+
+  trained, metrics = train(agent)
+  risk = np.asarray(trained.risk(obs, action))
+  assert np.all(risk[cost == 1.0] > 0.9) and np.all(risk[cost == 0.0] < 0.1), risk
+  assert metrics["risk_loss"][-1] < 0.1 * metrics["risk_loss"][0]
+  # The recovery objective fell: mean risk of π_rec's mode under the final critic.
+  before = trained.replace(recovery_params=agent.recovery_params)
+  mode = lambda a: a.recovery_action(obs, None, deterministic=True)
+  assert float(trained.risk(obs, mode(trained)).mean()) < float(before.risk(obs, mode(before)).mean())
+
+
+@pytest.fixture(scope="module")
+def relabelling_run():
+  """Six learner steps with ε = 0 (every step after exploration intervenes), run twice."""
+  config = tiny_config(eps_risk=0.0, total_timesteps=12)
+  learner = recovery_rl.make_learner(config)
+  step = jax.jit(learner.step)
+
+  def run(seed):
+    state, history = learner.init(jax.random.key(seed)), []
+    for _ in range(learner.num_updates):
+      state, metrics = step(state)
+      history.append(metrics)
+    return state, jax.tree.map(lambda *x: np.stack(x), *history)
+
+  return config, learner, run(0), run(0), run(1)
+
+
+def test_task_buffer_holds_proposed_and_risk_buffer_executed_actions(relabelling_run):
+  config, learner, (state, metrics), _, _ = relabelling_run
+  assert learner.num_updates == 6 and learner.env_steps_per_update == 2
+  size = 2 * learner.num_updates
+  assert int(state.task_buffer.size) == size and int(state.risk_buffer.size) == size
+  proposed = np.asarray(state.task_buffer.storage.action[:size])
+  executed = np.asarray(state.risk_buffer.storage.action[:size])
+  exploring = np.arange(size) < config.learning_starts  # the reflex is off while exploring
+  np.testing.assert_allclose(executed[exploring], proposed[exploring], atol=1e-6)
+  assert np.all(np.abs(executed[~exploring] - proposed[~exploring]).max(axis=1) > 0)
+  np.testing.assert_array_equal(metrics["intervention_rate"], [0, 0, 0, 0, 1, 1])
+  for name, values in metrics.items():
+    assert values.shape == (6,) and np.all(np.isfinite(values)), name
+  assert np.all(metrics["risk_loss"][3:] > 0)  # safety updates start with learning
+
+
+def test_learner_is_deterministic_per_seed(relabelling_run):
+  _, _, (state_a, metrics_a), (state_b, metrics_b), (state_c, _) = relabelling_run
+  for a, b in zip(jax.tree.leaves(metrics_a), jax.tree.leaves(metrics_b)):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_array_equal(state_a.risk_buffer.storage.action,
+                                state_b.risk_buffer.storage.action)
+  assert not np.array_equal(state_a.risk_buffer.storage.action, state_c.risk_buffer.storage.action)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("eps_risk", 1.5, "config.eps_risk"),
+    ("gamma_risk", 1.5, "config.gamma_risk"),
+    ("controller", "pid", "config.controller"),
+    ("reflex_mode", "sometimes", "config.reflex_mode"),
+    ("risk_next_action", "random", "config.risk_next_action"),
+    ("risk_pretrain_updates", -1, "config.risk_pretrain_updates"),
+    ("env_name", "Pendulum-v1", "config.env_name"),
+])
+def test_validate_config_names_the_field(field, value, message):
+  config = tiny_config()
+  config[field] = value
+  if field == "env_name":
+    config.env_kwargs = ml_collections.ConfigDict()
+  with pytest.raises(ConfigError, match=message):
+    recovery_rl.validate_config(config)
+
+
+@pytest.mark.parametrize("name", ["sac_pointhazard", "recovery_rl_pointhazard",
+                                  "bresa_pointhazard"])
+def test_pointhazard_configs_validate(name):
+  path = os.path.join(ROOT, "experiments", "configs", f"{name}.py")
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  from hrljax import agents
+  agents.get(config.agent).validate_config(config)
+  assert config.env_name == "PointHazard-v0"
