@@ -15,24 +15,10 @@ Measured (2.1M env steps, seeds 0-2, mean success over the last 10% of updates):
 0.85 / 0.89, GRPO 0.70 / 0.69 / 0.64; a uniform random policy about 0.19.
 """
 
-from hrljax.agents import group_relative
+from experiments.configs import grpo_fourrooms
 
 
 def get_config():
-  config = group_relative.get_config()
+  config = grpo_fourrooms.get_config()  # the same task and budget; only the estimator differs
   config.estimator = "gigpo"
-  config.env_name = "FourRooms-misc"
-  config.env_kwargs.resample_init_pos = True
-  config.env_kwargs.resample_goal_pos = True
-  config.num_steps = 64
-  config.env_kwargs.max_steps_in_episode = config.get_ref("num_steps")
-  config.observation_one_hot = 13  # (row, column) of agent and goal, each in 0..12
-  config.num_groups = 16
-  config.group_size = 8
-  config.total_timesteps = 2_097_152  # 256 updates of 16 x 8 episodes x 64 steps
-  config.update_epochs = 4
-  config.num_minibatches = 2
-  config.learning_rate = 3e-3
-  config.kl_coef = 0.0
-  config.entropy_coef = 0.01
   return config
