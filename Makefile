@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(PY) -m experiments.plot_options $(RUN) --out=$(RUN)/options.png
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py
