@@ -54,6 +54,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
+from hrljax.agents import common
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import MLP, CategoricalHead, GaussianHead, flatten_observation
@@ -204,7 +205,7 @@ class GroupRelativeAgent(struct.PyTreeNode):
     config = ml_collections.FrozenConfigDict(config)
     network = make_network(env_spec, config)
     init_key, key = jax.random.split(key)
-    params = network.init(init_key, jnp.zeros((1,) + env_spec.observation_shape, jnp.float32))
+    params = common.init_params(network, init_key, env_spec.observation_shape)
     tx = make_optimizer(config)
     return cls(params=params, ref_params=params, opt_state=tx.init(params), key=key,
                network=network, tx=tx, config=config)
@@ -216,19 +217,8 @@ class GroupRelativeAgent(struct.PyTreeNode):
 
   def update(self, batch: GroupBatch) -> tuple["GroupRelativeAgent", dict[str, Array]]:
     """`update_epochs` passes over the episodes, in `num_minibatches` minibatches of episodes."""
-    config = self.config
-    num_episodes = batch.mask.shape[0]
-
-    def epoch(agent, _):
-      key, perm_key = jax.random.split(agent.key)
-      perm = jax.random.permutation(perm_key, num_episodes)
-      minibatches = jax.tree.map(
-          lambda x: jnp.take(x, perm, axis=0).reshape(
-              (config.num_minibatches, -1) + x.shape[1:]), batch)
-      return jax.lax.scan(_minibatch_step, agent.replace(key=key), minibatches)
-
-    agent, metrics = jax.lax.scan(epoch, self, None, length=config.update_epochs)
-    return agent, jax.tree.map(jnp.mean, metrics)
+    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
+                                   self.config.update_epochs)
 
 
 def make_network(env_spec: envs.EnvSpec, config) -> PolicyNetwork:
@@ -278,10 +268,7 @@ def policy_loss(params: PyTree, agent: GroupRelativeAgent, batch: GroupBatch
 
 def _minibatch_step(agent: GroupRelativeAgent, minibatch: GroupBatch
                     ) -> tuple[GroupRelativeAgent, dict[str, Array]]:
-  grads, metrics = jax.grad(policy_loss, has_aux=True)(agent.params, agent, minibatch)
-  updates, opt_state = agent.tx.update(grads, agent.opt_state, agent.params)
-  params = optax.apply_updates(agent.params, updates)
-  return agent.replace(params=params, opt_state=opt_state), metrics
+  return common.gradient_step(agent, policy_loss, agent, minibatch)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
+from hrljax.agents import common
 from hrljax.agents.ppo import rollout_statistics
 from hrljax.envs import four_rooms
 from hrljax.losses import options
@@ -394,7 +395,7 @@ class OptionCriticAgent(struct.PyTreeNode):
   def create(cls, key: Array, env_spec: envs.EnvSpec, config) -> "OptionCriticAgent":
     config = ml_collections.FrozenConfigDict(config)
     network = make_network(env_spec, config)
-    params = network.init(key, jnp.zeros((1,) + env_spec.observation_shape, jnp.float32))
+    params = common.init_params(network, key, env_spec.observation_shape)
     tx = make_optimizer(config)
     return cls(params=params, opt_state=tx.init(params), network=network, tx=tx, config=config)
 
@@ -411,11 +412,7 @@ class OptionCriticAgent(struct.PyTreeNode):
 
   def update(self, traj: Transition) -> tuple["OptionCriticAgent", dict[str, Array]]:
     """One gradient step on a `[T, N]` rollout whose `policy_extras` are `OptionExtras`."""
-    grads, metrics = jax.grad(option_critic_loss, has_aux=True)(
-        self.params, self.network, traj, self.config)
-    updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
-    params = optax.apply_updates(self.params, updates)
-    return self.replace(params=params, opt_state=opt_state), metrics
+    return common.gradient_step(self, option_critic_loss, self.network, traj, self.config)
 
 
 # ----------------------------------------------------------------------------------------------

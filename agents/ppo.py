@@ -27,6 +27,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
+from hrljax.agents import common
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import ActorCritic, policy_noise, sample_with_noise
 from hrljax.training import Learner
@@ -103,7 +104,7 @@ class PPOAgent(struct.PyTreeNode):
     config = ml_collections.FrozenConfigDict(config)
     network = make_network(env_spec, config)
     init_key, key = jax.random.split(key)
-    params = network.init(init_key, jnp.zeros((1,) + env_spec.observation_shape, jnp.float32))
+    params = common.init_params(network, init_key, env_spec.observation_shape)
     tx = make_optimizer(config)
     return cls(params=params, opt_state=tx.init(params), key=key, network=network, tx=tx,
                config=config)
@@ -115,20 +116,8 @@ class PPOAgent(struct.PyTreeNode):
 
   def update(self, batch: Batch) -> tuple["PPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over one flat rollout batch."""
-    config = self.config
-    num_samples = batch.action.shape[0]
-
-    def epoch(agent, _):
-      key, perm_key = jax.random.split(agent.key)
-      perm = jax.random.permutation(perm_key, num_samples)
-      minibatches = jax.tree.map(
-          lambda x: jnp.take(x, perm, axis=0).reshape(
-              (config.num_minibatches, -1) + x.shape[1:]), batch)
-      agent, metrics = jax.lax.scan(_minibatch_step, agent.replace(key=key), minibatches)
-      return agent, metrics
-
-    agent, metrics = jax.lax.scan(epoch, self, None, length=config.update_epochs)
-    return agent, jax.tree.map(jnp.mean, metrics)
+    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
+                                   self.config.update_epochs)
 
 
 def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
@@ -182,11 +171,7 @@ def ppo_loss(params: PyTree, network: nn.Module, batch: Batch, config
 
 
 def _minibatch_step(agent: PPOAgent, minibatch: Batch) -> tuple[PPOAgent, dict[str, Array]]:
-  grads, metrics = jax.grad(ppo_loss, has_aux=True)(
-      agent.params, agent.network, minibatch, agent.config)
-  updates, opt_state = agent.tx.update(grads, agent.opt_state, agent.params)
-  params = optax.apply_updates(agent.params, updates)
-  return agent.replace(params=params, opt_state=opt_state), metrics
+  return common.gradient_step(agent, ppo_loss, agent.network, minibatch, agent.config)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from gymnax.environments import environment as gymnax_environment
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout
-from hrljax.agents import ppo
+from hrljax.agents import common, ppo
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety
 from hrljax.networks import MLP, ActorCritic, ValueHead, policy_noise, sample_with_noise
@@ -302,9 +302,9 @@ class PPOLagrangianAgent(struct.PyTreeNode):
     network = ppo.make_network(env_spec, config)
     cost_network = CostCritic(tuple(config.hidden_sizes), config.activation)
     actor_key, cost_key, key = jax.random.split(key, 3)
-    dummy = jnp.zeros((1,) + env_spec.observation_shape, jnp.float32)
-    params = {"actor_critic": network.init(actor_key, dummy),
-              "cost_critic": cost_network.init(cost_key, dummy)}
+    shape = env_spec.observation_shape
+    params = {"actor_critic": common.init_params(network, actor_key, shape),
+              "cost_critic": common.init_params(cost_network, cost_key, shape)}
     tx = ppo.make_optimizer(config)
     multiplier = initial_multiplier(config)
     return cls(params=params, opt_state=tx.init(params), multiplier=multiplier,
@@ -348,19 +348,8 @@ class PPOLagrangianAgent(struct.PyTreeNode):
 
   def update(self, batch: CostBatch) -> tuple["PPOLagrangianAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps at the current multiplier."""
-    config = self.config
-    num_samples = batch.cost_value.shape[0]
-
-    def epoch(agent, _):
-      key, perm_key = jax.random.split(agent.key)
-      perm = jax.random.permutation(perm_key, num_samples)
-      minibatches = jax.tree.map(
-          lambda x: jnp.take(x, perm, axis=0).reshape(
-              (config.num_minibatches, -1) + x.shape[1:]), batch)
-      return jax.lax.scan(_minibatch_step, agent.replace(key=key), minibatches)
-
-    agent, metrics = jax.lax.scan(epoch, self, None, length=config.update_epochs)
-    return agent, jax.tree.map(jnp.mean, metrics)
+    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
+                                   self.config.update_epochs)
 
 
 def initial_multiplier(config):
@@ -426,11 +415,8 @@ def ppo_lagrangian_loss(params: PyTree, network: nn.Module, cost_network: nn.Mod
 
 
 def _minibatch_step(agent: PPOLagrangianAgent, minibatch: CostBatch):
-  grads, metrics = jax.grad(ppo_lagrangian_loss, has_aux=True)(
-      agent.params, agent.network, agent.cost_network, minibatch, agent.lam, agent.config)
-  updates, opt_state = agent.tx.update(grads, agent.opt_state, agent.params)
-  params = optax.apply_updates(agent.params, updates)
-  return agent.replace(params=params, opt_state=opt_state), metrics
+  return common.gradient_step(agent, ppo_lagrangian_loss, agent.network, agent.cost_network,
+                              minibatch, agent.lam, agent.config)
 
 
 # ----------------------------------------------------------------------------------------------

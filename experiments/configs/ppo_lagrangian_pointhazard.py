@@ -11,21 +11,12 @@ Measured (3 seeds, last 10% of updates): return 2.904-2.907, episode cost 8.82 /
 22,000-44,000 violating steps during training.
 """
 
+from experiments.configs import ppo_pointhazard
 from hrljax.agents import ppo_lagrangian
 
 
 def get_config():
-  config = ppo_lagrangian.get_config()
-  config.env_name = "PointHazard-v0"
-  config.num_envs = 16
-  config.num_steps = 100
-  config.total_timesteps = 16 * 100 * 150
-  config.learning_rate = 3e-4
-  # Safety Gym's d = 25 is for 1000-step episodes; PointHazard episodes last at most 200 steps,
-  # so the same 2.5% of steps in violation is d = 5.
-  config.cost_limit = 5.0
-  config.log_every = 10
-  config.checkpoint_every = 50
+  config = ppo_pointhazard.pointhazard_settings(ppo_lagrangian.get_config())
   config.multiplier = "lagrange"
   config.lagrange_init = 1.0
   return config

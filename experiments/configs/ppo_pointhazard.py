@@ -3,7 +3,8 @@
 It runs `ppo_lagrangian` with `multiplier="none"`: the policy loss is exactly `agents/ppo.py`'s
 (standardised reward advantages, no cost term); a cost critic is still fitted and the episode cost,
 violations and cost rate are logged, which plain `ppo` cannot do (its rollout drops `info`).
-The PointHazard settings are the same in the four `*_pointhazard.py` configs.
+The PointHazard task and budget (`pointhazard_settings`) are shared by every PPO-family
+`*_pointhazard.py` config.
 
 Measured (3 seeds, last 10% of updates): return 2.909, episode cost 9.0 (the straight
 path through the central hazard), about 73,000 violating steps during training.
@@ -12,8 +13,8 @@ path through the central hazard), about 73,000 violating steps during training.
 from hrljax.agents import ppo_lagrangian
 
 
-def get_config():
-  config = ppo_lagrangian.get_config()
+def pointhazard_settings(config):
+  """The task, budget and cost limit every PPO-family PointHazard config runs with."""
   config.env_name = "PointHazard-v0"
   config.num_envs = 16
   config.num_steps = 100
@@ -24,5 +25,10 @@ def get_config():
   config.cost_limit = 5.0
   config.log_every = 10
   config.checkpoint_every = 50
+  return config
+
+
+def get_config():
+  config = pointhazard_settings(ppo_lagrangian.get_config())
   config.multiplier = "none"
   return config
