@@ -1,19 +1,30 @@
-"""SAC (unconstrained) on PointHazard-v0: the baseline for Recovery RL and Bresa.
+"""SAC (unconstrained) on PointHazard-v0: the baseline for Recovery RL and Bresa, and their base.
 
-The task reward only (progress to the goal plus a goal bonus); costs are logged by the safe agents'
-configs, not seen by this agent. The straight line from start to goal crosses the central hazard,
-so an unconstrained agent violates. PointHazard continues after a violation (the environment's
-default); an episode is 200 control steps. Networks of 64 units and batches of 128 (instead of the
-paper's 256) keep the three PointHazard configs cheap on CPU; all three share them, and the same
-30k control steps, so that their returns and costs compare.
+The run is `recovery_rl`'s with the safety layer off (`reflex=False`, no safety-critic updates),
+one control step per decision and the task action executed: that run is exactly
+`hrljax.agents.sac` with the same seed (tested bit for bit in `tests/agents/test_bresa.py`), and
+it also logs the episode cost, violations and cost per step, which `sac`'s learner does not.
+The task SAC tunes α (the SAC paper's default, target entropy −|A|) from α = 0.05: Recovery RL's
+fixed α = 0.2 is too large for PointHazard's reward scale (at most 0.07 progress per step against
+an entropy bonus of about 0.2·log 4 ≈ 0.28 per step for a uniform policy) and the agent never
+reaches the goal in 30k steps with it; tuned from SAC's α = 1 it reached return 0.87 (no goal)
+after 30k steps, tuned from 0.05 or 0.01 it reaches the goal (return 2.9) within 3k updates
+(seed 0, one run each). Networks of 64 units and batches of 128 (instead of the paper's 256) keep the
+PointHazard runs cheap on CPU; Recovery RL and Bresa derive from this config (same task agent,
+same 30k control steps), so their returns and costs compare.
+
+Measured (3 seeds, last 10% of updates): return 2.909-2.912, episode cost 9.8 (the straight path
+through the central hazard), 7,300-8,400 violating control steps during training.
 """
 
-from hrljax.agents import sac
+from hrljax.agents import recovery_rl
 
 
 def get_config():
-  config = sac.get_config()
+  config = recovery_rl.get_config()
   config.env_name = "PointHazard-v0"
+  config.autotune_alpha = True
+  config.init_alpha = 0.05
   config.total_timesteps = 30_000
   config.buffer_size = 30_000
   config.learning_starts = 1000
@@ -21,4 +32,9 @@ def get_config():
   config.hidden_sizes = (64, 64)
   config.log_every = 1000
   config.checkpoint_every = 5000
+  # Unconstrained: no safety layer and no safety-critic training.
+  config.reflex = False
+  config.risk_updates_per_step = 0
+  config.risk_pretrain_updates = 0
+  config.risk_buffer_size = 1  # unused: nothing samples it
   return config

@@ -1,0 +1,268 @@
+"""Safety results on PointHazard: return against cost over agents and seeds, a table, a path.
+
+  python -m experiments.plot_safety --runs=RUN1,RUN2,... --out=return_vs_cost.png \
+      [--cost_limit=5] [--path_run=RUN --path_out=path.png]
+
+`--runs` are workdirs of `python -m experiments.train` on PointHazard (any of the safety agents:
+`recovery_rl`, `bresa`, `ppo_lagrangian`, `shielded_ppo`); each run is one point of the scatter
+(x: episode cost, y: episode return, both over the episodes that ended in the last 10% of the
+training updates), coloured by agent. The agent label comes from the run's `config.json`:
+`recovery_rl`/`bresa` with `reflex=False` are the unconstrained "sac" (K = 1) or "two-rate sac";
+`ppo_lagrangian` is "ppo", "ppo_lagrangian" or "ppo_pid_lagrangian" by its multiplier. A markdown
+table (mean ± std over the seeds of each agent) goes to stdout, with the cumulative cost of all
+the control steps executed during training (the per-step cost rate of each logged chunk times its
+env steps).
+
+`--path_run` restores the final checkpoint of a `recovery_rl` or `bresa` run and draws one greedy
+evaluation episode: the hazards, the start and the goal, the robot's path, and the control steps
+where the reflex replaced the nominal action.
+"""
+
+import json
+import math
+import os
+import sys
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("runs", [], "Workdirs of PointHazard runs (comma-separated).")
+flags.DEFINE_string("out", "return_vs_cost.png", "PNG path of the return-vs-cost scatter.")
+flags.DEFINE_float("cost_limit", None, "Draw the cost limit as a vertical line.")
+flags.DEFINE_string("path_run", None, "A recovery_rl / bresa workdir whose episode path to draw.")
+flags.DEFINE_string("path_out", "path.png", "PNG path of the episode picture.")
+flags.DEFINE_integer("path_seed", 0, "Key of the drawn evaluation episode.")
+
+FINAL_FRACTION = 0.1  # the last 10% of the training updates give the "final" numbers
+COST_RATE_KEYS = ("cost_per_step", "cost_rate")  # recovery_rl / bresa, ppo_lagrangian
+
+
+class RunSummary(NamedTuple):
+  """One run's numbers (NaN where the run logged no such metric)."""
+
+  workdir: str
+  label: str
+  seed: int
+  episode_return: float  # mean over the episodes ending in the last 10% of updates
+  episode_cost: float  # idem
+  training_cost: float  # total cost of every control step executed during training
+  eval_return: float
+  eval_cost: float
+
+
+def load_config(workdir: str) -> dict:
+  path = os.path.join(workdir, "config.json")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"no config.json in {workdir}")
+  with open(path) as f:
+    return json.load(f)
+
+
+def agent_label(config: dict) -> str:
+  """The name a run appears under in the plot and the table."""
+  agent = config.get("agent")
+  if agent in ("recovery_rl", "bresa") and config.get("reflex") is False:
+    return "sac" if config.get("control_steps", 1) == 1 else "two-rate sac"
+  if agent == "ppo_lagrangian":
+    return {"none": "ppo", "lagrange": "ppo_lagrangian", "pid": "ppo_pid_lagrangian"}.get(
+        config.get("multiplier"), "ppo_lagrangian")
+  if agent is None:
+    raise ValueError("config.agent: expected an agent name in config.json, got none")
+  return agent
+
+
+def _episode_mean(records: Sequence[dict], name: str) -> float:
+  """The mean of a per-episode metric over the records' episodes (weighted by `episodes`)."""
+  pairs = [(r[name], r.get("episodes", 1.0)) for r in records
+           if r.get(name) is not None and math.isfinite(r[name]) and r.get("episodes", 1.0) > 0]
+  weight = sum(w for _, w in pairs)
+  return sum(v * w for v, w in pairs) / weight if weight > 0 else math.nan
+
+
+def training_cost(records: Sequence[dict]) -> float:
+  """Σ over logged chunks of (per-step cost rate) × (env steps of the chunk)."""
+  total, previous, found = 0.0, 0, False
+  for record in records:
+    key = next((k for k in COST_RATE_KEYS if k in record), None)
+    if key is not None:
+      total += record[key] * (record["env_steps"] - previous)
+      found = True
+    previous = record["env_steps"]
+  return total if found else math.nan
+
+
+def summarize_run(workdir: str) -> RunSummary:
+  """Reads `config.json` and `metrics.jsonl` of one run."""
+  from hrljax.logging import read_jsonl
+  config = load_config(workdir)
+  records = read_jsonl(workdir)
+  # A run restarted from scratch (killed before its first checkpoint) logs its first updates
+  # twice: keep the last record of each update.
+  train = sorted({r["update"]: r for r in records if r.get("phase") == "train"}.values(),
+                 key=lambda r: r["update"])
+  if not train:
+    raise ValueError(f"{workdir}: expected training records in metrics.jsonl, got none")
+  last_update = train[-1]["update"]
+  final = [r for r in train if r["update"] > (1.0 - FINAL_FRACTION) * last_update] or train[-1:]
+  evaluation = [r for r in records if r.get("phase") == "eval"]
+  ev = evaluation[-1] if evaluation else {}
+  return RunSummary(workdir=workdir, label=agent_label(config), seed=int(config.get("seed", 0)),
+                    episode_return=_episode_mean(final, "episode_return"),
+                    episode_cost=_episode_mean(final, "episode_cost"),
+                    training_cost=training_cost(train),
+                    eval_return=float(ev.get("eval_return", math.nan)),
+                    eval_cost=float(ev.get("eval_cost", math.nan)))
+
+
+def group(summaries: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
+  groups: dict[str, list[RunSummary]] = {}
+  for s in summaries:
+    groups.setdefault(s.label, []).append(s)
+  return groups
+
+
+def table(summaries: Sequence[RunSummary]) -> str:
+  """A markdown table: one row per agent, mean ± std (population) over its seeds."""
+  fields = ("episode_return", "episode_cost", "training_cost", "eval_return", "eval_cost")
+  lines = ["| agent | seeds | " + " | ".join(fields) + " |",
+           "| --- | --- | " + " | ".join("---" for _ in fields) + " |"]
+  for label, runs in group(summaries).items():
+    cells = []
+    for field in fields:
+      values = np.asarray([getattr(r, field) for r in runs], np.float64)
+      cells.append(f"{values.mean():.3g} ± {values.std():.2g}")
+    lines.append(f"| {label} | {len(runs)} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def draw_scatter(summaries: Sequence[RunSummary], out: str,
+                 cost_limit: Optional[float] = None) -> str:
+  """Episode return against episode cost, one point per run, one colour per agent."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(6.4, 4.4))
+  for label, runs in group(summaries).items():
+    ax.scatter([r.episode_cost for r in runs], [r.episode_return for r in runs], label=label,
+               s=40, alpha=0.8)
+  if cost_limit is not None:
+    ax.axvline(cost_limit, color="0.4", linestyle="--", linewidth=1, label="cost limit")
+  ax.set_xlabel("episode cost (last 10% of training)")
+  ax.set_ylabel("episode return (last 10% of training)")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.savefig(out, dpi=110, bbox_inches="tight")
+  plt.close(fig)
+  return out
+
+
+class EpisodePath(NamedTuple):
+  """One episode of a two-rate run, control step by control step (NumPy)."""
+
+  positions: np.ndarray  # [S + 1, 2]: the start, then the position after each control step
+  intervened: np.ndarray  # [S] bool: the reflex replaced the nominal action at this step
+  decision_start: np.ndarray  # [S] bool: the step begins a decision
+  hazard_centers: np.ndarray  # [H, 2]
+  hazard_radii: np.ndarray  # [H]
+  goal: np.ndarray  # [2]
+
+
+def episode_path(agent, key) -> EpisodePath:
+  """The first greedy evaluation episode of a `recovery_rl`/`bresa` agent (relative
+  observations: the position is the observation's first two entries)."""
+  import jax
+  from hrljax import envs, rollout
+  from hrljax.agents import recovery_rl
+  traj = jax.jit(recovery_rl.evaluation_episodes, static_argnums=2)(agent, key, 1)
+  valid = np.asarray(rollout.first_episode_mask(traj.decision.done))[:, None, :] \
+      & np.asarray(traj.control.active)  # [D, K, 1]
+  keep = valid[..., 0].reshape(-1)
+  obs = np.asarray(traj.control.obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
+  next_obs = np.asarray(traj.control.next_obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
+  intervened = np.asarray(traj.control.intervened)[..., 0].reshape(-1)[keep]
+  K = valid.shape[1]
+  decision_start = (np.arange(keep.shape[0]) % K == 0)[keep]
+  env, params = envs.make(agent.config.env_name, **agent.config.env_kwargs)
+  # Relative observations hold `g - p` next to `p`: the goal is their sum.
+  goal = obs[0, :2] + obs[0, 2:4]
+  centers = obs[0, 4:].reshape(-1, 2) + obs[0, :2]
+  return EpisodePath(positions=np.concatenate([obs[:1, :2], next_obs[:, :2]]),
+                     intervened=intervened, decision_start=decision_start,
+                     hazard_centers=centers, hazard_radii=np.asarray(params.hazard_radii),
+                     goal=goal)
+
+
+def draw_path(path: EpisodePath, out: str, title: str = "") -> str:
+  """The arena, hazards (red discs), start, goal, the path and the reflex's interventions."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(5.0, 5.0))
+  for center, radius in zip(path.hazard_centers, path.hazard_radii):
+    ax.add_patch(plt.Circle(center, radius, color="tab:red", alpha=0.3))
+  p = path.positions
+  ax.plot(p[:, 0], p[:, 1], "-", color="tab:blue", linewidth=1.2, label="path")
+  starts = p[:-1][path.decision_start]
+  ax.plot(starts[:, 0], starts[:, 1], "o", color="tab:blue", markersize=3, label="decision")
+  hits = p[:-1][path.intervened]
+  if len(hits):
+    ax.plot(hits[:, 0], hits[:, 1], "x", color="tab:orange", markersize=6,
+            label=f"reflex ({len(hits)} steps)")
+  ax.plot(*p[0], "s", color="k", label="start")
+  ax.add_patch(plt.Circle(path.goal, 0.1, fill=False, color="tab:green", linewidth=2))
+  ax.plot(*path.goal, "*", color="tab:green", markersize=12, label="goal")
+  ax.set_xlim(-1.0, 1.0)
+  ax.set_ylim(-1.0, 1.0)
+  ax.set_aspect("equal")
+  ax.legend(fontsize=7, loc="lower right")
+  if title:
+    ax.set_title(title, fontsize=9)
+  fig.savefig(out, dpi=110, bbox_inches="tight")
+  plt.close(fig)
+  return out
+
+
+def restore_agent(workdir: str):
+  """The agent of the final checkpoint of a `recovery_rl`/`bresa` run."""
+  import jax
+  import ml_collections
+  from hrljax import agents
+  from hrljax.checkpoint import Checkpointer
+  config = ml_collections.ConfigDict(load_config(workdir))
+  if config.agent not in ("recovery_rl", "bresa"):
+    raise ValueError(f"config.agent: expected 'recovery_rl' or 'bresa', got {config.agent!r}")
+  for field in ("hidden_sizes", "risk_hidden_sizes"):
+    config[field] = tuple(config[field])
+  learner = agents.get(config.agent).make_learner(config)
+  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"))
+  if checkpointer.latest_step() is None:
+    raise FileNotFoundError(f"no checkpoint in {workdir}")
+  state = checkpointer.restore(like=jax.eval_shape(learner.init, jax.random.key(0)))
+  checkpointer.close()
+  return state.agent
+
+
+def main(argv):
+  logging.set_verbosity(logging.WARNING)  # orbax logs every restore step at INFO
+  if len(argv) != 1 or not (FLAGS.runs or FLAGS.path_run):
+    print("error: expected --runs=RUN1,RUN2,... and/or --path_run=RUN", file=sys.stderr)
+    sys.exit(2)
+  try:
+    if FLAGS.runs:
+      summaries = [summarize_run(w) for w in FLAGS.runs]
+      print(table(summaries))
+      print(draw_scatter(summaries, FLAGS.out, FLAGS.cost_limit))
+    if FLAGS.path_run:
+      import jax
+      path = episode_path(restore_agent(FLAGS.path_run), jax.random.key(FLAGS.path_seed))
+      print(draw_path(path, FLAGS.path_out, title=f"{FLAGS.path_run}: "
+                      f"{int(path.intervened.sum())} reflex steps of {len(path.intervened)}"))
+  except (FileNotFoundError, ValueError) as error:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+  app.run(main)
