@@ -5,7 +5,7 @@
 
 import importlib
 
-AGENTS = ("ppo", "sac", "option_critic", "group_relative", "gcivl", "hiql", "ppo_lagrangian", "shielded_ppo", "recovery_rl", "bresa", "archer")
+AGENTS = ("ppo", "sac", "option_critic", "group_relative", "gcivl", "hiql", "ota", "hilp", "ppo_lagrangian", "shielded_ppo", "recovery_rl", "bresa", "archer", "token_ppo", "token_filtered_bc", "token_grpo")
 
 
 def get(name: str):
