@@ -5,7 +5,9 @@
 times the jitted (after compile) GiGPO advantages of `hrljax.losses.group_relative` three ways:
 
 * `gigpo_advantages_dense`: the `[T, N]` grid of the rollout in, observations as anchor keys
-  (anchors by hash tables, returns by a scan over time; no sort). The headline number.
+  (anchors by direct addressing: each task's observations span a small box of grid cells, so
+  (task, observation) numbers its slot with no collision; hash tables when the boxes do not fit;
+  returns by a scan over time; no sort). The headline number.
 * `anchor_state_ids` then `gigpo_advantages` on the flattened rows (what `agents/group_relative`
   calls; the grid layout is detected at run time, so the returns skip the sort there too);
 * `gigpo_advantages` alone with the anchor ids precomputed;
@@ -13,7 +15,10 @@ times the jitted (after compile) GiGPO advantages of `hrljax.losses.group_relati
 against `reference_gigpo`, a straightforward NumPy/Python implementation of the same formulas that
 groups trajectories, episode groups and anchor states with dictionaries, as verl-agent's PyTorch
 `gigpo/core_gigpo.py` does on the host. Prints the times and their ratios as JSON, and the largest
-difference between each result and the reference.
+difference between each result and the reference. The versions run in interleaved rounds (one
+run of each per round), so a change of load on a shared machine hits them alike; the `*_seconds`
+and `speedup_*` numbers are the fastest run of each (the least disturbed by other processes),
+`median_seconds` the medians.
 
 The batch is real: `num_groups` FourRooms tasks (random start and goal) x `group_size` episodes
 of a uniformly random policy, `num_steps` steps each (`hrljax.rollout.grouped_episodes`); the
@@ -42,8 +47,8 @@ def define_flags() -> None:
   flags.DEFINE_integer("num_groups", 512, "Episode groups (tasks).")
   flags.DEFINE_integer("group_size", 8, "Episodes per group.")
   flags.DEFINE_integer("num_steps", 64, "Steps per episode window.")
-  flags.DEFINE_integer("reps", 20, "Timed runs of each device version (median reported).")
-  flags.DEFINE_integer("reference_reps", 3, "Timed runs of the reference (median reported).")
+  flags.DEFINE_integer("reps", 20, "Timed runs of each device version.")
+  flags.DEFINE_integer("reference_reps", 3, "Timed runs of the reference.")
   flags.DEFINE_integer("seed", 0, "PRNG seed of the rollout.")
 
 
@@ -147,13 +152,17 @@ def random_episodes(num_groups: int, group_size: int, num_steps: int, seed: int)
   return tuple(np.asarray(x) for x in collect(jax.random.key(seed)))
 
 
-def _median_seconds(fn, reps: int) -> float:
-  times = []
-  for _ in range(reps):
-    start = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
+def _interleaved_seconds(fns: dict, reps: dict) -> dict:
+  """Wall times of each callable, in rounds (one run of each per round, in turn), so that a
+  change of machine load hits every version alike. Returns {name: [seconds, ...]}."""
+  times = {name: [] for name in fns}
+  for round_index in range(max(reps.values())):
+    for name, fn in fns.items():
+      if round_index < reps[name]:
+        start = time.perf_counter()
+        fn()
+        times[name].append(time.perf_counter() - start)
+  return times
 
 
 def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, reps: int = 5,
@@ -201,9 +210,6 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
   run_only = lambda: jax.block_until_ready(only(*device_args[1:5], anchor_ids,
                                                 valid=device_args[5]))
   run_dense(), run_full(), run_only()  # warm-up
-  dense_seconds = _median_seconds(run_dense, reps)
-  full_seconds = _median_seconds(run_full, reps)
-  only_seconds = _median_seconds(run_only, reps)
 
   rows = valid.astype(bool)
   reference_args = (obs[rows], reward[rows], traj[rows], step[rows], group[rows])
@@ -213,20 +219,26 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
     nonlocal expected
     expected = reference_gigpo(*reference_args, gamma=gamma, omega=omega, norm=norm)
 
-  reference_seconds = _median_seconds(run_reference, reference_reps)
+  times = _interleaved_seconds(
+      {"dense": run_dense, "full": run_full, "only": run_only, "reference": run_reference},
+      {"dense": reps, "full": reps, "only": reps, "reference": reference_reps})
+  best = {name: min(t) for name, t in times.items()}
+  median = {name: statistics.median(t) for name, t in times.items()}
   got = np.asarray(run_full())
   got_dense = np.asarray(run_dense())
   return {
       "trajectories": num_traj, "steps": num_steps, "rows": num_rows, "real_steps": int(rows.sum()),
       "device": jax.devices()[0].device_kind, "platform": jax.devices()[0].platform,
-      "jax_dense_with_anchors_seconds": dense_seconds,
-      "jax_anchor_ids_and_advantages_seconds": full_seconds,
-      "jax_advantages_only_seconds": only_seconds,
+      "jax_dense_with_anchors_seconds": best["dense"],
+      "jax_anchor_ids_and_advantages_seconds": best["full"],
+      "jax_advantages_only_seconds": best["only"],
       "jax_dense_compile_seconds": compile_seconds,
-      "reference_dictionary_seconds": reference_seconds,
-      "speedup_dense_with_anchors": reference_seconds / dense_seconds,
-      "speedup_with_anchor_ids": reference_seconds / full_seconds,
-      "speedup_advantages_only": reference_seconds / only_seconds,
+      "reference_dictionary_seconds": best["reference"],
+      "speedup_dense_with_anchors": best["reference"] / best["dense"],
+      "speedup_with_anchor_ids": best["reference"] / best["full"],
+      "speedup_advantages_only": best["reference"] / best["only"],
+      "median_seconds": median,
+      "median_speedup_dense_with_anchors": median["reference"] / median["dense"],
       "max_abs_difference": float(np.max(np.abs(got[rows] - expected))),
       "max_abs_difference_dense": float(np.max(np.abs(got_dense[rows] - expected))),
       "padding_rows_zero": bool(np.all(got[~rows] == 0) and np.all(got_dense[~rows] == 0)),
@@ -241,7 +253,7 @@ def main(argv):
   result = benchmark(FLAGS.num_groups, FLAGS.group_size, FLAGS.num_steps, FLAGS.reps,
                      FLAGS.reference_reps, FLAGS.seed)
   print(f"gigpo_advantages, {result['trajectories']} trajectories x {result['steps']} steps "
-        f"({result['real_steps']} real steps):", file=sys.stderr)
+        f"({result['real_steps']} real steps), fastest of the interleaved runs:", file=sys.stderr)
   print(f"  reference (NumPy + dictionaries): {result['reference_dictionary_seconds']:.4f} s",
         file=sys.stderr)
   print(f"  jax dense grid, anchors included: {result['jax_dense_with_anchors_seconds']:.4f} s"
@@ -251,6 +263,7 @@ def main(argv):
         f"  ({result['speedup_with_anchor_ids']:.1f}x)", file=sys.stderr)
   print(f"  jax advantages (ids given):       {result['jax_advantages_only_seconds']:.4f} s"
         f"  ({result['speedup_advantages_only']:.1f}x)", file=sys.stderr)
+  print(f"  dense, medians: {result['median_speedup_dense_with_anchors']:.1f}x", file=sys.stderr)
   print(json.dumps(result))
 
 

@@ -754,6 +754,106 @@ def test_gigpo_dense_bad_inputs():
         gr.gigpo_advantages_dense(rewards, group_ids, obs, num_groups=3, anchor_method="x")
 
 
+def _dense_keys(obs, group_ids, valid):
+    """Python keys (group, observation bytes) of the valid rows of a [T, N] grid, None elsewhere."""
+    num_steps, n = valid.shape
+    return [[(int(group_ids[j]), np.asarray(obs[t, j]).tobytes()) if valid[t, j] else None
+             for j in range(n)] for t in range(num_steps)]
+
+
+@pytest.mark.parametrize("values, fits", [(2, True), (2 ** 30, False)], ids=["small", "wide"])
+def test_direct_anchor_slots_are_a_perfect_hash_of_group_and_observation(values, fits):
+    # Group 3 is empty (its id is unused) and trajectory 4 has no valid row. Small values fit the
+    # table (rows share a slot iff their keys are equal); spread-out values do not.
+    rng = np.random.default_rng(60)
+    num_steps, group_ids = 7, np.array([0, 0, 1, 1, 4, 2, 2, 4, 0], np.int32)
+    obs = rng.integers(0, values, size=(num_steps, 9, 3)).astype(np.int32)
+    obs[:, :, 1] += 1000 * group_ids  # a per-task constant, like FourRooms' goal
+    valid = rng.random((num_steps, 9)) < 0.8
+    valid[:, 4] = False
+    rows = num_steps * 9
+
+    @jax.jit
+    def slots(obs, valid):
+        words = gr.observation_words(obs.reshape(rows, 3)).reshape(num_steps, 9, 3)
+        layout = gr._direct_anchor_layout(words, jnp.asarray(group_ids), valid, 5, rows)
+        return gr._direct_anchor_index(words, jnp.asarray(group_ids), valid, layout), layout.fits
+
+    slot, got_fits = (np.asarray(x) for x in slots(obs, valid))
+    assert bool(got_fits) == fits
+    if fits:
+        keys = _dense_keys(obs, group_ids, valid)
+        pairs = {(keys[t][j], int(slot[t, j])) for t in range(num_steps) for j in range(9)
+                 if valid[t, j]}
+        assert len({k for k, _ in pairs}) == len({s for _, s in pairs}) == len(pairs)
+        assert np.all((slot >= 0) & (slot < rows))
+    np.testing.assert_array_equal(slot[~valid], 0)
+
+
+def test_direct_layout_fits_exactly_at_capacity():
+    # Two groups whose boxes have 3 * 2 = 6 and 1 cell: 7 slots needed.
+    words = jnp.asarray(np.array([[[0, 5], [9, 9]], [[2, 6], [9, 9]]], np.uint32))
+    group_ids, valid = jnp.asarray([0, 1], jnp.int32), jnp.ones((2, 2), bool)
+    layout = jax.jit(gr._direct_anchor_layout, static_argnums=(3, 4))
+    assert bool(layout(words, group_ids, valid, 2, 7).fits)
+    assert not bool(layout(words, group_ids, valid, 2, 6).fits)
+    got = layout(words, group_ids, valid, 2, 7)
+    np.testing.assert_array_equal(got.stride, [[1, 3], [1, 1]])
+    np.testing.assert_array_equal(got.offset, [0, 6])
+
+
+@pytest.mark.parametrize("values", [3, 2 ** 30], ids=["direct", "hash-fallback"])
+def test_gigpo_dense_anchor_methods_agree_even_with_forced_collisions(values):
+    # "auto" (the direct table when it fits, else the hash path, here with a colliding hash_fn:
+    # constant, every key in one slot per round) and "sort" must give the same advantages.
+    rewards, group_ids, obs, valid = _grid_batch(61, num_steps=8, num_groups=3, group_size=3,
+                                                 states=3)
+    if values > 3:
+        obs = obs * (values // 10)  # spread out: the direct table does not fit
+    kw = dict(num_groups=3, valid=valid, gamma=0.9, norm="mean_std")
+
+    @jax.jit
+    def all_methods(rewards, obs):
+        return [gr.gigpo_advantages_dense(rewards, jnp.asarray(group_ids), obs, anchor_method=m,
+                                          hash_fn=h, **kw)
+                for m, h in (("auto", _CONSTANT_HASH), ("sort", _PARITY_HASH))]
+
+    results = all_methods(rewards, obs)
+    for other in results[1:]:
+        for field in gr.GigpoAdvantages._fields:
+            np.testing.assert_allclose(getattr(other, field), getattr(results[0], field),
+                                       rtol=1e-6, atol=1e-6, err_msg=field)
+    # Against an independent loop: rows of one anchor have mean-zero, all-valid step advantages.
+    keys = _dense_keys(obs, group_ids, valid)
+    step_adv = np.asarray(results[0].step_advantages)
+    members = {}
+    for t in range(valid.shape[0]):
+        for j in range(valid.shape[1]):
+            if valid[t, j]:
+                members.setdefault(keys[t][j], []).append(step_adv[t, j])
+    assert any(len(m) > 1 for m in members.values())
+    for m in members.values():
+        assert abs(sum(m)) < 1e-4
+    np.testing.assert_array_equal(step_adv[~valid], 0)
+
+
+def test_gigpo_dense_direct_path_on_float_and_scalar_observations():
+    # Scalar float observations [T, N] (one step): each group's words span one value, so the
+    # direct table fits; -0.0 and 0.0 are one state (observation_words).
+    obs = np.array([[0.0, -0.0, 5.0, 5.0]], np.float32)
+    group_ids = np.array([0, 0, 1, 1], np.int32)
+    words = gr.observation_words(obs.reshape(4)).reshape(1, 4, 1)
+    assert bool(gr._direct_anchor_layout(words, jnp.asarray(group_ids), jnp.ones((1, 4), bool),
+                                         2, 4).fits)
+    run = jax.jit(functools.partial(gr.gigpo_advantages_dense, num_groups=2, norm="mean_std"))
+    # Bit-identical returns in an anchor give exactly zero (shifted statistics).
+    same = run(np.full((1, 4), 0.35, np.float32), group_ids, obs)
+    np.testing.assert_array_equal(same.step_advantages, 0.0)
+    # Different returns: -0.0 and 0.0 share the anchor (mean_std of two values is +-1/sqrt(2)).
+    got = run(np.array([[0.35, 0.5, 1.0, 1.0]], np.float32), group_ids, obs)
+    np.testing.assert_allclose(got.step_advantages, [[-0.7071, 0.7071, 0.0, 0.0]], atol=1e-4)
+
+
 # ----------------------------------------------------------------------------------------------
 # REC / OPMD / AsymRE
 # ----------------------------------------------------------------------------------------------
