@@ -18,17 +18,24 @@ One iteration (one Learner step), as in the reference's `offpolicy_train_loop`:
      Polyak averaging with τ (`optax.incremental_update`, post-step online parameters);
   3. after `warmup_iters` critic-only iterations, `actor_updates` actor steps (reference 3):
      REINFORCE on fresh utterances a_π with every token weighted by the online critic's
-     A = min_e Q_e(s, a_π) − min_e V_e(s).
+     A = min_e Q_e(s, a_π) − min_e V_e(s) (optionally standardised per batch,
+     `advantage_normalization = "batch"`; the reference uses the raw advantage, "none").
+Logged per iteration besides the losses: critic diagnostics (`q_success`, `q_failure`, `q_gap`:
+min-Q of correct guesses vs failed final utterances in the critic batches), the actor's
+advantage statistics, and, with `train_eval_episodes > 0`, `eval_return`: the greedy success of
+the iteration's starting policy on fresh games (the learning curve of
+`python -m experiments.plot <workdir> --y=eval_return`).
 The policy starts from a behaviour-cloned warm start (`agents/token_bc.py`, run inside `init`),
 as every ArCHer run starts from an SFT checkpoint.
 
 Deviations from the reference, each deliberate:
   * no pretrained models: GPT-2 / RoBERTa are small transformers trained from scratch, so the
     reference's learning rates (fine-tuning rates, critic 1e-5..2e-5, LM 1e-6..1e-5) do not
-    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders of the same
-    order as other from-scratch transformers, and no setting has yet been measured to improve on
-    the behaviour-cloned start (short CPU runs on small games stayed flat, and 20 actor steps of
-    lr 1e-3 per iteration collapsed the policy to a deterministic losing one);
+    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders. Measured so
+    far (see `experiments/configs/archer_token_game.py`): the critic learns the mean success
+    rate quickly but separates correct from wrong final guesses only slowly (`q_gap` 0.02 after
+    150 critic steps, 0.1 after 500), so the advantage carries little signal early on; no setting
+    has yet been shown to improve on the behaviour-cloned start over several seeds;
   * the reference sums the losses of 32 gradient-accumulation micro-batches of 8 (its
     effective lr is lr × 32); here one batch of `batch_size` = 256 = 8 × 32 is averaged;
   * gradient clipping (global norm `max_grad_norm` = 1.0, as the reference) is applied to the
@@ -65,6 +72,7 @@ from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
 
 HEAD_MODES = hc.HEAD_MODES
+ADVANTAGE_NORMALIZATIONS = ("none", "batch")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -94,6 +102,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_d_model = 64
   config.critic_num_layers = 2
   config.rollout_unroll = 1
+  # Not in the reference (which uses the raw advantage): "batch" standardises the advantages of
+  # each actor batch (zero mean, unit variance) before the REINFORCE weighting.
+  config.advantage_normalization = "none"
+  # Greedy games played inside every iteration for the `eval_return` learning curve (0: none).
+  config.train_eval_episodes = 0
   # Run-level settings read by the experiment loop.
   config.log_every = 5
   config.checkpoint_every = 25
@@ -104,6 +117,11 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
+  checks.one_of(config, "advantage_normalization", ADVANTAGE_NORMALIZATIONS)
+  if isinstance(config.train_eval_episodes, bool) or not isinstance(
+      config.train_eval_episodes, int) or config.train_eval_episodes < 0:
+    raise checks.ConfigError(f"config.train_eval_episodes: expected an integer >= 0, got "
+                             f"{config.train_eval_episodes!r}")
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "buffer_size",
                       "batch_size", "critic_updates", "actor_updates", "num_critics",
                       "critic_d_model", "critic_num_layers", "log_every", "checkpoint_every",
@@ -184,7 +202,14 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
   out = critic.apply(critic_params, dialogue, a_pi, mask)
   token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, a_pi,
                                                config.temperature)
-  return hc.archer_actor_loss(token_logp, mask, out.q, out.v)
+  q_pi, v = out.q, out.v
+  if config.advantage_normalization == "batch":
+    # The loss takes A = min_e Q_e − min_e V_e; passing the standardised advantage as a single
+    # "Q" with V = 0 feeds it through unchanged (min over identical heads is the value itself).
+    advantage = hc.archer_advantage(q_pi, v)
+    advantage = (advantage - jnp.mean(advantage)) / (jnp.std(advantage) + 1e-6)
+    q_pi, v = advantage[None], jnp.zeros_like(advantage)[None]
+  return hc.archer_actor_loss(token_logp, mask, q_pi, v)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -256,6 +281,7 @@ class ArcherAgent(struct.PyTreeNode):
         "q_value": jnp.mean(extras.q_target - extras.q_td_error),
         "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
         "v_error_abs": jnp.mean(jnp.abs(extras.v_error)),
+        **critic_diagnostics(extras, batch),
     }
 
   def actor_step(self, dialogue: Array) -> tuple["ArcherAgent", dict[str, Array]]:
@@ -271,6 +297,7 @@ class ArcherAgent(struct.PyTreeNode):
         "actor_loss": loss,
         "advantage": jnp.mean(extras.advantage),
         "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
+        "advantage_std": jnp.std(extras.advantage),
         "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
     }
 
@@ -292,6 +319,22 @@ class ArcherAgent(struct.PyTreeNode):
     metrics = jax.tree.map(jnp.mean, critic_metrics)
     metrics.update(actor_metrics)
     return agent, metrics
+
+
+def critic_diagnostics(extras: hc.CriticExtras, batch: UtteranceTransition) -> dict[str, Array]:
+  """Does the critic tell winning from losing utterances? min_e Q_e(s, a) (pre-step) averaged
+  over the batch's successful utterances (r > 0, correct guesses), over its failed final ones
+  (terminated with r <= 0), and their difference (0 where the batch holds none of a kind)."""
+  q = jnp.min(extras.q_target - extras.q_td_error, axis=0)
+  success = batch.reward > 0
+  failure = batch.terminated & ~success
+
+  def mean_over(mask):
+    weights = mask.astype(q.dtype)
+    return jnp.sum(q * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+
+  q_success, q_failure = mean_over(success), mean_over(failure)
+  return {"q_success": q_success, "q_failure": q_failure, "q_gap": q_success - q_failure}
 
 
 def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
@@ -372,7 +415,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                        key=key, update=jnp.zeros((), jnp.int32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
-    key, rollout_key, critic_key, actor_key = jax.random.split(state.key, 4)
+    key, rollout_key, critic_key, actor_key, eval_key = jax.random.split(state.key, 5)
     carry, traj = rollout.rollout(env, env_params, sampled, state.agent.policy_params, state.env,
                                   rollout_key, config.num_steps, unroll=config.rollout_unroll)
     buffer = replay.add(state.buffer, transitions_from_rollout(traj))
@@ -382,6 +425,12 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     train_actor = state.update >= config.warmup_iters
     agent, metrics = state.agent.update(critic_batches, actor_dialogues, train_actor)
     metrics.update(rollout_statistics(traj))
+    if config.train_eval_episodes:
+      # The greedy success of the policy this iteration started from, on fresh games.
+      evaluation = rollout.evaluate(env, env_params, greedy, state.agent.policy_params,
+                                    eval_key, config.train_eval_episodes,
+                                    env_params.max_steps_in_episode)
+      metrics["eval_return"] = evaluation["eval_return"]
     return RunnerState(agent=agent, buffer=buffer, env=carry, key=key,
                        update=state.update + 1), metrics
 

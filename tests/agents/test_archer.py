@@ -1,10 +1,16 @@
 """Tests of hrljax.agents.archer (and its warm start, hrljax.agents.token_bc): config checks, the
 objectives' gradients (targets and the other network get none), Polyak and warm-up mechanics of an
-update, the replayed transitions, a smoke run with determinism and the experiment config. There is
-no learning test yet: no configuration has been measured to improve on the BC start."""
+update, advantage normalisation, critic diagnostics, the replayed transitions, a smoke run with
+determinism, the experiment configs and the 8-device equivalence. There is no learning test: no
+configuration has yet been measured to improve on the BC start reliably (see
+experiments/configs/archer_token_game.py)."""
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +22,7 @@ from hrljax import envs
 from hrljax.agents import archer, token_bc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
+from hrljax.losses import hierarchical_critics as hc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -50,7 +57,7 @@ def tiny_config(**overrides) -> ml_collections.ConfigDict:
 def run():
   """Two iterations of a tiny run (one critic step each; the first is critic-only warm-up),
   compiled once and run twice from the same key."""
-  config = tiny_config(bc_steps=0, critic_updates=1)
+  config = tiny_config(bc_steps=0, critic_updates=1, train_eval_episodes=4)
   learner = archer.make_learner(config)
   step = jax.jit(learner.step)
   states, metrics = [], []
@@ -78,15 +85,39 @@ def _replayed(state) -> archer.UtteranceTransition:
 # ----------------------------------------------------------------------------------------------
 
 
-def test_default_and_experiment_configs_validate():
-  archer.validate_config(archer.get_config())
-  path = os.path.join(ROOT, "experiments", "configs", "archer_token_game.py")
-  spec = importlib.util.spec_from_file_location("archer_token_game", path)
+def _load_config_module(name: str):
+  path = os.path.join(ROOT, "experiments", "configs", f"{name}.py")
+  spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  config = module.get_config()
+  return module
+
+
+def test_default_and_experiment_configs_validate():
+  archer.validate_config(archer.get_config())
+  config = _load_config_module("archer_token_game").get_config()
   archer.validate_config(config, num_devices=2)
   assert config.agent == "archer"
+
+
+def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
+  """`token_game_common.game_config` sets the same game, policy, warm start and evaluation on a
+  bare token-agent config as the ArCHer experiment config uses."""
+  common = _load_config_module("token_game_common")
+  bare = ml_collections.ConfigDict()
+  token_bc.add_config_fields(bare)
+  common.game_config(bare)
+  token_bc.validate_config_fields(bare)
+  archer_config = _load_config_module("archer_token_game").get_config()
+  for field in ("env_name", "d_model", "num_layers", "num_heads", "temperature", "bc_steps",
+                "bc_batch_size", "bc_learning_rate", "bc_dataset_episodes",
+                "bc_random_question_prob", "eval_episodes"):
+    assert bare[field] == archer_config[field], field
+  assert bare.env_kwargs.to_dict() == archer_config.env_kwargs.to_dict()
+  # A perfect questioner needs log2(items) questions and a guess: exactly the turn limit.
+  game = bare.env_kwargs
+  assert game.num_values ** game.num_attributes == game.num_items
+  assert game.max_turns == game.num_attributes + 1
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -100,6 +131,8 @@ def test_default_and_experiment_configs_validate():
     ("env_name", "CartPole-v1", "config.env_name: expected 'TokenGame-v0'"),
     ("critic_d_model", 15, "config.critic_d_model: expected a multiple of config.num_heads"),
     ("total_timesteps", 5, "config.total_timesteps: expected at least 12"),
+    ("advantage_normalization", "rank", "config.advantage_normalization: expected one of"),
+    ("train_eval_episodes", -1, "config.train_eval_episodes: expected an integer >= 0"),
 ])
 def test_validate_config_names_the_field(field, value, message):
   with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
@@ -214,6 +247,49 @@ def test_iterations_polyak_target_and_warm_up(run):
   assert float(metrics[0][1]["sequence_log_prob"]) < 0.0
 
 
+def test_batch_advantage_normalisation_standardises_the_critic_advantage(run):
+  """With the same key (same sampled utterances), "batch" weights the REINFORCE term by
+  (A − mean A) / std A of the raw ArCHer advantage ("none"), computed here in float64."""
+  _, env_params, states, _ = run
+  agent, items = states[0][1].agent, _replayed(states[0][1])
+
+  def objective(mode):
+    config = ml_collections.FrozenConfigDict(
+        dict(agent.config.as_configdict().to_dict(), advantage_normalization=mode))
+    return archer.actor_objective(agent.policy_params, agent.critic_params, agent.critic,
+                                  agent.policy, items.dialogue, jax.random.key(6), config,
+                                  env_params.utterance_len)
+
+  (_, raw), (loss, normalised) = jax.jit(lambda: (objective("none"), objective("batch")))()
+  raw_advantage = np.asarray(raw.advantage, np.float64)
+  expected = (raw_advantage - raw_advantage.mean()) / (raw_advantage.std() + 1e-6)
+  np.testing.assert_allclose(normalised.advantage, expected, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(normalised.sequence_log_prob, raw.sequence_log_prob, rtol=1e-6)
+  seq_logp = np.asarray(raw.sequence_log_prob, np.float64)
+  np.testing.assert_allclose(loss, -np.mean(expected * seq_logp), rtol=1e-4, atol=1e-5)
+
+
+def test_critic_diagnostics_separate_successes_from_failures():
+  """min over heads of Q, averaged over correct guesses (r > 0) and over failed final
+  utterances (terminated, r <= 0); a kind absent from the batch gives 0."""
+  q = np.array([[0.9, 0.1, 0.4, 0.3], [0.7, 0.2, 0.5, 0.0]], np.float32)  # [E=2, B=4]
+  q_target = np.full_like(q, 0.25)
+  extras = hc.CriticExtras(q_target=jnp.asarray(q_target), v_target=jnp.zeros_like(q),
+                           q_td_error=jnp.asarray(q_target - q), v_error=jnp.zeros_like(q),
+                           q_head_loss=jnp.zeros(2), v_head_loss=jnp.zeros(2),
+                           loss_sum=jnp.zeros(()), denominator=jnp.ones(()))
+  batch = archer.UtteranceTransition(
+      dialogue=jnp.zeros((4, 3), jnp.int32), utterance=jnp.zeros((4, 4), jnp.int32),
+      reward=jnp.array([1.0, 0.0, 0.0, 0.0]), next_dialogue=jnp.zeros((4, 3), jnp.int32),
+      terminated=jnp.array([True, True, False, True]))
+  out = archer.critic_diagnostics(extras, batch)
+  np.testing.assert_allclose(out["q_success"], 0.7, rtol=1e-6)
+  np.testing.assert_allclose(out["q_failure"], (0.1 + 0.0) / 2, rtol=1e-6)
+  np.testing.assert_allclose(out["q_gap"], 0.7 - 0.05, rtol=1e-6)
+  none = archer.critic_diagnostics(extras, batch._replace(reward=jnp.zeros(4)))
+  assert float(none["q_success"]) == 0.0
+
+
 # ----------------------------------------------------------------------------------------------
 # Runs.
 # ----------------------------------------------------------------------------------------------
@@ -222,10 +298,13 @@ def test_iterations_polyak_target_and_warm_up(run):
 def test_runs_are_deterministic_and_report_episodes(run):
   learner, _, states, metrics = run
   for m_a, m_b in zip(metrics[0], metrics[1]):
-    for name in ("critic_loss", "actor_loss", "episodes", "episode_return_sum", "q_value"):
+    for name in ("critic_loss", "actor_loss", "episodes", "episode_return_sum", "q_value",
+                 "q_gap", "eval_return"):
       np.testing.assert_array_equal(m_a[name], m_b[name])
       assert np.isfinite(float(m_a[name]))
   assert sum(float(m["episodes"]) for m in metrics[0]) > 0
+  # The in-training greedy evaluation is a success rate over 4 games.
+  assert all(float(m["eval_return"]) * 4 in (0.0, 1.0, 2.0, 3.0, 4.0) for m in metrics[0])
   assert int(states[0][-1].buffer.size) == 24
   same_params = jax.tree.map(lambda a, b: bool(jnp.all(a == b)),
                              states[0][-1].agent.policy_params, states[1][-1].agent.policy_params)
@@ -240,3 +319,68 @@ def test_make_train_traces_a_whole_run():
   assert metrics["critic_loss"].shape == (3,)
   assert metrics["episode_return_sum"].shape == (3,)
   assert state.buffer.storage.dialogue.shape[0] == config.buffer_size
+
+
+# ----------------------------------------------------------------------------------------------
+# Multi-device.
+# ----------------------------------------------------------------------------------------------
+
+
+MULTIDEVICE_SCRIPT = textwrap.dedent("""
+    import json
+    import jax
+    import ml_collections
+    import numpy as np
+    from hrljax import distributed
+    from hrljax.agents import archer
+
+    config = archer.get_config()
+    config.update(dict(
+        env_kwargs=ml_collections.ConfigDict(dict(num_items=4, num_attributes=2, num_values=2,
+                                                  max_turns=3)),
+        d_model=16, num_layers=1, num_heads=2, critic_d_model=16, critic_num_layers=1,
+        bc_steps=0, num_envs=8, num_steps=3,
+        batch_size=8, critic_updates=2, actor_updates=1, warmup_iters=1, buffer_size=64,
+        total_timesteps=8 * 3 * 2, optimizer="sgd", actor_learning_rate=0.1,
+        critic_learning_rate=0.1))
+    learner = archer.make_learner(config)
+    leaves, specs, before = {}, {}, None
+    init = jax.jit(learner.init)
+    for devices in (1, 8):
+      mesh = distributed.make_mesh(devices)
+      state = init(jax.random.key(0))
+      before = jax.device_get((state.agent.policy_params, state.agent.critic_params))
+      shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field)
+      state = distributed.place(state, shardings)
+      step = distributed.jit_step(learner.step, shardings, donate=False)
+      for _ in range(2):
+        state, metrics = step(state)
+      leaves[devices] = [np.asarray(x, np.float64) for x in jax.tree.leaves(jax.device_get(
+          (state.agent.policy_params, state.agent.critic_params,
+           state.agent.target_critic_params, state.buffer.storage, metrics)))]
+      specs[devices] = (str(jax.tree.leaves(state.env)[0].sharding.spec),
+                        str(jax.tree.leaves(state.buffer)[0].sharding.spec))
+    before = [np.asarray(x, np.float64) for x in jax.tree.leaves(before)]
+    print(json.dumps({
+        "diff": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1], leaves[8])),
+        "change": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1][:len(before)],
+                                                                    before)),
+        "specs": specs[8], "devices": jax.device_count()}))
+""")
+
+
+@pytest.mark.multidevice
+def test_eight_devices_match_one_device_with_sgd():
+  """Env carry sharded over 8 devices, replay buffer replicated: the same buffer, policy, critic,
+  target critic and metrics as on one device after two iterations (the second trains the actor),
+  with SGD so that a wrong gradient scale would show."""
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             JAX_PLATFORMS="cpu")
+  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  assert out["devices"] == 8
+  assert out["specs"] == ["P('data',)", "P()"]  # env carry split, buffer replicated
+  assert out["change"] > 1e-3  # the updates did move the parameters
+  assert out["diff"] < 1e-4, out
