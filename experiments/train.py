@@ -84,7 +84,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every save step at INFO
   # Imports after flag parsing, so `--help` and flag errors are instant.
   import jax
-  from hrljax import agents, distributed, training
+  from hrljax import agents, checkpoint, distributed, training
   from hrljax.logging import MetricsLogger
 
   config = FLAGS.config
@@ -109,6 +109,8 @@ def main(argv):
                    log_every=config.log_every, checkpoint_every=config.checkpoint_every,
                    max_checkpoints=config.max_checkpoints, seed=config.seed)
   except training.TrainingDiverged as error:
+    fail(str(error), code=1)
+  except checkpoint.CheckpointError as error:  # full or unwritable disk, at the first save
     fail(str(error), code=1)
 
 

@@ -1,17 +1,39 @@
 """Checkpoints: orbax's CheckpointManager behind a small interface (save / restore / latest).
 
 Saves are asynchronous and atomic (orbax writes to a temporary directory and renames it when the
-write is complete), so a run killed mid-save restarts from the last complete checkpoint.
+write is complete), so a run killed mid-save restarts from the last complete checkpoint: the
+half-written temporary directories of a killed run are removed when the next run opens the
+directory, and a step directory without its state item is never restored. The directory is
+probed with a small write when the checkpointer is created, and the first save of a checkpointer
+is waited for, so an unwritable or full directory is reported at start-up or at the first save
+as a `CheckpointError` naming the directory, instead of surfacing later inside orbax.
 Restoring goes into an abstract tree (shapes, dtypes and shardings of a freshly initialised
 state), so shardings and typed PRNG keys come back as they were saved. The experiment config is
 saved as JSON beside the state.
 """
 
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import orbax.checkpoint as ocp
+
+
+class CheckpointError(OSError):
+  """The checkpoint directory cannot be written: unwritable, full, or a save failed."""
+
+
+def probe_writable(directory: str) -> None:
+  """Creates `directory` and writes and removes a small file in it; `CheckpointError` if it can't."""
+  probe = os.path.join(directory, f".write_probe.{os.getpid()}")
+  try:
+    os.makedirs(directory, exist_ok=True)
+    with open(probe, "w") as f:
+      f.write("ok")
+    os.remove(probe)
+  except OSError as error:
+    raise CheckpointError(f"checkpoint directory {directory!r} is not writable: "
+                          f"{error.strerror or error}") from error
 
 
 class Checkpointer:
@@ -19,21 +41,44 @@ class Checkpointer:
 
   def __init__(self, directory: str, max_to_keep: int = 2):
     self.directory = os.path.abspath(directory)
-    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+    probe_writable(self.directory)
+    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                           cleanup_tmp_directories=True)
     self._manager = ocp.CheckpointManager(self.directory, options=options)
+    self._saved_once = False
+
+  def _reporting(self, what: str, call: Callable[[], Any]) -> Any:
+    """Runs `call`, turning a failed write into a `CheckpointError` that names the directory."""
+    try:
+      return call()
+    except (OSError, ValueError, RuntimeError) as error:
+      raise CheckpointError(f"{what} in {self.directory} failed: {error}") from error
 
   def save(self, step: int, state: Any, metadata: Optional[dict] = None) -> None:
-    """Starts an asynchronous save of `state` (and JSON `metadata`) as checkpoint `step`."""
+    """Starts an asynchronous save of `state` (and JSON `metadata`) as checkpoint `step`.
+
+    The first save of a checkpointer is waited for, so that a directory that cannot take a
+    checkpoint (full, unwritable) fails here; a later save's failure is raised by the next
+    `save`, `wait` or `close`.
+    """
     items = {"state": ocp.args.StandardSave(state)}
     if metadata is not None:
       items["metadata"] = ocp.args.JsonSave(metadata)
-    self._manager.save(step, args=ocp.args.Composite(**items), force=True)
+    self._reporting(f"saving checkpoint {step}", lambda: self._manager.save(
+        step, args=ocp.args.Composite(**items), force=True))
+    if not self._saved_once:
+      self._reporting(f"saving checkpoint {step}", self._manager.wait_until_finished)
+      self._saved_once = True
 
   def latest_step(self) -> Optional[int]:
-    return self._manager.latest_step()
+    """The newest complete checkpoint (one whose state item is on disk), or None."""
+    steps = self.all_steps()
+    return steps[-1] if steps else None
 
   def all_steps(self) -> list[int]:
-    return list(self._manager.all_steps())
+    """The complete checkpoints, oldest first (half-written temporary directories excluded)."""
+    return sorted(step for step in self._manager.all_steps()
+                  if os.path.isdir(os.path.join(self.directory, str(step), "state")))
 
   def restore(self, like: Any, step: Optional[int] = None) -> Any:
     """Restores checkpoint `step` (the latest if None) into the structure and shardings of `like`."""
@@ -52,8 +97,8 @@ class Checkpointer:
 
   def wait(self) -> None:
     """Blocks until every pending save is on disk."""
-    self._manager.wait_until_finished()
+    self._reporting("writing a checkpoint", self._manager.wait_until_finished)
 
   def close(self) -> None:
-    self._manager.wait_until_finished()
+    self.wait()
     self._manager.close()

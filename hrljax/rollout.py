@@ -84,6 +84,11 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
   episode ended. Here the batch first steps (`step_env`); the resets run only if at least one
   environment ended (`lax.cond`), and are then selected where they apply, as gymnax does. The
   keys are split into step and reset keys the way `Environment.step` splits them.
+
+  With more than one device the batch may be sharded, and `any(done)` over a sharded axis is an
+  all-reduce at every step (across processes, a network round trip per step: measured 20x slower
+  on 2 local processes, `experiments/benchmarks/SCALING.md`). There the resets are computed for
+  every environment and selected, as gymnax does, which needs no communication.
   """
   step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
   obs_st, state_st, reward, terminated, _ = jax.vmap(
@@ -97,7 +102,10 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
         done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf)
     return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
 
-  obs, state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
+  if jax.device_count() > 1:
+    obs, state = with_resets(None)
+  else:
+    obs, state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
   return obs, state, reward, terminated, truncated, obs_st
 
 

@@ -139,7 +139,7 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
   logger = logger or MetricsLogger(workdir, enabled=is_writer)
   config_json = json.loads(config.to_json_best_effort()) if hasattr(config, "to_json_best_effort") \
       else dict(config)
-  os.makedirs(workdir, exist_ok=True)
+  ckpt.probe_writable(workdir)  # a clear CheckpointError naming the workdir, before any work
   if is_writer:
     with open(os.path.join(workdir, "config.json"), "w") as f:
       json.dump(config_json, f, indent=2, sort_keys=True)

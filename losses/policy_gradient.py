@@ -85,6 +85,8 @@ def generalized_advantage_estimation(
   chex.assert_rank([r_t, discount_t, v_tm1, v_t], 1)
   chex.assert_type([r_t, discount_t, v_tm1, v_t], float)
   chex.assert_equal_shape([r_t, discount_t, v_tm1, v_t])
+  if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
+    raise ValueError(f"unroll: expected a Python int >= 1, got {unroll!r}")
   if done_t is None:
     done_t = discount_t == 0
   chex.assert_equal_shape([r_t, done_t])
