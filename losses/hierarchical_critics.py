@@ -333,6 +333,8 @@ def archer_critic_loss(
     """
     _check_ensemble(q, v, v_next_tgt, q_pi_tgt)
     valid = _valid_mask(valid, q.shape[1])
+    _check_mode("q_target_heads", q_target_heads, HEAD_MODES)
+    _check_mode("v_target_heads", v_target_heads, HEAD_MODES)
     q_target = archer_q_targets(r, terminated, v_next_tgt, gamma, heads=q_target_heads)
     v_target = archer_v_targets(q_pi_tgt, heads=v_target_heads)
     if stop_target_gradients:
@@ -545,6 +547,8 @@ def offline_archer_critic_loss(
     _check_open_unit_interval("expectile", expectile)
     _check_ensemble(q, v, v_next_tgt, q_data_tgt)
     valid = _valid_mask(valid, q.shape[1])
+    _check_mode("q_target_heads", q_target_heads, HEAD_MODES)
+    _check_mode("v_target_heads", v_target_heads, HEAD_MODES)
     q_target = archer_q_targets(r, terminated, v_next_tgt, gamma, heads=q_target_heads)
     v_target = archer_v_targets(q_data_tgt, heads=v_target_heads)
     if stop_target_gradients:

@@ -199,7 +199,8 @@ def reflex_select(risk: Array, a_task: Array, a_recovery: Array, *,
 
   Per-example. Recovery RL (arXiv:2010.15920, Sec. IV; reference ``get_action`` with
   ``recovery_thresh``) and Bresa's reflex (arXiv:2503.21989, project-page flowchart) replace
-  the task action rather than project it. ``risk == threshold`` does not trigger.
+  the task action rather than project it. ``risk == threshold`` does not trigger; a NaN risk
+  does (fail safe: a critic that has diverged must not let the task action through).
 
   Args:
     risk: float scalar, ``max(Q1, Q2)(s, a_task)``.
@@ -214,7 +215,7 @@ def reflex_select(risk: Array, a_task: Array, a_recovery: Array, *,
   chex.assert_equal_shape([a_task, a_recovery])
   chex.assert_trees_all_equal_dtypes(a_task, a_recovery)
   _check_number("threshold", threshold, expected="a finite float")
-  intervened = risk > threshold
+  intervened = ~(risk <= threshold)  # True for NaN risk
   return jnp.where(intervened, a_recovery, a_task), intervened
 
 

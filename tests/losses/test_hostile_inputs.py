@@ -539,7 +539,8 @@ CASES = {
                         "q1_t": "u:", "q2_t": "u:"}),
     "safety.reflex_select": Case(
         sf.reflex_select, {"risk": "u:", "a_task": "f:A", "a_recovery": "f:A"},
-        kw={"threshold": 0.5}, bad={"threshold": float("nan")}),
+        kw={"threshold": 0.5}, bad={"threshold": float("nan")}, nan=(),
+        why="selects one of two actions; a NaN risk fails safe: test_nan_risk_executes_the_recovery_action"),
     "safety.sqrl_target": Case(
         sf.sqrl_target, {"fail_t": "u:", "discount_t": "u:", "logit_t": "f:"}),
     "safety.sqrl_loss": Case(
@@ -622,14 +623,6 @@ XFAIL = {
         NAN_TO_FINITE + ": a NaN termination probability keeps the running option",
     ("nan", "safety.augmented_lagrangian_penalty"):
         NAN_TO_FINITE + ": psi = -lam^2/(2c) when g is NaN (cond > 0 is False); lam becomes NaN",
-    ("nan", "safety.reflex_select"):
-        NAN_TO_FINITE + ": a NaN risk executes the task action, not the recovery action",
-    ("bad", ("hierarchical_critics.archer_critic_loss", "q_target_heads")):
-        "the ValueError names 'heads' (the inner function's argument), not 'q_target_heads'",
-    ("bad", ("hierarchical_critics.archer_critic_loss", "v_target_heads")):
-        "the ValueError names 'heads' (the inner function's argument), not 'v_target_heads'",
-    ("bad", ("hierarchical_critics.offline_archer_critic_loss", "q_target_heads")):
-        "the ValueError names 'heads' (the inner function's argument), not 'q_target_heads'",
 }
 
 
@@ -895,3 +888,11 @@ def test_empty_groups_change_nothing(name):
         a = a[:num]  # a per-group output: the used groups' entries
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   check()
+
+
+def test_nan_risk_executes_the_recovery_action():
+  """A diverged safety critic must not let the task action through."""
+  a_task, a_recovery = jnp.array([1.0, 2.0]), jnp.array([-1.0, -2.0])
+  action, intervened = sf.reflex_select(jnp.float32(np.nan), a_task, a_recovery, threshold=0.5)
+  np.testing.assert_array_equal(np.asarray(action), np.asarray(a_recovery))
+  assert bool(intervened)
