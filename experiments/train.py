@@ -103,8 +103,11 @@ def main(argv):
   logger.progress(f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
                   f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
                   f"workdir {FLAGS.workdir}")
-  learner = agent.make_learner(config)
   try:
+    if hasattr(agent, "run"):  # host-driven loops (the LLM agents score text on the host)
+      agent.run(config, FLAGS.workdir, logger=logger)
+      return
+    learner = agent.make_learner(config)
     training.train(learner, config, FLAGS.workdir, mesh=mesh, logger=logger,
                    log_every=config.log_every, checkpoint_every=config.checkpoint_every,
                    max_checkpoints=config.max_checkpoints, seed=config.seed)

@@ -1,0 +1,486 @@
+"""ArCHer with a LoRA-adapted SmolLM2-135M actor on the token game rendered as text.
+
+Zhou, Zanette, Pan, Levine, Kumar. "ArCHer: Training Language Model Agents via Hierarchical
+Multi-Turn RL", arXiv 2402.19446 (ICML 2024); reference code YifeiZhou02/ArCHer @7c771a7. The
+losses are `hrljax.losses.hierarchical_critics` (`archer_critic_loss`: twin Q/V utterance-level TD
+critic; `archer_actor_loss`: token-level REINFORCE with the utterance-level advantage
+A = min_e Q_e(s, a) − min_e V_e(s)). The environment is `hrljax.envs.token_game` with the text
+rendering of `hrljax.envs.text_tasks` (one environment step = one line spoken by the LLM, parsed
+host-side into the game's utterance tokens).
+
+Networks, and why:
+  * actor = the token-level policy = SmolLM2-135M-Instruct with LoRA adapters (`networks.llama`),
+    prompted with `text_tasks.game_prompt` (rules, item table, dialogue so far);
+  * critic = a small separate utterance-level critic (`networks.transformer.UtteranceCritic`, the
+    one `agents/archer.py` uses, twin Q and V heads) that reads the game's token dialogue and the
+    utterance *as parsed by the game*, trained from scratch. Not a head on the frozen LLM: the
+    text is a deterministic rendering of the token dialogue, so the small critic sees the same
+    state, and the game's transition depends on the utterance only through its parse, so Q over
+    parsed utterances is the Q of the environment's MDP. It also costs no LLM forward pass, so
+    ArCHer's many critic steps per iteration stay cheap on a CPU (a head on the LLM's hidden state
+    would need a 135M-parameter forward pass per critic batch).
+
+One iteration:
+  1. every one of `num_envs` parallel games gets one line from the LLM (one jitted `generate`
+     call, temperature `temperature`); the lines are parsed, the games step (auto-reset), and the
+     utterance-level transitions go to the replay buffer (`hrljax.replay`);
+  2. `critic_updates` critic steps on uniform batches (Q regresses on r + γ(1 − terminated)·V̄(s'),
+     V on Q̄(s, a_π)); the target critic follows by Polyak averaging with τ after every step;
+  3. after `warmup_iters` critic-only iterations, one actor step on this iteration's states and
+     the lines just sampled for them (on-policy): REINFORCE on the LLM's response tokens weighted
+     by the online critic's advantage; optax on the LoRA pytree only.
+
+Deviations from the reference, each deliberate:
+  * the V-target's a_π is the replayed utterance (sampled by the policy when the transition was
+    collected), not a fresh sample per critic step: a fresh sample would cost an LLM generation
+    per critic batch; with a small replay buffer the samples come from recent policies;
+  * one actor step per iteration on the iteration's own fresh samples (reference: 3 steps on
+    replayed states, each with fresh samples), for the same reason;
+  * LoRA instead of full fine-tuning of the actor; a from-scratch critic instead of RoBERTa;
+  * the game is smaller than Twenty Questions and answers from an attribute table
+    (see `hrljax/envs/token_game.py`); terminated is not truncated (`archer_q_targets`).
+
+Driver: host-side parsing sits between the jitted calls, so the run is its own loop (`run`), with
+`hrljax.logging.MetricsLogger`, progress lines and `hrljax.checkpoint` (LoRA, critic, target
+critic, optimizer states, replay buffer, environment carry, key): a killed run resumes.
+"""
+
+import dataclasses
+import functools
+import os
+import time
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from flax import struct
+
+from hrljax import config_checks as checks
+from hrljax import envs, replay, rollout
+from hrljax.agents import archer, llm_grpo, token_bc
+from hrljax.envs import text_tasks, token_game
+from hrljax.losses import hierarchical_critics as hc
+from hrljax.networks import llama, transformer
+from hrljax.types import Array, EnvCarry, PyTree
+
+ENV_NAME = "TokenGame-v0"
+
+
+def get_config() -> ml_collections.ConfigDict:
+  """ArCHer hyperparameters: the reference's where they transfer, small sizes for a CPU."""
+  config = ml_collections.ConfigDict()
+  config.agent = "llm_archer"
+  config.env_name = ENV_NAME
+  config.env_kwargs = ml_collections.ConfigDict(dict(
+      num_items=4, num_attributes=2, num_values=2, max_turns=3))
+  config.include_table = True  # the prompt lists every item's properties
+  config.seed = 0
+  config.num_layers = 0  # 0 = every layer; n > 0 keeps the first n (tests)
+  config.dtype = "float32"
+  config.lora_rank = 8
+  config.lora_alpha = 16.0
+  config.max_new_tokens = 12  # one short line
+  config.temperature = 1.0  # reference: 1.0
+  config.system_prompt = ""
+  config.num_envs = 8  # parallel games; one line each per iteration
+  config.num_iterations = 60
+  config.buffer_size = 2_048
+  config.batch_size = 64
+  config.critic_updates = 20  # reference `epochs` = 50
+  config.warmup_iters = 3  # reference: 20 critic-only iterations
+  config.gamma = 0.95  # reference
+  config.tau = 0.1  # reference, after every critic step
+  config.critic_learning_rate = 1e-3  # from-scratch critic (reference 2e-5 fine-tunes RoBERTa)
+  config.actor_learning_rate = 1e-4  # LoRA rate (reference 1e-6..1e-5 fine-tunes GPT-2)
+  config.optimizer = "adam"
+  config.max_grad_norm = 1.0  # reference
+  config.num_critics = 2
+  config.q_target_heads = "per_head"  # reference
+  config.v_target_heads = "per_head"
+  config.critic_utterance_encoding = "separate"
+  config.critic_d_model = 32
+  config.critic_num_layers = 1
+  config.num_heads = 2
+  config.eval_episodes = 16  # greedy games at the start, every eval_every and at the end
+  config.eval_every = 20
+  config.log_every = 1
+  config.checkpoint_every = 5
+  config.max_checkpoints = 2
+  return config
+
+
+def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
+  """Raises `ConfigError` naming the first field that cannot run."""
+  checks.positive_int(config, "lora_rank", "max_new_tokens", "num_envs", "num_iterations",
+                      "buffer_size", "batch_size", "critic_updates", "num_critics",
+                      "critic_d_model", "critic_num_layers", "num_heads", "eval_every",
+                      "log_every", "checkpoint_every", "max_checkpoints")
+  for field in ("num_layers", "warmup_iters", "eval_episodes", "seed"):
+    value = config[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+      raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
+  checks.positive(config, "lora_alpha", "temperature", "critic_learning_rate",
+                  "actor_learning_rate", "max_grad_norm")
+  checks.in_unit_interval(config, "gamma", "tau")
+  checks.one_of(config, "dtype", llm_grpo.DTYPES)
+  checks.one_of(config, "optimizer", ("adam", "sgd"))
+  checks.one_of(config, "q_target_heads", hc.HEAD_MODES)
+  checks.one_of(config, "v_target_heads", hc.HEAD_MODES)
+  checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
+  if config.critic_d_model % config.num_heads:
+    raise checks.ConfigError(f"config.critic_d_model: expected a multiple of config.num_heads "
+                             f"({config.num_heads}), got {config.critic_d_model}")
+  if num_devices != 1:
+    raise checks.ConfigError(f"num_devices: expected 1 (the LLM loop runs on one device), "
+                             f"got {num_devices}")
+  if config.env_name != ENV_NAME:
+    raise checks.ConfigError(f"config.env_name: expected {ENV_NAME!r}, got {config.env_name!r}")
+  try:
+    _, params = envs.make(config.env_name, **config.env_kwargs)
+    text_tasks.check_text_params(params)
+  except ValueError as error:
+    raise checks.ConfigError(f"config.env_kwargs: {error}") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# State and jitted updates.
+# ------------------------------------------------------------------------------------------------
+
+
+class TrainState(struct.PyTreeNode):
+  """Everything a run carries between iterations (checkpointed whole)."""
+
+  lora: PyTree
+  actor_opt_state: PyTree
+  critic_params: PyTree
+  target_critic_params: PyTree
+  critic_opt_state: PyTree
+  buffer: replay.ReplayBuffer
+  env: EnvCarry
+  key: Array
+  update: Array  # int32 iterations done
+
+
+class ActorBatch(NamedTuple):
+  """This iteration's states, the LLM's lines for them and the parsed game utterances."""
+
+  dialogue: Array  # int32 [N, D] game observation
+  utterance: Array  # int32 [N, L] the parsed utterance
+  prompt_tokens: Array  # int32 [N, P]
+  prompt_mask: Array  # bool [N, P]
+  response: Array  # int32 [N, T]
+  response_mask: Array  # bool [N, T]
+
+
+def critic_objective(critic_params: PyTree, target_params: PyTree,
+                     critic: transformer.UtteranceCritic, batch: archer.UtteranceTransition,
+                     config) -> tuple[Array, hc.CriticExtras]:
+  """ArCHer's critic loss on a replay batch; a_π of the V-target is the replayed utterance."""
+  mask = token_bc.token_mask(batch.utterance)
+  q_pi_tgt = critic.apply(target_params, batch.dialogue, batch.utterance, mask,
+                          method=transformer.UtteranceCritic.q_values)
+  v_next_tgt = critic.apply(target_params, batch.next_dialogue,
+                            method=transformer.UtteranceCritic.values)
+  out = critic.apply(critic_params, batch.dialogue, batch.utterance, mask)
+  return hc.archer_critic_loss(out.q, out.v, v_next_tgt, q_pi_tgt,
+                               batch.reward.astype(jnp.float32), batch.terminated, config.gamma,
+                               q_target_heads=config.q_target_heads,
+                               v_target_heads=config.v_target_heads)
+
+
+def actor_objective(lora: PyTree, params: PyTree, model_config: llama.LlamaConfig,
+                    critic_params: PyTree, critic: transformer.UtteranceCritic,
+                    batch: ActorBatch, temperature) -> tuple[Array, hc.ActorExtras]:
+  """ArCHer's token-level loss: −mean_B A(s, a)·Σ_h log π(a_h | s, a_<h) over the LLM's tokens."""
+  out = critic.apply(critic_params, batch.dialogue, batch.utterance,
+                     token_bc.token_mask(batch.utterance))
+  token_logp = llm_grpo.response_logprobs(model_config, params, lora, batch.prompt_tokens,
+                                          batch.prompt_mask, batch.response,
+                                          batch.response_mask, temperature=temperature)
+  return hc.archer_actor_loss(token_logp, batch.response_mask, out.q, out.v)
+
+
+CRITIC_FIELDS = ("critic_updates", "batch_size", "tau", "gamma", "q_target_heads",
+                 "v_target_heads", "critic_learning_rate", "optimizer", "max_grad_norm",
+                 "critic_d_model", "critic_num_layers", "num_heads", "num_critics",
+                 "critic_utterance_encoding")
+CriticSettings = NamedTuple("CriticSettings", [(name, Any) for name in CRITIC_FIELDS])
+CriticSettings.__doc__ = "The config fields of the critic update (hashable: a cache key)."
+
+
+def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
+  """`agents/archer.py`'s twin Q/V utterance critic over the game's tokens."""
+  return archer.make_critic(env_params, config)
+
+
+def make_critic_update(env_params: token_game.EnvParams, config):
+  """`critic_update(state) -> (state, metrics)`: `critic_updates` steps, jitted.
+
+  Cached per (game, critic settings), so runs differing in run-level fields share the program.
+  """
+  return _make_critic_update(env_params, CriticSettings(*(config[f] for f in CRITIC_FIELDS)))
+
+
+@functools.lru_cache(maxsize=8)
+def _make_critic_update(env_params: token_game.EnvParams, config: CriticSettings):
+  critic = make_critic(env_params, config)
+  tx = archer.make_optimizer(config, config.critic_learning_rate)
+
+  @jax.jit
+  def critic_update(state: TrainState) -> tuple[TrainState, dict]:
+    key, sample_key = jax.random.split(state.key)
+    batches = archer.sample_batches(state.buffer, sample_key, config.critic_updates,
+                                    config.batch_size)
+
+    def one_step(carry, batch):
+      params, target, opt_state = carry
+      (loss, extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
+          params, target, critic, batch, config)
+      updates, opt_state = tx.update(grads, opt_state, params)
+      params = optax.apply_updates(params, updates)
+      target = optax.incremental_update(params, target, config.tau)
+      return (params, target, opt_state), {
+          "critic_loss": loss, "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
+          "q_value": jnp.mean(extras.q_target - extras.q_td_error)}
+
+    (params, target, opt_state), metrics = jax.lax.scan(
+        one_step, (state.critic_params, state.target_critic_params, state.critic_opt_state),
+        batches)
+    state = state.replace(critic_params=params, target_critic_params=target,
+                          critic_opt_state=opt_state, key=key)
+    return state, jax.tree.map(jnp.mean, metrics)
+
+  return critic_update
+
+
+@functools.lru_cache(maxsize=8)
+def make_actor_update(model_config: llama.LlamaConfig, env_params: token_game.EnvParams,
+                      critic_settings: CriticSettings, learning_rate: float, optimizer: str,
+                      max_grad_norm: float, temperature: float):
+  """`actor_update(state, params, batch) -> (state, metrics)`: one LoRA step, jitted (cached)."""
+  critic = make_critic(env_params, critic_settings)
+  tx = make_actor_optimizer(learning_rate, optimizer, max_grad_norm)
+
+  @jax.jit
+  def actor_update(state: TrainState, params: PyTree, batch: ActorBatch
+                   ) -> tuple[TrainState, dict]:
+    (loss, extras), grads = jax.value_and_grad(actor_objective, has_aux=True)(
+        state.lora, params, model_config, state.critic_params, critic, batch, temperature)
+    updates, opt_state = tx.update(grads, state.actor_opt_state, state.lora)
+    state = state.replace(lora=optax.apply_updates(state.lora, updates), actor_opt_state=opt_state)
+    return state, {"actor_loss": loss, "advantage": jnp.mean(extras.advantage),
+                   "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
+                   "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
+                   "actor_grad_norm": optax.tree.norm(grads)}
+
+  return actor_update
+
+
+def make_actor_optimizer(learning_rate: float, optimizer: str,
+                         max_grad_norm: float) -> optax.GradientTransformation:
+  """Global-norm clipping then Adam (or SGD) on the LoRA pytree."""
+  base = optax.sgd(learning_rate) if optimizer == "sgd" else optax.adam(learning_rate)
+  return optax.chain(optax.clip_by_global_norm(max_grad_norm), base)
+
+
+@functools.lru_cache(maxsize=8)
+def make_env_step(env_params: token_game.EnvParams):
+  """`step(carry, utterances [N, L], key) -> (carry, Transition)`, jitted, auto-resetting."""
+  env = token_game.TokenGame(env_params)
+  return jax.jit(lambda carry, action, key: rollout.step(env, env_params, carry, action, key))
+
+
+def longest_prompt(lm: llm_grpo.LanguageModel, env_params: token_game.EnvParams,
+                   include_table: bool, system: str) -> int:
+  """The token count of the longest game prompt, rounded up to the prompt bucket.
+
+  The prompt grows with the dialogue; padding every prompt to this width keeps `generate` and the
+  actor update at one compiled shape. The longest dialogue a policy can still speak after is
+  `max_turns - 1` turns that were not understood (the longest answer text).
+  """
+  from hrljax import llm_weights
+  widths = []
+  for turns in range(env_params.max_turns):
+    obs = np.full((token_game.max_dialogue_len(env_params),), token_game.PAD, np.int32)
+    obs[0] = token_game.BOS
+    obs[1:1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
+    text = text_tasks.game_prompt(obs, env_params, include_table)
+    widths.append(len(llm_weights.chat_prompt(lm.tokenizer, text, system=system or None)))
+  bucket = llm_grpo.PROMPT_BUCKET
+  return -(-max(widths) // bucket) * bucket
+
+
+# ------------------------------------------------------------------------------------------------
+# The agent.
+# ------------------------------------------------------------------------------------------------
+
+
+class LLMArcher:
+  """ArCHer on the text game: the frozen LLM, the critic, optimizers and jitted calls."""
+
+  def __init__(self, config: ml_collections.ConfigDict,
+               lm: Optional[llm_grpo.LanguageModel] = None):
+    validate_config(config)
+    self.config = ml_collections.FrozenConfigDict(config)
+    self.env, self.env_params = envs.make(config.env_name, **config.env_kwargs)
+    lm = lm if lm is not None else llm_grpo.load_language_model(
+        config.num_layers, config.dtype, config.lora_rank, config.lora_alpha)
+    if lm.config.lora_rank != config.lora_rank:
+      lm = lm._replace(config=dataclasses.replace(lm.config, lora_rank=config.lora_rank,
+                                                  lora_alpha=config.lora_alpha))
+    self.lm = lm
+    self.critic = make_critic(self.env_params, self.config)
+    self.critic_tx = archer.make_optimizer(self.config, config.critic_learning_rate)
+    self.actor_tx = make_actor_optimizer(config.actor_learning_rate, config.optimizer,
+                                         config.max_grad_norm)
+    self._critic_update = make_critic_update(self.env_params, self.config)
+    self._actor_update = make_actor_update(
+        self.lm.config, self.env_params, CriticSettings(*(config[f] for f in CRITIC_FIELDS)),
+        float(config.actor_learning_rate), config.optimizer, float(config.max_grad_norm),
+        float(config.temperature))
+    self._step_env = make_env_step(self.env_params)
+    self.prompt_width = longest_prompt(self.lm, self.env_params, config.include_table,
+                                       config.system_prompt)
+
+  def init(self) -> TrainState:
+    key = jax.random.key(self.config.seed)
+    lora_key, critic_key, env_key, key = jax.random.split(key, 4)
+    lora = llama.init_lora(self.lm.config, lora_key)
+    length = self.env_params.utterance_len
+    dialogue = jnp.zeros((1, token_game.max_dialogue_len(self.env_params)), jnp.int32)
+    dialogue = dialogue.at[:, 0].set(token_game.BOS)
+    critic_params = self.critic.init(critic_key, dialogue, jnp.zeros((1, length), jnp.int32))
+    example = archer.UtteranceTransition(
+        dialogue=dialogue[0], utterance=jnp.zeros((length,), jnp.int32),
+        reward=jnp.zeros((), jnp.float32), next_dialogue=dialogue[0],
+        terminated=jnp.zeros((), bool))
+    return TrainState(
+        lora=lora, actor_opt_state=self.actor_tx.init(lora), critic_params=critic_params,
+        target_critic_params=critic_params, critic_opt_state=self.critic_tx.init(critic_params),
+        buffer=replay.init(example, self.config.buffer_size),
+        env=rollout.reset(self.env, self.env_params, env_key, self.config.num_envs), key=key,
+        update=jnp.zeros((), jnp.int32))
+
+  def speak(self, lora: PyTree, dialogues: np.ndarray, key: Array, greedy: bool = False
+            ) -> tuple[ActorBatch, list[str]]:
+    """One line per game observation `[N, D]`: the LLM's tokens, its text and the parse."""
+    texts = [text_tasks.game_prompt(d, self.env_params, self.config.include_table)
+             for d in np.asarray(dialogues)]
+    tokens, mask = llm_grpo.encode_prompts(self.lm, texts, self.config.system_prompt,
+                                           min_width=self.prompt_width)
+    generation = llama.generate(self.lm.config, self.lm.params, lora, jnp.asarray(tokens),
+                                jnp.asarray(mask), key, self.config.max_new_tokens,
+                                temperature=self.config.temperature, greedy=greedy,
+                                eos_id=self.lm.eos_id, pad_id=self.lm.pad_id)
+    generation = jax.tree.map(np.asarray, generation)
+    lines = llm_grpo.decode_responses(self.lm, generation.tokens, generation.mask)
+    utterances = np.stack([text_tasks.parse_move(line, self.env_params) for line in lines])
+    batch = ActorBatch(jnp.asarray(dialogues), jnp.asarray(utterances), jnp.asarray(tokens),
+                       jnp.asarray(mask), jnp.asarray(generation.tokens),
+                       jnp.asarray(generation.mask))
+    return batch, lines
+
+  def collect(self, state: TrainState) -> tuple[TrainState, ActorBatch, dict, list[str]]:
+    """Every game hears one line; the transitions go to the replay buffer."""
+    key, speak_key, env_key = jax.random.split(state.key, 3)
+    batch, lines = self.speak(state.lora, state.env.obs, speak_key)
+    carry, traj = self._step_env(state.env, batch.utterance, env_key)
+    buffer = replay.add(state.buffer, archer.UtteranceTransition(
+        dialogue=traj.obs, utterance=traj.action, reward=traj.reward,
+        next_dialogue=traj.next_obs, terminated=traj.terminated))
+    done = np.asarray(traj.terminated | traj.truncated)
+    returns = np.asarray(traj.episode_return)
+    valid = np.asarray(batch.utterance[:, 0] != token_game.INVALID)
+    stats = {"episodes": float(done.sum()),
+             "episode_return_sum": float((returns * done).sum()),
+             "valid_move_fraction": float(valid.mean()),
+             "response_length": float(np.asarray(batch.response_mask).sum(1).mean())}
+    return state.replace(buffer=buffer, env=carry, key=key), batch, stats, lines
+
+  def step(self, state: TrainState) -> tuple[TrainState, dict]:
+    """One iteration: collect, critic steps, and (after warm-up) one actor step."""
+    start = time.perf_counter()
+    state, batch, metrics, lines = self.collect(state)
+    metrics["collect_seconds"] = time.perf_counter() - start
+    state, critic_metrics = self._critic_update(state)
+    metrics.update({k: float(v) for k, v in critic_metrics.items()})
+    if int(state.update) >= self.config.warmup_iters:
+      start = time.perf_counter()
+      state, actor_metrics = self._actor_update(state, self.lm.params, batch)
+      metrics.update({k: float(v) for k, v in actor_metrics.items()})
+      metrics["actor_seconds"] = time.perf_counter() - start
+    metrics["example_line"] = lines[0]
+    return state.replace(update=state.update + 1), metrics
+
+  def evaluate(self, lora: PyTree, episodes: int, seed: int = 0) -> dict:
+    """Greedy play of `episodes` fresh games to their end: the win rate and valid-move rate."""
+    carry = rollout.reset(self.env, self.env_params, jax.random.key(seed + 7), episodes)
+    finished = np.zeros(episodes, bool)
+    wins = np.zeros(episodes)
+    valid_moves = []
+    for turn in range(self.env_params.max_turns):
+      batch, _ = self.speak(lora, carry.obs, jax.random.key(turn), greedy=True)
+      carry, traj = self._step_env(carry, batch.utterance, jax.random.key(100 + turn))
+      active = ~finished
+      wins += np.where(active, np.asarray(traj.reward), 0.0)
+      valid_moves.extend(np.asarray(batch.utterance[:, 0] != token_game.INVALID)[active])
+      finished |= np.asarray(traj.terminated | traj.truncated)
+    return {"eval_win_rate": float(wins.mean()),
+            "eval_valid_move_fraction": float(np.mean(valid_moves))}
+
+
+def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
+        lm: Optional[llm_grpo.LanguageModel] = None) -> TrainState:
+  """Trains for `config.num_iterations` iterations in `workdir`, resuming from a checkpoint."""
+  from hrljax import checkpoint
+  from hrljax.logging import MetricsLogger
+
+  os.makedirs(workdir, exist_ok=True)
+  logger = logger or MetricsLogger(workdir)
+  agent = LLMArcher(config, lm)
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    f.write(config.to_json_best_effort(indent=2))
+  checkpointer = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"),
+                                         max_to_keep=config.max_checkpoints)
+  state = agent.init()
+  if checkpointer.latest_step() is not None:
+    state = checkpointer.restore(state)
+    logger.truncate_after(int(state.update))
+    logger.progress(f"resumed at iteration {int(state.update)}")
+  if config.eval_episodes and int(state.update) == 0:
+    logger.write(dict(update=0, env_steps=0, phase="eval",
+                      **agent.evaluate(state.lora, config.eval_episodes)))
+  run_start = time.perf_counter()
+  while int(state.update) < config.num_iterations:
+    state, metrics = agent.step(state)
+    update = int(state.update)
+    line = metrics.pop("example_line")
+    record = dict(update=update, env_steps=update * config.num_envs,
+                  wall_time=time.perf_counter() - run_start, **metrics)
+    if metrics["episodes"] > 0:
+      record["episode_return"] = metrics["episode_return_sum"] / metrics["episodes"]
+    if update % config.log_every == 0:
+      logger.write(record)
+      logger.progress(
+          f"iteration {update}/{config.num_iterations} | games ended {metrics['episodes']:.0f}"
+          f" (return {record.get('episode_return', float('nan')):.2f}) | valid "
+          f"{metrics['valid_move_fraction']:.2f} | critic {metrics['critic_loss']:.4f} | actor "
+          f"{metrics.get('actor_loss', float('nan')):.4f} | {line[:50]!r}")
+    if not all(np.isfinite(v) for v in metrics.values()):
+      checkpointer.close()
+      raise FloatingPointError(f"non-finite metric at iteration {update}: {metrics}")
+    if config.eval_episodes and (update % config.eval_every == 0
+                                 or update == config.num_iterations):
+      logger.write(dict(update=update, env_steps=update * config.num_envs, phase="eval",
+                        **agent.evaluate(state.lora, config.eval_episodes)))
+    if update % config.checkpoint_every == 0 or update == config.num_iterations:
+      checkpointer.save(update, state)
+  checkpointer.close()
+  return state
+
+
+if __name__ == "__main__":
+  llm_grpo.cli_main(run)

@@ -1,0 +1,33 @@
+"""ArCHer with a LoRA-adapted SmolLM2-135M-Instruct actor on the text token game, for 2 CPU cores.
+
+`agents/llm_archer.py`: 8 parallel games of 4 items (2 binary properties, 3 turns, the item
+table in the prompt), one line of at most 12 tokens per game per iteration, a small from-scratch
+twin Q/V critic on the game's tokens (20 critic steps per iteration, γ 0.95, τ 0.1 as the
+reference), one LoRA actor step per iteration after 3 critic-only iterations. A uniformly random
+guess on the first turn wins a quarter of the games. Scale up by overrides, e.g.
+`--config.env_kwargs.num_items=16 --config.env_kwargs.num_attributes=4
+--config.env_kwargs.max_turns=6 --config.num_envs=64`.
+
+  python -m hrljax.agents.llm_archer --config=experiments/configs/archer_smollm2_game.py \\
+      --workdir=runs/archer_smollm2
+"""
+
+from hrljax.agents import llm_archer
+
+
+def get_config():
+  config = llm_archer.get_config()
+  config.env_kwargs.num_items = 4
+  config.env_kwargs.num_attributes = 2
+  config.env_kwargs.num_values = 2
+  config.env_kwargs.max_turns = 3
+  config.num_envs = 8
+  config.max_new_tokens = 12
+  config.temperature = 0.7
+  config.num_iterations = 40
+  config.critic_updates = 20
+  config.warmup_iters = 3
+  config.actor_learning_rate = 3e-4
+  config.eval_episodes = 16
+  config.eval_every = 20
+  return config
