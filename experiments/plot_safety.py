@@ -28,12 +28,17 @@ import numpy as np
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("runs", [], "Workdirs of PointHazard runs (comma-separated).")
-flags.DEFINE_string("out", "return_vs_cost.png", "PNG path of the return-vs-cost scatter.")
-flags.DEFINE_float("cost_limit", None, "Draw the cost limit as a vertical line.")
-flags.DEFINE_string("path_run", None, "A recovery_rl / bresa workdir whose episode path to draw.")
-flags.DEFINE_string("path_out", "path.png", "PNG path of the episode picture.")
-flags.DEFINE_integer("path_seed", 0, "Key of the drawn evaluation episode.")
+
+
+def define_flags() -> None:
+  """The command line's flags; defined only when run as a script, so that importing this module
+  next to another script's (`plot_options` also has `--out`) does not define a flag twice."""
+  flags.DEFINE_list("runs", [], "Workdirs of PointHazard runs (comma-separated).")
+  flags.DEFINE_string("out", "return_vs_cost.png", "PNG path of the return-vs-cost scatter.")
+  flags.DEFINE_float("cost_limit", None, "Draw the cost limit as a vertical line.")
+  flags.DEFINE_string("path_run", None, "A recovery_rl / bresa workdir whose episode path to draw.")
+  flags.DEFINE_string("path_out", "path.png", "PNG path of the episode picture.")
+  flags.DEFINE_integer("path_seed", 0, "Key of the drawn evaluation episode.")
 
 FINAL_FRACTION = 0.1  # the last 10% of the training updates give the "final" numbers
 COST_RATE_KEYS = ("cost_per_step", "cost_rate")  # recovery_rl / bresa, ppo_lagrangian
@@ -265,4 +270,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
