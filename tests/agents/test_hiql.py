@@ -14,23 +14,6 @@ from hrljax.data import goal_sampler
 GROUPS = ("goal_rep", "value", "low_actor", "high_actor")
 
 
-def write_random_walk(path, episodes=4, steps=60, seed=0):
-  """A raw OGBench-layout file: 2-D positions moved by the clipped actions."""
-  rng = np.random.default_rng(seed)
-  obs, actions, terminals = [], [], []
-  for _ in range(episodes):
-    pos = rng.uniform(0, 5, size=2)
-    for t in range(steps):
-      action = np.clip(rng.normal(0, 0.7, size=2), -1, 1)
-      obs.append(pos.copy())
-      actions.append(action)
-      terminals.append(t == steps - 1)
-      pos = pos + 0.1 * action
-  np.savez_compressed(path, observations=np.asarray(obs, np.float32),
-                      actions=np.asarray(actions, np.float32), terminals=np.asarray(terminals))
-  return str(path)
-
-
 def tiny_config(path):
   config = hiql.get_config()
   config.dataset_path = path
@@ -45,8 +28,8 @@ def tiny_config(path):
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-  path = write_random_walk(tmp_path_factory.mktemp("data") / "walk.npz")
+def setup(random_walk_path):
+  path = random_walk_path
   config = tiny_config(path)
   learner = hiql.make_learner(config)
   state = jax.jit(learner.init)(jax.random.key(0))
