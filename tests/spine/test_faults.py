@@ -157,10 +157,11 @@ def test_full_disk_fails_at_the_first_save_naming_the_checkpoint_directory(tmp_p
   workdir = tmp_path / "full"
   code, _, err = finish(start(tmp_path, "file_size_limit", workdir, "4000"))
   assert code != 0
-  last = err.strip().splitlines()[-1]
-  assert last.startswith("hrljax.checkpoint.CheckpointError: saving checkpoint 4 in "
-                         f"{workdir / 'checkpoints'} failed"), err[-3000:]
-  assert "File too large" in last
+  # The error line, wherever it lands: orbax's writer coroutines may print shutdown noise after it.
+  prefix = f"hrljax.checkpoint.CheckpointError: saving checkpoint 4 in {workdir / 'checkpoints'} failed"
+  errors = [line for line in err.splitlines() if line.startswith(prefix)]
+  assert errors, err[-3000:]
+  assert "File too large" in errors[0]
   assert train_records(workdir) == [4]  # stopped at the first save, not chunks later
 
 
