@@ -47,7 +47,6 @@ critic, optimizer states, replay buffer, environment carry, key): a killed run r
 
 import dataclasses
 import functools
-import os
 import time
 from typing import Any, NamedTuple, Optional
 
@@ -59,6 +58,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
+from hrljax import training
 from hrljax import envs, replay, rollout
 from hrljax.agents import archer, llm_grpo, token_bc
 from hrljax.envs import text_tasks, token_game
@@ -435,51 +435,32 @@ class LLMArcher:
 def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
         lm: Optional[llm_grpo.LanguageModel] = None) -> TrainState:
   """Trains for `config.num_iterations` iterations in `workdir`, resuming from a checkpoint."""
-  from hrljax import checkpoint
-  from hrljax.logging import MetricsLogger
-
-  os.makedirs(workdir, exist_ok=True)
-  logger = logger or MetricsLogger(workdir)
   agent = LLMArcher(config, lm)
-  with open(os.path.join(workdir, "config.json"), "w") as f:
-    f.write(config.to_json_best_effort(indent=2))
-  checkpointer = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"),
-                                         max_to_keep=config.max_checkpoints)
-  state = agent.init()
-  if checkpointer.latest_step() is not None:
-    state = checkpointer.restore(state)
-    logger.truncate_after(int(state.update))
-    logger.progress(f"resumed at iteration {int(state.update)}")
-  if config.eval_episodes and int(state.update) == 0:
-    logger.write(dict(update=0, env_steps=0, phase="eval",
-                      **agent.evaluate(state.lora, config.eval_episodes)))
-  run_start = time.perf_counter()
-  while int(state.update) < config.num_iterations:
+
+  def step(state):
     state, metrics = agent.step(state)
-    update = int(state.update)
-    line = metrics.pop("example_line")
-    record = dict(update=update, env_steps=update * config.num_envs,
-                  wall_time=time.perf_counter() - run_start, **metrics)
-    if metrics["episodes"] > 0:
-      record["episode_return"] = metrics["episode_return_sum"] / metrics["episodes"]
-    if update % config.log_every == 0:
-      logger.write(record)
-      logger.progress(
-          f"iteration {update}/{config.num_iterations} | games ended {metrics['episodes']:.0f}"
-          f" (return {record.get('episode_return', float('nan')):.2f}) | valid "
-          f"{metrics['valid_move_fraction']:.2f} | critic {metrics['critic_loss']:.4f} | actor "
-          f"{metrics.get('actor_loss', float('nan')):.4f} | {line[:50]!r}")
-    if not all(np.isfinite(v) for v in metrics.values()):
-      checkpointer.close()
-      raise FloatingPointError(f"non-finite metric at iteration {update}: {metrics}")
-    if config.eval_episodes and (update % config.eval_every == 0
-                                 or update == config.num_iterations):
-      logger.write(dict(update=update, env_steps=update * config.num_envs, phase="eval",
-                        **agent.evaluate(state.lora, config.eval_episodes)))
-    if update % config.checkpoint_every == 0 or update == config.num_iterations:
-      checkpointer.save(update, state)
-  checkpointer.close()
-  return state
+    episodes = metrics["episodes"]
+    metrics["episode_return"] = (metrics["episode_return_sum"] / episodes if episodes > 0
+                                 else float("nan"))
+    return state, metrics
+
+  learner = training.HostLearner(
+      init=agent.init, step=step,
+      evaluate=((lambda state: agent.evaluate(state.lora, config.eval_episodes))
+                if config.eval_episodes else None),
+      num_updates=config.num_iterations, env_steps_per_update=config.num_envs,
+      progress=lambda record, texts: _progress_line(record, texts, config.num_iterations))
+  return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
+                                checkpoint_every=config.checkpoint_every,
+                                max_checkpoints=config.max_checkpoints,
+                                eval_every=config.eval_every)
+
+
+def _progress_line(record: dict, texts: dict, num_iterations: int) -> str:
+  return (f"iteration {record['update']}/{num_iterations} | games ended {record['episodes']:.0f}"
+          f" (return {record['episode_return']:.2f}) | valid {record['valid_move_fraction']:.2f}"
+          f" | critic {record['critic_loss']:.4f} | actor "
+          f"{record.get('actor_loss', float('nan')):.4f} | {texts['example_line'][:50]!r}")
 
 
 if __name__ == "__main__":

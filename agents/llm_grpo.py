@@ -45,7 +45,6 @@ Deviations from the paper, each deliberate:
 
 import dataclasses
 import functools
-import os
 import time
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -57,6 +56,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
+from hrljax import training
 from hrljax.envs import text_tasks
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
@@ -477,49 +477,24 @@ def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
   Writes `metrics.jsonl` (one record per `log_every` updates, evaluation records with
   `phase="eval"`), `config.json` and `checkpoints/`. `lm` may pass an already loaded model.
   """
-  from hrljax import checkpoint
-  from hrljax.logging import MetricsLogger
-
-  os.makedirs(workdir, exist_ok=True)
-  logger = logger or MetricsLogger(workdir)
   agent = LLMGRPO(config, lm)
-  with open(os.path.join(workdir, "config.json"), "w") as f:
-    f.write(config.to_json_best_effort(indent=2))
-  checkpointer = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"),
-                                         max_to_keep=config.max_checkpoints)
-  state = agent.init()
-  if checkpointer.latest_step() is not None:
-    state = checkpointer.restore(state)
-    logger.truncate_after(int(state.update))
-    logger.progress(f"resumed at update {int(state.update)}")
-  samples_per_update = config.num_prompts * config.samples_per_prompt
-  if config.eval_problems and int(state.update) == 0:
-    logger.write(dict(update=0, env_steps=0, phase="eval", **agent.evaluate(state.lora)))
-  run_start = time.perf_counter()
-  while int(state.update) < config.num_updates:
-    state, metrics = agent.step(state)
-    update = int(state.update)
-    example = metrics.pop("example_response")
-    record = dict(update=update, env_steps=update * samples_per_update,
-                  wall_time=time.perf_counter() - run_start, **metrics)
-    if update % config.log_every == 0:
-      logger.write(record)
-      logger.progress(f"update {update}/{config.num_updates} | reward {metrics['reward']:.3f} "
-                      f"| correct {metrics['correct']:.2f} | formatted "
-                      f"{metrics['formatted']:.2f} | loss {metrics['loss']:.4f} | kl "
-                      f"{metrics['kl']:.4f} | {metrics['sample_seconds']:.1f}+"
-                      f"{metrics['update_seconds']:.1f} s | {example[:60]!r}")
-    if not all(np.isfinite(v) for v in metrics.values()):
-      checkpointer.close()
-      raise FloatingPointError(f"non-finite metric at update {update}: {metrics}")
-    if config.eval_problems and (update % config.eval_every == 0
-                                 or update == config.num_updates):
-      logger.write(dict(update=update, env_steps=update * samples_per_update, phase="eval",
-                        **agent.evaluate(state.lora)))
-    if update % config.checkpoint_every == 0 or update == config.num_updates:
-      checkpointer.save(update, state)
-  checkpointer.close()
-  return state
+  learner = training.HostLearner(
+      init=agent.init, step=agent.step,
+      evaluate=(lambda state: agent.evaluate(state.lora)) if config.eval_problems else None,
+      num_updates=config.num_updates,
+      env_steps_per_update=config.num_prompts * config.samples_per_prompt,
+      progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
+  return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
+                                checkpoint_every=config.checkpoint_every,
+                                max_checkpoints=config.max_checkpoints,
+                                eval_every=config.eval_every)
+
+
+def _progress_line(record: dict, texts: dict, num_updates: int) -> str:
+  return (f"update {record['update']}/{num_updates} | reward {record['reward']:.3f} | correct "
+          f"{record['correct']:.2f} | formatted {record['formatted']:.2f} | loss "
+          f"{record['loss']:.4f} | kl {record['kl']:.4f} | {record['sample_seconds']:.1f}+"
+          f"{record['update_seconds']:.1f} s | {texts['example_response'][:60]!r}")
 
 
 def cli_main(module_run, argv=None) -> None:

@@ -117,6 +117,21 @@ def _chunk_fn(learner: Learner, example_state: Any) -> Callable:
   return chunk
 
 
+def _write_config(workdir: str, config) -> None:
+  config_json = json.loads(config.to_json_best_effort()) if hasattr(config, "to_json_best_effort") \
+      else dict(config)
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    json.dump(config_json, f, indent=2, sort_keys=True)
+
+
+def _diverged(problem: str, update: int, checkpointer: ckpt.Checkpointer) -> TrainingDiverged:
+  checkpointer.close()
+  return TrainingDiverged(
+      f"non-finite {problem} at update {update}; stopped without saving. "
+      f"The last good checkpoint is update {checkpointer.latest_step()} in "
+      f"{checkpointer.directory}.")
+
+
 def _resume(checkpointer: ckpt.Checkpointer, state: Any, logger: MetricsLogger
             ) -> tuple[Any, int, float]:
   """`(state, updates done, wall seconds spent)` from the latest checkpoint, or from scratch."""
@@ -137,12 +152,9 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
   mesh = distributed.make_mesh() if mesh is None else mesh
   is_writer = jax.process_index() == 0
   logger = logger or MetricsLogger(workdir, enabled=is_writer)
-  config_json = json.loads(config.to_json_best_effort()) if hasattr(config, "to_json_best_effort") \
-      else dict(config)
   ckpt.probe_writable(workdir)  # a clear CheckpointError naming the workdir, before any work
   if is_writer:
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-      json.dump(config_json, f, indent=2, sort_keys=True)
+    _write_config(workdir, config)
 
   key = jax.random.key(seed)
   init_key, eval_key = jax.random.split(key)
@@ -168,11 +180,7 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
     elapsed += seconds
     problem = first_non_finite(metrics, state)
     if problem is not None:
-      checkpointer.close()
-      last = checkpointer.latest_step()
-      raise TrainingDiverged(
-          f"non-finite {problem} in the chunk ending at update {update}; stopped without saving. "
-          f"The last good checkpoint is update {last} in {checkpointer.directory}.")
+      raise _diverged(f"{problem} in the chunk ending", update, checkpointer)
     record = {"phase": "train", "update": update,
               "env_steps": update * learner.env_steps_per_update, "wall_time": elapsed,
               "env_steps_per_second": length * learner.env_steps_per_update / max(seconds, 1e-9),
@@ -189,4 +197,68 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
                          "wall_time": elapsed, **evaluation})
   logger.progress("evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in record.items()
                                              if k.startswith("eval")))
+  return state
+
+
+class HostLearner(NamedTuple):
+  """A learner whose update runs host code between compiled programs.
+
+  Language-model agents score their samples in Python (parsing text, checking answers), so one
+  update cannot be a pure `step` compiled into `train`'s chunks. Their `step` is a host
+  function calling jitted pieces; `train_on_host` gives it the same logging, checkpointing,
+  resume and NaN stop as `train`.
+  """
+
+  init: Callable[[], Any]  # () -> run state (with an integer `update` field)
+  step: Callable[[Any], tuple[Any, dict]]  # run state -> (run state, metrics); str values are
+  #                                          examples shown in the progress line, never logged
+  evaluate: Optional[Callable[[Any], dict]]  # run state -> scalar metrics, or None
+  num_updates: int
+  env_steps_per_update: int
+  progress: Callable[[dict, dict], str]  # (logged record, str metrics) -> one progress line
+
+
+def train_on_host(learner: HostLearner, config, workdir: str, logger: Optional[MetricsLogger] = None,
+                  log_every: int = 1, checkpoint_every: int = 10, max_checkpoints: int = 2,
+                  eval_every: int = 10) -> Any:
+  """Runs (or resumes) a `HostLearner` in `workdir`; returns the final run state.
+
+  Writes `config.json`, `metrics.jsonl` (an evaluation record with `phase="eval"` at update 0,
+  every `eval_every` updates and at the end) and `checkpoints/`. A NaN or infinite metric or
+  state leaf stops the run before it is saved, naming the update and the quantity.
+  """
+  os.makedirs(workdir, exist_ok=True)
+  ckpt.probe_writable(workdir)
+  logger = logger or MetricsLogger(workdir)
+  _write_config(workdir, config)
+  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), max_checkpoints)
+  state, update, elapsed = _resume(checkpointer, learner.init(), logger)
+
+  def log_evaluation():
+    logger.write(dict(phase="eval", update=update, env_steps=update * learner.env_steps_per_update,
+                      wall_time=elapsed, **learner.evaluate(state)))
+
+  if learner.evaluate is not None and update == 0:
+    log_evaluation()
+  while update < learner.num_updates:
+    start = time.perf_counter()
+    state, metrics = learner.step(state)
+    elapsed += time.perf_counter() - start
+    update = int(state.update)
+    texts = {k: v for k, v in metrics.items() if isinstance(v, str)}
+    numbers = {k: float(v) for k, v in metrics.items() if k not in texts}
+    problem = first_non_finite(numbers, state)
+    if problem is not None:
+      raise _diverged(problem, update, checkpointer)
+    record = dict(phase="train", update=update,
+                  env_steps=update * learner.env_steps_per_update, wall_time=elapsed, **numbers)
+    if update % log_every == 0:
+      logger.write(record)
+      logger.progress(learner.progress(record, texts))
+    if learner.evaluate is not None and (update % eval_every == 0
+                                         or update == learner.num_updates):
+      log_evaluation()
+    if update % checkpoint_every == 0 or update == learner.num_updates:
+      checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
+  checkpointer.close()
   return state

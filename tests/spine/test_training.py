@@ -108,3 +108,54 @@ def test_logger_truncates_records_a_resumed_run_rewrites(tmp_path):
   assert [r["update"] for r in read_jsonl(str(tmp_path))] == [5, 10]
   logger.write({"phase": "train", "update": 15, "loss": float("nan")})
   assert read_jsonl(str(tmp_path))[-1]["loss"] is None
+
+
+# ------------------------------------------------------------------------------------------------
+# train_on_host: the loop of agents whose update runs host code (the language-model agents)
+
+
+@struct.dataclass
+class HostState:
+  weight: jax.Array
+  update: jax.Array
+
+
+def host_learner(nan_at: int = -1, num_updates: int = 5) -> training.HostLearner:
+  """Each update adds 1 to `weight`; its metric is the new weight (NaN at update `nan_at`)."""
+
+  def step(state):
+    state = HostState(state.weight + 1.0, state.update + 1)
+    value = math.nan if int(state.update) == nan_at else float(state.weight)
+    return state, {"weight": value, "example": f"w={float(state.weight)}"}
+
+  return training.HostLearner(
+      init=lambda: HostState(jnp.zeros(()), jnp.zeros((), jnp.int32)), step=step,
+      evaluate=lambda state: {"eval_weight": float(state.weight)}, num_updates=num_updates,
+      env_steps_per_update=3,
+      progress=lambda record, texts: f"update {record['update']} {texts['example']}")
+
+
+def test_train_on_host_logs_evaluates_checkpoints_and_resumes(tmp_path, capsys):
+  config = ml_collections.ConfigDict({"agent": "toy"})
+  training.train_on_host(host_learner(num_updates=3), config, str(tmp_path), checkpoint_every=2,
+                         eval_every=2)
+  state = training.train_on_host(host_learner(num_updates=5), config, str(tmp_path),
+                                 checkpoint_every=2, eval_every=2)
+  assert int(state.update) == 5 and float(state.weight) == 5.0
+  records = read_jsonl(str(tmp_path / "metrics.jsonl"))
+  train = [r for r in records if r["phase"] == "train"]
+  assert [r["update"] for r in train] == [1, 2, 3, 4, 5]
+  assert [r["weight"] for r in train] == [1.0, 2.0, 3.0, 4.0, 5.0]
+  assert train[-1]["env_steps"] == 15 and "example" not in train[-1]
+  evals = [(r["update"], r["eval_weight"]) for r in records if r["phase"] == "eval"]
+  # the first run's final evaluation (update 3) is dropped on resume, like `train`'s
+  assert evals == [(0, 0.0), (2, 2.0), (4, 4.0), (5, 5.0)]
+  assert "update 5 w=5.0" in capsys.readouterr().out
+  assert json.load(open(tmp_path / "config.json"))["agent"] == "toy"
+
+
+def test_train_on_host_stops_on_nan_and_keeps_last_good_checkpoint(tmp_path):
+  config = ml_collections.ConfigDict({"agent": "toy"})
+  with pytest.raises(training.TrainingDiverged, match=r"'weight' = nan at update 3.*update 2"):
+    training.train_on_host(host_learner(nan_at=3), config, str(tmp_path), checkpoint_every=1)
+  assert Checkpointer(str(tmp_path / "checkpoints")).latest_step() == 2
