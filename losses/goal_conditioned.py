@@ -802,6 +802,12 @@ def hilp_sample_skills(key: chex.PRNGKey, num_skills: int, dim: int) -> Array:
     return _normalize(z, 1.0, 1e-12)
 
 
+def _nan_if_any_nan(result: Array, *inputs: Array) -> Array:
+    """`result`, or all NaN when one of `inputs` has a NaN that a selection step would hide."""
+    poisoned = jnp.any(jnp.stack([jnp.any(jnp.isnan(x)) for x in inputs]))
+    return jnp.where(poisoned, jnp.asarray(jnp.nan, result.dtype), result)
+
+
 def hilp_plan_midpoint(
     phi_s: Array, phi_goal: Array, phi_dataset: Array, k: int = 50, recursions: int = 3
 ) -> Array:
@@ -820,7 +826,8 @@ def hilp_plan_midpoint(
         recursions: int >= 1.
 
     Returns:
-        [d] the planned goal feature.
+        [d] the planned goal feature; all NaN if any input has a NaN (a NaN distance makes the
+        nearest-neighbour ranking undefined, and `top_k` would silently rank it anyway).
     """
     chex.assert_rank([phi_s, phi_goal, phi_dataset], [1, 1, 2])
     chex.assert_type([phi_s, phi_goal, phi_dataset], float)
@@ -830,12 +837,13 @@ def hilp_plan_midpoint(
     if k > phi_dataset.shape[0]:
         num = phi_dataset.shape[0]
         raise ValueError(f"k: expected at most phi_dataset.shape[0]={num}, got {k}")
+    phi_goal_in = phi_goal
     dist_s = jnp.linalg.norm(phi_dataset - phi_s[None, :], axis=-1)
     for _ in range(recursions):
         dist_goal = jnp.linalg.norm(phi_dataset - phi_goal[None, :], axis=-1)
         _, nearest = jax.lax.top_k(-jnp.maximum(dist_s, dist_goal), k)
         phi_goal = jnp.mean(phi_dataset[nearest], axis=0)
-    return phi_goal
+    return _nan_if_any_nan(phi_goal, phi_s, phi_goal_in, phi_dataset)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1041,15 +1049,20 @@ def hac_goal_reward(
         thresholds: float [dg] (or [..., dg]) per-dimension tolerances.
 
     Returns:
-        (reward float, terminal bool), of shape achieved.shape[:-1].
+        (reward float, terminal bool), of shape achieved.shape[:-1]. A NaN distance or threshold
+        in a goal's dimensions gives reward NaN (the test cannot be decided; read as a number it
+        would be a silent "not reached") and terminal False.
     """
     chex.assert_rank([achieved, goal], {1, 2})
     chex.assert_type([achieved, goal, thresholds], float)
     chex.assert_equal_shape([achieved, goal])
     chex.assert_equal_shape_suffix([achieved, thresholds], 1)
     thresholds = jnp.broadcast_to(thresholds, achieved.shape)
-    reached = jnp.all(jnp.abs(achieved - goal) <= thresholds, axis=-1)
-    return reached.astype(achieved.dtype) - 1.0, reached
+    distance = jnp.abs(achieved - goal)
+    reached = jnp.all(distance <= thresholds, axis=-1)
+    undecided = jnp.any(jnp.isnan(distance) | jnp.isnan(thresholds), axis=-1)
+    reward = reached.astype(achieved.dtype) - 1.0
+    return jnp.where(undecided, jnp.asarray(jnp.nan, reward.dtype), reward), reached
 
 
 def hac_hindsight_action(

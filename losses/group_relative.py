@@ -102,6 +102,12 @@ def _safe_sqrt(x: Array) -> Array:
     return jnp.where(ok, jnp.sqrt(jnp.where(ok, x, 1)), 0)
 
 
+def _with_nan(x: Array, poisoned: Array) -> Array:
+    """``x`` with NaN where ``poisoned``: puts back a NaN input that a select (a one-row group's 0,
+    a ``_safe_*`` fallback) would otherwise turn into a plausible finite value."""
+    return jnp.where(poisoned, jnp.asarray(jnp.nan, x.dtype), x)
+
+
 # ------------------------------------------------------------------------------------------------
 # Segment statistics (spec section 0.3 / 0.7).
 # ------------------------------------------------------------------------------------------------
@@ -190,6 +196,10 @@ def segment_std(values: Array, group_ids: Array, num_groups: int, *, ddof: int =
 
     Shifted two-pass estimator (spec section 0.3): exactly 0 for bit-identical values. Groups with
     ``count <= ddof`` (e.g. singletons with the unbiased estimator) give 0 instead of NaN/inf.
+    A group with a NaN or +-Inf among its valid values gives NaN, whatever its size (its spread
+    is undefined; without this, the ``count <= ddof`` fallback and the square root's guard would
+    report a one-row group with a NaN, or a group with an Inf, as spread 0). Invalid rows'
+    values are ignored, NaN or not.
 
     Args:
         values: float ``[B]``.
@@ -204,7 +214,10 @@ def segment_std(values: Array, group_ids: Array, num_groups: int, *, ddof: int =
     """
     _check_count("ddof", ddof, minimum=0)
     valid = _check_segment_args(values, group_ids, num_groups, valid)
-    return _std_from_moments(_shifted_moments(values, group_ids, num_groups, valid), ddof)
+    std = _std_from_moments(_shifted_moments(values, group_ids, num_groups, valid), ddof)
+    non_finite = jax.ops.segment_sum((valid & ~jnp.isfinite(values)).astype(jnp.int32),
+                                     group_ids, num_groups)
+    return _with_nan(std, non_finite > 0)
 
 
 def contiguous_group_ids(num_groups: int, group_size: int) -> Array:
@@ -906,6 +919,20 @@ _DENSE_ANCHOR_METHODS = ("auto",) + _ANCHOR_METHODS
 _EPISODE_WEIGHTINGS = ("trajectory", "step")
 
 
+def _gigpo_carry_nan(episode_adv: Array, step_adv: Array, row_return: Array,
+                     step_returns: Array, valid: Array) -> Tuple[Array, Array]:
+    """NaN advantages on the valid rows whose own episode return / step return is NaN.
+
+    A group (anchor) with several members already spreads a member's NaN to all of them through
+    its mean; a one-member group gets 0 whatever its value, which would turn a NaN reward into a
+    finite advantage. Two elementwise selects: at most ~25 us (a few percent) on a 16k-row batch
+    of the benchmark, not measurable on its 262k-row batch.
+    """
+    episode_adv = _with_nan(episode_adv, valid & jnp.isnan(row_return))
+    step_adv = _with_nan(step_adv, valid & jnp.isnan(step_returns))
+    return episode_adv, step_adv
+
+
 def gigpo_advantages(step_rewards: Array, traj_ids: Array, step_index: Array, group_ids: Array,
                      anchor_ids: Array, *, num_groups: int, num_traj: int, num_anchors: int,
                      episode_returns: Optional[Array] = None, valid: Optional[Array] = None,
@@ -950,7 +977,12 @@ def gigpo_advantages(step_rewards: Array, traj_ids: Array, step_index: Array, gr
             ``"raw"`` (mean 0, std 1: ``R`` or ``R / (1 + eps)``, verl-agent's behaviour).
 
     Returns:
-        ``GigpoAdvantages`` of ``[N]`` arrays, all under ``stop_gradient``.
+        ``GigpoAdvantages`` of ``[N]`` arrays, all under ``stop_gradient``. A NaN reward (or
+        episode return) on a valid row makes NaN: its trajectory's episode advantages and the
+        episode advantages of every trajectory of its group (through the group mean, when the
+        group has several trajectories); the step advantages of its own and earlier steps (their
+        returns include it) and of every row sharing an anchor with one of those; and hence
+        ``advantages`` on all these rows. Other rows, and invalid rows, keep finite values.
 
     Speed: when the rows are the time-major grid of a grouped rollout (row ``t * num_traj + n``
     is step ``t`` of trajectory ``n``; checked at run time) the step returns skip the sort (see
@@ -1006,7 +1038,8 @@ def gigpo_advantages(step_rewards: Array, traj_ids: Array, step_index: Array, gr
                                       eps=eps, singleton_mode=episode_singleton_mode)
     step_adv = group_normalize(step_returns, anchor_ids, num_anchors, valid=valid, scale=scale,
                                eps=eps, singleton_mode="zero")
-    episode_adv = jnp.where(valid, episode_adv, 0)
+    episode_adv, step_adv = _gigpo_carry_nan(jnp.where(valid, episode_adv, 0), step_adv,
+                                             row_return, step_returns, valid)
     advantages = episode_adv + omega * step_adv
     return jax.lax.stop_gradient(
         GigpoAdvantages(advantages, episode_adv, step_adv, step_returns))
@@ -1063,7 +1096,8 @@ def gigpo_advantages_dense(step_rewards: Array, group_ids: Array, observations: 
         anchor_method: ``"auto"``, ``"hash"`` or ``"sort"`` (see above).
 
     Returns:
-        ``GigpoAdvantages`` of ``[T, num_traj]`` arrays, all under ``stop_gradient``.
+        ``GigpoAdvantages`` of ``[T, num_traj]`` arrays, all under ``stop_gradient``; a NaN
+        reward marks the same rows NaN as in :func:`gigpo_advantages`.
     """
     _check_count("num_groups", num_groups)
     _check_float("omega", omega)
@@ -1131,6 +1165,8 @@ def gigpo_advantages_dense(step_rewards: Array, group_ids: Array, observations: 
     # Slots (direct table, at most `rows`) or first-row indices: `rows` segments cover both.
     step_adv = group_normalize(step_returns.reshape(rows), anchors, rows, valid=row_valid,
                                scale=scale, eps=eps, singleton_mode="zero").reshape(valid.shape)
+    episode_adv, step_adv = _gigpo_carry_nan(episode_adv, step_adv, row_return, step_returns,
+                                             valid)
     advantages = episode_adv + omega * step_adv
     return jax.lax.stop_gradient(
         GigpoAdvantages(advantages, episode_adv, step_adv, step_returns))

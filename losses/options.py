@@ -158,12 +158,14 @@ def epsilon_greedy_option_probs(q_s: Array, epsilon: Numeric) -> Array:
     epsilon: exploration rate in [0, 1].
 
   Returns:
-    `[O]` probabilities.
+    `[O]` probabilities; all NaN if `q_s` has a NaN (the greedy option is then undefined, and
+    the comparison with the maximum would silently read the NaN as "not greedy").
   """
   chex.assert_rank(q_s, 1)
   chex.assert_type(q_s, float)
   _check_float("epsilon", epsilon, minimum=0.0, maximum=1.0)
-  return distrax.EpsilonGreedy(q_s, epsilon).probs
+  probs = distrax.EpsilonGreedy(q_s, epsilon).probs
+  return jnp.where(jnp.any(jnp.isnan(q_s)), jnp.asarray(jnp.nan, probs.dtype), probs)
 
 
 def softmax_option_probs(q_s: Array, temperature: Numeric = 1.0) -> Array:
@@ -185,12 +187,26 @@ def softmax_option_probs(q_s: Array, temperature: Numeric = 1.0) -> Array:
   return jax.nn.softmax(q_s / temperature)
 
 
+def _not_a_distribution(option_probs: Array) -> Array:
+  """True if `option_probs` has a NaN or a negative entry, or no positive mass."""
+  return (jnp.any(jnp.isnan(option_probs)) | jnp.any(option_probs < 0)
+          | ~jnp.any(option_probs > 0))
+
+
 def sample_option(key: chex.PRNGKey, option_probs: Array) -> Array:
-  """Draws one option index from `option_probs` (`[O]`). Per-example; returns an int32 scalar."""
+  """Draws one option index from `option_probs` (`[O]`). Per-example; returns an int32 scalar.
+
+  An int cannot carry a NaN, so when `option_probs` is not a distribution (a NaN or negative
+  entry, or all zero) the result is the out-of-range sentinel `O = option_probs.shape[0]`
+  instead of an arbitrary valid index. `O` rather than -1: a negative index wraps around to the
+  last option in NumPy and JAX indexing, whereas `O` makes NumPy raise and makes `jnp.take` /
+  `jnp.take_along_axis` (default mode) return NaN, so the failure stays visible downstream.
+  """
   chex.assert_rank(option_probs, 1)
   chex.assert_type(option_probs, float)
   # Zero-probability options get -inf logits and are never drawn.
-  return jax.random.categorical(key, jnp.log(option_probs)).astype(jnp.int32)
+  option = jax.random.categorical(key, jnp.log(option_probs)).astype(jnp.int32)
+  return jnp.where(_not_a_distribution(option_probs), jnp.int32(option_probs.shape[0]), option)
 
 
 def select_option(key: chex.PRNGKey, option_tm1: Array, beta_t: Array, option_probs_t: Array,
@@ -211,14 +227,23 @@ def select_option(key: chex.PRNGKey, option_tm1: Array, beta_t: Array, option_pr
 
   Returns:
     `(option_t, switched)`: the int32 option to execute next and a bool that is true when a new
-    option was drawn.
+    option was drawn. When the inputs that decide the result are not valid numbers, `option_t` is
+    the out-of-range sentinel `O = option_probs_t.shape[0]` (see :func:`sample_option`): a NaN
+    `beta_t` (unless `must_choose`: whether the option terminates is then unknown; `switched` is
+    then True, since the running option is not kept), or a draw from `option_probs_t` that is
+    not a distribution. A NaN in `option_probs_t` while the running option continues does not
+    matter and gives the running option.
   """
   chex.assert_rank([option_tm1, beta_t, option_probs_t], [0, 0, 1])
   chex.assert_type([option_tm1, beta_t, option_probs_t], [int, float, float])
   term_key, choice_key = jax.random.split(key)
-  terminated = jax.random.bernoulli(term_key, beta_t)
+  # A NaN probability would draw False (keep the option), silently; it counts as a switch to the
+  # sentinel instead.
+  terminated = jax.random.bernoulli(term_key, beta_t) | jnp.isnan(beta_t)
   switched = jnp.logical_or(terminated, must_choose)
   new_option = sample_option(choice_key, option_probs_t)
+  new_option = jnp.where(jnp.isnan(beta_t) & ~jnp.asarray(must_choose),
+                         jnp.int32(option_probs_t.shape[0]), new_option)
   option_t = jnp.where(switched, new_option, jnp.asarray(option_tm1, jnp.int32))
   return option_t, switched
 

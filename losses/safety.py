@@ -563,7 +563,9 @@ def augmented_lagrangian_penalty(
   no gradient.
 
   Returns:
-    ``(psi, new_state)``.
+    ``(psi, new_state)``. A NaN ``g`` (or multiplier or coefficient) gives a NaN ``psi`` and a
+    NaN multiplier: the branch test ``cond > 0`` alone would read NaN as False and return the
+    finite ``-lam^2 / (2 c)``.
   """
   chex.assert_rank([g, state.lam, state.penalty_coeff], 0)
   chex.assert_type(g, float)
@@ -576,6 +578,7 @@ def augmented_lagrangian_penalty(
   cond = lam + coeff * g
   psi = jnp.where(cond > 0, lam * g + 0.5 * coeff * jnp.square(g),
                   -jnp.square(lam) / (2.0 * coeff))
+  psi = jnp.where(jnp.isnan(cond), cond, psi)
   new_state = AugmentedLagrangeState(
       lam=jax.lax.stop_gradient(jnp.clip(cond, 0.0, lam_max)).astype(state.lam.dtype),
       penalty_coeff=jnp.minimum(coeff * (1.0 + growth_factor),

@@ -553,6 +553,16 @@ def test_hilp_plan_midpoint_moves_goal_toward_state():
         gc.hilp_plan_midpoint(phi_s, phi_goal, line, k=1000)
 
 
+@pytest.mark.parametrize("poisoned", ["phi_s", "phi_goal", "phi_dataset"])
+def test_hilp_plan_midpoint_nan_input_gives_nan_goal(poisoned):
+    # A NaN distance would otherwise be ranked by top_k like any number: a finite, arbitrary goal.
+    args = dict(phi_s=jnp.array([0.0]), phi_goal=jnp.array([10.0]),
+                phi_dataset=jnp.linspace(0.0, 10.0, 11)[:, None])
+    args[poisoned] = args[poisoned].at[0].set(jnp.nan)
+    planned = jax.jit(gc.hilp_plan_midpoint, static_argnames=("k", "recursions"))(**args, k=3)
+    assert np.all(np.isnan(np.asarray(planned)))
+
+
 # ----------------------------------------------------------------------------------------------
 # HIRO (hierarchical_critics.md §3.4)
 # ----------------------------------------------------------------------------------------------
@@ -641,3 +651,14 @@ def test_hac_goal_reward_hindsight_and_penalty():
     assert np.all((np.asarray(idx) >= 0) & (np.asarray(idx) <= 2))
     pen_r, pen_t = gc.hac_subgoal_test_penalty(10)
     assert float(pen_r) == -10.0 and bool(pen_t)
+
+
+def test_hac_goal_reward_nan_distance_or_threshold_is_undecided():
+    achieved = jnp.array([[0.0, np.nan], [0.05, 0.0], [0.3, 0.0], [0.3, np.inf]])
+    goal = jnp.zeros((4, 2))
+    r, done = gc.hac_goal_reward(achieved, goal, jnp.array([0.1, 0.1]))
+    np.testing.assert_array_equal(r, [np.nan, 0.0, -1.0, -1.0])  # an Inf distance fails
+    np.testing.assert_array_equal(done, [False, True, False, False])
+    r, done = gc.hac_goal_reward(achieved[1:3], goal[1:3], jnp.array([np.nan, 0.1]))
+    np.testing.assert_array_equal(r, [np.nan, np.nan])
+    np.testing.assert_array_equal(done, [False, False])

@@ -122,6 +122,20 @@ def test_invalid_rows_never_touch_segment_stats():
                                rtol=1e-5, atol=1e-6)
 
 
+def test_segment_std_is_nan_for_a_group_with_a_non_finite_value_of_any_size():
+    # Groups: 0 = [1, NaN]; 1 = [NaN] (one row: the ddof fallback used to give 0); 2 = [2, Inf];
+    # 3 = [1, 3] plus an invalid NaN row (ignored); 4 = [Inf] alone; 5 empty.
+    values = np.array([1.0, np.nan, np.nan, 2.0, np.inf, 1.0, 3.0, np.nan, np.inf], np.float32)
+    ids = np.array([0, 0, 1, 2, 2, 3, 3, 3, 4], np.int32)
+    valid = np.array([True] * 7 + [False, True])
+    for ddof in (0, 1):
+        got = np.asarray(jax.jit(lambda v, i, m: gr.segment_std(v, i, 6, ddof=ddof, valid=m))(
+            values, ids, valid))
+        np.testing.assert_array_equal(np.isnan(got), [True, True, True, False, True, False])
+        np.testing.assert_allclose(got[3], np.std([1.0, 3.0], ddof=ddof), rtol=1e-6)
+        assert got[5] == 0.0
+
+
 EQUAL_REWARD_GROUPS = [(0.35, 4), (0.4, 8), (0.4, 7), (0.1, 16)]
 
 
@@ -752,6 +766,77 @@ def test_gigpo_dense_bad_inputs():
         gr.gigpo_advantages_dense(rewards, group_ids, obs, num_groups=3, norm="std")
     with pytest.raises(ValueError, match="anchor_method|method"):
         gr.gigpo_advantages_dense(rewards, group_ids, obs, num_groups=3, anchor_method="x")
+
+
+def _np_gigpo_nan_rows(rewards, group_ids, obs, valid, episode_level):
+    """Which valid cells of a `[T, N]` grid the NaN rewards must reach, by explicit loops.
+
+    Episode level (when the episode returns are the reward sums): every row of a group holding a
+    trajectory with a NaN reward (the group mean, or the trajectory itself when it is alone).
+    Step level: rows whose return includes a NaN reward (the same or an earlier step of its
+    trajectory), and every row sharing an anchor (group, observation) with one of those.
+    """
+    num_steps, num_traj = rewards.shape
+    bad = np.isnan(rewards) & valid
+    bad_groups = {group_ids[n] for n in range(num_traj) if episode_level and bad[:, n].any()}
+    nan_return = np.zeros_like(valid)
+    for n in range(num_traj):
+        for t in range(num_steps):
+            nan_return[t, n] = valid[t, n] and bad[t:, n].any()
+    bad_anchors = {(group_ids[n], obs[t, n]) for t in range(num_steps)
+                   for n in range(num_traj) if nan_return[t, n]}
+    expected = np.zeros_like(valid)
+    for t in range(num_steps):
+        for n in range(num_traj):
+            expected[t, n] = valid[t, n] and (
+                group_ids[n] in bad_groups or (group_ids[n], obs[t, n]) in bad_anchors)
+    return expected
+
+
+# One compile per case (each costs seconds): the dense version with finite episode returns given
+# (only the step level sees the NaN rewards), the row version without (both levels do). The
+# hostile-input tests run both versions without episode returns too.
+@pytest.mark.parametrize("version, given_returns, norm", [("dense", True, "mean_std"),
+                                                          ("rows", False, "mean")])
+def test_gigpo_nan_reward_reaches_exactly_the_rows_it_enters(version, given_returns, norm):
+    # Trajectories 0-2 form group 0 (shared observations), 3 is alone in group 1 with unique
+    # observations (one-member group and anchors, which give 0 whatever their value), 4 is alone
+    # in group 2 and has a NaN reward only on an invalid (padding) step.
+    rng = np.random.default_rng(61)
+    num_steps, num_traj = 5, 5
+    rows = num_steps * num_traj
+    group_ids = np.array([0, 0, 0, 1, 2], np.int32)
+    obs = rng.integers(0, 3, size=(num_steps, num_traj)).astype(np.int32)
+    obs[:, 3] = 10 + np.arange(num_steps)
+    obs[:, 4] = 20 + np.arange(num_steps)
+    rewards = rng.normal(size=(num_steps, num_traj)).astype(np.float32)
+    valid = np.ones((num_steps, num_traj), bool)
+    valid[3:, 4] = False
+    rewards[2, 0] = rewards[3, 3] = rewards[4, 4] = np.nan
+    expected = _np_gigpo_nan_rows(rewards, group_ids, obs, valid, not given_returns)
+    # The cases are exercised: trajectory 3 has 5 NaN rows, or 4 (its steps up to the NaN).
+    assert expected[:, 3].sum() == 5 - given_returns and not expected[:, 4].any()
+    returns = np.broadcast_to(np.arange(num_traj, dtype=np.float32), rewards.shape)
+    extra = dict(episode_returns=returns) if given_returns else {}
+    if version == "dense":
+        advantages = jax.jit(functools.partial(
+            gr.gigpo_advantages_dense, num_groups=3, norm=norm))(
+                rewards, group_ids, obs[..., None], valid=valid, **extra).advantages
+    else:
+        row_groups = np.broadcast_to(group_ids[None, :], obs.shape)
+        keys = list(zip(row_groups.reshape(rows), obs.reshape(rows)))
+        anchors = np.array([keys.index(key) for key in keys], np.int32)  # first row of the key
+        traj = np.tile(np.arange(num_traj, dtype=np.int32), num_steps)
+        step = np.repeat(np.arange(num_steps, dtype=np.int32), num_traj)
+        advantages = _jit(gr.gigpo_advantages, num_groups=3, num_traj=num_traj,
+                          num_anchors=rows, norm=norm)(
+            rewards.reshape(rows), traj, step, row_groups.reshape(rows), anchors,
+            valid=valid.reshape(rows),
+            **{k: v.reshape(rows) for k, v in extra.items()}).advantages
+    advantages = np.asarray(advantages).reshape(num_steps, num_traj)
+    np.testing.assert_array_equal(np.isnan(advantages), expected)
+    assert np.all(np.isfinite(advantages[~expected]))
+    np.testing.assert_array_equal(advantages[~valid], 0.0)
 
 
 def _dense_keys(obs, group_ids, valid):

@@ -435,6 +435,44 @@ def test_sampling_options():
   assert abs(float(switched.mean()) - 0.3) < 0.05  # > 4 standard errors
 
 
+def test_nan_option_values_give_nan_probabilities():
+  probs = options.epsilon_greedy_option_probs(_f32([1.0, np.nan, 0.0]), 0.1)
+  assert np.all(np.isnan(np.asarray(probs)))
+  # +-Inf values keep a well-defined greedy option.
+  np.testing.assert_allclose(options.epsilon_greedy_option_probs(_f32([1.0, np.inf, -np.inf]), 0.4),
+                             [0.4 / 3, 0.6 + 0.4 / 3, 0.4 / 3], rtol=1e-6)
+
+
+def test_sample_option_returns_the_sentinel_when_the_probabilities_are_not_a_distribution():
+  sample = jax.jit(jax.vmap(options.sample_option, in_axes=(0, None)))
+  keys = jax.random.split(jax.random.PRNGKey(3), 64)
+  for bad in ([0.5, np.nan, 0.5], [0.0, 0.0, 0.0], [1.2, -0.2, 0.0]):
+    np.testing.assert_array_equal(sample(keys, _f32(bad)), 3)  # O = 3 options: out of range
+  draws = np.asarray(sample(keys, _f32([0.0, 1.0, 0.0])))
+  np.testing.assert_array_equal(draws, 1)
+  # The sentinel is out of range on purpose: a gather in the default mode turns it into NaN.
+  assert np.isnan(float(jnp.take(_f32([1.0, 2.0, 3.0]), options.sample_option(
+      keys[0], _f32([np.nan] * 3)))))
+
+
+def test_select_option_with_nan_inputs_returns_the_sentinel_or_the_unaffected_option():
+  select = jax.jit(options.select_option)
+  key = jax.random.PRNGKey(4)
+  probs, nan_probs = _f32([0.0, 0.0, 1.0]), _f32([np.nan, 0.5, 0.5])
+  nan = _f32(np.nan)
+  # A NaN termination probability: whether the option ends is unknown.
+  option, switched = select(key, jnp.int32(1), nan, probs)
+  assert (int(option), bool(switched)) == (3, True)
+  # ... unless a new option must be drawn anyway.
+  option, switched = select(key, jnp.int32(1), nan, probs, True)
+  assert (int(option), bool(switched)) == (2, True)
+  # NaN probabilities matter only when a new option is drawn.
+  option, switched = select(key, jnp.int32(1), _f32(1.0), nan_probs)
+  assert (int(option), bool(switched)) == (3, True)
+  option, switched = select(key, jnp.int32(1), _f32(0.0), nan_probs)
+  assert (int(option), bool(switched)) == (1, False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad inputs.
 

@@ -480,6 +480,22 @@ def test_augmented_lagrangian_spec_vector(lam, coeff, g, factor, psi, new_lam, n
   np.testing.assert_allclose(new.penalty_coeff, new_coeff, rtol=1e-5)
 
 
+@pytest.mark.parametrize("poisoned", ["g", "lam", "penalty_coeff"])
+def test_augmented_lagrangian_nan_gives_nan_penalty_and_multiplier(poisoned):
+  # Without the NaN check, `cond > 0` reads NaN as False: psi = -lam^2 / (2 c), finite.
+  values = dict(g=-0.5, lam=0.2, penalty_coeff=1.0) | {poisoned: np.nan}
+  state = safety.AugmentedLagrangeState(lam=f32(values["lam"]),
+                                        penalty_coeff=f32(values["penalty_coeff"]))
+  psi, new = safety.augmented_lagrangian_penalty(state, f32(values["g"]), growth_factor=0.0)
+  assert np.isnan(float(psi)) and np.isnan(float(new.lam))
+  # The gradient of a finite penalty is unchanged on either branch: d psi / d g = lam + c g, 0.
+  for g, grad in ((0.5, 0.2 + 0.5), (-0.5, 0.0)):
+    state = safety.AugmentedLagrangeState(lam=f32(0.2), penalty_coeff=f32(1.0))
+    got = jax.grad(lambda x: safety.augmented_lagrangian_penalty(state, x, growth_factor=0.0)[0])(
+        f32(g))
+    np.testing.assert_allclose(got, grad, rtol=1e-6)
+
+
 def test_per_step_cost_budget_spec_vector():
   np.testing.assert_allclose(safety.per_step_cost_budget(25.0, 0.99, 1000), 2.499892, rtol=1e-6)
   with pytest.raises(ValueError, match="horizon"):
