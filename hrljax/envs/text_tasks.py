@@ -343,7 +343,7 @@ def game_prompt(obs, params: token_game.EnvParams, include_table: bool = True) -
     return "\n".join(lines)
 
 
-def parse_move(text: str, params: token_game.EnvParams) -> np.ndarray:
+def parse_move(text: str, params: token_game.EnvParams, lenient: bool = False) -> np.ndarray:
     """The game utterance (int32 `[utterance_len]`) that an agent's text says (host-side).
 
     The first word `ask` or `guess` (case-insensitive) decides. `ask <property> <value>` (or
@@ -351,14 +351,33 @@ def parse_move(text: str, params: token_game.EnvParams) -> np.ndarray:
     skipped) becomes `ASK attr value END`; `guess <item>` (optional `the`) becomes
     `GUESS item END`. Anything else, including unknown names, is the INVALID utterance
     `INVALID END PAD...`, which the game answers INVALID and which costs a turn.
+
+    `lenient=True` reads free text as a small pretrained model writes it: when no `ask`/`guess`
+    command parses, the first item name in the text is a guess and the first property value a
+    question ("pick a color: blue" asks about blue; "is it the cup?" guesses the cup).
     """
+    strict = _parse_command(text, params)
+    if strict is not None or not lenient:
+        return strict if strict is not None else _utterance(
+            [token_game.INVALID, token_game.END], params)
+    return _parse_free_text(text, params)
+
+
+def _name_tables(params: token_game.EnvParams) -> tuple[dict, dict]:
+    """`({value name: (attribute, value)}, {item name: item})` of the game's words."""
+    values = _value_names(params)
+    value_owner = {name: (a, v) for a in range(params.num_attributes)
+                   for v, name in enumerate(values[a])}
+    return value_owner, {ITEM_NAMES[i]: i for i in range(params.num_items)}
+
+
+def _parse_command(text: str, params: token_game.EnvParams) -> Optional[np.ndarray]:
+    """The `ask ...` / `guess ...` command of `text`, or None."""
     check_text_params(params)
     words = _WORD.findall(text.lower())
     values = _value_names(params)
     attributes = {ATTRIBUTE_NAMES[a]: a for a in range(params.num_attributes)}
-    value_owner = {name: (a, v) for a in range(params.num_attributes)
-                   for v, name in enumerate(values[a])}
-    items = {ITEM_NAMES[i]: i for i in range(params.num_items)}
+    value_owner, items = _name_tables(params)
     for i, word in enumerate(words):
         if word not in ("ask", "guess"):
             continue
@@ -374,6 +393,19 @@ def parse_move(text: str, params: token_game.EnvParams) -> np.ndarray:
             return _utterance([token_game.GUESS, vocab.item_start + items[rest[0]],
                                token_game.END], params)
         break
+    return None
+
+
+def _parse_free_text(text: str, params: token_game.EnvParams) -> np.ndarray:
+    """The first item name (a guess) or property value (a question) of `text`, else INVALID."""
+    value_owner, items = _name_tables(params)
+    vocab = token_game.vocabulary(params)
+    for word in _WORD.findall(text.lower()):
+        if word in items:
+            return _utterance([token_game.GUESS, vocab.item_start + items[word], token_game.END],
+                              params)
+        if word in value_owner:
+            return _question(*value_owner[word], params)
     return _utterance([token_game.INVALID, token_game.END], params)
 
 

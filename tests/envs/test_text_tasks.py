@@ -256,3 +256,20 @@ def test_text_game_size_limits(override, match):
 def test_dialogue_turns_rejects_batches():
     with pytest.raises(ValueError, match="obs"):
         tt.dialogue_turns(np.zeros((2, tg.max_dialogue_len(GAME)), np.int32), GAME)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("pick a color: blue", _question(0, 1)),
+    ("Is it the cup?", _guess(2)),
+    ("It is small and round, so the jar", _question(1, 0)),  # the first name decides
+    ("ask colour red, I think it is the hat", _question(0, 0)),  # no command parses: first name
+    ("guess apple", _guess(0)),  # commands still parse first
+    ("The answer is a kite", [tg.INVALID, tg.END, tg.PAD, tg.PAD]),  # not one of the 8 items
+    ("hello there", [tg.INVALID, tg.END, tg.PAD, tg.PAD]),
+])
+def test_lenient_parse_reads_free_text(text, expected):
+    np.testing.assert_array_equal(tt.parse_move(text, GAME, lenient=True), expected)
+
+
+def test_lenient_parse_only_when_asked():
+    assert tt.parse_move("pick a color: blue", GAME)[0] == tg.INVALID
