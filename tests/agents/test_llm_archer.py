@@ -49,6 +49,7 @@ def small_config(**overrides):
     ("critic_d_model", 33, "config.critic_d_model"),
     ("warmup_iters", -1, "config.warmup_iters"),
     ("env_name", "CartPole-v1", "config.env_name"),
+    ("valid_move_bonus", -0.1, "config.valid_move_bonus"),
 ])
 def test_validate_config_rejects(field, value, match):
     config = llm_archer.get_config()
@@ -130,7 +131,8 @@ def test_run_logs_and_resumes_exactly(tiny_lm, tmp_path):
 
 def test_one_archer_iteration_on_the_truncated_smollm2():
     config = small_config(num_layers=2, lora_rank=4, lora_alpha=8.0, warmup_iters=0,
-                          include_table=True, max_new_tokens=6)
+                          include_table=True, max_new_tokens=6, lenient_parsing=True,
+                          valid_move_bonus=0.25)
     agent = llm_archer.LLMArcher(config)
     assert agent.lm.config.num_layers == 2
     params_before = jax.tree.map(np.array, agent.lm.params)
@@ -142,6 +144,10 @@ def test_one_archer_iteration_on_the_truncated_smollm2():
     new_state, metrics = agent.step(state)
     assert int(new_state.update) == 1
     assert int(new_state.buffer.size) == config.num_envs
+    # Stored rewards: the game's (0 or 1) plus the bonus exactly on the understood lines.
+    rewards = np.asarray(new_state.buffer.storage.reward[:config.num_envs])
+    assert np.all(np.isin(np.round(rewards, 6), [0.0, 0.25, 1.0, 1.25]))
+    assert np.mean(np.round(rewards % 1.0, 6) == 0.25) == metrics["valid_move_fraction"]
     assert np.isfinite(metrics["critic_loss"]) and np.isfinite(metrics["actor_loss"])
     assert metrics["actor_grad_norm"] > 0
     for before, after in ((lora_before, new_state.lora), (critic_before,
