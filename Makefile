@@ -31,16 +31,18 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py
 
-# Reference side of the LLM benchmarks (transformers / TRL on PyTorch CPU), in a venv of its own
+# Reference side of the LLM benchmarks (transformers / TRL + peft on PyTorch CPU), in a venv of its own
 # so that torch never enters the project's venv. torch 2.13.0 is the CPU build on local disk.
 REF_VENV := .venv-ref
 $(REF_VENV)/.installed:
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
-	$(REF_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.23.0 gguf==0.19.0 accelerate==1.15.0
+	$(REF_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.23.0 gguf==0.19.0 accelerate==1.15.0 \
+		trl==1.16.0 peft==0.21.2
 	touch $@
 
 bench-llm: $(STAMP) $(REF_VENV)/.installed
 	$(PY) -m experiments.benchmarks.llm_sampling --reference_python=$(REF_VENV)/bin/python
+	$(PY) -m experiments.benchmarks.llm_grpo_step --reference_python=$(REF_VENV)/bin/python
 
 clean:
 	rm -rf $(VENV) $(REF_VENV) runs .pytest_cache

@@ -203,16 +203,16 @@ def response_logprobs(model_config: llama.LlamaConfig, params: PyTree, lora: Opt
                       response_mask: Array, *, temperature=1.0, use_lora: bool = True) -> Array:
   """Teacher-forced `log π(response_t | prompt, response_<t)`, float32 `[B, N]` (0 off the mask).
 
-  One forward pass on `[prompt (left-padded), response (right-padded)]`; the output projection's
-  log-softmax is taken on the N response positions only (a `[B, N, V]` array, not `[B, P+N, V]`).
-  Per sequence. Differentiable with respect to `lora`.
+  One forward pass on `[prompt (left-padded), response (right-padded)]`; the output projection
+  and its log-softmax run on the N positions that predict the response only (a `[B, N, V]`
+  array, not `[B, P+N, V]`). Per sequence. Differentiable with respect to `lora`.
   """
   tokens = jnp.concatenate([prompt_tokens, response], axis=1).astype(jnp.int32)
   mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
-  logits, _ = llama.forward(model_config, params, lora, tokens, llama.positions_from_mask(mask),
-                            mask, use_lora=use_lora)
   prompt_len = prompt_tokens.shape[1]
-  logits = logits[:, prompt_len - 1:-1] / temperature
+  logits, _ = llama.forward(model_config, params, lora, tokens, llama.positions_from_mask(mask),
+                            mask, use_lora=use_lora, logits_from=prompt_len - 1)
+  logits = logits[:, :-1] / temperature
   log_probs = jax.nn.log_softmax(logits, axis=-1)
   picked = jnp.take_along_axis(log_probs, response[:, :, None].astype(jnp.int32), axis=-1)[..., 0]
   return jnp.where(response_mask, picked, 0.0)

@@ -2,7 +2,7 @@
 
   python -m experiments.benchmarks.llm_sampling [--batch=8 --prompt_len=32 --new_tokens=64]
   python -m experiments.benchmarks.llm_sampling --reference_python=/work/refvenv/bin/python \
-      [--single_thread]
+      [--single_thread] [--dtype=bfloat16]
 
 Our side: `hrljax.networks.llama.generate` (prefill + `lax.while_loop` of cached decode steps,
 one jitted program; temperature-1 sampling, no stop token so that every row produces
@@ -12,8 +12,11 @@ Reference side (with `--reference_python`, a venv with torch + transformers + gg
 `llm_sampling_reference.py` in a subprocess loads the same GGUF with transformers and runs
 `model.generate(do_sample=True, use_cache=True, ...)` on the same token ids. The two sides are
 executed alternately, rep by rep (while one runs the other waits), and the median and min of
-each are reported; the ratio is ours / reference in tokens per second. Both read the same
-weights: the last-position logits of the first prompt are compared as a cross-check.
+each are reported; the ratios are ours / reference in tokens per second (median, best) and in
+tokens per CPU second of each process. Both read the same weights in the same dtype (`--dtype`:
+float32 or bfloat16 on both sides): the last-position logits of the first prompt are compared
+as a cross-check. `run()` is the same benchmark as a function (the tests call it on a truncated
+model, `num_layers=2`).
 
 `--single_thread` runs both sides on one compute thread (XLA without its Eigen pool, torch
 `set_num_threads(1)` + `OMP_NUM_THREADS=1`): on a machine shared with many other jobs, a pool of
@@ -34,19 +37,30 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("batch", 8, "Prompts sampled together.")
-flags.DEFINE_integer("prompt_len", 32, "Tokens per prompt.")
-flags.DEFINE_integer("new_tokens", 64, "Tokens sampled per prompt.")
-flags.DEFINE_integer("reps", 5, "Timed runs per side after warm-up (median and min reported).")
-flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Our weights/compute dtype.")
-flags.DEFINE_string("reference_python", None,
-                    "Python of a venv with torch, transformers, gguf, accelerate (None: ours "
-                    "only).")
-flags.DEFINE_integer("seed", 0, "PRNG seed.")
-flags.DEFINE_bool("single_thread", False,
-                  "One compute thread per side (XLA: no Eigen thread pool; torch: "
-                  "set_num_threads(1)). On an oversubscribed machine, multi-threaded runs mostly "
-                  "measure spinning thread pools.")
+
+
+def define_flags() -> None:
+  """Command-line flags; defined only when run as a program, so that importing the module
+  (the tests, other benchmarks) never registers them twice."""
+  flags.DEFINE_integer("batch", 8, "Prompts sampled together.")
+  flags.DEFINE_integer("prompt_len", 32, "Tokens per prompt.")
+  flags.DEFINE_integer("new_tokens", 64, "Tokens sampled per prompt.")
+  flags.DEFINE_integer("reps", 5, "Timed runs per side after warm-up (median and min reported).")
+  flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
+                    "Weights and compute dtype of both sides.")
+  flags.DEFINE_integer("num_layers", 0, "0: the full model; n > 0: its first n layers (tests).")
+  flags.DEFINE_string("reference_python", None,
+                      "Python of a venv with torch, transformers, gguf, accelerate (None: ours "
+                      "only).")
+  flags.DEFINE_integer("seed", 0, "PRNG seed.")
+  flags.DEFINE_bool("single_thread", False,
+                    "One compute thread per side (XLA: no Eigen thread pool; torch: "
+                    "set_num_threads(1)). On an oversubscribed machine, multi-threaded runs mostly "
+                    "measure spinning thread pools.")
+
+
+DTYPES = ("float32", "bfloat16")
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 _TEXT = ("The history of the city begins with a small settlement on an island in the river. "
          "Over the centuries it grew into a centre of trade, learning and art, and its bridges, "
@@ -76,14 +90,15 @@ class _Reference:
   """The transformers subprocess, driven line by line."""
 
   def __init__(self, python: str, gguf: str, input_ids, new_tokens: int, seed: int,
-               threads: int):
+               threads: int, dtype: str = "float32", num_layers: int = 0):
     self._inputs = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump({"input_ids": input_ids}, self._inputs)
     self._inputs.close()
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm_sampling_reference.py")
     self._proc = subprocess.Popen(
         [python, script, f"--gguf={gguf}", f"--inputs={self._inputs.name}",
-         f"--new_tokens={new_tokens}", f"--seed={seed}", f"--threads={threads}"],
+         f"--new_tokens={new_tokens}", f"--seed={seed}", f"--threads={threads}",
+         f"--dtype={dtype}", f"--num_layers={num_layers}"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
         env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})})
     self.ready = self._read()
@@ -106,11 +121,10 @@ class _Reference:
     os.unlink(self._inputs.name)
 
 
-def main(argv) -> None:
-  del argv
-  if FLAGS.single_thread:  # before jax initialises its backend
-    single = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {single}".strip()
+def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 5,
+        dtype: str = "float32", reference_python=None, seed: int = 0,
+        single_thread: bool = False, num_layers: int = 0) -> list:
+  """Both sides, alternately rep by rep; returns the JSON records (ours, [reference, ratio])."""
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -118,27 +132,31 @@ def main(argv) -> None:
   from hrljax import llm_weights
   from hrljax.networks import llama
 
-  dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[FLAGS.dtype]
-  config, params = llm_weights.load_smollm2(dtype=dtype)
+  if reps < 1:
+    raise ValueError(f"reps: expected an int >= 1, got {reps!r}")
+  if dtype not in DTYPES:
+    raise ValueError(f"dtype: expected one of {DTYPES}, got {dtype!r}")
+  config, params = llm_weights.load_smollm2(num_layers=num_layers or None,
+                                            dtype=getattr(jnp, dtype))
   tokenizer = llm_weights.load_tokenizer()
-  input_ids = prompts(tokenizer, FLAGS.batch, FLAGS.prompt_len)
+  input_ids = prompts(tokenizer, batch, prompt_len)
   tokens = jnp.asarray(input_ids, jnp.int32)
   mask = jnp.ones(tokens.shape, bool)
-  per_run = FLAGS.batch * FLAGS.new_tokens
+  per_run = batch * new_tokens
 
   def ours(key):
-    out = llama.generate(config, params, None, tokens, mask, key, FLAGS.new_tokens,
+    out = llama.generate(config, params, None, tokens, mask, key, new_tokens,
                          eos_id=None, pad_id=llm_weights.PAD_ID)
     return jax.block_until_ready(out)
 
   start = time.perf_counter()
-  ours(jax.random.key(FLAGS.seed))
+  ours(jax.random.key(seed))
   compile_seconds = time.perf_counter() - start
 
   reference = None
-  if FLAGS.reference_python:
-    reference = _Reference(FLAGS.reference_python, llm_weights.find_gguf_path(), input_ids,
-                           FLAGS.new_tokens, FLAGS.seed, 1 if FLAGS.single_thread else 0)
+  if reference_python:
+    reference = _Reference(reference_python, llm_weights.find_gguf_path(), input_ids,
+                           new_tokens, seed, 1 if single_thread else 0, dtype, num_layers)
     ref_logits = np.asarray(reference.ready["last_logits"])
     our_logits, _ = llama.forward(config, params, None, tokens[:1], llama.positions_from_mask(
         mask[:1]), mask[:1], last_only=True)
@@ -149,15 +167,18 @@ def main(argv) -> None:
 
   our_runs, ref_runs = [], []
   try:
-    for rep in range(FLAGS.reps):
+    for rep in range(reps):
       start, cpu_start = time.perf_counter(), time.process_time()
-      out = ours(jax.random.key(FLAGS.seed + 1 + rep))
+      out = ours(jax.random.key(seed + 1 + rep))
       our_runs.append({"seconds": time.perf_counter() - start,
                        "cpu_seconds": time.process_time() - cpu_start})
-      assert int(out.mask.sum()) == per_run
+      if int(out.mask.sum()) != per_run:
+        raise RuntimeError(f"hrljax sampled {int(out.mask.sum())} tokens, expected {per_run}")
       if reference is not None:
         result = reference.run()
-        assert result["tokens"] == per_run, result
+        if result["tokens"] != per_run:
+          raise RuntimeError(f"transformers sampled {result['tokens']} tokens, expected "
+                             f"{per_run}")
         ref_runs.append(result)
       print(f"rep {rep}: hrljax {our_runs[-1]['seconds']:.2f} s"
             + (f", transformers {ref_runs[-1]['seconds']:.2f} s" if ref_runs else ""),
@@ -166,28 +187,50 @@ def main(argv) -> None:
     if reference is not None:
       reference.close()
 
-  common = {"single_thread": FLAGS.single_thread, "batch": FLAGS.batch,
-            "prompt_len": FLAGS.prompt_len, "new_tokens": FLAGS.new_tokens,
-            "load_average_1min": load, "reps": FLAGS.reps}
-  ours_summary = {**_summary("hrljax", our_runs, per_run), **common, "dtype": FLAGS.dtype,
-                  "compile_seconds": compile_seconds, "jax": jax.__version__}
-  print(json.dumps(ours_summary))
-  line = (f"hrljax {ours_summary['tokens_per_second_median']:.1f} tokens/s (median, "
-          f"best {ours_summary['tokens_per_second_best']:.1f})")
+  common = {"single_thread": single_thread, "batch": batch, "prompt_len": prompt_len,
+            "new_tokens": new_tokens, "dtype": dtype, "num_layers": config.num_layers,
+            "load_average_1min": load, "reps": reps, "seed": seed}
+  records = [{**_summary("hrljax", our_runs, per_run), **common,
+              "compile_seconds": compile_seconds, "jax": jax.__version__}]
   if reference is not None:
     ref_summary = {**_summary("transformers", ref_runs, per_run), **common,
                    "threads": reference.ready["threads"], "torch": reference.ready["torch"],
                    "last_logits_max_abs_diff": float(np.abs(ref_logits - our_logits).max()),
                    "same_argmax": bool(ref_logits.argmax() == our_logits.argmax())}
-    print(json.dumps(ref_summary))
-    ratio = ours_summary["tokens_per_second_median"] / ref_summary["tokens_per_second_median"]
-    best_ratio = ours_summary["tokens_per_second_best"] / ref_summary["tokens_per_second_best"]
-    print(json.dumps({"ratio_median": ratio, "ratio_best": best_ratio}))
-    line += (f"; transformers {ref_summary['tokens_per_second_median']:.1f} tokens/s (best "
-             f"{ref_summary['tokens_per_second_best']:.1f}); ratio {ratio:.2f}x (best "
-             f"{best_ratio:.2f}x); logits max |diff| {ref_summary['last_logits_max_abs_diff']:.2e}")
-  print(line + f"; load {load:.1f}", file=sys.stderr)
+    records.append(ref_summary)
+    ours_summary = records[0]
+    records.append({
+        "ratio_median": (ours_summary["tokens_per_second_median"]
+                         / ref_summary["tokens_per_second_median"]),
+        "ratio_best": ours_summary["tokens_per_second_best"] / ref_summary[
+            "tokens_per_second_best"],
+        "ratio_per_cpu_second": (ours_summary["tokens_per_cpu_second_median"]
+                                 / ref_summary["tokens_per_cpu_second_median"])})
+  return records
+
+
+def main(argv) -> None:
+  del argv
+  if FLAGS.single_thread:  # before jax initialises its backend
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
+  records = run(FLAGS.batch, FLAGS.prompt_len, FLAGS.new_tokens, FLAGS.reps, FLAGS.dtype,
+                FLAGS.reference_python, FLAGS.seed, FLAGS.single_thread, FLAGS.num_layers)
+  for record in records:
+    print(json.dumps(record))
+  ours = records[0]
+  line = (f"hrljax {ours['tokens_per_second_median']:.1f} tokens/s (median, "
+          f"best {ours['tokens_per_second_best']:.1f}, "
+          f"{ours['tokens_per_cpu_second_median']:.1f} per CPU s)")
+  if len(records) > 1:
+    ref, ratio = records[1], records[2]
+    line += (f"; transformers {ref['tokens_per_second_median']:.1f} tokens/s (best "
+             f"{ref['tokens_per_second_best']:.1f}, {ref['tokens_per_cpu_second_median']:.1f} "
+             f"per CPU s); ratio {ratio['ratio_median']:.2f}x (best {ratio['ratio_best']:.2f}x,"
+             f" per CPU s {ratio['ratio_per_cpu_second']:.2f}x); logits max |diff| "
+             f"{ref['last_logits_max_abs_diff']:.2e}")
+  print(line + f"; load {ours['load_average_1min']:.1f}", file=sys.stderr)
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

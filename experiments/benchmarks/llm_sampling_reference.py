@@ -4,7 +4,8 @@
       --inputs=<json file with "input_ids"> --new_tokens=64
 
 Loads SmolLM2 from the same GGUF file (`AutoModelForCausalLM.from_pretrained(dir,
-gguf_file=...)`, dequantised to float32), prints one JSON line with the last-position logits of
+gguf_file=...)`, dequantised to `--dtype`, float32 or bfloat16; `--num_layers` keeps the first
+layers), prints one JSON line with the last-position logits of
 the first prompt (for the cross-check), then serves the parent over stdin/stdout: on each line
 "run" it samples `new_tokens` tokens for the whole batch with `model.generate` (KV cache,
 `do_sample=True`, temperature 1, no top-k/top-p, eos suppressed by `min_new_tokens` so every
@@ -26,6 +27,8 @@ def main() -> None:
   parser.add_argument("--new_tokens", type=int, default=64)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+  parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+  parser.add_argument("--num_layers", type=int, default=0, help="0: all; n: the first n layers")
   args = parser.parse_args()
 
   import torch
@@ -36,13 +39,16 @@ def main() -> None:
     torch.set_num_threads(args.threads)
   model = AutoModelForCausalLM.from_pretrained(os.path.dirname(args.gguf),
                                                gguf_file=os.path.basename(args.gguf),
-                                               dtype=torch.float32)
+                                               dtype=getattr(torch, args.dtype))
+  if args.num_layers:
+    model.model.layers = model.model.layers[:args.num_layers]
+    model.config.num_hidden_layers = args.num_layers
   model.eval()
   with open(args.inputs) as f:
     input_ids = torch.tensor(json.load(f)["input_ids"], dtype=torch.long)
   attention_mask = torch.ones_like(input_ids)
   with torch.inference_mode():
-    logits = model(input_ids[:1]).logits[0, -1].tolist()
+    logits = model(input_ids[:1]).logits[0, -1].float().tolist()
   print(json.dumps({"ready": True, "threads": torch.get_num_threads(),
                     "torch": torch.__version__, "last_logits": logits}), flush=True)
 
