@@ -31,6 +31,8 @@ the `env_steps` count): none in the losses. `train_schedule` (joint vs value-fir
 is not offered: joint training, as in the reference code, is the only schedule.
 """
 
+from typing import Callable
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -38,7 +40,7 @@ import ml_collections
 import optax
 from flax import struct
 
-from hrljax.agents import gcivl
+from hrljax.agents import common, gcivl
 from hrljax.agents.gcivl import evaluate_tasks  # noqa: F401  (same OGBench evaluation)
 from hrljax import config_checks as checks
 from hrljax.data import goal_sampler
@@ -138,35 +140,10 @@ class HIQLAgent(struct.PyTreeNode):
     value_loss, value_extras = gc.ivl_value_loss_batch(
         v, v_tgt, next_v_tgt, batch["rewards"], config.discount * batch["masks"], config.expectile)
 
-    stored = jax.lax.stop_gradient(params)  # OGBench's advantages use the stored parameters
-    low_goals = batch["low_actor_goals"]
-
-    def low_log_prob(rep):
-      dist = self.low_actor_net.apply(params["low_actor"], jnp.concatenate([obs, rep], axis=-1))
-      return dist.log_prob(batch["actions"])
-
-    low_loss, low_extras = gc.hiql_low_actor_loss(
-        low_log_prob, self.goal_rep(params, obs, low_goals),
-        self.value(stored, next_obs, low_goals), self.value(stored, obs, low_goals),
-        config.low_alpha, rep_grad=config.low_actor_rep_grad)
-
-    high_goals, targets = batch["high_actor_goals"], batch["high_actor_targets"]
-    high_dist = self.high_actor_net.apply(params["high_actor"],
-                                          jnp.concatenate([obs, high_goals], axis=-1))
-    high_loss, high_extras = gc.hiql_high_actor_loss(
-        high_dist.log_prob, self.goal_rep(stored, obs, targets),
-        self.value(stored, targets, high_goals), self.value(stored, obs, high_goals),
-        config.high_alpha)
-    losses = {"value": value_loss, "low_actor": low_loss, "high_actor": high_loss}
-    metrics = {
-        "value_loss": value_loss, "low_actor_loss": low_loss, "high_actor_loss": high_loss,
-        "v_mean": v.mean(), "value_advantage": value_extras.advantage.mean(),
-        "low_advantage": low_extras.advantage.mean(),
-        "high_advantage": high_extras.advantage.mean(),
-        "low_awr_weight": low_extras.weights.mean(), "high_awr_weight": high_extras.weights.mean(),
-        "low_bc_log_prob": low_extras.log_prob.mean(),
-        "high_bc_log_prob": high_extras.log_prob.mean(),
-    }
+    actor_losses, actor_metrics = hierarchical_actor_losses(self, params, batch, self.value)
+    losses = {"value": value_loss, **actor_losses}
+    metrics = {"value_loss": value_loss, "v_mean": v.mean(),
+               "value_advantage": value_extras.advantage.mean(), **actor_metrics}
     return losses, metrics
 
   def loss(self, params: PyTree, batch: dict) -> tuple[Array, dict]:
@@ -177,11 +154,7 @@ class HIQLAgent(struct.PyTreeNode):
 
   def update(self, batch: dict) -> tuple["HIQLAgent", dict]:
     """One Adam step on the joint loss, then Polyak of the value heads (pre-step parameters)."""
-    grads, metrics = jax.grad(self.loss, has_aux=True)(self.params, batch)
-    updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
-    params = optax.apply_updates(self.params, updates)
-    target = gcivl.polyak(self.target_params, self.params["value"], self.config.tau)
-    return self.replace(params=params, target_params=target, opt_state=opt_state), metrics
+    return update_with_targets(self, batch, {"target_params": "value"})
 
   def act(self, obs: Array, goal: Array, key: Array, temperature: float = 0.0) -> Array:
     """Actions in [-1, 1] for observations and goals [..., D]: latent subgoal, then low action."""
@@ -193,6 +166,59 @@ class HIQLAgent(struct.PyTreeNode):
     low = self.low_actor_net.apply(self.params["low_actor"], jnp.concatenate([obs, z], axis=-1))
     action = low.loc + temperature * low.scale_diag * jax.random.normal(low_key, low.loc.shape)
     return jnp.clip(action, -1.0, 1.0)
+
+
+def hierarchical_actor_losses(agent, params: PyTree, batch: dict,
+                              high_value: Callable[..., Array]) -> tuple[dict, dict]:
+  """HIQL's two AWR actor losses {low_actor, high_actor} and their metrics, shared with OTA.
+
+  `agent` has HIQL's networks (`goal_rep`, `value`, `low_actor_net`, `high_actor_net`);
+  `high_value(params, obs, goal) -> [B, E]` is the value in the high actor's advantage: HIQL's
+  value (`agent.value`), or OTA's option-aware V^h. Both advantages use the stored parameters
+  (no gradient), as OGBench does.
+  """
+  config = agent.config
+  obs, next_obs = batch["observations"], batch["next_observations"]
+  stored = jax.lax.stop_gradient(params)
+  low_goals = batch["low_actor_goals"]
+
+  def low_log_prob(rep):
+    dist = agent.low_actor_net.apply(params["low_actor"], jnp.concatenate([obs, rep], axis=-1))
+    return dist.log_prob(batch["actions"])
+
+  low_loss, low_extras = gc.hiql_low_actor_loss(
+      low_log_prob, agent.goal_rep(params, obs, low_goals),
+      agent.value(stored, next_obs, low_goals), agent.value(stored, obs, low_goals),
+      config.low_alpha, rep_grad=config.low_actor_rep_grad)
+
+  high_goals, targets = batch["high_actor_goals"], batch["high_actor_targets"]
+  high_dist = agent.high_actor_net.apply(params["high_actor"],
+                                         jnp.concatenate([obs, high_goals], axis=-1))
+  high_loss, high_extras = gc.hiql_high_actor_loss(
+      high_dist.log_prob, agent.goal_rep(stored, obs, targets),
+      high_value(stored, targets, high_goals), high_value(stored, obs, high_goals),
+      config.high_alpha)
+  losses = {"low_actor": low_loss, "high_actor": high_loss}
+  metrics = {
+      "low_actor_loss": low_loss, "high_actor_loss": high_loss,
+      "low_advantage": low_extras.advantage.mean(),
+      "high_advantage": high_extras.advantage.mean(),
+      "low_awr_weight": low_extras.weights.mean(), "high_awr_weight": high_extras.weights.mean(),
+      "low_bc_log_prob": low_extras.log_prob.mean(),
+      "high_bc_log_prob": high_extras.log_prob.mean(),
+  }
+  return losses, metrics
+
+
+def update_with_targets(agent, batch: dict, targets: dict[str, str]):
+  """One optimizer step on `agent.loss`, then each target field ← Polyak(field, pre-step
+  `params[group]`) for `targets = {field: group}` (OGBench's order: the targets follow the
+  parameters from BEFORE the step). HIQL: {"target_params": "value"}; OTA adds its V^h heads."""
+  stepped, metrics = common.gradient_step(agent, agent.loss, batch)
+  tau = agent.config.tau
+  new_targets = {field: gcivl.polyak(getattr(agent, field), agent.params[group], tau)
+                 for field, group in targets.items()}
+  return stepped.replace(**new_targets), metrics
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:

