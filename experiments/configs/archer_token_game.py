@@ -19,6 +19,13 @@ Measured (CPU shared by ~8 jobs, one seed each; not yet a result):
     utterances): no sustained gain, then a collapse. The critic's `q_gap` (min-Q of correct minus
     failed final guesses) grew from 0.02 to 0.12 only: it barely tells a right guess from a wrong
     one, so the advantages are mostly noise that Adam turns into full-size steps.
+  * 3 seeds vmapped, actor lr 3e-5, `critic_utterance_encoding` "joint" (attention can relate a
+    guessed item to the answers) and "separate"; curves, commands and the PPO comparison in
+    `experiments/results/ARCHER.md`. With "joint" the critic still does not separate correct
+    from wrong guesses within 150 critic steps (q_gap 0.02-0.06), the advantage's spread stays
+    0.02-0.07, and the mean greedy success drifts down (0.76 -> 0.68 after 3,840 utterances)
+    while token PPO improves from the same start (0.76 -> 0.92 after 7,680). This points at the
+    from-scratch critic (its advantage carries no signal yet), not at the actor's step size.
 """
 
 from experiments.configs import token_game_common
