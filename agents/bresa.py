@@ -17,7 +17,11 @@ What Bresa is here, composed from `hrljax.agents.recovery_rl` (which holds the s
     (`hrljax.rollout.two_rate_rollout`): at every control step the nominal action â is scored by
     Q_risk(ŝ, â) = max(Q1, Q2); if it exceeds ε_safe (strict) the recovery policy takes over, and
     with `reflex_mode="latch"` (default, the spec's option (a)) keeps control until the decision
-    ends. The switch replaces the action, it does not project it.
+    ends. The switch replaces the action, it does not project it. Because the latch makes the
+    nominal actions up to the first reflex known in advance, the rollout scores a decision's K
+    nominal control steps in one batched critic call and re-simulates from the first reflex
+    (`rollout.Reflex`, `two_rate_rollout(lookahead=True)`: the same trajectory as a check at
+    every control step, faster; `experiments/results/SAFETY.md`).
   * **Decoupled learning**: π_task is plain SAC on the task reward and never sees costs; Q_risk
     and π_rec learn from the cost signal on every executed control step (Recovery RL's TD loss,
     `losses.safety.qrisk_loss`, and its model-free recovery objective). The task buffer stores the

@@ -471,6 +471,18 @@ def safety_statistics(traj) -> dict[str, Array]:
   }
 
 
+def first_episode_cost(traj) -> dict[str, Array]:
+  """Cost and violating steps of each environment's first episode in a `[T, N]` rollout of the
+  safety wrapper, averaged over environments (an episode still running at the end counts with
+  its cost so far): `eval_cost`, `eval_violations`, `eval_violation_rate` (share of episodes
+  with a violation)."""
+  valid = rollout.first_episode_mask(traj.done)
+  cost = jnp.where(valid, traj.next_obs.cost, 0.0).sum(axis=0)
+  violations = (valid & (traj.next_obs.cost > 0)).sum(axis=0).astype(jnp.float32)
+  return {"eval_cost": cost.mean(), "eval_violations": violations.mean(),
+          "eval_violation_rate": (violations > 0).astype(jnp.float32).mean()}
+
+
 def mean_episode_cost(traj) -> tuple[Array, Array]:
   """`(J_c, valid)`: the mean undiscounted cost of the episodes that ended in `traj`, and
   whether any did (J_c is 0 then)."""
@@ -518,8 +530,14 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     def greedy(params, obs, _):
       dist = actor_critic.apply(params["actor_critic"], obs.obs, method=ActorCritic.policy)
       return dist.mode(), None
-    return rollout.evaluate(env, env_params, greedy, state.agent.params, key,
-                            config.eval_episodes, env_params.max_steps_in_episode)
+    metrics = rollout.evaluate(env, env_params, greedy, state.agent.params, key,
+                               config.eval_episodes, env_params.max_steps_in_episode)
+    # The same episodes again (same key) for their cost, which `rollout.evaluate` does not see.
+    reset_key, run_key = jax.random.split(key)
+    carry = rollout.reset(env, env_params, reset_key, config.eval_episodes)
+    _, traj = rollout.rollout(env, env_params, greedy, state.agent.params, carry, run_key,
+                              env_params.max_steps_in_episode)
+    return {**metrics, **first_episode_cost(traj)}
 
   return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
                  env_steps_per_update=config.num_envs * config.num_steps, sharded_field="env")

@@ -1,22 +1,33 @@
 """Speed of the two-rate rollout with Bresa's reflex on against the same rollout with it off.
 
   python -m experiments.benchmarks.two_rate [--num_envs=1,16] [--num_decisions=20] [--reps=7]
+      [--eps_quantile=0.9]
 
 Builds a Bresa agent from `experiments/configs/bresa_pointhazard.py` (its networks, K = 10, the
 waypoint controller, the latching reflex) and times `hrljax.rollout.two_rate_rollout` on
-PointHazard-v0 with (a) `recovery_rl.make_safety_layer` (the safety critic scores every control
-step, the recovery policy takes over above ε) and (b) `rollout.no_safety_layer`. Both are
-compiled first in this process, then executed alternately rep by rep so that they see the same
-load; the speed is env (control) steps divided by the median execution time. The agent's critic
-is untrained, so ε is set to the `--eps_quantile` quantile of the risks of the nominal actions:
-the reflex then fires on a realistic fraction of the control steps (printed as
-`intervention_rate`; Bresa's PointHazard training runs see 30-70% early, under 1% once the task
-policy has learned the detour), and the recovery path really runs. Prints one JSON line per batch
-size with the median and the best execution of each variant and the median in process CPU time
-(steadier than wall time on a loaded machine), and the ratio on/off of each.
+PointHazard-v0 with three safety layers:
+
+* `reflex_on`: `recovery_rl.make_reflex`, what Bresa runs: each decision's K nominal control
+  steps are simulated, scored by the safety critic in one batched call, and re-simulated from the
+  first reflex with the recovery policy only if the reflex fires somewhere (`lookahead=True`);
+* `reflex_per_step`: the same reflex consulted at every control step (`lookahead=False`: one
+  critic call per control step; the same trajectory);
+* `reflex_off`: `rollout.no_safety_layer`.
+
+All are compiled first in this process, then executed in turn rep by rep so that they see the
+same load; the speed is env (control) steps divided by the median execution time. The agent's
+critic is untrained, so ε is set to the `--eps_quantile` quantile of the risks of the nominal
+actions: the reflex then fires on a controlled fraction of the control steps (printed as
+`intervention_rate`, and `reflex_decision_rate`, the fraction of decisions in which it fired in
+some environment, which is what the lookahead pays for; Bresa's PointHazard training runs see
+30-70% of control steps early, under 1% once the task policy has learned the detour), and the
+recovery path really runs. Prints one JSON line per batch size with the median and the best
+execution of each variant, the median in process CPU time (steadier than wall time on a loaded
+machine), and the ratios to `reflex_off`; a summary line per batch size on stderr.
 """
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -31,7 +42,7 @@ flags.DEFINE_float("eps_quantile", 0.9, "ε = this quantile of the nominal actio
 
 
 def build(num_envs: int, num_decisions: int, eps_quantile: float):
-  """`(variants {name: (compiled fn, args)}, env steps per call, intervention rate)`."""
+  """`(variants {name: (compiled fn, args)}, env steps per call, {rate name: rate})`."""
   import jax
   import jax.numpy as jnp
   import ml_collections
@@ -55,39 +66,46 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
     command = actor.apply(actor_params, obs).sample(seed=key)
     return command, command
 
-  def make(reflex: bool):
+  def make(layer: str):
     def run(agent, carry, key):
-      safety_fn = recovery_rl.make_safety_layer(agent) if reflex else rollout.no_safety_layer
-      noise_fn = recovery_rl.recovery_noise_fn(num_envs, spec.action_dim) if reflex else None
+      safety_fn = (rollout.no_safety_layer if layer == "reflex_off"
+                   else recovery_rl.make_reflex(agent))
+      noise_fn = (None if layer == "reflex_off"
+                  else recovery_rl.recovery_noise_fn(num_envs, spec.action_dim))
       return rollout.two_rate_rollout(
           env, params, policy, agent.task.actor_params, controller, safety_fn,
           (agent, jnp.asarray(True)), carry, key, num_decisions, K,
-          info_keys=recovery_rl.SAFETY_INFO_KEYS, safety_noise_fn=noise_fn)
+          info_keys=recovery_rl.SAFETY_INFO_KEYS, safety_noise_fn=noise_fn,
+          lookahead=layer == "reflex_on")
     return jax.jit(run)
 
   carry = rollout.reset(env, params, jax.random.key(1), num_envs)
   key = jax.random.key(2)
   # ε inside the range of the nominal risks, so that the reflex fires on part of the steps.
-  control = make(False)(agent, carry, key)[1].control
+  control = make("reflex_off")(agent, carry, key)[1].control
   flat = lambda x: x.reshape((-1,) + x.shape[3:])
   risks = np.asarray(agent.risk(flat(control.obs), flat(control.proposed_action)))
   eps = float(np.quantile(risks, eps_quantile))
   agent = agent.replace(config=ml_collections.FrozenConfigDict(
       {**agent.config.as_configdict().to_dict(), "eps_risk": eps}))
   variants = {}
-  for name, reflex in (("reflex_on", True), ("reflex_off", False)):
-    compiled = make(reflex).lower(agent, carry, key).compile()
-    variants[name] = (compiled, (agent, carry, key))
-  on = variants["reflex_on"][0](agent, carry, key)[1]
-  rate = float(np.asarray(on.control.intervened).mean())
-  return variants, num_envs * num_decisions * K, rate
+  for layer in LAYERS:
+    compiled = make(layer).lower(agent, carry, key).compile()
+    variants[layer] = (compiled, (agent, carry, key))
+  intervened = np.asarray(variants["reflex_on"][0](agent, carry, key)[1].control.intervened)
+  rates = {"intervention_rate": float(intervened.mean()),
+           "reflex_decision_rate": float(intervened.any(axis=(1, 2)).mean())}
+  return variants, num_envs * num_decisions * K, rates
+
+
+LAYERS = ("reflex_on", "reflex_per_step", "reflex_off")
 
 
 def main(argv):
   del argv
   import jax
   for num_envs in (int(n) for n in FLAGS.num_envs):
-    variants, steps, rate = build(num_envs, FLAGS.num_decisions, FLAGS.eps_quantile)
+    variants, steps, rates = build(num_envs, FLAGS.num_decisions, FLAGS.eps_quantile)
     seconds = {name: [] for name in variants}
     cpu_seconds = {name: [] for name in variants}
     for name, (fn, args) in variants.items():  # warm up
@@ -102,17 +120,22 @@ def main(argv):
     best = {name: steps / min(times) for name, times in seconds.items()}
     cpu = {name: steps / statistics.median(times) for name, times in cpu_seconds.items()}
     record = {"num_envs": num_envs, "num_decisions": FLAGS.num_decisions, "env_steps": steps,
-              "intervention_rate": round(rate, 3),
-              **{f"{name}_env_steps_per_second": round(v) for name, v in speed.items()},
-              "ratio_on_off": round(speed["reflex_on"] / speed["reflex_off"], 3),
-              **{f"{name}_best_env_steps_per_second": round(v) for name, v in best.items()},
-              "best_ratio_on_off": round(best["reflex_on"] / best["reflex_off"], 3),
-              **{f"{name}_env_steps_per_cpu_second": round(v) for name, v in cpu.items()},
-              "cpu_ratio_on_off": round(cpu["reflex_on"] / cpu["reflex_off"], 3)}
+              "eps_quantile": FLAGS.eps_quantile,
+              **{name: round(value, 3) for name, value in rates.items()},
+              "load_average_1min": round(os.getloadavg()[0], 1)}
+    for kind, table in (("", speed), ("best_", best), ("cpu_", cpu)):
+      unit = "cpu_second" if kind == "cpu_" else "second"
+      for name in LAYERS:
+        record[f"{kind}{name}_env_steps_per_{unit}"] = round(table[name])
+      for name in LAYERS[:2]:
+        record[f"{kind}ratio_{name}_off"] = round(table[name] / table["reflex_off"], 3)
     print(json.dumps(record), flush=True)
-    print(f"N={num_envs}: reflex on {speed['reflex_on']:,.0f} / off {speed['reflex_off']:,.0f} "
-          f"env steps/s, ratio {record['ratio_on_off']:.2f} (CPU time: "
-          f"{record['cpu_ratio_on_off']:.2f})", file=sys.stderr)
+    print(f"N={num_envs}: reflex on {speed['reflex_on']:,.0f} / per step "
+          f"{speed['reflex_per_step']:,.0f} / off {speed['reflex_off']:,.0f} env steps/s; "
+          f"ratio on/off {record['ratio_reflex_on_off']:.2f} (CPU time "
+          f"{record['cpu_ratio_reflex_on_off']:.2f}, best {record['best_ratio_reflex_on_off']:.2f}), "
+          f"per step/off {record['ratio_reflex_per_step_off']:.2f}; "
+          f"reflex in {rates['reflex_decision_rate']:.0%} of decisions", file=sys.stderr)
 
 
 if __name__ == "__main__":

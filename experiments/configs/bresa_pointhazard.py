@@ -28,6 +28,10 @@ def get_config():
     config[field] = two_rate[field]
   config.buffer_size = 3_000  # decisions: the 30k control steps are 3k decisions
   config.risk_updates_per_step = bresa.CONTROL_STEPS
+  # The reference's recovery objective (minimise Q_risk): Bresa's measured runs use it; the
+  # latching reflex hands a whole decision to π_rec, where the task critic of the decision-level
+  # SAC does not score low-level actions.
+  config.recovery_objective = "risk"
   config.log_every = 100
   config.checkpoint_every = 500
   return config

@@ -86,7 +86,7 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
   def go(agent, eps):
     eps_config = ml_collections.FrozenConfigDict({**config.to_dict(), "eps_risk": eps})
     agent = agent.replace(config=eps_config)
-    layer = bresa.recovery_rl.make_safety_layer(agent, deterministic=True)
+    layer = bresa.recovery_rl.make_reflex(agent, deterministic=True)
     return rollout.two_rate_rollout(env, params, waypoints, None, controller, layer,
                                     (agent, jnp.asarray(True)), carry, jax.random.key(2), 6,
                                     config.control_steps, info_keys=("cost",))[1]

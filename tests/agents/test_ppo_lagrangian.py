@@ -9,6 +9,7 @@ import pytest
 from hrljax import envs, rollout
 from hrljax.agents import ppo_lagrangian as pl
 from hrljax.config_checks import ConfigError
+from hrljax.types import Transition
 
 
 def tiny_config(**overrides):
@@ -256,3 +257,22 @@ def test_pid_lagrangian_brings_episode_cost_near_the_limit():
   assert cost <= 7.0, cost
   assert episode_return >= 2.5, episode_return
   assert float(metrics["lagrange_multiplier"][-1]) > 0.5
+
+
+def test_first_episode_cost_counts_each_environments_first_episode_only():
+  # Env 0 ends at step 1 (cost 1 + 0.5, one more costly step after the reset is ignored), env 1
+  # never ends (all its cost counts), env 2 ends at step 0 with no cost.
+  cost = jnp.asarray([[1.0, 0.0, 0.0], [0.5, 2.0, 0.0], [3.0, 0.0, 1.0]])
+  done = jnp.asarray([[False, False, True], [True, False, False], [False, False, True]])
+  next_obs = pl.SafetyObservation(obs=jnp.zeros((3, 3, 1)), cost=cost,
+                                  episode_cost=jnp.zeros((3, 3)),
+                                  episode_violations=jnp.zeros((3, 3), jnp.int32),
+                                  intervened=jnp.zeros((3, 3), bool))
+  zeros = jnp.zeros((3, 3))
+  traj = Transition(obs=next_obs, action=zeros, reward=zeros, terminated=done,
+                     truncated=jnp.zeros((3, 3), bool), next_obs=next_obs,
+                     policy_extras=None, episode_return=zeros, episode_length=zeros)
+  stats = pl.first_episode_cost(traj)
+  np.testing.assert_allclose(stats["eval_cost"], (1.5 + 2.0 + 0.0) / 3, rtol=1e-6)
+  np.testing.assert_allclose(stats["eval_violations"], (2 + 1 + 0) / 3, rtol=1e-6)
+  np.testing.assert_allclose(stats["eval_violation_rate"], 2 / 3, rtol=1e-6)

@@ -2,6 +2,8 @@
 aggregation (SMDP step counts, truncation inside a decision, frozen environments), the safety layer
 at the control rate (proposed vs executed actions, interventions, latching), and bad inputs."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -133,3 +135,50 @@ def test_bad_counts_raise(field, value):
   with pytest.raises(ValueError, match=field):
     rollout.two_rate_rollout(env, params, uniform_policy, None, direct, rollout.no_safety_layer,
                              None, carry, jax.random.key(1), **kwargs)
+
+
+def random_reflex(key, obs_dim, latch=True):
+  """A `Reflex` with random linear parts, and its weights w: fires where w·[obs, proposed] > b
+  (b = safety_params), recovers with tanh(M obs + noise)."""
+  w_key, m_key = jax.random.split(key)
+  w = jax.random.normal(w_key, (obs_dim + 2, 1))
+  m = jax.random.normal(m_key, (obs_dim, 2))
+
+  def trigger(threshold, obs, proposed):
+    return (jnp.concatenate([obs, proposed], axis=-1) @ w)[:, 0] > threshold
+
+  def recover(threshold, obs, noise):
+    return jnp.tanh(obs @ m + noise)
+
+  return rollout.Reflex(trigger_fn=trigger, recovery_fn=recover, latch=latch), np.asarray(w)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lookahead_reflex_reproduces_the_per_step_reflex_exactly(seed):
+  # Episodes of 13 control steps, K = 5: episodes end inside decisions (frozen environments), the
+  # threshold puts the first reflex anywhere in a decision (or nowhere).
+  env, params = make_env(max_steps_in_episode=13)
+  keys = jax.random.split(jax.random.key(seed), 4)  # keys[2] unused: keeps the seeds' draws
+  carry = rollout.reset(env, params, keys[0], 6)
+  reflex, w = random_reflex(keys[1], carry.obs.shape[1])
+  noise_fn = lambda key, leading: 0.3 * jax.random.normal(key, leading + (6, 2))
+  controller = lambda obs, command: jnp.clip(command - obs[:, :2], -1.0, 1.0)
+
+  @functools.partial(jax.jit, static_argnames="lookahead")
+  def run(threshold, lookahead):
+    return rollout.two_rate_rollout(env, params, uniform_policy, None, controller, reflex,
+                                    threshold, carry, keys[3], 8, 5, info_keys=("cost",),
+                                    safety_noise_fn=noise_fn, lookahead=lookahead)
+
+  # The threshold: the 0.9 quantile of the scores of the nominal actions.
+  nominal = run(jnp.inf, False)[1].control
+  scores = np.concatenate([np.asarray(nominal.obs), np.asarray(nominal.proposed_action)], -1)
+  scores = scores @ w
+  threshold = np.quantile(scores, 0.9)
+  fast, slow = run(threshold, True), run(threshold, False)
+  intervened = np.asarray(slow[1].control.intervened)
+  assert intervened.any() and not intervened.all()
+  fired = intervened.any(axis=1)
+  assert np.any(np.argmax(intervened, axis=1)[fired] > 0)  # some reflex starts mid-decision
+  for expected, actual in zip(jax.tree.leaves(slow), jax.tree.leaves(fast)):
+    np.testing.assert_array_equal(expected, actual)
