@@ -1,5 +1,29 @@
-"""Test-wide JAX settings: implicit rank promotion is an error, as DESIGN.md asks."""
+"""Test-wide JAX settings.
 
-import jax
+* Implicit rank promotion is an error, as DESIGN.md asks.
+* XLA:CPU's multi-threaded Eigen pool is off. With it on, a jitted program occasionally never
+  finishes on this 2-core machine: every XLA thread parks in a futex wait and the caller sits in
+  `BlockUntilReady` (seen here in a CI run and three times in ArCHer's vmapped init; the same
+  wedge, and the same cure, are reported in PyAutoLabs/PyAutoFit#1528 and #1530). Tests measure
+  no speed, and two xdist workers already use both cores. Subprocesses inherit the flag through
+  `os.environ`; those that need fake devices take `eight_cpu_devices_env`, which keeps it.
+"""
+
+import os
+
+SINGLE_THREAD_EIGEN = "--xla_cpu_multi_thread_eigen=false"
+if SINGLE_THREAD_EIGEN not in os.environ.get("XLA_FLAGS", ""):
+  # Must happen before the CPU backend starts (at the first computation, after this import).
+  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_EIGEN}".strip()
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+@pytest.fixture(scope="session")
+def eight_cpu_devices_env() -> dict:
+  """The environment for a subprocess that sees 8 CPU devices, with this file's XLA flags."""
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+  return dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")

@@ -309,9 +309,8 @@ print(json.dumps(out))
 
 
 @pytest.mark.multidevice
-def test_8_devices_give_the_same_advantages_losses_and_sgd_update_as_1():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
-  result = subprocess.run([sys.executable, "-c", MESH_SCRIPT], cwd=ROOT, env=env,
+def test_8_devices_give_the_same_advantages_losses_and_sgd_update_as_1(eight_cpu_devices_env):
+  result = subprocess.run([sys.executable, "-c", MESH_SCRIPT], cwd=ROOT, env=eight_cpu_devices_env,
                           capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])

@@ -402,10 +402,8 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.multidevice
-def test_eight_device_mesh_logs_the_same_losses_as_one_device(tmp_path):
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu")
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT, str(tmp_path)], env=env,
+def test_eight_device_mesh_logs_the_same_losses_as_one_device(tmp_path, eight_cpu_devices_env):
+  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT, str(tmp_path)], env=eight_cpu_devices_env,
                           cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   runs = json.loads(result.stdout.strip().splitlines()[-1])

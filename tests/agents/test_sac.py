@@ -389,12 +389,10 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.multidevice
-def test_eight_devices_match_one_device_with_sgd():
+def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   """Env carry sharded over 8 devices, replay buffer replicated: same buffer, params and metrics
   as on one device after three Learner steps (SGD, so a wrong gradient scale would show)."""
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu")
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=env, cwd=ROOT,
+  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])

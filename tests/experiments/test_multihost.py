@@ -22,7 +22,8 @@ def losses(workdir):
           for r in read_jsonl(str(workdir)) if r["phase"] == "train"]
 
 
-def test_two_processes_of_four_devices_log_what_one_process_of_eight_logs(tmp_path):
+def test_two_processes_of_four_devices_log_what_one_process_of_eight_logs(tmp_path,
+                                                                        eight_cpu_devices_env):
   two = subprocess.run(
       [sys.executable, "-m", "experiments.launch_local", "--num_processes=2",
        "--devices_per_process=4", "--", f"--workdir={tmp_path / 'two'}", *TRAIN_ARGS],
@@ -32,7 +33,7 @@ def test_two_processes_of_four_devices_log_what_one_process_of_eight_logs(tmp_pa
   one = subprocess.run(
       [sys.executable, "-m", "experiments.train", f"--workdir={tmp_path / 'one'}", *TRAIN_ARGS],
       cwd=ROOT, capture_output=True, text=True, timeout=600,
-      env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8"))
+      env=eight_cpu_devices_env)
   assert one.returncode == 0, one.stderr[-3000:]
   two_losses, one_losses = losses(tmp_path / "two"), losses(tmp_path / "one")
   assert [r["update"] for r in two_losses] == [1, 2, 3]

@@ -10,18 +10,17 @@ import pytest
 from hrljax.logging import read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EIGHT_DEVICES = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
 pytestmark = pytest.mark.multidevice
 
 
-def run(command, timeout=600):
-  return subprocess.run(command, cwd=ROOT, env=EIGHT_DEVICES, capture_output=True, text=True,
+def run(command, env, timeout=600):
+  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                         timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def checks():
-  result = run([sys.executable, "tests/spine/multidevice_checks.py"])
+def checks(eight_cpu_devices_env):
+  result = run([sys.executable, "tests/spine/multidevice_checks.py"], eight_cpu_devices_env)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout)
 
@@ -43,7 +42,7 @@ def test_shard_map_needs_the_global_mean_inside_the_gradient(checks):
   assert checks["grad_then_pmean_ratio"] == pytest.approx(8.0, rel=1e-4)
 
 
-def test_cli_logs_same_losses_on_1_and_8_devices(tmp_path):
+def test_cli_logs_same_losses_on_1_and_8_devices(tmp_path, eight_cpu_devices_env):
   common = ["--config=experiments/configs/ppo_cartpole.py", "--config.num_envs=8",
             "--config.num_steps=16", "--config.total_timesteps=384", "--config.log_every=1",
             "--config.checkpoint_every=1", "--config.eval_episodes=8"]
@@ -51,7 +50,7 @@ def test_cli_logs_same_losses_on_1_and_8_devices(tmp_path):
   for devices in (1, 8):
     workdir = tmp_path / f"d{devices}"
     result = run([sys.executable, "-m", "experiments.train", f"--workdir={workdir}",
-                  f"--num_devices={devices}", *common])
+                  f"--num_devices={devices}", *common], eight_cpu_devices_env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"{devices} device(s)" in result.stdout
     records[devices] = [r for r in read_jsonl(str(workdir)) if r["phase"] == "train"]
@@ -61,9 +60,9 @@ def test_cli_logs_same_losses_on_1_and_8_devices(tmp_path):
       assert eight[key] == pytest.approx(one[key], rel=1e-5, abs=1e-6), (key, one, eight)
 
 
-def test_env_count_not_divisible_by_device_count_is_a_clear_error(tmp_path):
+def test_env_count_not_divisible_by_device_count_is_a_clear_error(tmp_path, eight_cpu_devices_env):
   result = run([sys.executable, "-m", "experiments.train", f"--workdir={tmp_path / 'x'}",
-                "--config=experiments/configs/ppo_cartpole.py", "--config.num_envs=4"])
+                "--config=experiments/configs/ppo_cartpole.py", "--config.num_envs=4"], eight_cpu_devices_env)
   assert result.returncode == 2
   assert result.stderr.strip() == ("error: config.num_envs: expected a multiple of the device "
                                    "count (8), got 4")
