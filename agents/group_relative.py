@@ -345,13 +345,8 @@ def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[GroupBatch, d
 def episode_metrics(episodes: rollout.GroupedEpisodes) -> dict[str, Array]:
   """Per-update sums over the update's episodes (the loop turns `*_sum` into means) and the
   success rate (an episode succeeds when it reaches a terminal state, FourRooms' goal)."""
-  summary = rollout.summarize_episodes(episodes)
-  return {
-      "episode_return_sum": summary.episode_return.sum(),
-      "episode_length_sum": summary.length.astype(jnp.float32).sum(),
-      "episodes": jnp.asarray(summary.length.shape[0], jnp.float32),
-      "success_rate": summary.terminated.astype(jnp.float32).mean(),
-  }
+  success = rollout.summarize_episodes(episodes).terminated
+  return {**rollout.episode_sums(episodes), "success_rate": success.astype(jnp.float32).mean()}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -40,6 +40,17 @@ class UtteranceData(NamedTuple):
   utterance: Array  # int32 [N, L]
 
 
+class SpeaksUtterances:
+  """`act` for a token-game agent holding `policy`, `policy_params`, `utterance_len`, `config`."""
+
+  def act(self, dialogue: Array, key: Array, deterministic: bool = False) -> Array:
+    """Utterances int32 `[B, L]` for dialogues `[B, D]` (greedy decoding if `deterministic`)."""
+    tokens, _ = transformer.generate(self.policy, self.policy_params, dialogue, key,
+                                     num_tokens=self.utterance_len,
+                                     temperature=self.config.temperature, greedy=deterministic)
+    return tokens
+
+
 def add_config_fields(config: ml_collections.ConfigDict) -> None:
   """The policy-network and warm-start fields shared by every token-game agent."""
   config.env_name = "TokenGame-v0"

@@ -109,7 +109,7 @@ def sample_kept(key: Array, keep: Array, num_batches: int, batch_size: int) -> A
   return jax.random.categorical(key, logits, shape=(num_batches, batch_size))
 
 
-class FilteredBCAgent(struct.PyTreeNode):
+class FilteredBCAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
   """Filtered BC's train state: policy parameters, optimizer state and a key."""
 
   policy_params: PyTree
@@ -132,13 +132,6 @@ class FilteredBCAgent(struct.PyTreeNode):
     return cls(policy_params=policy_params, opt_state=tx.init(policy_params),
                key=jax.random.fold_in(key, 0), policy=policy, tx=tx,
                utterance_len=env_params.utterance_len, config=config)
-
-  def act(self, dialogue: Array, key: Array, deterministic: bool = False) -> Array:
-    """Utterances int32 `[B, L]` for dialogues `[B, D]` (greedy decoding if `deterministic`)."""
-    tokens, _ = transformer.generate(self.policy, self.policy_params, dialogue, key,
-                                     num_tokens=self.utterance_len,
-                                     temperature=self.config.temperature, greedy=deterministic)
-    return tokens
 
   def update(self, data: token_bc.UtteranceData, keep: Array
              ) -> tuple["FilteredBCAgent", dict[str, Array]]:
@@ -183,25 +176,16 @@ class RunnerState(struct.PyTreeNode):
 
 def episode_metrics(episodes: rollout.GroupedEpisodes, keep: Array) -> dict[str, Array]:
   """Sums over the iteration's games (the loop turns `*_sum` into means)."""
-  summary = rollout.summarize_episodes(episodes)
-  return {
-      "episode_return_sum": summary.episode_return.sum(),
-      "episode_length_sum": summary.length.astype(jnp.float32).sum(),
-      "episodes": jnp.asarray(summary.length.shape[0], jnp.float32),
-      "kept_fraction": keep.astype(jnp.float32).mean(),
-      "utterances": episodes.valid.astype(jnp.float32).sum(),
-  }
+  return {**rollout.episode_sums(episodes), "kept_fraction": keep.astype(jnp.float32).mean(),
+          "utterances": episodes.valid.astype(jnp.float32).sum()}
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one iteration: play, filter, clone."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
+  env, env_params, sample, evaluate_params = token_ppo.learner_parts(config)
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
-  sample = token_ppo.sampling_policy(policy, env_params.utterance_len, config.temperature)
-  evaluate_params = token_ppo.greedy_evaluation(env, env_params, policy, config.eval_episodes)
 
   def init(key: Array) -> RunnerState:
     agent_key, _, key = jax.random.split(key, 3)

@@ -154,7 +154,7 @@ def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[UtteranceBatc
   return batch, advantage
 
 
-class TokenGRPOAgent(struct.PyTreeNode):
+class TokenGRPOAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
   """Train state: policy parameters, the frozen reference (BC) parameters, optimizer, key."""
 
   policy_params: PyTree
@@ -179,28 +179,9 @@ class TokenGRPOAgent(struct.PyTreeNode):
                opt_state=tx.init(policy_params), key=jax.random.fold_in(key, 0), policy=policy,
                tx=tx, utterance_len=env_params.utterance_len, config=config)
 
-  def act(self, dialogue: Array, key: Array, deterministic: bool = False) -> Array:
-    """Utterances int32 `[B, L]` for dialogues `[B, D]` (greedy decoding if `deterministic`)."""
-    tokens, _ = transformer.generate(self.policy, self.policy_params, dialogue, key,
-                                     num_tokens=self.utterance_len,
-                                     temperature=self.config.temperature, greedy=deterministic)
-    return tokens
-
   def update(self, batch: UtteranceBatch) -> tuple["TokenGRPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over the update's utterances."""
-    config = self.config
-    num_rows = batch.mask.shape[0]
-
-    def epoch(agent, _):
-      key, perm_key = jax.random.split(agent.key)
-      perm = jax.random.permutation(perm_key, num_rows)
-      minibatches = jax.tree.map(
-          lambda x: jnp.take(x, perm, axis=0).reshape(
-              (config.num_minibatches, -1) + x.shape[1:]), batch)
-      return jax.lax.scan(_minibatch_step, agent.replace(key=key), minibatches)
-
-    agent, metrics = jax.lax.scan(epoch, self, None, length=config.update_epochs)
-    return agent, jax.tree.map(jnp.mean, metrics)
+    return token_ppo.minibatch_epochs(self, batch, _minibatch_step)
 
 
 def grpo_loss(params: PyTree, agent: TokenGRPOAgent, batch: UtteranceBatch
@@ -251,25 +232,16 @@ class RunnerState(struct.PyTreeNode):
 
 def episode_metrics(episodes: rollout.GroupedEpisodes, advantage: Array) -> dict[str, Array]:
   """Sums over the update's games (the loop turns `*_sum` into means)."""
-  summary = rollout.summarize_episodes(episodes)
-  return {
-      "episode_return_sum": summary.episode_return.sum(),
-      "episode_length_sum": summary.length.astype(jnp.float32).sum(),
-      "episodes": jnp.asarray(summary.length.shape[0], jnp.float32),
-      "advantage_abs_mean": jnp.mean(jnp.abs(advantage)),
-      "utterances": episodes.valid.astype(jnp.float32).sum(),
-  }
+  return {**rollout.episode_sums(episodes), "advantage_abs_mean": jnp.mean(jnp.abs(advantage)),
+          "utterances": episodes.valid.astype(jnp.float32).sum()}
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one update: grouped games, advantages, policy epochs."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
+  env, env_params, sample, evaluate_params = token_ppo.learner_parts(config)
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
-  sample = token_ppo.sampling_policy(policy, env_params.utterance_len, config.temperature)
-  evaluate_params = token_ppo.greedy_evaluation(env, env_params, policy, config.eval_episodes)
 
   def init(key: Array) -> RunnerState:
     agent_key, _, key = jax.random.split(key, 3)

@@ -37,7 +37,7 @@ pretrained GPT-2 (a small transformer from a BC start), no KL penalty to the SFT
 separate value transformer instead of a value head on the language model.
 """
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -291,7 +291,7 @@ class TokenBatch(NamedTuple):
   mask: Array  # [R, L] bool, tokens the game reads
 
 
-class TokenPPOAgent(struct.PyTreeNode):
+class TokenPPOAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
   """Token PPO's train state: policy and value parameters, their optimizer states, a key."""
 
   policy_params: PyTree
@@ -327,28 +327,28 @@ class TokenPPOAgent(struct.PyTreeNode):
                value_network=value_network, policy_tx=policy_tx, value_tx=value_tx,
                utterance_len=env_params.utterance_len, config=config)
 
-  def act(self, dialogue: Array, key: Array, deterministic: bool = False) -> Array:
-    """Utterances int32 `[B, L]` for dialogues `[B, D]` (greedy decoding if `deterministic`)."""
-    tokens, _ = transformer.generate(self.policy, self.policy_params, dialogue, key,
-                                     num_tokens=self.utterance_len,
-                                     temperature=self.config.temperature, greedy=deterministic)
-    return tokens
-
   def update(self, batch: TokenBatch) -> tuple["TokenPPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over the update's utterances."""
-    config = self.config
-    num_rows = batch.mask.shape[0]
+    return minibatch_epochs(self, batch, _minibatch_step)
 
-    def epoch(agent, _):
-      key, perm_key = jax.random.split(agent.key)
-      perm = jax.random.permutation(perm_key, num_rows)
-      minibatches = jax.tree.map(
-          lambda x: jnp.take(x, perm, axis=0).reshape(
-              (config.num_minibatches, -1) + x.shape[1:]), batch)
-      return jax.lax.scan(_minibatch_step, agent.replace(key=key), minibatches)
 
-    agent, metrics = jax.lax.scan(epoch, self, None, length=config.update_epochs)
-    return agent, jax.tree.map(jnp.mean, metrics)
+def minibatch_epochs(agent, batch, minibatch_step):
+  """`config.update_epochs` passes of `minibatch_step(agent, minibatch)` over `batch` (rows on
+  the leading axis) shuffled into `config.num_minibatches` minibatches with the agent's key; the
+  metrics are averaged over every step."""
+  config = agent.config
+  num_rows = batch.mask.shape[0]
+
+  def epoch(agent, _):
+    key, perm_key = jax.random.split(agent.key)
+    perm = jax.random.permutation(perm_key, num_rows)
+    minibatches = jax.tree.map(
+        lambda x: jnp.take(x, perm, axis=0).reshape((config.num_minibatches, -1) + x.shape[1:]),
+        batch)
+    return jax.lax.scan(minibatch_step, agent.replace(key=key), minibatches)
+
+  agent, metrics = jax.lax.scan(epoch, agent, None, length=config.update_epochs)
+  return agent, jax.tree.map(jnp.mean, metrics)
 
 
 def normalize_advantages(advantage: Array, mask: Array) -> Array:
@@ -426,6 +426,24 @@ def make_batch(agent: TokenPPOAgent, traj, config) -> TokenBatch:
 # ----------------------------------------------------------------------------------------------
 
 
+class LearnerParts(NamedTuple):
+  """What every token-game learner builds from its config before `init`."""
+
+  env: token_game.TokenGame
+  env_params: token_game.EnvParams
+  sample: Callable  # `sampling_policy` of the config's policy
+  evaluate_params: Callable  # `greedy_evaluation(...)(policy_params, key)`
+
+
+def learner_parts(config) -> LearnerParts:
+  """The game, its parameters, and the sampling and greedy-evaluation functions of the policy."""
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  policy = token_bc.make_policy(env_params, config)
+  return LearnerParts(env, env_params,
+                      sampling_policy(policy, env_params.utterance_len, config.temperature),
+                      greedy_evaluation(env, env_params, policy, config.eval_episodes))
+
+
 class RunnerState(struct.PyTreeNode):
   """Everything a run carries from one update to the next; checkpointed whole."""
 
@@ -438,11 +456,8 @@ class RunnerState(struct.PyTreeNode):
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one token-PPO update."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
+  env, env_params, sample, evaluate_params = learner_parts(config)
   steps_per_update = config.num_envs * config.num_steps
-  sample = sampling_policy(policy, env_params.utterance_len, config.temperature)
-  evaluate_params = greedy_evaluation(env, env_params, policy, config.eval_episodes)
 
   def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)

@@ -284,6 +284,17 @@ def summarize_episodes(episodes: GroupedEpisodes) -> EpisodeSummary:
   )
 
 
+def episode_sums(episodes: GroupedEpisodes) -> dict[str, Array]:
+  """Sums of the first episodes' returns and lengths, and their count (the experiment loop turns
+  each `*_sum` into a mean over `episodes`)."""
+  summary = summarize_episodes(episodes)
+  return {
+      "episode_return_sum": summary.episode_return.sum(),
+      "episode_length_sum": summary.length.astype(jnp.float32).sum(),
+      "episodes": jnp.asarray(summary.length.shape[0], jnp.float32),
+  }
+
+
 # ----------------------------------------------------------------------------------------------
 # Two-rate rollouts: a task policy deciding every K control steps, a controller expanding each
 # decision into K low-level actions, and a per-control-step safety layer (Bresa, Recovery RL).

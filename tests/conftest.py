@@ -9,6 +9,7 @@
   `os.environ`; those that need fake devices take `eight_cpu_devices_env`, which keeps it.
 """
 
+import importlib.util
 import os
 
 SINGLE_THREAD_EIGEN = "--xla_cpu_multi_thread_eigen=false"
@@ -27,3 +28,19 @@ def eight_cpu_devices_env() -> dict:
   """The environment for a subprocess that sees 8 CPU devices, with this file's XLA flags."""
   flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
   return dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
+
+
+@pytest.fixture(scope="session")
+def experiment_config():
+  """`experiment_config(name)`: `get_config()` of `experiments/configs/<name>.py`, loaded by path
+  (the tests do not rely on the repository root being importable)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+  def load(name: str):
+    path = os.path.join(root, "experiments", "configs", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"experiment_config_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+  return load

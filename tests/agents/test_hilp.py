@@ -1,8 +1,5 @@
 """Tests of hrljax.agents.hilp on a tiny synthetic random-walk dataset (no ogbench needed)."""
 
-import importlib.util
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -186,13 +183,8 @@ def test_update_polyaks_phi_and_critic_with_pre_step_parameters(setup):
   assert int(a.update) == 1
 
 
-def test_experiment_config_file_loads_and_validates(random_walk_path):
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  path = os.path.join(root, "experiments", "configs", "hilp_pointmaze.py")
-  spec = importlib.util.spec_from_file_location("hilp_pointmaze", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+def test_experiment_config_file_loads_and_validates(random_walk_path, experiment_config):
+  config = experiment_config("hilp_pointmaze")
   assert config.agent == "hilp" and config.env_name == "pointmaze-medium-navigate-v0"
   config.dataset_path = random_walk_path
   hilp.validate_config(config)

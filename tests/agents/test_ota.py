@@ -1,8 +1,5 @@
 """Tests of hrljax.agents.ota on tiny synthetic datasets (no ogbench needed)."""
 
-import importlib.util
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -180,13 +177,8 @@ def test_learner_step_is_deterministic_and_acts_like_hiql(setup):
                                                       1.0)).max()) <= 1.0
 
 
-def test_experiment_config_file_loads_and_validates(random_walk_path):
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  path = os.path.join(root, "experiments", "configs", "ota_pointmaze.py")
-  spec = importlib.util.spec_from_file_location("ota_pointmaze", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+def test_experiment_config_file_loads_and_validates(random_walk_path, experiment_config):
+  config = experiment_config("ota_pointmaze")
   assert config.agent == "ota" and config.env_name == "pointmaze-medium-navigate-v0"
   config.dataset_path = random_walk_path
   ota.validate_config(config)

@@ -223,15 +223,10 @@ def test_smoke_run_multiplier_rises_and_is_deterministic():
     ("ppo_pid_lagrangian_pointhazard", "ppo_lagrangian", "pid", "none"),
     ("shielded_ppo_pointhazard", "shielded_ppo", "none", "cbf"),
 ])
-def test_pointhazard_configs_validate_and_resolve(name, agent, multiplier, shield):
-  import importlib.util
-  import pathlib
+def test_pointhazard_configs_validate_and_resolve(name, agent, multiplier, shield,
+                                                  experiment_config):
   from hrljax import agents
-  path = pathlib.Path(__file__).parents[2] / "experiments" / "configs" / f"{name}.py"
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  config = experiment_config(name)
   assert (config.agent, config.multiplier, config.shield) == (agent, multiplier, shield)
   assert (config.env_name, config.cost_limit) == ("PointHazard-v0", 5.0)
   agents.get(config.agent).validate_config(config)

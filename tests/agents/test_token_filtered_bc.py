@@ -2,9 +2,6 @@
 utterances, an update on nothing kept (no change) and on kept data (its likelihood rises), config
 checks, the shared BC start and a short run."""
 
-import importlib.util
-import os
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -17,7 +14,6 @@ from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.networks import transformer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
 
 
@@ -127,12 +123,8 @@ def test_config_errors_name_the_field(field, value, match):
     token_filtered_bc.validate_config(tiny_config(**{field: value}))
 
 
-def test_experiment_config_is_valid():
-  path = os.path.join(ROOT, "experiments", "configs", "token_filtered_bc_token_game.py")
-  spec = importlib.util.spec_from_file_location("token_filtered_bc_token_game", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+def test_experiment_config_is_valid(experiment_config):
+  config = experiment_config("token_filtered_bc_token_game")
   token_filtered_bc.validate_config(config)
   assert config.agent == "token_filtered_bc"
 

@@ -2,9 +2,6 @@
 utterances (hand-computed), the KL to the reference, gradient checks, config checks, the shared BC
 start and a short run whose groups share their hidden target."""
 
-import importlib.util
-import os
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -17,7 +14,6 @@ from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.types import Transition
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
 
 
@@ -153,12 +149,8 @@ def test_config_errors_name_the_field(field, value, match):
     token_grpo.validate_config(config)
 
 
-def test_experiment_config_is_valid():
-  path = os.path.join(ROOT, "experiments", "configs", "token_grpo_token_game.py")
-  spec = importlib.util.spec_from_file_location("token_grpo_token_game", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+def test_experiment_config_is_valid(experiment_config):
+  config = experiment_config("token_grpo_token_game")
   token_grpo.validate_config(config)
   assert config.agent == "token_grpo"
 

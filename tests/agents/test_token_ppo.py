@@ -2,9 +2,6 @@
 the compacted stream of read tokens, the loss's gradient routing, config checks, the shared BC
 start and a short run. No learning test (see test_token_filtered_bc.py)."""
 
-import importlib.util
-import os
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -16,7 +13,6 @@ from hrljax.agents import archer, token_ppo
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
 
 
@@ -200,12 +196,8 @@ def test_config_errors_name_the_field(field, value, match):
     token_ppo.validate_config(tiny_config(**{field: value}))
 
 
-def test_experiment_config_is_valid():
-  path = os.path.join(ROOT, "experiments", "configs", "token_ppo_token_game.py")
-  spec = importlib.util.spec_from_file_location("token_ppo_token_game", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+def test_experiment_config_is_valid(experiment_config):
+  config = experiment_config("token_ppo_token_game")
   token_ppo.validate_config(config)
   assert config.agent == "token_ppo"
 
