@@ -18,7 +18,8 @@ code (`recovery_rl/qrisk.py`, `sac.py`, `experiment.py` in the authors' code bas
   policy trained, on the critic's batches, to minimise max(Q1, Q2)(s, π_rec(s)) with a
   reparameterised sample and no entropy term.
 * Action relabelling (the reference's default): the task buffer stores the *proposed* task
-  action, the risk buffer the *executed* one.
+  action, the risk buffer the *executed* one; `action_relabeling=False` stores the executed
+  action in both (the reference's `--disable_action_relabeling`, K = 1 only).
 
 Run structure: the Learner step is a two-rate rollout (`hrljax.rollout.two_rate_rollout`) with a
 controller and a per-control-step reflex; Recovery RL is the case K = 1 (one control step per
@@ -31,7 +32,8 @@ Deviations from the reference (each a config field):
   * no offline demonstrations: Q_risk and π_rec are pre-trained (`risk_pretrain_updates`) on the
     risk buffer filled by the uniform exploration of the first `learning_starts` steps, and the
     reflex is off during that exploration (an untrained sigmoid critic reads about 0.5 everywhere
-    and would fire on every step);
+    and would fire on every step); `random_steps` continues the uniform task actions behind the
+    reflex after that (the reference's random start actions pass through its switch);
   * environments may continue after a violation (PointHazard's default); `terminal_on_violation`
     keeps Q_risk a probability (spec §2.2);
   * no stratified `pos_fraction` sampling (the reference's default is off too), no model-based
@@ -77,6 +79,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.autotune_alpha = False  # the reference's task SAC keeps α = 0.2
   config.init_alpha = 0.2
   config.learning_starts = 100  # the reference's start_steps of uniform random task actions
+  # Uniform random task actions until this many control steps (counted from the start; no effect
+  # below learning_starts). Unlike the first learning_starts steps, these pass through the reflex
+  # and are learned from: the reference's start_steps of random actions behind the pre-trained
+  # safety critic (spec safety_critics.md §2.3).
+  config.random_steps = 0
   # The safety critic and the recovery policy.
   config.reflex = True  # False: no safety layer at all (plain SAC on the same data stream)
   config.gamma_risk = 0.5  # per control step
@@ -101,6 +108,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.recovery_objective = "risk"  # the reference; recovery_rl_pointhazard.py uses "task"
   config.recovery_risk_weight = 100.0
   config.recovery_risk_target = 0.1
+  # What the task buffer stores as the decision's action: the proposed task action (True, the
+  # reference's action relabelling) or the executed one (False: the reference's
+  # `--disable_action_relabeling`; only where the executed action is a task action, K = 1 and the
+  # direct controller).
+  config.action_relabeling = True
   return config
 
 
@@ -108,7 +120,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   sac.validate_config(config, num_devices)
   checks.positive_int(config, "risk_batch_size", "risk_buffer_size", "control_steps")
-  for field in ("risk_updates_per_step", "risk_pretrain_updates"):
+  for field in ("risk_updates_per_step", "risk_pretrain_updates", "random_steps"):
     value = config[field]
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
       raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
@@ -116,13 +128,18 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.in_unit_interval(config, "gamma_risk", "tau_risk")
   if not (isinstance(config.eps_risk, (int, float)) and 0.0 <= config.eps_risk <= 1.0):
     raise checks.ConfigError(f"config.eps_risk: expected a float in [0, 1], got {config.eps_risk!r}")
-  for field in ("reflex", "terminal_on_violation"):
+  for field in ("reflex", "terminal_on_violation", "action_relabeling"):
     if not isinstance(config[field], bool):
       raise checks.ConfigError(f"config.{field}: expected a bool, got {config[field]!r}")
   checks.one_of(config, "controller", CONTROLLERS)
   checks.one_of(config, "reflex_mode", REFLEX_MODES)
   checks.one_of(config, "risk_next_action", RISK_NEXT_ACTIONS)
   checks.one_of(config, "recovery_objective", RECOVERY_OBJECTIVES)
+  if not config.action_relabeling and (config.control_steps != 1 or config.controller != "direct"):
+    raise checks.ConfigError(
+        "config.action_relabeling: False stores the executed low-level action as the task "
+        "action, which needs control_steps=1 and controller='direct', got control_steps="
+        f"{config.control_steps!r}, controller={config.controller!r}")
   checks.positive(config, "recovery_risk_weight")
   checks.in_unit_interval(config, "recovery_risk_target")
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
@@ -472,12 +489,12 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     normalized = jnp.where(explore, uniform, normalized)
     return normalized, normalized
 
-  def collect(agent, carry, key, explore, deterministic=False, policy_fn=policy,
+  def collect(agent, carry, key, uniform, reflex_on, deterministic=False, policy_fn=policy,
               num_decisions=config.num_steps):
     safety_fn = make_reflex(agent, deterministic) if config.reflex else rollout.no_safety_layer
     return rollout.two_rate_rollout(
-        env, env_params, policy_fn, (agent.task.actor_params, explore), controller, safety_fn,
-        (agent, ~explore), carry, key, num_decisions, K, info_keys=SAFETY_INFO_KEYS,
+        env, env_params, policy_fn, (agent.task.actor_params, uniform), controller, safety_fn,
+        (agent, reflex_on), carry, key, num_decisions, K, info_keys=SAFETY_INFO_KEYS,
         unroll=config.rollout_unroll,
         safety_noise_fn=recovery_noise_fn(carry.running_return.shape[0], env_spec.action_dim))
 
@@ -511,12 +528,14 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     # The key use mirrors `sac.make_learner` so that the reflex-off K = 1 run equals SAC.
     key, rollout_key, update_key = jax.random.split(state.key, 3)
-    explore = state.update * steps_per_update < config.learning_starts
-    carry, traj = collect(state.agent, state.env.env, rollout_key, explore)
+    # The reflex waits for the pre-trained critic; uniform actions may go on behind it.
+    reflex_on = state.update * steps_per_update >= config.learning_starts
+    uniform = state.update * steps_per_update < max(config.learning_starts, config.random_steps)
+    carry, traj = collect(state.agent, state.env.env, rollout_key, uniform, reflex_on)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])
     decision = traj.decision
     task_items = DecisionTransition(
-        obs=jax.tree.map(flat, decision.obs), action=flat(decision.policy_extras),
+        obs=jax.tree.map(flat, decision.obs), action=flat(task_actions(traj, low, high, config)),
         reward=flat(decision.reward), terminated=flat(decision.terminated),
         next_obs=jax.tree.map(flat, decision.next_obs), num_substeps=flat(traj.num_substeps))
     task_buffer = replay.add(state.task_buffer, task_items)
@@ -570,6 +589,23 @@ def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int
       info_keys=SAFETY_INFO_KEYS, unroll=config.rollout_unroll,
       safety_noise_fn=recovery_noise_fn(num_envs, action_dim))
   return traj
+
+
+def task_actions(traj: rollout.TwoRateTrajectory, low: tuple, high: tuple, config) -> Array:
+  """The decisions' actions for the task buffer, `[T, N, |A|]` in [-1, 1].
+
+  With `action_relabeling` (the reference code's default, spec `safety_critics.md` §2.4) the
+  proposed task action, so that π_task learns what proposing it led to; without,
+  the executed action mapped back from the environment's bounds (the reference's
+  `--disable_action_relabeling`), so that the task critic learns from the recovery policy's
+  actions as from its own (K = 1, direct controller: the executed action is a task action).
+  """
+  if config.action_relabeling:
+    return traj.decision.policy_extras
+  executed = traj.control.action[:, 0]  # [T, N, |A|]: the only control step of each decision
+  low = jnp.asarray(low, jnp.float32).reshape(1, 1, -1)
+  high = jnp.asarray(high, jnp.float32).reshape(1, 1, -1)
+  return jnp.clip(2.0 * (executed - low) / (high - low) - 1.0, -1.0, 1.0)
 
 
 def _risk_items(traj: rollout.TwoRateTrajectory, controller) -> RiskTransition:

@@ -221,7 +221,7 @@ def draw_path(path: EpisodePath, out: str, title: str = "") -> str:
   ax.set_xlim(-1.0, 1.0)
   ax.set_ylim(-1.0, 1.0)
   ax.set_aspect("equal")
-  ax.legend(fontsize=7, loc="lower right")
+  ax.legend(fontsize=7, loc="best")  # the corners hold the start, the goal or the detour
   if title:
     ax.set_title(title, fontsize=9)
   fig.savefig(out, dpi=110, bbox_inches="tight")

@@ -16,19 +16,34 @@ the last 10% of updates, evaluation return and cost.
 Off-policy agents (SAC, Recovery RL, Bresa: `agents/recovery_rl.py`) are evaluated on 64
 episodes of the task policy's mode with the safety layer as configured; the PPO family
 (`agents/ppo_lagrangian.py`, shielded PPO included) by its own `evaluate`.
+
+With `--workdir=DIR` each seed's run is also written as `DIR/<config name>_s<seed>/`, in the
+layout `experiments.train` gives a workdir (`config.json`, `metrics.jsonl` with one training
+record per `config.log_every` updates and the evaluation record, the final state in
+`checkpoints/`), so that `experiments.plot_safety` draws the return-vs-cost scatter and the
+episode path from these runs:
+
+  python -m experiments.safety_table --config=experiments/configs/bresa_pointhazard.py \
+      --seeds=0,1,2 --sequential --workdir=/tmp/runs
+  python -m experiments.plot_safety --runs=/tmp/runs/bresa_pointhazard_s0,... \
+      --path_run=/tmp/runs/bresa_pointhazard_s0
 """
 
 import json
+import os
 import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
+from hrljax import training
 from hrljax.agents import ppo_lagrangian, recovery_rl
+from hrljax.checkpoint import Checkpointer
+from hrljax.logging import MetricsLogger
 
 OFF_POLICY = ("recovery_rl", "bresa")
 ON_POLICY = ("ppo_lagrangian", "shielded_ppo")
@@ -37,6 +52,8 @@ config_flags.DEFINE_config_file("config", None, "A *_pointhazard config file.", 
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, trained together in this process.")
 flags.DEFINE_bool("sequential", False, "Train the seeds one after the other instead of vmapped "
                   "(under vmap the two-rate rollout's lax.cond computes both branches).")
+flags.DEFINE_string("workdir", None, "Also write each seed's run as an experiments.train "
+                    "workdir <workdir>/<config name>_s<seed> (for experiments.plot_safety).")
 FLAGS = flags.FLAGS
 
 
@@ -98,8 +115,47 @@ def on_policy_row(config, states, metrics, seeds: list[int], eval_keys: list) ->
   return row
 
 
+def write_workdir(workdir: str, config, seed: int, metrics: dict, evaluation: dict, state,
+                  steps_per_update: int) -> str:
+  """One seed's run as an `experiments.train` workdir: `config.json` (with `seed`),
+  `metrics.jsonl` (a training record per `config.log_every` updates, summarised as
+  `training.train` does, then the evaluation record) and the final state in `checkpoints/`.
+
+  `metrics` are this seed's per-update metrics (`[num_updates]` each), `state` its final state.
+  """
+  os.makedirs(workdir, exist_ok=True)
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    json.dump({**json.loads(config.to_json_best_effort()), "seed": seed}, f, indent=2,
+              sort_keys=True)
+  logger = MetricsLogger(workdir)
+  num_updates = metrics["episodes"].shape[0]
+  for start in range(0, num_updates, config.log_every):
+    end = min(start + config.log_every, num_updates)
+    sums = {k: v[start:end].sum() for k, v in metrics.items()}
+    logger.write({"phase": "train", "update": end, "env_steps": end * steps_per_update,
+                  **training.summarize(sums, end - start)})
+  logger.write({"phase": "eval", "update": num_updates,
+                "env_steps": num_updates * steps_per_update, **evaluation})
+  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=1)
+  checkpointer.save(num_updates, state, metadata={"update": num_updates})
+  checkpointer.close()
+  return workdir
+
+
+def seed_workdirs(root: str, config_path: str, seeds: list[int]) -> list[str]:
+  """`<root>/<config name>_s<seed>` for each seed; a UsageError if one already holds a run."""
+  name = os.path.splitext(os.path.basename(config_path))[0]
+  workdirs = [os.path.join(root, f"{name}_s{seed}") for seed in seeds]
+  for workdir in workdirs:
+    if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
+      raise app.UsageError(f"--workdir: {workdir} already holds a run (metrics.jsonl); expected "
+                           "a new directory")
+  return workdirs
+
+
 def main(argv):
   del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   config = FLAGS.config
   if config is None:
     raise app.UsageError("--config: expected a *_pointhazard config file")
@@ -109,6 +165,8 @@ def main(argv):
   seeds = parse_seeds(FLAGS.seeds)
   module = recovery_rl if config.agent in OFF_POLICY else ppo_lagrangian
   module.validate_config(config)
+  workdirs = (seed_workdirs(FLAGS.workdir, config_flags.get_config_filename(FLAGS["config"]),
+                           seeds) if FLAGS.workdir else [])
   keys = [jax.random.split(jax.random.key(s)) for s in seeds]  # as training.train: (init, eval)
   print(f"training {config.agent} for {len(seeds)} seed(s) ...", file=sys.stderr, flush=True)
   start = time.perf_counter()
@@ -120,7 +178,12 @@ def main(argv):
     row = off_policy_row(config, states, metrics, seeds)
   else:
     row = on_policy_row(config, states, metrics, seeds, [k[1] for k in keys])
-  env_steps = metrics["episodes"].shape[1] * module.make_learner(config).env_steps_per_update
+  steps_per_update = module.make_learner(config).env_steps_per_update
+  env_steps = metrics["episodes"].shape[1] * steps_per_update
+  for i, (seed, workdir) in enumerate(zip(seeds, workdirs)):
+    evaluation = {k: v for k, v in row[f"seed{seed}"].items() if k.startswith("eval")}
+    write_workdir(workdir, config, seed, jax.tree.map(lambda x: x[i], metrics), evaluation,
+                  jax.tree.map(lambda x: x[i], states), steps_per_update)
   print(json.dumps({"agent": config.agent, "seeds": seeds, "env_steps": env_steps,
                     "train_seconds": round(seconds), **row}), flush=True)
 

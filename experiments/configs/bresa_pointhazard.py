@@ -8,10 +8,15 @@ a saturated P controller tracks it, Q_risk gates every control step and the reco
 finishes a decision once the reflex fired. One risk update per control step (10 per decision),
 as Recovery RL makes one per environment step; one task update per decision.
 
-Measured (3 seeds, last 10% of updates): return 2.90 / 0.35 / 2.57, episode cost 0 / 0 / 0.09;
-304-430 violating control steps during training, of which 267-411 in the first 1,000 (random
-waypoints, reflex off) and 18-37 after (SAC: 7,300-8,400). Seeds 0 and 2 learn the detour
-(greedy evaluation: return 2.88, cost 0); seed 1 found it at 17k control steps and lost it again.
+Measured (`experiments/results/SAFETY.md`, 30k control steps): with `experiments.train`, seeds
+0 / 1 / 2 reach return 2.90 / 0.35 / 2.57 over the last 10% of updates (greedy evaluation 2.88 /
+0.27 / 2.89, cost 0; 304-430 violating control steps in training, SAC: 7,500-8,500); with
+`experiments/safety_table.py` (the whole run as one scan, which rounds differently and so gives
+other runs of the same seeds) greedy 0.58 / 0.51 / -0.09, and 4 of seeds 0-8 learn the detour
+(return 2.88-2.92, cost 0). Reflex off: return 2.90 and cost 12, the unconstrained agent's
+straight path. Tried without a gain in the success rate (3-9 seeds each, table in SAFETY.md):
+10 task updates per decision, the reflex without latch (`reflex_mode="per_step"`), 5,000
+uniform-random control steps behind the reflex (`random_steps=5000`).
 """
 
 from experiments.configs import recovery_rl_pointhazard

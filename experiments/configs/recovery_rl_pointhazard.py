@@ -20,12 +20,16 @@ training; SAC: 2.91 / 7,300-8,400; commands and all numbers in `experiments/resu
   * γ_risk = 0.5 (the reference's default): 0.83-1.01 / 35-244;
   * Q_risk's next action from repeating the executed action (`risk_next_action="controller"`)
     instead of sampling π_task: 0.40-0.78 / 8-126;
-  * recovery_objective="task", target 0.1 (this config): 2.88 / 0.83 / 0.86 / 41, 63, 33;
+  * recovery_objective="task", target 0.1 (this config): 2.88 / 0.83 / 0.86 / 41, 63, 33 (vmapped
+    seeds); 2.88 / 0.94 / 0.95 / 42, 56, 50 with `safety_table.py --sequential`, whose program
+    rounds differently;
     target 0.25: 2.92 / 0.83 / 0.76 / 50, 95, 12; with γ_risk = 0.5: 0.23-0.98 / 35-317;
     with γ_risk = 0.65: 0.72-0.80 / 28-205; with ε_risk = 0.5: 0.56-1.01 / 99-180; with
     `risk_next_action="controller"`: 0.67-1.53 / 33-264.
+  * without action relabelling (`action_relabeling=False`: π_task learns from the executed
+    recovery actions): 0.28 / 0.42 / 0.36 / 15, 33, 8.
 So one seed in three reaches the goal; in the others the task policy learns to stop before the
-hazard (the greedy episode has no intervention) and never finds the detour within 30k steps.
+hazard (greedy episodes with 0-14 interventions) and never finds the detour within 30k steps.
 """
 
 from experiments.configs import sac_pointhazard

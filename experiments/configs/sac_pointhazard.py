@@ -13,8 +13,10 @@ after 30k steps, tuned from 0.05 or 0.01 it reaches the goal (return 2.9) within
 PointHazard runs cheap on CPU; Recovery RL and Bresa derive from this config (same task agent,
 same 30k control steps), so their returns and costs compare.
 
-Measured (3 seeds, last 10% of updates): return 2.909-2.912, episode cost 9.8 (the straight path
-through the central hazard), 7,300-8,400 violating control steps during training.
+Measured (3 seeds, `experiments/safety_table.py --sequential`, `experiments/results/SAFETY.md`):
+greedy evaluation return 2.890 / 2.941 / 2.936 with cost 9 (the straight path through the
+central hazard), 7,508 / 8,340 / 8,492 violating control steps during training, episode cost
+9.8-9.9 over the last 10% of updates.
 """
 
 from hrljax.agents import recovery_rl

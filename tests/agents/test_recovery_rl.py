@@ -166,6 +166,49 @@ def test_task_buffer_holds_proposed_and_risk_buffer_executed_actions(relabelling
   assert np.all(metrics["risk_loss"][3:] > 0)  # safety updates start with learning
 
 
+def test_without_relabelling_the_task_buffer_holds_the_executed_actions(relabelling_run):
+  """`action_relabeling=False` (the reference's `--disable_action_relabeling`): the same run,
+  whose task buffer now stores the executed (recovery) actions, in [-1, 1] as the policy's."""
+  config, _, (relabelled, _), _, _ = relabelling_run
+  config = ml_collections.ConfigDict(config)
+  config.action_relabeling = False
+  learner = recovery_rl.make_learner(config)
+  step = jax.jit(learner.step)
+  state = learner.init(jax.random.key(0))
+  for _ in range(learner.num_updates):
+    state, _ = step(state)
+  size = 2 * learner.num_updates
+  executed = np.asarray(state.risk_buffer.storage.action[:size])  # PointHazard's bounds: [-1, 1]
+  np.testing.assert_allclose(state.task_buffer.storage.action[:size], executed, atol=1e-6)
+  exploring = np.arange(size) < config.learning_starts  # the same run up to here
+  np.testing.assert_array_equal(executed[exploring],
+                                relabelled.risk_buffer.storage.action[:size][exploring])
+  assert not np.allclose(state.task_buffer.storage.action[:size],
+                         relabelled.task_buffer.storage.action[:size])
+
+
+def test_random_steps_keep_uniform_task_actions_behind_the_reflex(relabelling_run):
+  """`random_steps` past `learning_starts`: the same run up to `learning_starts`, then the
+  reflex is on (ε = 0: it intervenes at every step) while the proposed actions are still drawn
+  uniformly instead of from π_task."""
+  config, _, (policy_run, policy_metrics), _, _ = relabelling_run
+  config = ml_collections.ConfigDict(config)
+  config.random_steps = 12
+  learner = recovery_rl.make_learner(config)
+  step = jax.jit(learner.step)
+  state, rates = learner.init(jax.random.key(0)), []
+  for _ in range(learner.num_updates):
+    state, metrics = step(state)
+    rates.append(float(metrics["intervention_rate"]))
+  np.testing.assert_array_equal(rates, policy_metrics["intervention_rate"])
+  size = 2 * learner.num_updates
+  exploring = np.arange(size) < config.learning_starts
+  uniform = np.asarray(state.task_buffer.storage.action[:size])
+  policy = np.asarray(policy_run.task_buffer.storage.action[:size])
+  np.testing.assert_array_equal(uniform[exploring], policy[exploring])
+  assert np.all(np.abs(uniform[~exploring] - policy[~exploring]).max(axis=1) > 0)
+
+
 def test_learner_is_deterministic_per_seed(relabelling_run):
   _, _, (state_a, metrics_a), (state_b, metrics_b), (state_c, _) = relabelling_run
   for a, b in zip(jax.tree.leaves(metrics_a), jax.tree.leaves(metrics_b)):
@@ -185,11 +228,15 @@ def test_learner_is_deterministic_per_seed(relabelling_run):
     ("recovery_risk_weight", 0.0, "config.recovery_risk_weight"),
     ("recovery_risk_target", 1.5, "config.recovery_risk_target"),
     ("risk_pretrain_updates", -1, "config.risk_pretrain_updates"),
+    ("random_steps", -5, "config.random_steps"),
+    ("control_steps", 10, "config.action_relabeling: False .* control_steps=1"),
     ("env_name", "Pendulum-v1", "config.env_name"),
 ])
 def test_validate_config_names_the_field(field, value, message):
   config = tiny_config()
   config[field] = value
+  if field == "control_steps":
+    config.action_relabeling = False
   if field == "env_name":
     config.env_kwargs = ml_collections.ConfigDict()
   with pytest.raises(ConfigError, match=message):

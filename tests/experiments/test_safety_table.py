@@ -50,3 +50,27 @@ def test_bad_seeds_are_a_usage_error():
                            "--config=experiments/configs/ppo_pointhazard.py", "--seeds=a,b"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode != 0 and "--seeds: expected integers" in result.stderr
+
+
+def test_workdir_runs_are_what_plot_safety_reads(tmp_path):
+  """`--workdir` writes each seed as an `experiments.train` workdir: plot_safety's summary of it
+  gives the row's evaluation numbers and, from the logged per-step cost rate, its violating
+  steps (indicator cost); a second run into the same workdir is refused before training."""
+  from experiments import plot_safety
+  args = ("--seeds=0,1", f"--workdir={tmp_path}", "--config.log_every=4", *TINY_OFF_POLICY)
+  row = table_row("recovery_rl_pointhazard", *args)
+  for seed in (0, 1):
+    workdir = tmp_path / f"recovery_rl_pointhazard_s{seed}"
+    summary = plot_safety.summarize_run(str(workdir))
+    assert summary.seed == seed and summary.label == "recovery_rl"
+    assert summary.eval_return == row[f"seed{seed}"]["eval_return"]
+    assert summary.eval_cost == row[f"seed{seed}"]["eval_cost"]
+    assert abs(summary.training_cost - row[f"seed{seed}"]["violating_steps"]) < 0.5
+    records = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+    assert [r["update"] for r in records if r["phase"] == "train"] == [4, 8, 12, 16]
+    assert plot_safety.restore_agent(str(workdir)).config.agent == "recovery_rl"
+  again = subprocess.run(
+      [sys.executable, "-m", "experiments.safety_table",
+       "--config=experiments/configs/recovery_rl_pointhazard.py", *args],
+      cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert again.returncode != 0 and "already holds a run" in again.stderr
