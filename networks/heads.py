@@ -5,6 +5,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from hrljax.networks import initializers
+
 
 class CategoricalHead(nn.Module):
   """Logits for `num_actions` discrete actions, as a `distrax.Categorical`.
@@ -18,7 +20,7 @@ class CategoricalHead(nn.Module):
 
   @nn.compact
   def __call__(self, features: jax.Array) -> distrax.Categorical:
-    logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(self.init_scale),
+    logits = nn.Dense(self.num_actions, kernel_init=initializers.orthogonal(self.init_scale),
                       bias_init=nn.initializers.zeros)(features)
     return distrax.Categorical(logits=logits)
 
@@ -39,10 +41,10 @@ class GaussianHead(nn.Module):
 
   @nn.compact
   def __call__(self, features: jax.Array) -> distrax.MultivariateNormalDiag:
-    mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(self.init_scale),
+    mean = nn.Dense(self.action_dim, kernel_init=initializers.orthogonal(self.init_scale),
                     bias_init=nn.initializers.zeros)(features)
     if self.state_dependent_std:
-      log_std = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(self.init_scale),
+      log_std = nn.Dense(self.action_dim, kernel_init=initializers.orthogonal(self.init_scale),
                          bias_init=nn.initializers.constant(self.log_std_init))(features)
     else:
       log_std = self.param("log_std", nn.initializers.constant(self.log_std_init),
@@ -59,7 +61,7 @@ class ValueHead(nn.Module):
 
   @nn.compact
   def __call__(self, features: jax.Array) -> jax.Array:
-    value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(self.init_scale),
+    value = nn.Dense(1, kernel_init=initializers.orthogonal(self.init_scale),
                      bias_init=nn.initializers.zeros)(features)
     return jnp.squeeze(value, axis=-1)
 

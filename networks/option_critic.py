@@ -14,8 +14,8 @@ from typing import NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 
+from hrljax.networks import initializers
 from hrljax.networks.actor_critic import flatten_observation
 from hrljax.networks.torsos import MLP
 
@@ -61,7 +61,7 @@ class OptionCriticNetwork(nn.Module):
     if not self.temperature > 0:
       raise ValueError(f"temperature: expected a float > 0, got {self.temperature!r}")
     self.torso = MLP(tuple(self.hidden_sizes), self.activation) if self.hidden_sizes else None
-    init = nn.initializers.orthogonal(self.head_init_scale)
+    init = initializers.orthogonal(self.head_init_scale)
     head = lambda size: nn.Dense(size, use_bias=self.head_bias, kernel_init=init,
                                  bias_init=nn.initializers.zeros)
     self.q_head = head(self.num_options)
