@@ -16,7 +16,9 @@ One iteration (one Learner step), as in the reference's `offpolicy_train_loop`:
      regresses on r + γ(1 − terminated)·V̄_e(s'), V_e on Q̄_e(s, a_π) at a fresh policy
      utterance a_π (target critic); after every critic step the target critic moves by
      Polyak averaging with τ (`optax.incremental_update`, post-step online parameters);
-  3. after `warmup_iters` critic-only iterations, `actor_updates` actor steps (reference 3):
+  3. after `warmup_iters` critic-only iterations (and, if `warmup_q_gap` > 0, once the critic
+     separates correct from failed guesses by that much; not in the reference),
+     `actor_updates` actor steps (reference 3):
      REINFORCE on fresh utterances a_π with every token weighted by the online critic's
      A = min_e Q_e(s, a_π) − min_e V_e(s) (optionally standardised per batch,
      `advantage_normalization = "batch"`; the reference uses the raw advantage, "none").
@@ -31,11 +33,12 @@ as every ArCHer run starts from an SFT checkpoint.
 Deviations from the reference, each deliberate:
   * no pretrained models: GPT-2 / RoBERTa are small transformers trained from scratch, so the
     reference's learning rates (fine-tuning rates, critic 1e-5..2e-5, LM 1e-6..1e-5) do not
-    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders. Measured so
-    far (see `experiments/configs/archer_token_game.py`): the critic learns the mean success
-    rate quickly but separates correct from wrong final guesses only slowly (`q_gap` 0.02 after
-    150 critic steps, 0.1 after 500), so the advantage carries little signal early on; no setting
-    has yet been shown to improve on the behaviour-cloned start over several seeds;
+    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders. Measured on
+    the small token game (`experiments/results/ARCHER.md`): the from-scratch critic learns the
+    mean success rate quickly but separates correct from wrong final guesses slowly (`q_gap`
+    0.15-0.20 after 550 steps at lr 3e-4; 0.18-0.39 after 250 steps at lr 1e-3), so its
+    advantage carries little signal early on; no setting has yet been shown to improve on the
+    behaviour-cloned start over several seeds;
   * the reference sums the losses of 32 gradient-accumulation micro-batches of 8 (its
     effective lr is lr × 32); here one batch of `batch_size` = 256 = 8 × 32 is averaged;
   * gradient clipping (global norm `max_grad_norm` = 1.0, as the reference) is applied to the
@@ -53,7 +56,7 @@ replicated (every device holds all of it and draws the same batches from the sam
 updates equal the single-device ones.
 """
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -89,6 +92,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_updates = 50  # reference `epochs`: critic steps per iteration
   config.actor_updates = 3  # reference: actor steps per iteration
   config.warmup_iters = 20  # reference: critic-only iterations at the start
+  # Not in the reference: > 0 also keeps the actor still until one iteration's mean `q_gap`
+  # (min-Q of correct guesses minus failed final utterances, `critic_diagnostics`) reaches this
+  # value, so the actor is not moved by a critic that cannot yet tell success from failure.
+  config.warmup_q_gap = 0.0
   config.gamma = 0.95
   config.tau = 0.1  # Polyak rate, applied after every critic step
   config.critic_learning_rate = 1e-4  # reference 2e-5 fine-tunes RoBERTa; from scratch here
@@ -131,6 +138,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(
         f"config.warmup_iters: expected an integer >= 0, got {config.warmup_iters!r}")
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
+  if isinstance(config.warmup_q_gap, bool) or not isinstance(config.warmup_q_gap, (int, float)) \
+      or not 0.0 <= config.warmup_q_gap < 1.0:
+    raise checks.ConfigError(f"config.warmup_q_gap: expected a number in [0, 1) (0: off; a "
+                             f"critic that has learned the game has a gap near 1), got "
+                             f"{config.warmup_q_gap!r}")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.one_of(config, "q_target_heads", HEAD_MODES)
@@ -234,16 +246,20 @@ class ArcherAgent(struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env, env_params: token_game.EnvParams, config) -> "ArcherAgent":
+  def create(cls, key: Array, env, env_params: token_game.EnvParams, config,
+             policy_params: Optional[PyTree] = None) -> "ArcherAgent":
     """Networks, optimizers and the behaviour-cloned policy (`config.bc_steps` BC steps).
 
-    The target critic starts as a copy of the critic (reference `soft_update(1)`).
+    `policy_params`, if given, replaces the warm start computed here; pass
+    `warm_start_policy_params` of the same key to get the same agent from a separately compiled
+    BC program. The target critic starts as a copy of the critic (reference `soft_update(1)`).
     """
     config = ml_collections.FrozenConfigDict(config)
     policy = token_bc.make_policy(env_params, config)
     critic = make_critic(env_params, config)
     critic_key, key = jax.random.split(key)
-    policy_params = token_bc.pretrained_policy_params(key, policy, env, env_params, config)
+    if policy_params is None:
+      policy_params = token_bc.pretrained_policy_params(key, policy, env, env_params, config)
     key = jax.random.fold_in(key, 0)
     dialogue = jnp.zeros((1, token_game.max_dialogue_len(env_params)), jnp.int32)
     dialogue = dialogue.at[:, 0].set(token_game.BOS)
@@ -368,6 +384,7 @@ class RunnerState(struct.PyTreeNode):
   env: EnvCarry
   key: Array
   update: Array  # int32 count of iterations done
+  critic_ready: Array  # bool: an iteration's mean q_gap has reached config.warmup_q_gap
 
 
 def transitions_from_rollout(traj) -> UtteranceTransition:
@@ -383,6 +400,24 @@ def sample_batches(buffer: replay.ReplayBuffer, key: Array, num_batches: int,
   """`num_batches` uniform batches, leaves `[num_batches, batch_size, ...]`."""
   return jax.vmap(lambda k: replay.sample(buffer, k, batch_size))(
       jax.random.split(key, num_batches))
+
+
+def warm_start_policy_params(key: Array, config: ml_collections.ConfigDict) -> PyTree:
+  """The behaviour-cloned policy that `make_learner(config).init(key)` starts from (same key
+  derivation), as a function of its own.
+
+  Why separately: the BC start is the costly part of `init` and the same for every run of a
+  config and seed, so a driver can compute it once, cache it and pass it to
+  `init(key, policy_params)`; the result is identical. (The XLA:CPU stall first blamed on the
+  whole vmapped `init` was the batched LAPACK QR of the orthogonal initialiser, fixed in
+  `hrljax.networks.initializers`.)
+  """
+  config = ml_collections.FrozenConfigDict(config)
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  agent_key = jax.random.split(key, 3)[0]
+  bc_key = jax.random.split(agent_key)[1]
+  return token_bc.pretrained_policy_params(bc_key, token_bc.make_policy(env_params, config), env,
+                                           env_params, config)
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
@@ -403,16 +438,19 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=length, greedy=True)
     return tokens, None
 
-  def init(key: Array) -> RunnerState:
+  def init(key: Array, policy_params: Optional[PyTree] = None) -> RunnerState:
+    """The run state of `key`; `policy_params` (optional) is `warm_start_policy_params(key,
+    config)` computed beforehand, e.g. as its own jitted program (see that function)."""
     agent_key, env_key, key = jax.random.split(key, 3)
-    agent = ArcherAgent.create(agent_key, env, env_params, config)
+    agent = ArcherAgent.create(agent_key, env, env_params, config, policy_params)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
     dialogue = jnp.zeros((token_game.max_dialogue_len(env_params),), jnp.int32)
     example = UtteranceTransition(dialogue=dialogue, utterance=jnp.zeros((length,), jnp.int32),
                                   reward=jnp.zeros((), jnp.float32), next_dialogue=dialogue,
                                   terminated=jnp.zeros((), bool))
     return RunnerState(agent=agent, buffer=replay.init(example, config.buffer_size), env=carry,
-                       key=key, update=jnp.zeros((), jnp.int32))
+                       key=key, update=jnp.zeros((), jnp.int32),
+                       critic_ready=jnp.asarray(config.warmup_q_gap <= 0.0))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key, critic_key, actor_key, eval_key = jax.random.split(state.key, 5)
@@ -422,8 +460,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     critic_batches = sample_batches(buffer, critic_key, config.critic_updates, config.batch_size)
     actor_dialogues = sample_batches(buffer, actor_key, config.actor_updates,
                                      config.batch_size).dialogue
-    train_actor = state.update >= config.warmup_iters
+    train_actor = (state.update >= config.warmup_iters) & state.critic_ready
     agent, metrics = state.agent.update(critic_batches, actor_dialogues, train_actor)
+    # Latched: once the critic has separated successes from failures, the actor keeps training.
+    critic_ready = state.critic_ready | (metrics["q_gap"] >= config.warmup_q_gap)
+    metrics["actor_trained"] = train_actor.astype(jnp.float32)
     metrics.update(rollout_statistics(traj))
     if config.train_eval_episodes:
       # The greedy success of the policy this iteration started from, on fresh games.
@@ -431,8 +472,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                                     eval_key, config.train_eval_episodes,
                                     env_params.max_steps_in_episode)
       metrics["eval_return"] = evaluation["eval_return"]
-    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key,
-                       update=state.update + 1), metrics
+    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1,
+                       critic_ready=critic_ready), metrics
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     """Greedy decoding (the reference evaluates greedily); with the default rewards (1 for a

@@ -1,9 +1,8 @@
 """Tests of hrljax.agents.archer (and its warm start, hrljax.agents.token_bc): config checks, the
 objectives' gradients (targets and the other network get none), Polyak and warm-up mechanics of an
 update, advantage normalisation, critic diagnostics, the replayed transitions, a smoke run with
-determinism, the experiment configs and the 8-device equivalence. There is no learning test: no
-configuration has yet been measured to improve on the BC start reliably (see
-experiments/configs/archer_token_game.py)."""
+determinism, the experiment configs, the separately computed warm start, the q_gap gate of the
+warm-up and the 8-device equivalence."""
 
 import importlib.util
 import json
@@ -133,9 +132,14 @@ def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
     ("total_timesteps", 5, "config.total_timesteps: expected at least 12"),
     ("advantage_normalization", "rank", "config.advantage_normalization: expected one of"),
     ("train_eval_episodes", -1, "config.train_eval_episodes: expected an integer >= 0"),
+    ("warmup_q_gap", 1.0, "config.warmup_q_gap: expected a number in [0, 1)"),
+    ("warmup_q_gap", -0.1, "config.warmup_q_gap: expected a number in [0, 1)"),
 ])
 def test_validate_config_names_the_field(field, value, message):
-  with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+  pattern = message
+  for char in "().[]":
+    pattern = pattern.replace(char, "\\" + char)
+  with pytest.raises(ConfigError, match=pattern):
     archer.validate_config(tiny_config(**{field: value}))
 
 
@@ -312,6 +316,41 @@ def test_runs_are_deterministic_and_report_episodes(run):
   assert learner.env_steps_per_update == 12
 
 
+def test_init_from_a_separately_computed_warm_start_is_the_same_state():
+  """`init(key, warm_start_policy_params(key, config))` equals `init(key)` (the hook that lets
+  the BC start run as its own program)."""
+  config = tiny_config(bc_steps=3)
+  learner = archer.make_learner(config)
+  key = jax.random.key(3)
+  whole = jax.jit(learner.init)(key)
+  policy_params = jax.jit(lambda k: archer.warm_start_policy_params(k, config))(key)
+  split = jax.jit(learner.init)(key, policy_params)
+  for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(split)):
+    if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+      a, b = jax.random.key_data(a), jax.random.key_data(b)
+    np.testing.assert_array_equal(a, b)
+  assert _abs_sum(jax.tree.map(jnp.subtract, policy_params,
+                               jax.jit(lambda k: archer.warm_start_policy_params(
+                                   k, tiny_config(bc_steps=0)))(key))) > 0.0
+
+
+def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes():
+  """With `warmup_q_gap` out of reach in two iterations the actor never trains
+  (`actor_trained` 0, policy unchanged); with a gate of 0 it trains after `warmup_iters`."""
+  for gap, expected in ((0.99, [0.0, 0.0]), (0.0, [0.0, 1.0])):
+    learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_q_gap=gap))
+    state = jax.jit(learner.init)(jax.random.key(0))
+    start = state.agent.policy_params
+    step = jax.jit(learner.step)
+    trained = []
+    for _ in range(2):
+      state, metrics = step(state)
+      trained.append(float(metrics["actor_trained"]))
+    assert trained == expected, gap
+    moved = _abs_sum(jax.tree.map(jnp.subtract, state.agent.policy_params, start))
+    assert (moved > 0.0) == (gap == 0.0), gap
+
+
 def test_make_train_traces_a_whole_run():
   """The whole run as one program (traced, not compiled: the Learner step is run above)."""
   config = tiny_config(bc_steps=3)
@@ -370,13 +409,11 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.multidevice
-def test_eight_devices_match_one_device_with_sgd():
+def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   """Env carry sharded over 8 devices, replay buffer replicated: the same buffer, policy, critic,
   target critic and metrics as on one device after two iterations (the second trains the actor),
   with SGD so that a wrong gradient scale would show."""
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu")
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=env, cwd=ROOT,
+  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env, cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
