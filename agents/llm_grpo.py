@@ -82,6 +82,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.samples_per_prompt = 4  # K samples per problem (paper: 64)
   config.max_new_tokens = 48  # paper: 1024
   config.temperature = 1.0
+  # Prompts are left-padded to a multiple of this (PROMPT_BUCKET), so that the jitted shapes
+  # repeat across updates; 1 pads to the longest prompt of the batch (as TRL does).
+  config.prompt_bucket = PROMPT_BUCKET
   config.num_updates = 40
   config.learning_rate = 1e-4  # LoRA rate (paper: 1e-6, full fine-tuning)
   config.optimizer = "adam"  # or "sgd"
@@ -117,8 +120,8 @@ def get_config() -> ml_collections.ConfigDict:
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run (one device: a host loop)."""
   checks.positive_int(config, "lora_rank", "num_prompts", "samples_per_prompt", "max_new_tokens",
-                      "num_updates", "ppo_epochs", "eval_every", "log_every", "checkpoint_every",
-                      "max_checkpoints")
+                      "prompt_bucket", "num_updates", "ppo_epochs", "eval_every", "log_every",
+                      "checkpoint_every", "max_checkpoints")
   for field in ("num_layers", "eval_problems", "seed", "eval_seed"):
     value = config[field]
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -414,7 +417,8 @@ class LLMGRPO:
              greedy: bool = False) -> tuple[np.ndarray, np.ndarray, llama.Generation, list[str]]:
     """`samples` responses per problem (rows grouped by problem) and their decoded text."""
     texts = [text_tasks.arithmetic_prompt(p) for p in problems for _ in range(samples)]
-    tokens, mask = encode_prompts(self.lm, texts, self.config.task.system_prompt)
+    tokens, mask = encode_prompts(self.lm, texts, self.config.task.system_prompt,
+                                  bucket=self.config.prompt_bucket)
     generation = llama.generate(self.lm.config, self.lm.params, lora, jnp.asarray(tokens),
                                 jnp.asarray(mask), key, self.config.max_new_tokens,
                                 temperature=self.config.temperature, greedy=greedy,

@@ -17,11 +17,15 @@ Deviations / choices:
 - `a` is initialised uniformly in `[-1/sqrt(in), 1/sqrt(in)]` (the Kaiming-uniform init of the
   `peft` library's default); the paper says "random Gaussian". `b` is zero as in the paper.
 - No dropout on the adapter input (peft's `lora_dropout`, default 0).
+- The adapter path has a hand-written backward pass (`lora_delta`, a `jax.custom_vjp`): same
+  gradients as autodiff, computed as products XLA CPU runs fast (see `lora_delta`). A custom VJP
+  supports reverse mode (grad, vjp) and vmap, not forward mode (jvp, jacfwd).
 
 A maintained LoRA exists for Flax NNX (`flax.nnx.LoRA`), not for Linen's functional style that
 the rest of `hrljax.networks` uses, hence this small module.
 """
 
+import functools
 from typing import Any
 
 import flax.linen as nn
@@ -46,6 +50,47 @@ def lora_a_init(key: Array, shape, dtype=jnp.float32) -> Array:
   """Uniform in `[-1/sqrt(fan_in), 1/sqrt(fan_in)]` for `a: [in, r]`."""
   bound = 1.0 / jnp.sqrt(jnp.asarray(shape[0], jnp.float32))
   return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+def _rows(x: Array) -> Array:
+  """`[..., d]` as a matrix `[rows, d]`."""
+  return x.reshape(-1, x.shape[-1])
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def lora_delta(x: Array, a: Array, b: Array, scale: float) -> Array:
+  """The adapter term `(x @ a) @ b * scale`, x `[..., in]`, a `[in, r]`, b `[r, out]`.
+
+  Low-rank path first through `a` (`[..., r]` is tiny), then `b`: never forms `a @ b`. The
+  backward pass is written out (the gradients autodiff gives, in another order of products):
+  with `g` the output cotangent and `u = (g @ b^T) * scale`,
+    dx = u @ a^T,   da = (u^T @ x)^T,   db = (x a)^T @ g * scale,
+  where `x` and `g` flattened to `[rows, d]` are always the right-hand operand, contracted over
+  their leading (row) axis, which needs no transpose of the large arrays. Why: from autodiff,
+  XLA CPU (jax 0.10.2) computes `db` and `da` with the large operand transposed, and fuses the
+  elementwise ops producing `g` (the SwiGLU and residual backward) into that transposed copy,
+  evaluated in transposed order; one SmolLM2 layer's forward + backward at 16 x 128 tokens took
+  0.77-0.91 s of CPU with autodiff and 0.44-0.48 s with this rule (one thread, loaded machine;
+  forward alone 0.17-0.21 s).
+  """
+  return jnp.dot(jnp.dot(x, a), b) * scale
+
+
+def _lora_delta_fwd(x, a, b, scale):
+  xa = jnp.dot(x, a)
+  return jnp.dot(xa, b) * scale, (x, a, b, xa)
+
+
+def _lora_delta_bwd(scale, residuals, g):
+  x, a, b, xa = residuals
+  u = jnp.dot(g, b.T) * scale  # [..., r]
+  dx = jnp.dot(u, a.T)
+  da = jnp.dot(_rows(u).T, _rows(x)).T
+  db = jnp.dot(_rows(xa).T, _rows(g)) * scale
+  return dx.astype(x.dtype), da.astype(a.dtype), db.astype(b.dtype)
+
+
+lora_delta.defvjp(_lora_delta_fwd, _lora_delta_bwd)
 
 
 class LoRADense(nn.Module):
@@ -81,7 +126,6 @@ class LoRADense(nn.Module):
           self.make_rng("params"), (in_features, self.rank)))
       b = self.variable(LORA_COLLECTION, "b", lambda: jnp.zeros((self.rank, self.features),
                                                               jnp.float32))
-      # Low-rank path first through `a` ([.., r] is tiny), then `b`: never forms `a @ b`.
-      delta = jnp.dot(jnp.dot(x, a.value.astype(self.dtype)), b.value.astype(self.dtype))
-      y = y + (scale * delta).astype(y.dtype)
+      delta = lora_delta(x, a.value.astype(self.dtype), b.value.astype(self.dtype), scale)
+      y = y + delta.astype(y.dtype)
     return y

@@ -13,7 +13,8 @@ reward (`text_tasks.arithmetic_rewards`), group-normalised advantages, one gradi
 GRPO's loss (clipped surrogate + 0.04 k3 KL to the adapter-free model, per-sequence token
 mean) on LoRA adapters of rank 8 on the seven projections, with global-norm clipping and Adam.
 
-- hrljax (`our_step`): `LLMGRPO.sample` (one jitted `llama.generate` on the G*K chat prompts),
+- hrljax (`our_step`): `LLMGRPO.sample` (one jitted `llama.generate` on the G*K chat prompts,
+  left-padded to the longest prompt as TRL pads them: `prompt_bucket=1`),
   host-side decode + reward, `LLMGRPO.update` (one jitted XLA program: advantages, reference
   and policy log-probs, gradient, optax update), i.e. `LLMGRPO.step` with fixed problems. Timed
   after a warm-up step, whose time (compile included) is reported apart.
@@ -61,7 +62,9 @@ def define_flags() -> None:
 
 def grpo_config(num_prompts: int, samples_per_prompt: int, max_new_tokens: int, lora_rank: int,
                 num_layers: int, seed: int):
-  """`agents/llm_grpo.py`'s default config with the benchmark's sizes (no evaluation)."""
+  """`agents/llm_grpo.py`'s default config with the benchmark's sizes (no evaluation), prompts
+  padded to the longest one (`prompt_bucket=1`, as TRL pads), so both sides process the same
+  number of positions."""
   from hrljax.agents import llm_grpo
 
   config = llm_grpo.get_config()
@@ -71,6 +74,7 @@ def grpo_config(num_prompts: int, samples_per_prompt: int, max_new_tokens: int, 
   config.lora_rank = lora_rank
   config.num_layers = num_layers
   config.seed = seed
+  config.prompt_bucket = 1
   config.eval_problems = 0
   llm_grpo.validate_config(config)
   return config
@@ -274,6 +278,7 @@ def run(num_prompts: int = 4, samples_per_prompt: int = 4, max_new_tokens: int =
               **{k: ready[k] for k in ("threads", "torch", "transformers", "trl", "peft",
                                        "trainable_parameters", "prompt_tokens")},
               "same_prompt_tokens": ready["prompt_tokens"] == our_prompt_tokens,
+              "same_prompt_width": max(ready["prompt_tokens"]) == ours["prompt_width"],
               "same_trainable_parameters": ready["trainable_parameters"]
               == ours["trainable_parameters"]}
     records.append(theirs)

@@ -55,6 +55,7 @@ def small_config(**overrides):
     ("num_layers", -1, "config.num_layers"),
     ("hicra_alpha", 1.5, "config.hicra_alpha"),
     ("kl_estimator", "k9", "config.kl_estimator"),
+    ("prompt_bucket", 0, "config.prompt_bucket"),
 ])
 def test_validate_config_rejects(field, value, match):
     config = llm_grpo.get_config()
@@ -139,6 +140,16 @@ def test_phrase_patterns_tokenise_both_spacings(tiny_lm):
     assert len(lengths) == 2
     for row, ids in enumerate(expected):
         assert list(patterns[row, :lengths[row]]) == ids
+
+
+def test_encode_prompts_bucket_one_pads_to_the_longest(tiny_lm):
+    texts = ["What is 2 + 3?", "What is 12 - 7 after you add 4 to it?"]
+    lengths = [len(llm_weights.chat_prompt(tiny_lm.tokenizer, t)) for t in texts]
+    tokens, mask = llm_grpo.encode_prompts(tiny_lm, texts, bucket=1)
+    assert tokens.shape == (2, max(lengths)) and list(mask.sum(1)) == lengths
+    assert not mask[np.argmin(lengths), 0] and mask[:, -1].all()  # left padding
+    tokens16, _ = llm_grpo.encode_prompts(tiny_lm, texts)
+    assert tokens16.shape[1] == -(-max(lengths) // 16) * 16
 
 
 # ------------------------------------------------------------------------------------------------

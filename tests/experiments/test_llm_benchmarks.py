@@ -65,7 +65,14 @@ def test_grpo_step_record_fields_and_counts():
   assert ours["side"] == "hrljax" and ours["num_layers"] == NUM_LAYERS
   assert ours["trainable_parameters"] == _lora_parameters_by_hand(8, NUM_LAYERS)
   assert ours["completion_length_mean"] == [3.0]  # the stop token is not honoured
-  assert ours["prompt_width"] % 16 == 0
+  # Prompts padded to the longest one (prompt_bucket=1), as TRL pads them.
+  config = llm_grpo_step.grpo_config(2, 2, 3, 8, NUM_LAYERS, seed=0)
+  assert config.prompt_bucket == 1
+  problems = text_tasks.arithmetic_problems(0, 2, max_operand=config.task.max_operand,
+                                            operations=tuple(config.task.operations))
+  tokenizer = llm_weights.load_tokenizer()
+  assert ours["prompt_width"] == max(
+      len(llm_weights.chat_prompt(tokenizer, text_tasks.arithmetic_prompt(p))) for p in problems)
   assert ours["step_seconds_median"] == ours["run_seconds"][0] == ours["step_seconds_best"]
   assert ours["first_step_seconds"] > 0 and len(ours["reward_mean"]) == 1
   assert 0.0 <= ours["reward_mean"][0] <= 1.5
