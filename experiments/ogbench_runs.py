@@ -22,6 +22,18 @@ literals, e.g. `--set=expectile=0.8 --set=actor_hidden_dims=(512,512,512)`).
 Seed i is index i of `jax.random.split(jax.random.key(0), seeds)` and is evaluated with
 `evaluate_tasks(..., seed=i)`. `--deadline` (Unix time) stops training at the first chunk
 boundary past it; the updates actually done are recorded.
+
+Long runs: `--workdir` saves an orbax checkpoint of every seed's state every
+`--checkpoint_every` updates (with the log and the evaluations so far); the same command started
+again resumes from the latest one and continues exactly as the uninterrupted run would (the
+state carries its own PRNG key). Changing a setting that shapes the run (agent, dataset, seeds,
+batch, networks, chunk length, `--set`) is refused; `--updates` and `--deadline` may change.
+`--eval_every` adds mid-run five-task evaluations (`--mid_eval_episodes` per task), written to
+`--out` as they happen ("finished": false until the final evaluation).
+
+Every evaluation also records `path_values`: for each task, the value along the maze oracle's
+shortest cell path from start to goal and the greedy action's direction there, a diagnostic of
+value quality that needs no simulator (OGBENCH.md, "OTA vs HIQL on giant").
 """
 
 import ast
@@ -47,6 +59,17 @@ flags.DEFINE_list("hidden_dims", ["256", "256"],
 flags.DEFINE_integer("log_every", 250, "Updates per jitted chunk, i.e. per progress line.")
 flags.DEFINE_float("deadline", None, "Unix time: stop training at the first chunk boundary past "
                    "it (default: no deadline).")
+flags.DEFINE_string("workdir", None, "Checkpoint directory: an orbax checkpoint of every seed "
+                    "every --checkpoint_every updates; started again with the same flags, the run "
+                    "resumes from the latest one (default: no checkpoints).")
+flags.DEFINE_integer("checkpoint_every", 1000, "Updates between checkpoints (a multiple of "
+                     "--log_every).")
+flags.DEFINE_integer("eval_every", 0, "Updates between mid-run five-task evaluations (a multiple "
+                     "of --log_every; 0: only the final one).")
+flags.DEFINE_integer("mid_eval_episodes", 5, "Evaluation episodes per task and seed of the "
+                     "mid-run evaluations.")
+flags.DEFINE_integer("eval_max_episode_steps", None, "Shorter evaluation episodes (tests only; "
+                     "default: the registered 1000 steps).")
 flags.DEFINE_multi_string("set", [], "Config override field=value (a Python literal); repeatable.")
 
 
@@ -69,9 +92,19 @@ def check_inputs() -> None:
          f"{FLAGS.dataset!r}; make one with: {make}")
   if not os.path.isfile(FLAGS.dataset):
     fail(f"--dataset: no file at {FLAGS.dataset!r}; make it with: {make}")
-  for name in ("updates", "seeds", "eval_episodes", "batch_size", "log_every"):
+  for name in ("updates", "seeds", "eval_episodes", "batch_size", "log_every", "checkpoint_every",
+               "mid_eval_episodes"):
     if getattr(FLAGS, name) < 1:
       fail(f"--{name}: expected a positive integer, got {getattr(FLAGS, name)}")
+  if FLAGS.eval_every < 0:
+    fail(f"--eval_every: expected 0 or a positive integer, got {FLAGS.eval_every}")
+  if FLAGS.eval_max_episode_steps is not None and FLAGS.eval_max_episode_steps < 1:
+    fail(f"--eval_max_episode_steps: expected a positive integer, got "
+         f"{FLAGS.eval_max_episode_steps}")
+  for name in ("checkpoint_every", "eval_every"):
+    if getattr(FLAGS, name) % FLAGS.log_every:
+      fail(f"--{name}: expected a multiple of --log_every={FLAGS.log_every}, got "
+           f"{getattr(FLAGS, name)}")
   try:
     hidden = tuple(int(d) for d in FLAGS.hidden_dims)
   except ValueError:
@@ -107,20 +140,28 @@ def make_config(module):
   return c
 
 
-def main(argv):
-  if len(argv) > 1:
-    fail(f"unexpected arguments {argv[1:]} (every setting is a --flag)")
-  check_inputs()
+RESUME_FLAGS = ("agent", "env", "dataset", "seeds", "batch_size", "hidden_dims", "log_every",
+                "set")
 
+
+def run_settings() -> dict:
+  """The flags a resumed run must share with the run that wrote the checkpoints."""
+  return {name: getattr(FLAGS, name) for name in RESUME_FLAGS}
+
+
+def check_resumable(saved: dict) -> None:
+  """Exits with the differing flags when `--workdir` holds checkpoints of another run."""
+  now = json.loads(json.dumps(run_settings()))  # lists and tuples compare as saved (JSON)
+  changed = {k: (saved.get(k), now[k]) for k in now if saved.get(k) != now[k]}
+  if changed:
+    listed = ", ".join(f"--{k} was {old!r}, now {new!r}" for k, (old, new) in changed.items())
+    fail(f"--workdir: {FLAGS.workdir!r} holds checkpoints of a different run ({listed}); "
+         f"use another --workdir or the same flags")
+
+
+def make_runner(learner):
+  """`run(state, n)`: n updates of every seed (vmapped) in one jitted `lax.scan`."""
   import jax
-  import numpy as np
-  from hrljax.agents import get, gcivl
-
-  module = get(FLAGS.agent)
-  c = make_config(module)
-  learner = module.make_learner(c)
-  seeds, chunk = FLAGS.seeds, min(FLAGS.log_every, FLAGS.updates)
-
   runners = {}
 
   def run(state, length):
@@ -128,13 +169,124 @@ def main(argv):
       runners[length] = jax.jit(jax.vmap(lambda s: jax.lax.scan(
           lambda st, _: learner.step(st), s, None, length=length)))
     return runners[length](state)
+  return run
+
+
+def evaluate_seeds(state, c, episodes: int, label: str) -> list:
+  """OGBench's five-task evaluation of every seed (seed i with `seed=i`), with a progress line."""
+  import jax
+  from hrljax.agents import gcivl
+  out = []
+  for s in range(FLAGS.seeds):
+    agent = jax.tree.map(lambda x: x[s], state.agent)
+    start = time.time()
+    r = gcivl.evaluate_tasks(agent, c, num_episodes=episodes, seed=s,
+                             max_episode_steps=FLAGS.eval_max_episode_steps)
+    r["eval_seconds"] = time.time() - start
+    r.update(path_values(agent, c))
+    tasks = " / ".join(f"{100 * r[f'task{k}_success']:.0f}" for k in range(1, 6))
+    print(f"{label} seed {s + 1}/{FLAGS.seeds}: success {100 * r['success']:.0f}% "
+          f"(tasks {tasks}; {episodes} episodes/task), {r['eval_seconds']:.0f} s", flush=True)
+    out.append(r)
+  return out
+
+
+def value_fns(agent) -> dict:
+  """The agent's value functions of (obs [B, D], goal [B, D]) -> [B], mean over the twin heads."""
+  import jax.numpy as jnp
+  params = agent.params
+  if FLAGS.agent == "gcivl":
+    return {"v": lambda o, g: jnp.mean(agent.value(params["value"], o, g), axis=-1)}
+  fns = {"v": lambda o, g: jnp.mean(agent.value(params, o, g), axis=-1)}
+  if FLAGS.agent == "ota":
+    fns["vh"] = lambda o, g: jnp.mean(agent.value(params, o, g, level="high"), axis=-1)
+  return fns
+
+
+def path_values(agent, c) -> dict:
+  """Value quality along the shortest path of each evaluation task (a diagnostic, no simulator
+  stepping): the maze oracle's cell path from the task's start cell to its goal cell, the value
+  V(cell centre, goal) at each cell, and how the greedy action at each cell points.
+
+  Per task k: `task<k>_path_cells` (cells on the path, start and goal included),
+  `task<k>_<v>_start` (the value at the start), `task<k>_<v>_rise` (fraction of path steps on
+  which the value increases towards the goal; 1 for a value that orders the path correctly) for
+  each value (`v`; OTA also `vh`, its option-level V^h), and `task<k>_action_cos` (mean cosine
+  between the greedy action at a cell and the direction to the next path cell).
+  """
+  import jax
+  import numpy as np
+  from hrljax.data import pointmaze
+  env = pointmaze.make_env(c.env_name)
+  maze = env.unwrapped
+  table = pointmaze.oracle_next_cells(maze.maze_map)
+  fns = value_fns(agent)
+  out = {}
+  for k, task in enumerate(maze.task_infos, start=1):
+    cells = [tuple(task["init_ij"])]
+    while cells[-1] != tuple(task["goal_ij"]) and len(cells) <= table.shape[0] * table.shape[1]:
+      cells.append(tuple(int(x) for x in table[task["goal_ij"]][cells[-1]]))
+    xy = np.array([maze.ij_to_xy(ij) for ij in cells], np.float32)
+    goal = np.broadcast_to(xy[-1], xy.shape)
+    out[f"task{k}_path_cells"] = len(cells)
+    for name, fn in fns.items():
+      v = np.asarray(fn(xy, goal))
+      out[f"task{k}_{name}_start"] = float(v[0])
+      out[f"task{k}_{name}_rise"] = float(np.mean(np.diff(v) > 0))
+    actions = np.asarray(agent.act(xy[:-1], goal[:-1], jax.random.key(0), 0.0))
+    step = xy[1:] - xy[:-1]
+    cos = np.sum(actions * step, -1) / (np.linalg.norm(actions, axis=-1) *
+                                          np.linalg.norm(step, axis=-1) + 1e-9)
+    out[f"task{k}_action_cos"] = float(np.mean(cos))
+  env.close()
+  return out
+
+
+def write_results(c, done: int, seconds: float, log: list, evaluations: list, final) -> None:
+  """The output JSON: settings, training log, mid-run evaluations, and the final evaluation
+  (`seeds`, empty until the run has ended)."""
+  results = {"agent": FLAGS.agent, "env": FLAGS.env, "dataset": FLAGS.dataset, "updates": done,
+             "seeds_vmapped": FLAGS.seeds, "train_seconds": seconds,
+             "config": json.loads(c.to_json_best_effort()),
+             "eval_episodes_per_task": FLAGS.eval_episodes, "seeds": final or [],
+             "finished": final is not None, "evaluations": evaluations, "log": log}
+  with open(FLAGS.out, "w") as f:
+    json.dump(results, f, indent=1)
+
+
+def main(argv):
+  if len(argv) > 1:
+    fail(f"unexpected arguments {argv[1:]} (every setting is a --flag)")
+  check_inputs()
+
+  import jax
+  import numpy as np
+  from hrljax import checkpoint as ckpt
+  from hrljax.agents import get
+
+  module = get(FLAGS.agent)
+  c = make_config(module)
+  learner = module.make_learner(c)
+  seeds, chunk = FLAGS.seeds, min(FLAGS.log_every, FLAGS.updates)
+  run = make_runner(learner)
 
   state = jax.jit(jax.vmap(learner.init))(jax.random.split(jax.random.key(0), seeds))
+  log, evaluations, done, spent = [], [], 0, 0.0
+  checkpointer = None
+  if FLAGS.workdir is not None:
+    checkpointer = ckpt.Checkpointer(os.path.join(FLAGS.workdir, "checkpoints"))
+    if checkpointer.latest_step() is not None:
+      saved = checkpointer.restore_metadata()
+      check_resumable(saved["settings"])
+      state = checkpointer.restore(like=state)
+      done, spent = saved["update"], saved["train_seconds"]
+      log, evaluations = saved["log"], saved["evaluations"]
+      print(f"resumed from the checkpoint at update {done} in {checkpointer.directory}",
+            flush=True)
   print(f"{FLAGS.agent} on {FLAGS.env}: {FLAGS.updates} updates x {seeds} seed(s), "
         f"batch {c.batch_size}, hidden {tuple(c.value_hidden_dims)}, discount {c.discount}",
         flush=True)
-  t0, c0 = time.time(), time.process_time()
-  log, done = [], 0
+  t0, c0 = time.time() - spent, time.process_time()
   while done < FLAGS.updates:
     length = min(chunk, FLAGS.updates - done)
     state, metrics = run(state, length)
@@ -144,31 +296,29 @@ def main(argv):
                load=os.getloadavg()[0])
     log.append(row)
     print(json.dumps({k: round(v, 4) for k, v in row.items()}), flush=True)
+    if FLAGS.eval_every and done % FLAGS.eval_every == 0 and done < FLAGS.updates:
+      evaluations.append({"update": done, "eval_episodes_per_task": FLAGS.mid_eval_episodes,
+                          "seeds": evaluate_seeds(state, c, FLAGS.mid_eval_episodes,
+                                                  f"update {done}:")})
+      # the log's `seconds` and `train_seconds` count training only
+      t0 += sum(r["eval_seconds"] for r in evaluations[-1]["seeds"])
+      write_results(c, done, time.time() - t0, log, evaluations, None)
+    if checkpointer is not None and (done % FLAGS.checkpoint_every == 0
+                                     or done == FLAGS.updates):
+      checkpointer.save(done, state, metadata={
+          "update": done, "train_seconds": time.time() - t0, "log": log,
+          "evaluations": evaluations, "settings": run_settings()})
     if FLAGS.deadline is not None and time.time() > FLAGS.deadline and done < FLAGS.updates:
       print(f"deadline reached: stopping at {done} of {FLAGS.updates} updates", flush=True)
       break
+  if checkpointer is not None:
+    checkpointer.close()
 
-  results = {"agent": FLAGS.agent, "env": FLAGS.env, "dataset": FLAGS.dataset, "updates": done,
-             "seeds_vmapped": seeds, "train_seconds": time.time() - t0,
-             "config": json.loads(c.to_json_best_effort()),
-             "eval_episodes_per_task": FLAGS.eval_episodes, "seeds": []}
-  for s in range(seeds):
-    agent = jax.tree.map(lambda x: x[s], state.agent)
-    print(f"evaluating seed {s + 1}/{seeds}: 5 tasks x {FLAGS.eval_episodes} episodes ...",
-          flush=True)
-    t1 = time.time()
-    r = gcivl.evaluate_tasks(agent, c, num_episodes=FLAGS.eval_episodes, seed=s)
-    r["eval_seconds"] = time.time() - t1
-    tasks = " / ".join(f"{100 * r[f'task{k}_success']:.0f}" for k in range(1, 6)
-                       if f"task{k}_success" in r)
-    print(f"seed {s + 1}/{seeds}: success {100 * r['success']:.0f}% (tasks {tasks}), "
-          f"{r['eval_seconds']:.0f} s", flush=True)
-    results["seeds"].append(r)
-  results["log"] = log
-  with open(FLAGS.out, "w") as f:
-    json.dump(results, f, indent=1)
-  mean = 100 * np.mean([r["success"] for r in results["seeds"]])
-  print(f"wrote {FLAGS.out}: mean success {mean:.0f}% over {seeds} seed(s)", flush=True)
+  final = evaluate_seeds(state, c, FLAGS.eval_episodes, "final:")
+  write_results(c, done, time.time() - t0, log, evaluations, final)
+  mean = 100 * np.mean([r["success"] for r in final])
+  print(f"wrote {FLAGS.out}: mean success {mean:.0f}% over {seeds} seed(s) at {done} updates",
+        flush=True)
 
 
 if __name__ == "__main__":

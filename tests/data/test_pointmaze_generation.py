@@ -53,50 +53,6 @@ def test_generation_is_deterministic_per_seed(small):
   assert not np.array_equal(other["observations"], small[0]["observations"][:150])
 
 
-def reference_generate(name, num_episodes, max_episode_steps, seed):
-  """OGBench's collection loop written plainly: the gymnasium wrapper stack, the maze's own
-  per-step BFS oracle (`get_oracle_subgoal`) and the same seeded draws as `generate`."""
-  env = pointmaze.make_env(name, max_episode_steps=max_episode_steps)
-  maze = env.unwrapped
-  starts = pointmaze.free_cells(maze.maze_map)
-  goals = pointmaze.goal_cells(maze.maze_map)
-  rng = np.random.default_rng(seed)
-  np.random.seed(seed)
-  rows = {k: [] for k in pointmaze.RAW_KEYS}
-  for episode in range(num_episodes):
-    task_info = dict(init_ij=starts[rng.integers(len(starts))],
-                     goal_ij=goals[rng.integers(len(goals))])
-    ob, _ = env.reset(seed=seed if episode == 0 else None, options=dict(task_info=task_info))
-    done = False
-    while not done:
-      xy = maze.get_xy()
-      subgoal, _ = maze.get_oracle_subgoal(xy, maze.cur_goal_xy)
-      direction = np.asarray(subgoal) - xy
-      action = np.clip(direction / (np.linalg.norm(direction) + 1e-6)
-                       + rng.normal(0.0, pointmaze.ORACLE_NOISE, size=2), -1.0, 1.0)
-      next_ob, _, terminated, truncated, info = env.step(action)
-      done = terminated or truncated
-      if info["success"]:
-        maze.set_goal(goals[rng.integers(len(goals))])
-      for key, value in (("observations", ob), ("actions", action), ("terminals", done),
-                         ("qpos", info["prev_qpos"]), ("qvel", info["prev_qvel"])):
-        rows[key].append(value)
-      ob = next_ob
-  env.close()
-  return {k: np.asarray(v, dtype=bool if k == "terminals" else np.float32)
-          for k, v in rows.items()}
-
-
-def test_fast_generation_equals_the_plain_protocol_loop():
-  # the table oracle, the unwrapped stepping and the preallocated rows change nothing: long
-  # enough episodes that the goal is reached and redrawn several times
-  ours, _ = pointmaze.generate("pointmaze-medium-navigate-v0", num_episodes=2,
-                               max_episode_steps=400, seed=7, num_val_episodes=0)
-  reference = reference_generate("pointmaze-medium-navigate-v0", 2, 400, seed=7)
-  for key in pointmaze.RAW_KEYS:
-    np.testing.assert_array_equal(ours[key], reference[key], err_msg=key)
-
-
 @pytest.mark.parametrize("name", ["pointmaze-medium-navigate-v0", "pointmaze-giant-navigate-v0"])
 def test_oracle_table_matches_the_mazes_bfs(name):
   env = pointmaze.make_env(name)
