@@ -26,26 +26,30 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("num_seeds", 3, "Seeds trained side by side (vmapped).")
-flags.DEFINE_integer("eval_every", 5, "Iterations between greedy evaluations.")
-flags.DEFINE_string("out", None, "JSONL file of the curve (one line per evaluation).")
-flags.DEFINE_string("png", None, "PNG of mean greedy success vs utterances (default: --out "
-                    "with .png).")
-flags.DEFINE_multi_string("compare", [], "LABEL=FILE: another curve's JSONL to draw on the PNG.")
-flags.DEFINE_string("warm_start_cache", None,
-                    "Directory caching the behaviour-cloned start of agents that offer "
-                    "`warm_start_policy_params` (keyed by the seeds and the config fields it "
-                    "depends on), so runs differing only in RL settings skip the BC program.")
-flags.DEFINE_string("label", None, "Legend label of --out's curve (default: the agent's name).")
-config_flags.DEFINE_config_file("config", None, "Token-game agent config file or name.",
-                                lock_config=True)
-
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 # Training metrics copied into the JSONL (those the agent reports), per seed.
 METRICS = ("q_gap", "q_success", "q_failure", "critic_loss", "advantage", "advantage_std",
            "sequence_log_prob", "entropy", "approx_kl", "policy_loss", "episode_return",
            "actor_trained")
 EVAL_KEY_OFFSET = 10_000  # evaluation keys: key(EVAL_KEY_OFFSET + iteration), split per seed
+
+
+def define_flags() -> None:
+  """The command line; defined only when run as a script, so that importing this module (the
+  tests do) next to other experiment modules defines no flag twice."""
+  flags.DEFINE_integer("num_seeds", 3, "Seeds trained side by side (vmapped).")
+  flags.DEFINE_integer("eval_every", 5, "Iterations between greedy evaluations.")
+  flags.DEFINE_string("out", None, "JSONL file of the curve (one line per evaluation).")
+  flags.DEFINE_string("png", None, "PNG of mean greedy success vs utterances (default: --out "
+                      "with .png).")
+  flags.DEFINE_multi_string("compare", [], "LABEL=FILE: another curve's JSONL to draw on the PNG.")
+  flags.DEFINE_string("warm_start_cache", None,
+                      "Directory caching the behaviour-cloned start of agents that offer "
+                      "`warm_start_policy_params` (keyed by the seeds and the config fields it "
+                      "depends on), so runs differing only in RL settings skip the BC program.")
+  flags.DEFINE_string("label", None, "Legend label of --out's curve (default: the agent's name).")
+  config_flags.DEFINE_config_file("config", None, "Token-game agent config file or name.",
+                                  lock_config=True)
 
 
 def fail(message: str) -> None:
@@ -234,4 +238,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main, argv=resolve_config_argument(sys.argv))
