@@ -229,7 +229,7 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
 # ----------------------------------------------------------------------------------------------
 
 
-class ArcherAgent(struct.PyTreeNode):
+class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
   """ArCHer's train state: policy, critic, target critic, their optimizer states and a key."""
 
   policy_params: PyTree
@@ -273,13 +273,6 @@ class ArcherAgent(struct.PyTreeNode):
                critic_opt_state=critic_tx.init(critic_params), key=key, policy=policy,
                critic=critic, policy_tx=policy_tx, critic_tx=critic_tx,
                utterance_len=env_params.utterance_len, config=config)
-
-  def act(self, dialogue: Array, key: Array, deterministic: bool = False) -> Array:
-    """Utterances int32 `[B, L]` for dialogues `[B, D]` (greedy decoding if `deterministic`)."""
-    tokens, _ = transformer.generate(self.policy, self.policy_params, dialogue, key,
-                                     num_tokens=self.utterance_len, temperature=self.config.temperature,
-                                     greedy=deterministic)
-    return tokens
 
   def critic_step(self, batch: UtteranceTransition) -> tuple["ArcherAgent", dict[str, Array]]:
     """One critic optimizer step, then the Polyak step of the target critic (post-step params)."""
