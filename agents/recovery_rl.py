@@ -20,6 +20,9 @@ code (`recovery_rl/qrisk.py`, `sac.py`, `experiment.py` in the authors' code bas
 * Action relabelling (the reference's default): the task buffer stores the *proposed* task
   action, the risk buffer the *executed* one; `action_relabeling=False` stores the executed
   action in both (the reference's `--disable_action_relabeling`, K = 1 only).
+* `intervention_penalty` (default 0, the reference) subtracts a fixed penalty from the task
+  reward of each decision in which the safety layer intervened (spec §6.4 (d), intervention as
+  a cost, with a fixed weight): an option of this code base, not of the paper.
 
 Run structure: the Learner step is a two-rate rollout (`hrljax.rollout.two_rate_rollout`) with a
 controller and a per-control-step reflex; Recovery RL is the case K = 1 (one control step per
@@ -113,6 +116,12 @@ def get_config() -> ml_collections.ConfigDict:
   # `--disable_action_relabeling`; only where the executed action is a task action, K = 1 and the
   # direct controller).
   config.action_relabeling = True
+  # Subtracted from the task reward of every decision in which the safety layer intervened (in
+  # the task buffer only; returns and evaluation keep the environment's reward). Spec
+  # safety_critics.md §6.4 (d), "treat intervention as a cost", with a fixed weight instead of a
+  # Lagrange multiplier: π_task learns that a proposal the reflex overrides is worse than one it
+  # lets through. 0 (the reference: π_task never sees the intervention).
+  config.intervention_penalty = 0.0
   return config
 
 
@@ -141,6 +150,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         "action, which needs control_steps=1 and controller='direct', got control_steps="
         f"{config.control_steps!r}, controller={config.controller!r}")
   checks.positive(config, "recovery_risk_weight")
+  checks.non_negative(config, "intervention_penalty")
   checks.in_unit_interval(config, "recovery_risk_target")
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   if not isinstance(env, point_hazard.PointHazard):
@@ -536,7 +546,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     decision = traj.decision
     task_items = DecisionTransition(
         obs=jax.tree.map(flat, decision.obs), action=flat(task_actions(traj, low, high, config)),
-        reward=flat(decision.reward), terminated=flat(decision.terminated),
+        reward=flat(task_rewards(traj, config.intervention_penalty)),
+        terminated=flat(decision.terminated),
         next_obs=jax.tree.map(flat, decision.next_obs), num_substeps=flat(traj.num_substeps))
     task_buffer = replay.add(state.task_buffer, task_items)
     risk_buffer = replay.add(state.risk_buffer, _risk_items(traj, controller))
@@ -589,6 +600,12 @@ def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int
       info_keys=SAFETY_INFO_KEYS, unroll=config.rollout_unroll,
       safety_noise_fn=recovery_noise_fn(num_envs, action_dim))
   return traj
+
+
+def task_rewards(traj: rollout.TwoRateTrajectory, intervention_penalty: float) -> Array:
+  """The decisions' rewards as the task buffer stores them, `[T, N]`: the environment's, minus
+  `intervention_penalty` where the safety layer intervened in the decision (spec §6.4 (d))."""
+  return traj.decision.reward - intervention_penalty * traj.intervened.astype(jnp.float32)
 
 
 def task_actions(traj: rollout.TwoRateTrajectory, low: tuple, high: tuple, config) -> Array:

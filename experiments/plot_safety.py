@@ -1,7 +1,7 @@
 """Safety results on PointHazard: return against cost over agents and seeds, a table, a path.
 
   python -m experiments.plot_safety --runs=RUN1,RUN2,... --out=return_vs_cost.png \
-      [--cost_limit=5] [--path_run=RUN --path_out=path.png]
+      [--cost_limit=1] [--path_run=RUN --path_out=path.png]
 
 `--runs` are workdirs of `python -m experiments.train` on PointHazard (any of the safety agents:
 `recovery_rl`, `bresa`, `ppo_lagrangian`, `shielded_ppo`); each run is one point of the scatter

@@ -16,7 +16,12 @@ other runs of the same seeds) greedy 0.58 / 0.51 / -0.09, and 4 of seeds 0-8 lea
 (return 2.88-2.92, cost 0). Reflex off: return 2.90 and cost 12, the unconstrained agent's
 straight path. Tried without a gain in the success rate (3-9 seeds each, table in SAFETY.md):
 10 task updates per decision, the reflex without latch (`reflex_mode="per_step"`), 5,000
-uniform-random control steps behind the reflex (`random_steps=5000`).
+uniform-random control steps behind the reflex (`random_steps=5000`), a penalty of 0.1 or 0.5 on
+the task reward of each decision the reflex took over (`intervention_penalty`: no seed of 0-2).
+With 60k control steps 5 of seeds 0-8 reach the goal (mean greedy return 1.79, 62% of the
+reflex-off agent's), against 4 of 9 at 30k. With `eps_risk=0.5`, 8 of seeds 0-11 reach the goal
+at 30k against 5 of 12 with 0.3 (mean return 72% vs 50%; the gain is seeds 0-2 only; ε = 0.4:
+1 of 3): a candidate, not confirmed.
 """
 
 from experiments.configs import recovery_rl_pointhazard

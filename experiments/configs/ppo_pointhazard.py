@@ -20,9 +20,13 @@ def pointhazard_settings(config):
   config.num_steps = 100
   config.total_timesteps = 16 * 100 * 150
   config.learning_rate = 3e-4
-  # Safety Gym's d = 25 is for 1000-step episodes; PointHazard episodes last at most 200 steps,
-  # so the same 2.5% of steps in violation is d = 5.
-  config.cost_limit = 5.0
+  # Safety Gym's d = 25 (spec safety_critics.md §9.1; OmniSafe, safety-starter-agents) allows
+  # 2.5% of the steps of its episodes, which always last 1000 steps. PointHazard episodes end at
+  # the goal, after 27 control steps on the straight path and 46-52 around the central hazard, so
+  # the same 2.5% is about 1 cost per episode: d = 1. (The 200-step cap gave d = 5 before, which
+  # asked for at most a 2x cut of the baseline's 9 and was met by PPO-Lag/PID-Lag without leaving
+  # the straight path; experiments/results/SAFETY.md.)
+  config.cost_limit = 1.0
   config.log_every = 10
   config.checkpoint_every = 50
   return config

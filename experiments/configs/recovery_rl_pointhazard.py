@@ -28,6 +28,8 @@ training; SAC: 2.91 / 7,300-8,400; commands and all numbers in `experiments/resu
     `risk_next_action="controller"`: 0.67-1.53 / 33-264.
   * without action relabelling (`action_relabeling=False`: π_task learns from the executed
     recovery actions): 0.28 / 0.42 / 0.36 / 15, 33, 8.
+  * 60k control steps instead of 30k: 2.89 / 0.92 / 1.04 / 51, 290, 295 (seed 2's greedy
+    episode ends in the hazard, cost 24).
 So one seed in three reaches the goal; in the others the task policy learns to stop before the
 hazard (greedy episodes with 0-14 interventions) and never finds the detour within 30k steps.
 """

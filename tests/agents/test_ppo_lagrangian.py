@@ -228,30 +228,40 @@ def test_pointhazard_configs_validate_and_resolve(name, agent, multiplier, shiel
   from hrljax import agents
   config = experiment_config(name)
   assert (config.agent, config.multiplier, config.shield) == (agent, multiplier, shield)
-  assert (config.env_name, config.cost_limit) == ("PointHazard-v0", 5.0)
+  assert (config.env_name, config.cost_limit) == ("PointHazard-v0", 1.0)
   agents.get(config.agent).validate_config(config)
 
 
-@pytest.mark.learning
-def test_pid_lagrangian_brings_episode_cost_near_the_limit():
-  """`ppo_pid_lagrangian_pointhazard` (d = 5) shortened to 8 environments x 60 updates of 100
-  steps, seed 0: mean episode cost over the last 12 updates <= 7 and return >= 2.5.
+# Unconstrained PPO (`ppo_pointhazard.py`, `experiments/safety_table.py`, seeds 0-2): 73,642 /
+# 73,775 / 73,423 violating steps in training, greedy evaluation return 2.909 and cost 9.
+BASELINE_VIOLATIONS = 73_613  # mean over seeds 0-2
+BASELINE_RETURN = 2.909
+BASELINE_EVAL_COST = 9.0
 
-  Measured with exactly this setting: PID-Lag seed 0 cost 5.34 / return 2.86, seed 1 6.01 / 2.88;
-  unconstrained PPO (`multiplier="none"`, same setting) 8.95 / 2.90 for both seeds, i.e. it
-  exceeds the limit by 80% while PID-Lag ends within 7-20% of it.
+
+@pytest.mark.learning
+@pytest.mark.parametrize("name", ["ppo_lagrangian_pointhazard", "ppo_pid_lagrangian_pointhazard"])
+def test_lagrangian_configs_cut_violations_and_keep_the_return(name, experiment_config):
+  """The full `<name>.py` config (d = 1, 240k steps), seed 0 from the CLI's keys, against the
+  issue's thresholds as set in `experiments/results/SAFETY.md`: a large factor is 10x fewer
+  violating steps in training and a tenth of the baseline's evaluation cost, most of the return
+  is 80% of the baseline's greedy return.
+
+  Measured with exactly this run (one seed jitted alone): PPO-Lag seeds 0 / 1 / 2: 5,186 / 5,584
+  / 6,048 violating steps, greedy return 2.891 / 2.927 / 2.892, cost 0; PID-Lag 4,950 / 4,434 /
+  4,599, return 2.924 / 2.913 / 2.882, cost 0 (the detour around the central hazard). With d = 5
+  (the previous configs) both stayed on the straight path: 25,000-47,000 violating steps, cost 8-9.
   """
-  config = pl.get_config()
-  config.update(multiplier="pid", num_envs=8, num_steps=100, total_timesteps=8 * 100 * 60,
-                learning_rate=3e-4, cost_limit=5.0)
-  _, metrics = jax.jit(pl.make_train(config))(jax.random.key(0))
-  tail = slice(48, None)
-  episodes = metrics["episodes"][tail].sum()
-  cost = float(metrics["episode_cost_sum"][tail].sum() / episodes)
-  episode_return = float(metrics["episode_return_sum"][tail].sum() / episodes)
-  assert cost <= 7.0, cost
-  assert episode_return >= 2.5, episode_return
-  assert float(metrics["lagrange_multiplier"][-1]) > 0.5
+  config = experiment_config(name)
+  learner = pl.make_learner(config)
+  init_key, eval_key = jax.random.split(jax.random.key(0))
+  state, metrics = jax.jit(pl.make_train(config))(init_key)
+  evaluation = jax.jit(learner.evaluate)(state, eval_key)
+  violations = float(metrics["rollout_violations"].sum())
+  assert violations <= BASELINE_VIOLATIONS / 10, violations
+  assert float(evaluation["eval_cost"]) <= BASELINE_EVAL_COST / 10, evaluation
+  assert float(evaluation["eval_return"]) >= 0.8 * BASELINE_RETURN, evaluation
+  assert float(metrics["lagrange_multiplier"][-1]) > 1.0
 
 
 def test_first_episode_cost_counts_each_environments_first_episode_only():
