@@ -33,12 +33,16 @@ as every ArCHer run starts from an SFT checkpoint.
 Deviations from the reference, each deliberate:
   * no pretrained models: GPT-2 / RoBERTa are small transformers trained from scratch, so the
     reference's learning rates (fine-tuning rates, critic 1e-5..2e-5, LM 1e-6..1e-5) do not
-    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders. Measured on
-    the small token game (`experiments/results/ARCHER.md`): the from-scratch critic learns the
-    mean success rate quickly but separates correct from wrong final guesses slowly (`q_gap`
-    0.15-0.20 after 550 steps at lr 3e-4; 0.18-0.39 after 250 steps at lr 1e-3), so its
-    advantage carries little signal early on; no setting has yet been shown to improve on the
-    behaviour-cloned start over several seeds;
+    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders. The
+    policy's "pretrained LM" is the behaviour-cloned start; `critic_init = "policy"` starts the
+    critic's encoder from it too (with `critic_causal` and `critic_readout = "last"` the
+    critic's features are the policy's own final hidden state), as the reference's critic
+    starts from a pretrained RoBERTa. Measured on the small token game
+    (`experiments/results/ARCHER.md`, `experiments/archer_critic_diagnostic.py`): a critic from
+    scratch learns the mean success rate quickly but ranks final guesses on fresh games poorly
+    (held-out `q_gap` 0.13 after 400 steps, where an exact critic shows 0.64); started from the
+    policy, 0.28, and it plateaus there on a buffer of 2,048 utterances while its gap on the
+    buffer itself keeps rising (memorisation);
   * the reference sums the losses of 32 gradient-accumulation micro-batches of 8 (its
     effective lr is lr × 32); here one batch of `batch_size` = 256 = 8 × 32 is averaged;
   * gradient clipping (global norm `max_grad_norm` = 1.0, as the reference) is applied to the
@@ -76,6 +80,7 @@ from hrljax.types import Array, EnvCarry, PyTree
 
 HEAD_MODES = hc.HEAD_MODES
 ADVANTAGE_NORMALIZATIONS = ("none", "batch")
+CRITIC_INITS = ("random", "policy")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -95,6 +100,9 @@ def get_config() -> ml_collections.ConfigDict:
   # Not in the reference: > 0 also keeps the actor still until one iteration's mean `q_gap`
   # (min-Q of correct guesses minus failed final utterances, `critic_diagnostics`) reaches this
   # value, so the actor is not moved by a critic that cannot yet tell success from failure.
+  # The gap is measured on replayed batches, which a critic can memorise: on the token game it
+  # passes an exact critic's gap (about 0.62) while the gap on fresh games is still 0.28
+  # (`experiments/results/ARCHER.md`), so a passed gate is necessary, not sufficient.
   config.warmup_q_gap = 0.0
   config.gamma = 0.95
   config.tau = 0.1  # Polyak rate, applied after every critic step
@@ -106,6 +114,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.q_target_heads = "per_head"  # reference; "min" is the clipped-double-Q alternative
   config.v_target_heads = "per_head"
   config.critic_utterance_encoding = "separate"  # reference DoubleCritic layout; or "joint"
+  # How the critic's encoder output becomes features: "mean" over tokens, or the "last" token's
+  # state (reference: RoBERTa's first-token pooler; see `transformer.UtteranceCritic.readout`).
+  config.critic_readout = "mean"
+  # Not in the reference's layout but in its spirit (its critic is a pretrained RoBERTa):
+  # "policy" starts the critic's encoder from the behaviour-cloned policy's trunk (the only
+  # pretrained language model here; needs critic_d_model == d_model and critic_num_layers ==
+  # num_layers), "random" from scratch. `critic_causal` gives the encoder the policy's causal mask.
+  config.critic_init = "random"
+  config.critic_causal = False
   config.critic_d_model = 64
   config.critic_num_layers = 2
   config.rollout_unroll = 1
@@ -140,14 +157,25 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   if isinstance(config.warmup_q_gap, bool) or not isinstance(config.warmup_q_gap, (int, float)) \
       or not 0.0 <= config.warmup_q_gap < 1.0:
-    raise checks.ConfigError(f"config.warmup_q_gap: expected a number in [0, 1) (0: off; a "
-                             f"critic that has learned the game has a gap near 1), got "
-                             f"{config.warmup_q_gap!r}")
+    raise checks.ConfigError(f"config.warmup_q_gap: expected a number in [0, 1) (0: off; "
+                             f"the gap is at most 1, for a game where every guess is sure), "
+                             f"got {config.warmup_q_gap!r}")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.one_of(config, "q_target_heads", HEAD_MODES)
   checks.one_of(config, "v_target_heads", HEAD_MODES)
   checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
+  checks.one_of(config, "critic_readout", transformer.CRITIC_READOUTS)
+  checks.one_of(config, "critic_init", CRITIC_INITS)
+  checks.one_of(config, "critic_causal", (True, False))
+  if config.critic_init == "policy":
+    for critic_field, policy_field in (("critic_d_model", "d_model"),
+                                       ("critic_num_layers", "num_layers")):
+      if config[critic_field] != config[policy_field]:
+        raise checks.ConfigError(
+            f"config.{critic_field}: expected config.{policy_field} ({config[policy_field]}) "
+            f"because config.critic_init is 'policy' (the critic's encoder is a copy of the "
+            f"policy's trunk), got {config[critic_field]}")
   if config.critic_d_model % config.num_heads:
     raise checks.ConfigError(f"config.critic_d_model: expected a multiple of config.num_heads "
                              f"({config.num_heads}), got {config.critic_d_model}")
@@ -265,6 +293,8 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
     dialogue = dialogue.at[:, 0].set(token_game.BOS)
     utterance = jnp.zeros((1, env_params.utterance_len), jnp.int32)
     critic_params = critic.init(critic_key, dialogue, utterance)
+    if config.critic_init == "policy":
+      critic_params = critic_encoder_from_policy(critic_params, policy_params)
     policy_tx = make_optimizer(config, config.actor_learning_rate)
     critic_tx = make_optimizer(config, config.critic_learning_rate)
     return cls(policy_params=policy_params, critic_params=critic_params,
@@ -347,12 +377,45 @@ def critic_diagnostics(extras: hc.CriticExtras, batch: UtteranceTransition) -> d
 
 
 def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
+  """The twin Q/V utterance critic of `config`. `critic_readout` and `critic_causal` may be
+  absent (`agents/llm_archer.py` passes its own critic settings): then "mean" and False, the
+  network's defaults."""
   max_len = token_game.max_dialogue_len(env_params) + env_params.utterance_len
   return transformer.UtteranceCritic(
       vocab_size=token_game.vocabulary(env_params).size, d_model=config.critic_d_model,
       num_layers=config.critic_num_layers, num_heads=config.num_heads, max_len=max_len,
       pad_token=token_game.PAD, num_critics=config.num_critics,
-      utterance_encoding=config.critic_utterance_encoding)
+      utterance_encoding=config.critic_utterance_encoding,
+      readout=getattr(config, "critic_readout", "mean"),
+      causal=getattr(config, "critic_causal", False))
+
+
+def critic_encoder_from_policy(critic_params: PyTree, policy_params: PyTree) -> PyTree:
+  """`critic_params` with the encoder replaced by a copy of the policy's trunk.
+
+  ArCHer's critic is a pretrained LM (RoBERTa) fine-tuned with the TD loss; here the only
+  pretrained model is the behaviour-cloned policy, whose trunk already reads the dialogue
+  (which items the answers leave possible), so the critic starts from it. The heads stay as
+  initialised. The policy has one more position embedding than the critic needs (it also
+  predicts the token after a full utterance); the extra rows are dropped.
+  """
+  encoder = critic_params["params"]["encoder"]
+  trunk = policy_params["params"]["trunk"]
+  if jax.tree.structure(encoder) != jax.tree.structure(trunk):
+    raise ValueError("policy_params: the policy's trunk and the critic's encoder differ in "
+                     "structure (expected the same d_model, num_layers and num_heads)")
+
+  def copy(target, source):
+    if target.shape == source.shape:
+      return source
+    if target.shape[1:] == source.shape[1:] and target.shape[0] <= source.shape[0]:
+      return source[:target.shape[0]]  # position embeddings: the critic needs fewer
+    raise ValueError(f"policy_params: a trunk parameter of shape {source.shape} cannot start a "
+                     f"critic encoder parameter of shape {target.shape}")
+
+  params = dict(critic_params["params"])
+  params["encoder"] = jax.tree.map(copy, encoder, trunk)
+  return {**critic_params, "params": params}
 
 
 def make_optimizer(config, learning_rate: float) -> optax.GradientTransformation:

@@ -31,8 +31,9 @@ Contents:
 Deviations from the reference code:
 - No pretrained models: GPT-2 and RoBERTa-base are replaced by small transformers
   (token + learned position embeddings, pre-LayerNorm blocks, GELU MLP, no dropout).
-- The critic pools an encoding by a masked mean over its non-PAD tokens; RoBERTa's
-  `pooler_output` is the first token's state through a tanh dense layer.
+- The critic pools an encoding by a masked mean over its non-PAD tokens (default) or reads the
+  last non-PAD token's state (`readout="last"`); RoBERTa's `pooler_output` is the first token's
+  state through a tanh dense layer.
 - `UtteranceCritic(utterance_encoding="joint")` optionally encodes the dialogue and the utterance
   together for Q (the reference concatenates the texts into `state_actions` but never uses them);
   the default "separate" is the reference's layout.
@@ -55,6 +56,7 @@ from hrljax.networks.torsos import MLP
 Array = jax.Array
 
 UTTERANCE_ENCODINGS = ("separate", "joint")
+CRITIC_READOUTS = ("mean", "last")
 _EMBED_INIT = nn.initializers.normal(stddev=0.02)
 
 
@@ -427,11 +429,13 @@ def _ensemble(hidden_sizes: Sequence[int], size: int) -> nn.Module:
 class UtteranceCritic(nn.Module):
   """ArCHer's utterance-level critic: twin Q(s, a) and twin V(s) heads on a shared encoder.
 
-  Per-batch. A bidirectional transformer encoder (same blocks as `CausalTransformer`, no causal
-  mask) turns a token sequence into the masked mean of its final hidden states. With
-  `utterance_encoding="separate"` (the reference's `DoubleCritic`), `h_s = enc(dialogue)`,
-  `h_a = enc(utterance)` and `Q_e = MLP_e([h_s; h_a])`; with "joint", `h_a` is replaced by
-  `enc([dialogue, utterance])`, so attention can relate the utterance to the dialogue. In both,
+  Per-batch. A transformer encoder (same blocks as `CausalTransformer`; bidirectional unless
+  `causal`) turns a token sequence into the masked mean of its final hidden states
+  (`readout="mean"`) or into the final hidden state of its last non-PAD token
+  (`readout="last"`). With `utterance_encoding="separate"` (the reference's `DoubleCritic`),
+  `h_s = enc(dialogue)`, `h_a = enc(utterance)` and `Q_e = MLP_e([h_s; h_a])`; with "joint",
+  `h_a` is replaced by `enc([dialogue, utterance])`, so attention can relate the utterance to
+  the dialogue. In both,
   `V_e = MLP'_e(h_s)` sees only the dialogue. Outputs are ensemble-first `[E, B]`, E =
   `num_critics`, as `hrljax.losses.hierarchical_critics` expects. Initialised with
   `critic.init(key, dialogue, utterance)`.
@@ -443,6 +447,11 @@ class UtteranceCritic(nn.Module):
       reference's `in -> d -> d -> 1`).
     num_critics: ensemble size E (ArCHer: 2).
     utterance_encoding: "separate" (reference, default) or "joint".
+    readout: "mean" (default) or "last". With `causal` and the trunk of a token policy, "last"
+      is the policy's own final hidden state (the features its next-token head reads).
+    causal: False (default): every token attends to the whole sequence; True: the causal mask
+      of `CausalTransformer`, so the encoder has the policy's architecture exactly and can start
+      from a token policy's trunk parameters (ArCHer's critic starts from a pretrained LM).
   """
 
   vocab_size: int
@@ -455,11 +464,15 @@ class UtteranceCritic(nn.Module):
   head_hidden_sizes: Optional[Sequence[int]] = None
   num_critics: int = 2
   utterance_encoding: str = "separate"
+  readout: str = "mean"
+  causal: bool = False
 
   def setup(self):
     if self.utterance_encoding not in UTTERANCE_ENCODINGS:
       raise ValueError(f"utterance_encoding: expected one of {list(UTTERANCE_ENCODINGS)}, "
                        f"got {self.utterance_encoding!r}")
+    if self.readout not in CRITIC_READOUTS:
+      raise ValueError(f"readout: expected one of {list(CRITIC_READOUTS)}, got {self.readout!r}")
     _check_positive_int("num_critics", self.num_critics)
     self.encoder = _Trunk(self.vocab_size, self.d_model, self.num_layers, self.num_heads,
                           self.mlp_dim or 4 * self.d_model, self.max_len)
@@ -468,8 +481,11 @@ class UtteranceCritic(nn.Module):
     self.v_heads = _ensemble(hidden_sizes, self.num_critics)
 
   def encode(self, tokens: Array, valid: Array) -> Array:
-    """Masked mean `[B, d]` of the bidirectional encoding of tokens `[B, S]` (0 if none valid)."""
-    hidden, _, _ = self.encoder(tokens, valid, causal=False)
+    """Features `[B, d]` of tokens `[B, S]`: the masked mean of the encoding (0 if none valid),
+    or with `readout="last"` the state of the last valid token."""
+    hidden, _, _ = self.encoder(tokens, valid, causal=self.causal)
+    if self.readout == "last":
+      return jnp.take_along_axis(hidden, last_valid_index(valid)[:, None, None], axis=1)[:, 0]
     weights = valid.astype(hidden.dtype)
     total = jnp.sum(hidden * weights[:, :, None], axis=1)
     return total / jnp.maximum(jnp.sum(weights, axis=1), 1.0)[:, None]

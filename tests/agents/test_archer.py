@@ -134,6 +134,8 @@ def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
     ("train_eval_episodes", -1, "config.train_eval_episodes: expected an integer >= 0"),
     ("warmup_q_gap", 1.0, "config.warmup_q_gap: expected a number in [0, 1)"),
     ("warmup_q_gap", -0.1, "config.warmup_q_gap: expected a number in [0, 1)"),
+    ("critic_readout", "cls", "config.critic_readout: expected one of"),
+    ("critic_init", "roberta", "config.critic_init: expected one of"),
 ])
 def test_validate_config_names_the_field(field, value, message):
   pattern = message
@@ -141,6 +143,41 @@ def test_validate_config_names_the_field(field, value, message):
     pattern = pattern.replace(char, "\\" + char)
   with pytest.raises(ConfigError, match=pattern):
     archer.validate_config(tiny_config(**{field: value}))
+
+
+def test_critic_from_the_policy_needs_the_policy_size():
+  with pytest.raises(ConfigError, match=r"config\.critic_d_model: expected config\.d_model \(16\)"):
+    archer.validate_config(tiny_config(critic_init="policy", critic_d_model=32))
+  with pytest.raises(ConfigError, match=r"config\.critic_num_layers: expected config\.num_layers"):
+    archer.validate_config(tiny_config(critic_init="policy", critic_num_layers=2))
+
+
+def test_critic_init_from_the_policy_copies_its_trunk_into_critic_and_target():
+  """`critic_init="policy"`: the critic's encoder (and the target's) is the BC policy's trunk
+  (position table cut to the critic's length); the heads are the random ones of "random"."""
+  env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
+  key = jax.random.key(4)
+  config = tiny_config(bc_steps=3, critic_causal=True, critic_readout="last")
+  random_agent = archer.ArcherAgent.create(key, env, env_params, config)
+  agent = archer.ArcherAgent.create(key, env, env_params,
+                                    tiny_config(bc_steps=3, critic_causal=True,
+                                                critic_readout="last", critic_init="policy"))
+  trunk = agent.policy_params["params"]["trunk"]
+  for params in (agent.critic_params, agent.target_critic_params):
+    encoder = params["params"]["encoder"]
+    rows = encoder["position_embed"]["embedding"].shape[0]
+    np.testing.assert_array_equal(encoder["position_embed"]["embedding"],
+                                  trunk["position_embed"]["embedding"][:rows])
+    np.testing.assert_array_equal(encoder["token_embed"]["embedding"],
+                                  trunk["token_embed"]["embedding"])
+    for a, b in zip(jax.tree.leaves(encoder["blocks_0"]), jax.tree.leaves(trunk["blocks_0"])):
+      np.testing.assert_array_equal(a, b)
+    for name in ("q_heads", "v_heads"):
+      for a, b in zip(jax.tree.leaves(params["params"][name]),
+                      jax.tree.leaves(random_agent.critic_params["params"][name])):
+        np.testing.assert_array_equal(a, b)
+  assert _abs_sum(jax.tree.map(jnp.subtract, agent.critic_params["params"]["encoder"],
+                               random_agent.critic_params["params"]["encoder"])) > 0.0
 
 
 def test_num_envs_must_divide_over_devices():

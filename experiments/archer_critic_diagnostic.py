@@ -1,0 +1,194 @@
+"""Does ArCHer's critic learn the token game? The critic alone, on a fixed buffer, vs critic steps.
+
+  python -m experiments.archer_critic_diagnostic --config=archer_token_game \
+      --warm_start_cache=/tmp/h1/bc_cache --steps=400 --out=/tmp/h1/critic_mean.jsonl \
+      --config.critic_readout=last
+
+ArCHer (Zhou et al., arXiv 2402.19446) moves its token policy with the advantage of an
+utterance-level critic, so the actor can only improve once the critic ranks utterances. On the
+token game a final guess is worth exactly Q*(s, guess i) = [i consistent with the answers of s] /
+(number of consistent items) (the target is uniform over the items the answers leave possible,
+`token_game.consistent_items`); a question on the last turn is worth 0. This script measures how
+fast the critic of a config (any `--config.critic_*` override) learns that, with the policy fixed
+at the behaviour-cloned start of seed `--seed_index` of `split(key(config.seed), --num_seeds)`
+(the same start as `experiments/token_game_curves.py`, read from its `--warm_start_cache`):
+
+1. a training buffer of `--buffer_iterations` ArCHer iterations of the BC policy (num_envs games x
+   num_steps utterances each; games continue across iterations, as in the run) and a held-out
+   buffer of the same size from other games;
+2. `--steps` critic steps of `archer.ArcherAgent.critic_step` (the run's critic update: twin Q on
+   r + gamma V_target(s'), twin V on Q_target(s, a_pi), Polyak target) on uniform batches of the
+   training buffer;
+3. every `--eval_every` steps one JSON line: `q_gap` (min-Q of correct guesses minus failed final
+   utterances, the agent's diagnostic) on the whole training buffer and on the held-out buffer,
+   the same gap of Q* (`oracle_gap`: the best a critic can show on these outcomes, below 1
+   because a guess among several consistent items is a coin flip), and the mean |min-Q - Q*| over
+   final utterances of the held-out buffer (`final_error`).
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """The command line (defined only when run as a script)."""
+  flags.DEFINE_integer("num_seeds", 3, "Seeds of the cached BC start (as in token_game_curves).")
+  flags.DEFINE_integer("seed_index", 0, "Which of those seeds' BC policy fills the buffers.")
+  flags.DEFINE_integer("buffer_iterations", 8, "ArCHer iterations of data in each buffer.")
+  flags.DEFINE_integer("steps", 400, "Critic steps.")
+  flags.DEFINE_integer("eval_every", 50, "Critic steps between evaluations.")
+  flags.DEFINE_string("warm_start_cache", None, "token_game_curves' BC cache directory.")
+  flags.DEFINE_string("out", None, "JSONL output (one line per evaluation).")
+  config_flags.DEFINE_config_file("config", None, "ArCHer token-game config file or name.",
+                                  lock_config=True)
+
+
+def collect(config, policy_params, key, iterations: int):
+  """`iterations` x num_envs x num_steps utterance transitions of the sampling policy, flat."""
+  import jax
+  from hrljax import envs, rollout
+  from hrljax.agents import archer, token_bc
+  from hrljax.networks import transformer
+
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  policy = token_bc.make_policy(env_params, config)
+
+  def sampled(params, obs, sample_key):
+    tokens, _ = transformer.generate(policy, params, obs, sample_key,
+                                     num_tokens=env_params.utterance_len,
+                                     temperature=config.temperature)
+    return tokens, None
+
+  reset_key, rollout_key = jax.random.split(key)
+  carry = rollout.reset(env, env_params, reset_key, config.num_envs)
+  _, traj = rollout.rollout(env, env_params, sampled, policy_params, carry, rollout_key,
+                            iterations * config.num_steps)
+  return archer.transitions_from_rollout(traj)
+
+
+def oracle_q(batch, env_params):
+  """Q*(s, a) `[B]` of final utterances: a guess of an item consistent with the answers is worth
+  1 / (number of consistent items), anything else that ends the game 0. Meaningless (and unused)
+  for utterances that do not end the game."""
+  import jax
+  import jax.numpy as jnp
+  from hrljax.envs import token_game
+
+  candidates, _ = jax.vmap(lambda d: token_game.consistent_items(d, env_params))(batch.dialogue)
+  parsed = jax.vmap(lambda u: token_game.parse_utterance(u, env_params))(batch.utterance)
+  guess = parsed.kind == token_game.KIND_GUESS
+  item = jnp.clip(parsed.item, 0, env_params.num_items - 1)
+  consistent = jnp.take_along_axis(candidates, item[:, None], axis=1)[:, 0]
+  count = jnp.maximum(jnp.sum(candidates, axis=1), 1)
+  return jnp.where(guess & consistent, 1.0 / count, 0.0)
+
+
+def outcome_gap(values, batch):
+  """Mean of `values` over correct guesses minus over failed final utterances (as
+  `archer.critic_diagnostics`)."""
+  import jax.numpy as jnp
+  success = batch.reward > 0
+  failure = batch.terminated & ~success
+  mean_over = lambda mask: jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1)
+  return mean_over(success) - mean_over(failure)
+
+
+def critic_report(agent, train, held_out, oracle_train, oracle_held_out):
+  """The evaluation numbers of one point of the curve (see the module docstring)."""
+  import jax.numpy as jnp
+  from hrljax.agents import token_bc
+
+  def min_q(batch):
+    q = agent.critic.apply(agent.critic_params, batch.dialogue, batch.utterance,
+                           token_bc.token_mask(batch.utterance))
+    return jnp.min(q.q, axis=0)
+
+  q_held_out = min_q(held_out)
+  final = held_out.terminated.astype(jnp.float32)
+  return {
+      "q_gap_train": outcome_gap(min_q(train), train),
+      "q_gap_held_out": outcome_gap(q_held_out, held_out),
+      "oracle_gap_train": outcome_gap(oracle_train, train),
+      "oracle_gap_held_out": outcome_gap(oracle_held_out, held_out),
+      "final_error": jnp.sum(jnp.abs(q_held_out - oracle_held_out) * final) / jnp.sum(final),
+  }
+
+
+def load_policy_params(config, num_seeds: int, seed_index: int, cache_dir):
+  """Seed `seed_index`'s BC start, from token_game_curves' cache (computed and cached if absent)."""
+  import jax
+  from experiments import token_game_curves
+  from hrljax.agents import archer
+
+  keys = jax.random.split(jax.random.key(config.seed), num_seeds)
+  params = token_game_curves.warm_start(archer, config, keys, cache_dir)
+  return jax.tree.map(lambda x: x[seed_index], params), keys[seed_index]
+
+
+def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cache_dir, out):
+  import jax
+  from hrljax import envs
+  from hrljax.agents import archer
+
+  archer.validate_config(config)
+  _, env_params = envs.make(config.env_name, **config.env_kwargs)
+  policy_params, seed_key = load_policy_params(config, num_seeds, seed_index, cache_dir)
+  train_key, held_out_key, agent_key, batch_key = jax.random.split(
+      jax.random.fold_in(seed_key, 1), 4)
+  gather = jax.jit(lambda params, key: collect(config, params, key, buffer_iterations))
+  train, held_out = gather(policy_params, train_key), gather(policy_params, held_out_key)
+  oracle = jax.jit(lambda batch: oracle_q(batch, env_params))
+  oracle_train, oracle_held_out = oracle(train), oracle(held_out)
+  env, _ = envs.make(config.env_name, **config.env_kwargs)
+  agent = archer.ArcherAgent.create(agent_key, env, env_params, config, policy_params)
+  size = train.reward.shape[0]
+
+  @jax.jit
+  def train_chunk(agent, key):
+    indices = jax.random.randint(key, (eval_every, config.batch_size), 0, size)
+    batches = jax.tree.map(lambda x: x[indices], train)
+    agent, metrics = jax.lax.scan(lambda a, b: a.critic_step(b), agent, batches)
+    return agent, jax.tree.map(lambda m: m.mean(), metrics)
+
+  report = jax.jit(critic_report)
+  with open(out, "w") as f:
+    for chunk in range(steps // eval_every + 1):
+      metrics = {}
+      if chunk:
+        agent, metrics = train_chunk(agent, jax.random.fold_in(batch_key, chunk))
+      row = {"critic_steps": chunk * eval_every,
+             **{k: round(float(v), 4) for k, v in report(agent, train, held_out, oracle_train,
+                                                         oracle_held_out).items()},
+             **{f"batch_{k}": round(float(metrics[k]), 4) for k in ("q_gap", "critic_loss")
+                if k in metrics}}
+      f.write(json.dumps(row) + "\n")
+      f.flush()
+      print(json.dumps(row), flush=True)
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"error: unexpected arguments {argv[1:]}")
+  if FLAGS.config is None or not FLAGS.out:
+    sys.exit("error: --config and --out are required")
+  if not 0 <= FLAGS.seed_index < FLAGS.num_seeds:
+    sys.exit(f"error: --seed_index: expected 0 <= index < --num_seeds={FLAGS.num_seeds}, got "
+             f"{FLAGS.seed_index}")
+  if FLAGS.eval_every < 1 or FLAGS.steps < 0:
+    sys.exit(f"error: --eval_every must be >= 1 and --steps >= 0, got {FLAGS.eval_every}, "
+             f"{FLAGS.steps}")
+  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+  run(FLAGS.config, FLAGS.num_seeds, FLAGS.seed_index, FLAGS.buffer_iterations, FLAGS.steps,
+      FLAGS.eval_every, FLAGS.warm_start_cache, FLAGS.out)
+
+
+if __name__ == "__main__":
+  from experiments import token_game_curves
+  define_flags()
+  app.run(main, argv=token_game_curves.resolve_config_argument(sys.argv))

@@ -1,0 +1,39 @@
+"""Tests of experiments/archer_critic_diagnostic.py: the exact Q* of final utterances and the
+outcome gap, against values computed by hand from the game's item table."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from experiments import archer_critic_diagnostic as diag
+from experiments.configs import token_game_common
+from hrljax.agents import archer
+from hrljax.envs import token_game
+
+PARAMS = token_game.make_params(**token_game_common.GAME)
+
+
+def _dialogue_after_one_question(attribute: int, value: int, yes: bool) -> np.ndarray:
+  dialogue = np.zeros((token_game.max_dialogue_len(PARAMS),), np.int32)
+  question = np.asarray(token_game.encode_question(attribute, value, PARAMS))[:4]
+  turn = [token_game.BOS, *question, token_game.YES if yes else token_game.NO]
+  dialogue[:len(turn)] = turn
+  return dialogue
+
+
+def test_oracle_q_is_one_over_the_consistent_items_for_a_consistent_guess():
+  table = token_game.item_attributes(PARAMS)
+  dialogue = _dialogue_after_one_question(0, 0, yes=True)
+  consistent = np.flatnonzero(table[:, 0] == 0)  # items whose attribute 0 has value 0
+  inconsistent = np.flatnonzero(table[:, 0] != 0)
+  question = np.asarray(token_game.encode_question(1, 0, PARAMS))
+  utterances = np.stack([np.asarray(token_game.encode_guess(consistent[0], PARAMS)),
+                         np.asarray(token_game.encode_guess(inconsistent[0], PARAMS)), question])
+  batch = archer.UtteranceTransition(
+      dialogue=jnp.asarray(np.stack([dialogue] * 3)), utterance=jnp.asarray(utterances),
+      reward=jnp.asarray([1.0, 0.0, 0.0]), next_dialogue=jnp.asarray(np.stack([dialogue] * 3)),
+      terminated=jnp.asarray([True, True, True]))
+  q = np.asarray(diag.oracle_q(batch, PARAMS))
+  np.testing.assert_allclose(q, [1.0 / len(consistent), 0.0, 0.0])
+  # Gap: mean over the success (row 0) minus mean over the failures (rows 1 and 2).
+  gap = float(diag.outcome_gap(jnp.asarray([0.9, 0.2, 0.4]), batch))
+  np.testing.assert_allclose(gap, 0.9 - 0.3, rtol=1e-6)
