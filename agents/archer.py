@@ -109,6 +109,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_learning_rate = 1e-4  # reference 2e-5 fine-tunes RoBERTa; from scratch here
   config.actor_learning_rate = 1e-5  # reference 1e-6..1e-5 fine-tunes GPT-2
   config.optimizer = "adam"  # or "sgd" (multi-device equivalence checks)
+  # The actor's own optimizer, "" = `optimizer`. Adam's first steps move every parameter by the
+  # full learning rate whatever its gradient's size, which on a near-deterministic BC start makes
+  # the actor's first steps almost independent of the advantage (ARCHER.md); "sgd" scales the
+  # step with the advantage-weighted gradient.
+  config.actor_optimizer = ""
   config.max_grad_norm = 1.0
   config.num_critics = 2
   config.q_target_heads = "per_head"  # reference; "min" is the clipped-double-Q alternative
@@ -162,6 +167,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                              f"got {config.warmup_q_gap!r}")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
+  checks.one_of(config, "actor_optimizer", ("", "adam", "sgd"))
   checks.one_of(config, "q_target_heads", HEAD_MODES)
   checks.one_of(config, "v_target_heads", HEAD_MODES)
   checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
@@ -295,7 +301,8 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
     critic_params = critic.init(critic_key, dialogue, utterance)
     if config.critic_init == "policy":
       critic_params = critic_encoder_from_policy(critic_params, policy_params)
-    policy_tx = make_optimizer(config, config.actor_learning_rate)
+    policy_tx = make_optimizer(config, config.actor_learning_rate,
+                               config.actor_optimizer or config.optimizer)
     critic_tx = make_optimizer(config, config.critic_learning_rate)
     return cls(policy_params=policy_params, critic_params=critic_params,
                target_critic_params=critic_params,
@@ -418,8 +425,11 @@ def critic_encoder_from_policy(critic_params: PyTree, policy_params: PyTree) -> 
   return {**critic_params, "params": params}
 
 
-def make_optimizer(config, learning_rate: float) -> optax.GradientTransformation:
-  optimizer = optax.sgd(learning_rate) if config.optimizer == "sgd" else optax.adam(learning_rate)
+def make_optimizer(config, learning_rate: float, name: Optional[str] = None
+                   ) -> optax.GradientTransformation:
+  """Global-norm clipping then `name` ("adam" or "sgd"; default `config.optimizer`)."""
+  name = name or config.optimizer
+  optimizer = optax.sgd(learning_rate) if name == "sgd" else optax.adam(learning_rate)
   return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
 
 

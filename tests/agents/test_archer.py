@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 import pytest
 
 from hrljax import envs
@@ -136,6 +137,7 @@ def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
     ("warmup_q_gap", -0.1, "config.warmup_q_gap: expected a number in [0, 1)"),
     ("critic_readout", "cls", "config.critic_readout: expected one of"),
     ("critic_init", "roberta", "config.critic_init: expected one of"),
+    ("actor_optimizer", "rmsprop", "config.actor_optimizer: expected one of"),
 ])
 def test_validate_config_names_the_field(field, value, message):
   pattern = message
@@ -265,6 +267,29 @@ def test_objectives_train_only_their_own_network(run):
   assert _abs_sum(d_policy) == 0.0
   assert _abs_sum(a_policy) > 0.0
   assert _abs_sum(a_critic) == 0.0
+
+
+def test_sgd_actor_steps_by_the_clipped_gradient_while_the_critic_keeps_adam(run):
+  """`actor_optimizer="sgd"`: the actor moves by -lr x the (norm-clipped) advantage-weighted
+  gradient, so its step scales with the advantage; the critic keeps `optimizer`'s Adam."""
+  _, env_params, states, _ = run
+  base = states[0][1].agent
+  config = tiny_config(actor_optimizer="sgd", actor_learning_rate=0.5)
+  agent = archer.ArcherAgent.create(jax.random.key(0), *envs.make(config.env_name,
+                                                                    **config.env_kwargs),
+                                    config, base.policy_params)
+  dialogue = _replayed(states[0][1]).dialogue
+  moved, _ = jax.jit(lambda a, d: a.actor_step(d))(agent, dialogue)
+  _, sample_key = jax.random.split(agent.key)
+  grads = jax.grad(lambda p: archer.actor_objective(
+      p, agent.critic_params, agent.critic, agent.policy, dialogue, sample_key, agent.config,
+      env_params.utterance_len)[0])(agent.policy_params)
+  scale = min(1.0, config.max_grad_norm / float(optax.global_norm(grads)))
+  expected = jax.tree.map(lambda p, g: p - 0.5 * scale * g, agent.policy_params, grads)
+  for got, want in zip(jax.tree.leaves(moved.policy_params), jax.tree.leaves(expected)):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  assert "ScaleByAdamState" in repr(agent.critic_opt_state)
+  assert "ScaleByAdamState" not in repr(agent.policy_opt_state)
 
 
 def test_iterations_polyak_target_and_warm_up(run):
