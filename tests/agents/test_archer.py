@@ -284,7 +284,7 @@ def test_sgd_actor_steps_by_the_clipped_gradient_while_the_critic_keeps_adam(run
   grads = jax.grad(lambda p: archer.actor_objective(
       p, agent.critic_params, agent.critic, agent.policy, dialogue, sample_key, agent.config,
       env_params.utterance_len)[0])(agent.policy_params)
-  scale = min(1.0, config.max_grad_norm / float(optax.global_norm(grads)))
+  scale = min(1.0, config.max_grad_norm / float(optax.tree.norm(grads)))
   expected = jax.tree.map(lambda p, g: p - 0.5 * scale * g, agent.policy_params, grads)
   for got, want in zip(jax.tree.leaves(moved.policy_params), jax.tree.leaves(expected)):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
