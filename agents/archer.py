@@ -368,16 +368,21 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
 
 
 def critic_diagnostics(extras: hc.CriticExtras, batch: UtteranceTransition) -> dict[str, Array]:
-  """Does the critic tell winning from losing utterances? min_e Q_e(s, a) (pre-step) averaged
-  over the batch's successful utterances (r > 0, correct guesses), over its failed final ones
-  (terminated with r <= 0), and their difference (0 where the batch holds none of a kind)."""
-  q = jnp.min(extras.q_target - extras.q_td_error, axis=0)
+  """Does the critic tell winning from losing utterances? `outcome_means` of min_e Q_e(s, a)
+  (pre-step) over the batch."""
+  return outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch)
+
+
+def outcome_means(values: Array, batch: UtteranceTransition) -> dict[str, Array]:
+  """`values` `[B]` averaged over the batch's successful utterances (r > 0, correct guesses),
+  over its failed final ones (terminated with r <= 0), and their difference (0 where the batch
+  holds none of a kind): `q_success`, `q_failure`, `q_gap`."""
   success = batch.reward > 0
   failure = batch.terminated & ~success
 
   def mean_over(mask):
-    weights = mask.astype(q.dtype)
-    return jnp.sum(q * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+    weights = mask.astype(values.dtype)
+    return jnp.sum(values * weights) / jnp.maximum(jnp.sum(weights), 1.0)
 
   q_success, q_failure = mean_over(success), mean_over(failure)
   return {"q_success": q_success, "q_failure": q_failure, "q_gap": q_success - q_failure}
@@ -486,6 +491,16 @@ def warm_start_policy_params(key: Array, config: ml_collections.ConfigDict) -> P
                                            env_params, config)
 
 
+def sampling_policy(policy: transformer.CausalTransformer, config, utterance_len: int):
+  """`(params, obs, key) -> (utterances, None)`: the rollout policy, sampling at
+  `config.temperature`."""
+  def sampled(params, obs, key):
+    tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=utterance_len,
+                                     temperature=config.temperature)
+    return tokens, None
+  return sampled
+
+
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one ArCHer iteration (rollout, critic steps, actor steps)."""
   config = ml_collections.FrozenConfigDict(config)
@@ -495,10 +510,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   num_updates = config.total_timesteps // steps_per_update
   length = env_params.utterance_len
 
-  def sampled(params, obs, key):
-    tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=length,
-                                     temperature=config.temperature)
-    return tokens, None
+  sampled = sampling_policy(policy, config, length)
 
   def greedy(params, obs, key):
     tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=length, greedy=True)

@@ -54,17 +54,10 @@ def collect(config, policy_params, key, iterations: int):
   import jax
   from hrljax import envs, rollout
   from hrljax.agents import archer, token_bc
-  from hrljax.networks import transformer
 
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
-
-  def sampled(params, obs, sample_key):
-    tokens, _ = transformer.generate(policy, params, obs, sample_key,
-                                     num_tokens=env_params.utterance_len,
-                                     temperature=config.temperature)
-    return tokens, None
-
+  sampled = archer.sampling_policy(token_bc.make_policy(env_params, config), config,
+                                   env_params.utterance_len)
   reset_key, rollout_key = jax.random.split(key)
   carry = rollout.reset(env, env_params, reset_key, config.num_envs)
   _, traj = rollout.rollout(env, env_params, sampled, policy_params, carry, rollout_key,
@@ -90,13 +83,9 @@ def oracle_q(batch, env_params):
 
 
 def outcome_gap(values, batch):
-  """Mean of `values` over correct guesses minus over failed final utterances (as
-  `archer.critic_diagnostics`)."""
-  import jax.numpy as jnp
-  success = batch.reward > 0
-  failure = batch.terminated & ~success
-  mean_over = lambda mask: jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1)
-  return mean_over(success) - mean_over(failure)
+  """Mean of `values` over correct guesses minus over failed final utterances."""
+  from hrljax.agents import archer
+  return archer.outcome_means(values, batch)["q_gap"]
 
 
 def critic_report(agent, train, held_out, oracle_train, oracle_held_out):
@@ -137,7 +126,7 @@ def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cac
   from hrljax.agents import archer
 
   archer.validate_config(config)
-  _, env_params = envs.make(config.env_name, **config.env_kwargs)
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
   policy_params, seed_key = load_policy_params(config, num_seeds, seed_index, cache_dir)
   train_key, held_out_key, agent_key, batch_key = jax.random.split(
       jax.random.fold_in(seed_key, 1), 4)
@@ -145,7 +134,6 @@ def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cac
   train, held_out = gather(policy_params, train_key), gather(policy_params, held_out_key)
   oracle = jax.jit(lambda batch: oracle_q(batch, env_params))
   oracle_train, oracle_held_out = oracle(train), oracle(held_out)
-  env, _ = envs.make(config.env_name, **config.env_kwargs)
   agent = archer.ArcherAgent.create(agent_key, env, env_params, config, policy_params)
   size = train.reward.shape[0]
 
