@@ -15,11 +15,10 @@ median and the minimum of the wall times are reported:
   forward/backward, Adam, Polyak) followed by one actor step (a fresh utterance, online critic
   advantage, policy forward/backward, Adam), i.e. `ArcherAgent.update` with one step of each;
   reported as updates/s, and split into `critic_step` and `actor_step`;
-* `ppo_update`: one token-level PPO policy step on the same policy and batch (teacher-forced token
-  log-probs, clipped surrogate of `hrljax.losses.policy_gradient` with per-utterance advantages
-  broadcast to the tokens, token-mean aggregation, Adam). When `agents/token_ppo.py` is absent
-  this stands in for token PPO's minibatch step (its value loss is not included: a value head on
-  the same trunk adds little to the policy's forward/backward).
+* `ppo_update`: one token-PPO gradient step on the same policy and batch, with token PPO's own
+  code (`agents/token_ppo.py`, config `token_ppo_token_game` with one epoch of one minibatch):
+  clipped surrogate on teacher-forced token log-probs, the token value network's clipped value
+  loss, the entropy bonus, Adam on both networks.
 
 `archer_to_ppo` is the ratio of the median times of `archer_update` and `ppo_update`. An ArCHer
 iteration of a config runs `critic_updates` critic steps and `actor_updates` actor steps; its
@@ -46,18 +45,17 @@ def build(config, batch: int, seed: int):
   the four jitted programs with their arguments."""
   import jax
   import jax.numpy as jnp
-  import optax
 
   from hrljax import envs
   from hrljax.agents import archer, token_bc
-  from hrljax.losses import policy_gradient as pg
   from hrljax.networks import transformer
 
   config.bc_steps = 0
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   key = jax.random.key(seed)
   agent_key, data_key, run_key = jax.random.split(key, 3)
-  agent = archer.ArcherAgent.create(agent_key, env, env_params, config)
+  # Built under jit: flax's eager init dispatches op by op, several times slower.
+  agent = jax.jit(lambda k: archer.ArcherAgent.create(k, env, env_params, config))(agent_key)
   episodes = math.ceil(batch / env_params.max_turns)
   data = token_bc.scripted_dataset(data_key, env, env_params, episodes, 0.5)
   dialogue, utterance = data.dialogue[:batch], data.utterance[:batch]
@@ -90,21 +88,12 @@ def build(config, batch: int, seed: int):
     new_agent, metrics = agent.actor_step(dialogue)
     return new_agent.policy_params, metrics
 
-  ppo_tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(3e-4))
-  old_logp = transformer.utterance_log_probs(policy, agent.policy_params, dialogue, utterance)
-  advantages = jax.random.normal(run_key, (batch,))
-  mask = token_bc.token_mask(utterance)
+  ppo_agent, ppo_batch = token_ppo_step_inputs(agent, dialogue, utterance, run_key)
 
   @jax.jit
-  def ppo_update(params, opt_state):
-    def loss_fn(params):
-      logp = transformer.utterance_log_probs(policy, params, dialogue, utterance)
-      per_token, _ = pg.clipped_surrogate_loss(
-          logp, old_logp, jnp.broadcast_to(advantages[:, None], logp.shape))
-      return pg.aggregate(per_token, mask, "token_mean")[0]
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = ppo_tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
+  def ppo_update(ppo_agent, ppo_batch):
+    new_agent, metrics = ppo_agent.update(ppo_batch)
+    return new_agent.policy_params, new_agent.value_params, metrics
 
   gen_key = jax.random.fold_in(run_key, 1)
   return {
@@ -112,34 +101,82 @@ def build(config, batch: int, seed: int):
       "archer_update": (archer_update, (agent, transitions)),
       "critic_step": (critic_step, (agent, transitions)),
       "actor_step": (actor_step, (agent, dialogue)),
-      "ppo_update": (ppo_update, (agent.policy_params, ppo_tx.init(agent.policy_params))),
+      "ppo_update": (ppo_update, (ppo_agent, ppo_batch)),
   }
 
 
-def main(argv):
-  del argv
+POLICY_FIELDS = ("env_kwargs", "d_model", "num_layers", "num_heads", "temperature")
+
+
+def token_ppo_step_inputs(archer_agent, dialogue, utterance, key):
+  """Token PPO's agent with ArCHer's policy (its game and policy fields, `POLICY_FIELDS`; one
+  epoch of one minibatch, so `update` is one gradient step on the whole batch) and a `TokenBatch`
+  of the given utterances: behaviour log-probs of the policy itself, random advantages, values of
+  the fresh value network."""
   import jax
 
-  programs = build(FLAGS.config, FLAGS.batch, FLAGS.seed)
-  compile_seconds, times = {}, {name: [] for name in programs}
+  from experiments.configs import token_ppo_token_game
+  from hrljax import envs
+  from hrljax.agents import token_bc, token_ppo
+
+  config = token_ppo_token_game.get_config()
+  for field in POLICY_FIELDS:
+    config[field] = archer_agent.config[field]
+  config.bc_steps = 0
+  config.update_epochs = 1
+  config.num_minibatches = 1
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+
+  @jax.jit
+  def inputs(policy_params, key):
+    agent = token_ppo.TokenPPOAgent.create(key, env, env_params, config)
+    agent = agent.replace(policy_params=policy_params,
+                          policy_opt_state=agent.policy_tx.init(policy_params))
+    log_prob, _ = token_ppo.token_log_probs_and_entropy(
+        agent.policy, policy_params, dialogue, utterance, config.temperature)
+    value = agent.value_network.apply(agent.value_params, dialogue, utterance)
+    advantage = jax.random.normal(jax.random.fold_in(key, 2), value.shape)
+    batch = token_ppo.TokenBatch(dialogue=dialogue, utterance=utterance, log_prob=log_prob,
+                                 value=value, advantage=advantage, target=advantage + value,
+                                 mask=token_bc.token_mask(utterance))
+    return agent, batch
+
+  return inputs(archer_agent.policy_params, key)
+
+
+def measure(programs: dict, reps: int) -> tuple[dict, dict, dict]:
+  """Compiles each program once, runs it once to warm up, then `reps` timed runs interleaved
+  program by program; returns compile seconds and per-program lists of wall seconds, and the
+  warm-up outputs (for checks)."""
+  import jax
+
+  compile_seconds, times, outputs = {}, {name: [] for name in programs}, {}
   compiled = {}
   for name, (fn, args) in programs.items():
     start = time.perf_counter()
     compiled[name] = fn.lower(*args).compile()
     compile_seconds[name] = time.perf_counter() - start
-    jax.block_until_ready(compiled[name](*args))  # warm-up run
-  for _ in range(FLAGS.reps):
+    outputs[name] = jax.block_until_ready(compiled[name](*args))
+  for _ in range(reps):
     for name, (_, args) in programs.items():
       start = time.perf_counter()
       jax.block_until_ready(compiled[name](*args))
       times[name].append(time.perf_counter() - start)
+  return compile_seconds, times, outputs
+
+
+def summary(batch: int, utterance_len: int, reps: int, compile_seconds: dict, times: dict
+            ) -> dict:
+  """The JSON record: rates from the median times, and the ArCHer-to-PPO cost ratio."""
+  import jax
+
   median = {name: statistics.median(t) for name, t in times.items()}
-  result = {
-      "batch": FLAGS.batch,
-      "utterance_len": int(FLAGS.config.env_kwargs.get("utterance_len", 4)),
-      "reps": FLAGS.reps,
+  return {
+      "batch": batch,
+      "utterance_len": utterance_len,
+      "reps": reps,
       "devices": jax.device_count(),
-      "utterances_per_second": FLAGS.batch / median["generate"],
+      "utterances_per_second": batch / median["generate"],
       "archer_updates_per_second": 1.0 / median["archer_update"],
       "ppo_updates_per_second": 1.0 / median["ppo_update"],
       "archer_to_ppo": median["archer_update"] / median["ppo_update"],
@@ -147,7 +184,17 @@ def main(argv):
       "min_seconds": {name: min(t) for name, t in times.items()},
       "compile_seconds": compile_seconds,
   }
-  print(json.dumps(result))
+
+
+def main(argv):
+  del argv
+  if FLAGS.batch < 1 or FLAGS.reps < 1:
+    raise app.UsageError(f"batch and reps: expected integers >= 1, got {FLAGS.batch} and "
+                         f"{FLAGS.reps}")
+  programs = build(FLAGS.config, FLAGS.batch, FLAGS.seed)
+  compile_seconds, times, _ = measure(programs, FLAGS.reps)
+  utterance_len = int(FLAGS.config.env_kwargs.get("utterance_len", 4))
+  print(json.dumps(summary(FLAGS.batch, utterance_len, FLAGS.reps, compile_seconds, times)))
 
 
 if __name__ == "__main__":
