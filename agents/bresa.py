@@ -17,9 +17,10 @@ What Bresa is here, composed from `hrljax.agents.recovery_rl` (which holds the s
     (`hrljax.rollout.two_rate_rollout`): at every control step the nominal action â is scored by
     Q_risk(ŝ, â) = max(Q1, Q2); if it exceeds ε_safe (strict) the recovery policy takes over, and
     with `reflex_mode="latch"` (default, the spec's option (a)) keeps control until the decision
-    ends. The switch replaces the action, it does not project it. Because the latch makes the
-    nominal actions up to the first reflex known in advance, the rollout scores a decision's K
-    nominal control steps in one batched critic call and re-simulates from the first reflex
+    ends (option (b), below: the reflex ends the decision). The switch replaces the action, it
+    does not project it. Because the latch makes the nominal actions up to the first reflex known
+    in advance, the rollout scores a decision's K nominal control steps in one batched critic
+    call and re-simulates from the first reflex
     (`rollout.Reflex`, `two_rate_rollout(lookahead=True)`: the same trajectory as a check at
     every control step, faster; `experiments/results/SAFETY.md`).
   * **Decoupled learning**: π_task is plain SAC on the task reward and never sees costs; Q_risk
@@ -33,11 +34,31 @@ What Bresa is here, composed from `hrljax.agents.recovery_rl` (which holds the s
 With `reflex=False` Bresa is the unconstrained two-rate SAC agent; with K = 1 and the "direct"
 controller it is exactly `hrljax.agents.sac` (same seed, same actions and returns).
 
+Behaviour after a reflex (spec §1.3), `reflex_mode`:
+  * "latch" (default, option (a)): π_rec finishes the decision; decisions last K control steps.
+  * "end_decision" (option (b), the flowchart's arrow from the reflex back to the task level):
+    the reflex ends the decision; π_rec executes that control step, and the task policy decides
+    again at the next one; if its new command's first nominal action fires the reflex too, π_rec
+    acts again (it holds control until the task proposes a command the reflex lets through, one
+    control step at a time: the spec says the next decision comes from π_rec without fixing its
+    length, and one control step hands control back as soon as the task policy has a safe
+    proposal). Decisions are of variable length (`rollout.two_rate_rollout_end_decision`: one
+    scan over control steps, the decisions written with a validity mask and stored with
+    `replay.add_masked`), each bootstrapped with γ^n over its n control steps.
+    `recovery_credit="reflex_state"` (the spec's wording) ends the decision at the state of the
+    reflex (n = its nominal steps; a command rejected at its first control step is no
+    decision); "recovery_step" lets the decision that was cut also hold π_rec's control step (the
+    task's SMDP transition ends where the task decides again). A decision also ends at the end of
+    each Learner step's rollout window (`num_steps` × K control steps). Measured on PointHazard
+    (`experiments/results/SAFETY.md`, 30k control steps): neither credit helps with the detour
+    round the central hazard; with "recovery_step" 1 of seeds 0-8 reaches the goal at ε = 0.3
+    and 4 at ε = 0.5, against 4 and 7 with option (a).
+
 Choices the paper leaves open (spec §1.2 "Unknown"), each a config field: ε_safe = 0.3 (the
-spec's prototype), K = 10, Q_risk sees (ŝ, â) only (not the command), the reflex's option (a).
-Not done: option (b) of spec §1.3 (ending the decision at the reflex, the next decision coming
-from π_rec), which needs variable-length decisions; decisions do not end when the waypoint is
-reached (the flowchart's "action target reached"), only when the episode ends.
+spec's prototype; `experiments/configs/bresa_pointhazard.py` uses 0.5), K = 10, Q_risk sees
+(ŝ, â) only (not the command), the reflex's option (a).
+Not done: decisions do not end when the waypoint is reached (the flowchart's "action target
+reached"), only at the end of K control steps, of the episode or (option (b)) at a reflex.
 """
 
 import ml_collections

@@ -28,8 +28,11 @@ Run structure: the Learner step is a two-rate rollout (`hrljax.rollout.two_rate_
 controller and a per-control-step reflex; Recovery RL is the case K = 1 (one control step per
 decision, the "direct" controller: the task action is executed as it is). `hrljax.agents.bresa`
 uses the same machinery with K > 1 (task policy at the slow rate, reflex at the control rate).
-With the reflex disabled (`config.reflex = False`), K = 1 and the direct controller, a run is
-exactly `hrljax.agents.sac` with the same seed (same keys, same actions, same updates).
+`reflex_mode="end_decision"` (spec §1.3 option (b), described in `hrljax.agents.bresa`) runs
+`rollout.two_rate_rollout_end_decision` instead: the reflex ends the task decision, and the task
+buffer receives the variable number of decisions that ended (`replay.add_masked`). With the reflex
+disabled (`config.reflex = False`), K = 1 and the direct controller, a run is exactly
+`hrljax.agents.sac` with the same seed (same keys, same actions, same updates).
 
 Deviations from the reference (each a config field):
   * no offline demonstrations: Q_risk and π_rec are pre-trained (`risk_pretrain_updates`) on the
@@ -68,7 +71,7 @@ from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
 
 CONTROLLERS = ("direct", "waypoint")
-REFLEX_MODES = ("per_step", "latch")
+REFLEX_MODES = ("per_step", "latch", "end_decision")
 RISK_NEXT_ACTIONS = ("task", "controller")
 RECOVERY_OBJECTIVES = ("risk", "task")
 SAFETY_INFO_KEYS = ("cost", "violation")
@@ -106,6 +109,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.controller = "direct"
   config.waypoint_gain = 10.0
   config.reflex_mode = "per_step"  # or "latch": after a reflex, recover until the decision ends
+  # (spec safety_critics.md §1.3 option (a)); or "end_decision": the reflex ends the decision and
+  # π_rec acts until the task policy proposes a command the reflex lets through (option (b),
+  # `rollout.two_rate_rollout_end_decision`).
+  # With "end_decision", what a decision the reflex ended contains: "reflex_state" (it ends at
+  # the state where the reflex fired) or "recovery_step" (it also holds π_rec's control step).
+  config.recovery_credit = "reflex_state"
   # π_rec's objective: "risk" (the reference's model-free recovery: minimise Q_risk) or "task"
   # (maximise the task critic subject to Q_risk <= recovery_risk_target, penalty form).
   config.recovery_objective = "risk"  # the reference; recovery_rl_pointhazard.py uses "task"
@@ -142,6 +151,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
       raise checks.ConfigError(f"config.{field}: expected a bool, got {config[field]!r}")
   checks.one_of(config, "controller", CONTROLLERS)
   checks.one_of(config, "reflex_mode", REFLEX_MODES)
+  checks.one_of(config, "recovery_credit", rollout.RECOVERY_CREDITS)
+  if config.reflex_mode == "end_decision" and not config.action_relabeling:
+    raise checks.ConfigError(
+        "config.action_relabeling: False needs reflex_mode 'per_step' or 'latch' (with "
+        "'end_decision' a task decision executes only its own nominal actions), got "
+        f"reflex_mode={config.reflex_mode!r}")
   checks.one_of(config, "risk_next_action", RISK_NEXT_ACTIONS)
   checks.one_of(config, "recovery_objective", RECOVERY_OBJECTIVES)
   if not config.action_relabeling and (config.control_steps != 1 or config.controller != "direct"):
@@ -499,14 +514,9 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     normalized = jnp.where(explore, uniform, normalized)
     return normalized, normalized
 
-  def collect(agent, carry, key, uniform, reflex_on, deterministic=False, policy_fn=policy,
-              num_decisions=config.num_steps):
-    safety_fn = make_reflex(agent, deterministic) if config.reflex else rollout.no_safety_layer
-    return rollout.two_rate_rollout(
-        env, env_params, policy_fn, (agent.task.actor_params, uniform), controller, safety_fn,
-        (agent, reflex_on), carry, key, num_decisions, K, info_keys=SAFETY_INFO_KEYS,
-        unroll=config.rollout_unroll,
-        safety_noise_fn=recovery_noise_fn(carry.running_return.shape[0], env_spec.action_dim))
+  def collect(agent, carry, key, uniform, reflex_on):
+    return collect_two_rate(agent, env, env_params, policy, (agent.task.actor_params, uniform),
+                            controller, carry, key, config.num_steps, reflex_on)
 
   def task_updates(agent: RecoveryAgent, buffer, key):
     def one(task, key):
@@ -542,15 +552,23 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     reflex_on = state.update * steps_per_update >= config.learning_starts
     uniform = state.update * steps_per_update < max(config.learning_starts, config.random_steps)
     carry, traj = collect(state.agent, state.env.env, rollout_key, uniform, reflex_on)
-    flat = lambda x: x.reshape((-1,) + x.shape[2:])
+    ends_decisions = isinstance(traj, rollout.EndDecisionTrajectory)
+    # [T, N] decisions, or [T, K, N] decision slots of which the valid ones are stored.
+    decision_axes = traj.num_substeps.ndim
+    flat = lambda x: x.reshape((-1,) + x.shape[decision_axes:])
     decision = traj.decision
     task_items = DecisionTransition(
         obs=jax.tree.map(flat, decision.obs), action=flat(task_actions(traj, low, high, config)),
         reward=flat(task_rewards(traj, config.intervention_penalty)),
         terminated=flat(decision.terminated),
         next_obs=jax.tree.map(flat, decision.next_obs), num_substeps=flat(traj.num_substeps))
-    task_buffer = replay.add(state.task_buffer, task_items)
-    risk_buffer = replay.add(state.risk_buffer, _risk_items(traj, controller))
+    if ends_decisions:
+      task_buffer = replay.add_masked(state.task_buffer, task_items, flat(traj.valid))
+      commands = traj.command
+    else:
+      task_buffer = replay.add(state.task_buffer, task_items)
+      commands = jnp.broadcast_to(decision.action[:, None], traj.control.action.shape)
+    risk_buffer = replay.add(state.risk_buffer, _risk_items(traj.control, commands, controller))
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
     agent, metrics = maybe(learning, task_updates, state.agent, task_buffer, update_key)
     safety_key = jax.random.fold_in(update_key, 1)
@@ -559,7 +577,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     agent, safety_metrics = maybe(learning, safety_updates, agent, risk_buffer, safety_key, count)
     metrics.update(safety_metrics)
     tracked, cost_metrics = episode_cost_statistics(traj.control, state.env.replace(env=carry))
-    metrics.update(rollout_statistics(decision))
+    if ends_decisions:
+      metrics.update(control_episode_statistics(traj))
+      metrics["task_decisions"] = traj.valid.sum().astype(jnp.float32)
+    else:
+      metrics.update(rollout_statistics(decision))
     metrics.update(cost_metrics)
     return RunnerState(agent=agent, task_buffer=task_buffer, risk_buffer=risk_buffer,
                        env=tracked, key=key, update=state.update + 1), metrics
@@ -571,13 +593,43 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                  env_steps_per_update=steps_per_update, sharded_field="env")
 
 
-def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int
-                        ) -> rollout.TwoRateTrajectory:
+def collect_two_rate(agent: RecoveryAgent, env, env_params, policy_fn, policy_params, controller,
+                     carry: EnvCarry, key: Array, num_decisions: int, reflex_on: Array,
+                     deterministic: bool = False):
+  """The two-rate rollout of `config.reflex_mode`: `rollout.two_rate_rollout` (no reflex,
+  "per_step", "latch": option (a)) or `rollout.two_rate_rollout_end_decision` ("end_decision":
+  option (b), returning a `rollout.EndDecisionTrajectory`)."""
+  config = agent.config
+  noise_fn = recovery_noise_fn(carry.running_return.shape[0], agent.recovery_actor.action_dim)
+  if config.reflex and config.reflex_mode == "end_decision":
+    return rollout.two_rate_rollout_end_decision(
+        env, env_params, policy_fn, policy_params, controller, make_reflex(agent, deterministic),
+        (agent, reflex_on), carry, key, num_decisions, config.control_steps,
+        info_keys=SAFETY_INFO_KEYS, unroll=config.rollout_unroll, safety_noise_fn=noise_fn,
+        recovery_credit=config.recovery_credit)
+  safety_fn = make_reflex(agent, deterministic) if config.reflex else rollout.no_safety_layer
+  return rollout.two_rate_rollout(
+      env, env_params, policy_fn, policy_params, controller, safety_fn, (agent, reflex_on), carry,
+      key, num_decisions, config.control_steps, info_keys=SAFETY_INFO_KEYS,
+      unroll=config.rollout_unroll, safety_noise_fn=noise_fn)
+
+
+def control_episode_statistics(traj: rollout.EndDecisionTrajectory) -> dict[str, Array]:
+  """`ppo.rollout_statistics` read at the control rate: sums over the episodes that ended in the
+  rollout (in option (b) an episode may end at a control step that ends no task decision)."""
+  done = (traj.control.terminated | traj.control.truncated).astype(jnp.float32)
+  return {"episode_return_sum": (traj.episode_return * done).sum(),
+          "episode_length_sum": (traj.episode_length * done).sum(),
+          "episodes": done.sum()}
+
+
+def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int):
   """`num_envs` fresh greedy episodes: the task policy's mode, the recovery policy's mode, the
-  reflex as configured (`config.reflex`), for the environment's whole time limit (decisions
-  `[ceil(max_steps / K), K, N]`; mask each environment's first episode with
-  `rollout.first_episode_mask(traj.decision.done)`). What the learner's `evaluate` scores and
-  `experiments.plot_safety` draws."""
+  reflex as configured (`config.reflex`, `config.reflex_mode`), for the environment's whole time
+  limit (control steps `[ceil(max_steps / K), K, N]`; a `rollout.TwoRateTrajectory`, whose
+  environments' first episodes `rollout.first_episode_mask(traj.decision.done)` masks, or with
+  "end_decision" a `rollout.EndDecisionTrajectory`; `first_episode_statistics` reads both). What
+  the learner's `evaluate` scores and `experiments.plot_safety` draws."""
   config = agent.config
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   space = env.action_space(env_params)
@@ -591,25 +643,24 @@ def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int
     return mode, mode
 
   K = config.control_steps
-  safety_fn = make_reflex(agent, True) if config.reflex else rollout.no_safety_layer
   reset_key, run_key = jax.random.split(key)
   carry = rollout.reset(env, env_params, reset_key, num_envs)
-  _, traj = rollout.two_rate_rollout(
-      env, env_params, greedy, agent.task.actor_params, controller, safety_fn,
-      (agent, jnp.asarray(True)), carry, run_key, -(-env_params.max_steps_in_episode // K), K,
-      info_keys=SAFETY_INFO_KEYS, unroll=config.rollout_unroll,
-      safety_noise_fn=recovery_noise_fn(num_envs, action_dim))
+  _, traj = collect_two_rate(agent, env, env_params, greedy, agent.task.actor_params, controller,
+                             carry, run_key, -(-env_params.max_steps_in_episode // K),
+                             jnp.asarray(True), deterministic=True)
   return traj
 
 
 def task_rewards(traj: rollout.TwoRateTrajectory, intervention_penalty: float) -> Array:
-  """The decisions' rewards as the task buffer stores them, `[T, N]`: the environment's, minus
-  `intervention_penalty` where the safety layer intervened in the decision (spec §6.4 (d))."""
+  """The decisions' rewards as the task buffer stores them, `[T, N]` (option (b): `[T, K, N]`
+  decision slots): the environment's, minus `intervention_penalty` where the safety layer
+  intervened in the decision (spec §6.4 (d); option (b): where the reflex ended it)."""
   return traj.decision.reward - intervention_penalty * traj.intervened.astype(jnp.float32)
 
 
 def task_actions(traj: rollout.TwoRateTrajectory, low: tuple, high: tuple, config) -> Array:
-  """The decisions' actions for the task buffer, `[T, N, |A|]` in [-1, 1].
+  """The decisions' actions for the task buffer, `[T, N, |A|]` in [-1, 1] (option (b): `[T, K, N,
+  |A|]` decision slots, always the proposed command).
 
   With `action_relabeling` (the reference code's default, spec `safety_critics.md` §2.4) the
   proposed task action, so that π_task learns what proposing it led to; without,
@@ -625,24 +676,26 @@ def task_actions(traj: rollout.TwoRateTrajectory, low: tuple, high: tuple, confi
   return jnp.clip(2.0 * (executed - low) / (high - low) - 1.0, -1.0, 1.0)
 
 
-def _risk_items(traj: rollout.TwoRateTrajectory, controller) -> RiskTransition:
-  """Every control step of a `[T, K, N]` stream as flat `[T*K*N]` risk transitions.
+def _risk_items(control: rollout.ControlSteps, commands: Array, controller) -> RiskTransition:
+  """Every control step of a `[T, K, N]` stream as flat `[T*K*N]` risk transitions; `commands`
+  `[T, K, N, |A|]` is the task command in force at each (for the SARSA next action).
 
   The control steps an environment skipped after its episode ended mid-decision are stored too:
   their observation is the reset state and their successor and cost come from stepping it, so
   they are true (simulated, not executed) transitions, and the shapes stay static.
   """
-  control = traj.control
   flat = lambda x: x.reshape((-1,) + x.shape[3:])
-  commands = jnp.broadcast_to(traj.decision.action[:, None], control.action.shape)
   next_obs = jax.tree.map(flat, control.next_obs)
   return RiskTransition(obs=jax.tree.map(flat, control.obs), action=flat(control.action),
                         cost=flat(control.info["cost"]), terminated=flat(control.terminated),
                         next_obs=next_obs, next_action=controller(next_obs, flat(commands)))
 
 
-def first_episode_statistics(traj: rollout.TwoRateTrajectory) -> dict[str, Array]:
-  """Return, cost, violation and length of each environment's first episode, averaged."""
+def first_episode_statistics(traj) -> dict[str, Array]:
+  """Return, cost, violation and length of each environment's first episode, averaged (a
+  `rollout.TwoRateTrajectory` or a `rollout.EndDecisionTrajectory`)."""
+  if isinstance(traj, rollout.EndDecisionTrajectory):
+    return _first_episode_control_statistics(traj.control)
   decision = traj.decision
   valid = rollout.first_episode_mask(decision.done)  # [D, N]
   control_valid = valid[:, None, :] & traj.control.active  # [D, K, N]
@@ -654,6 +707,21 @@ def first_episode_statistics(traj: rollout.TwoRateTrajectory) -> dict[str, Array
           "eval_cost": cost.mean(), "eval_violation_rate": violated.astype(jnp.float32).mean(),
           "eval_interventions": interventions.astype(jnp.float32).mean(),
           "eval_length": control_valid.sum(axis=(0, 1)).astype(jnp.float32).mean()}
+
+
+def _first_episode_control_statistics(control: rollout.ControlSteps) -> dict[str, Array]:
+  """`first_episode_statistics` of a `[T, K, N]` control stream in which every control step is
+  executed (option (b): episodes need not end with a decision)."""
+  flat = lambda x: x.reshape((-1,) + x.shape[2:])
+  valid = rollout.first_episode_mask(flat(control.terminated | control.truncated))  # [T*K, N]
+  cost = jnp.where(valid, flat(control.info["cost"]), 0.0).sum(axis=0)
+  violated = (flat(control.info["violation"]) & valid).any(axis=0)
+  interventions = (flat(control.intervened) & valid).sum(axis=0)
+  returns = jnp.where(valid, flat(control.reward), 0.0).sum(axis=0)
+  return {"eval_return": returns.mean(), "eval_return_std": returns.std(),
+          "eval_cost": cost.mean(), "eval_violation_rate": violated.astype(jnp.float32).mean(),
+          "eval_interventions": interventions.astype(jnp.float32).mean(),
+          "eval_length": valid.sum(axis=0).astype(jnp.float32).mean()}
 
 
 def make_train(config: ml_collections.ConfigDict):

@@ -3,7 +3,7 @@
 The buffer stores items of any pytree structure (transitions, utterance-level transitions, token
 arrays, goals): every leaf of an example item gets a storage array `[capacity, *leaf.shape]`.
 `add` writes a batch of items (leading axis = batch) at the insert position, wrapping around and
-overwriting the oldest items once full; `sample` draws a batch uniformly, with replacement, from
+overwriting the oldest items once full (`add_masked` only the items a mask selects); `sample` draws a batch uniformly, with replacement, from
 the items written so far. All three functions are pure, so they run under `jit`, `vmap` (one
 buffer per seed) and inside `lax.scan`, and the buffer checkpoints with the rest of a run state.
 
@@ -77,6 +77,31 @@ def add(buffer: ReplayBuffer, items: PyTree) -> ReplayBuffer:
       storage=storage,
       position=((buffer.position + batch_size) % capacity).astype(jnp.int32),
       size=jnp.minimum(buffer.size + batch_size, capacity).astype(jnp.int32))
+
+
+def add_masked(buffer: ReplayBuffer, items: PyTree, valid: Array) -> ReplayBuffer:
+  """`add` of only the items where `valid` (`[B]` bool), in their order; the others are dropped.
+
+  For producers that emit a variable number of items into fixed `[B]` slots with a mask (the
+  two-rate rollout's option (b), whose decisions end at the reflex). Valid items go to
+  consecutive slots (their rank among the valid ones); invalid ones to an out-of-range slot that
+  the scatter drops. `B` may not exceed the capacity (the kept items would be ambiguous).
+  """
+  chex.assert_trees_all_equal_structs(items, buffer.storage)
+  batch_size = _batch_size(items, buffer.storage)
+  if batch_size > buffer.capacity:
+    raise ValueError(f"items: expected at most the buffer's capacity ({buffer.capacity}) items "
+                     f"per masked add, got {batch_size}")
+  if valid.shape != (batch_size,):
+    raise ValueError(f"valid: expected shape ({batch_size},), got {valid.shape}")
+  count = valid.sum(dtype=jnp.int32)
+  rank = jnp.cumsum(valid.astype(jnp.int32)) - 1
+  slots = jnp.where(valid, (buffer.position + rank) % buffer.capacity, buffer.capacity)
+  storage = jax.tree.map(lambda store, x: store.at[slots].set(x.astype(store.dtype), mode="drop"),
+                         buffer.storage, items)
+  return ReplayBuffer(
+      storage=storage, position=((buffer.position + count) % buffer.capacity).astype(jnp.int32),
+      size=jnp.minimum(buffer.size + count, buffer.capacity).astype(jnp.int32))
 
 
 def sample(buffer: ReplayBuffer, key: Array, batch_size: int) -> PyTree:

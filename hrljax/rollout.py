@@ -491,15 +491,8 @@ def two_rate_rollout(env, env_params, policy_fn: PolicyFn, params: PyTree,
   """
   _check_positive_int("num_decisions", num_decisions)
   _check_positive_int("control_steps", control_steps)
-  num_envs = carry.running_return.shape[0]
-  policy_key, env_key = jax.random.split(key)
-  policy_keys = jax.random.split(policy_key, num_decisions)
-  env_keys = jax.random.split(env_key, num_decisions * control_steps * num_envs).reshape(
-      num_decisions, control_steps, num_envs)
-  safety_key = jax.random.fold_in(key, 1)
-  safety_keys = (jax.random.split(safety_key, num_decisions * control_steps).reshape(
-      num_decisions, control_steps) if safety_noise_fn is None
-                 else safety_noise_fn(safety_key, (num_decisions, control_steps)))
+  policy_keys, env_keys, safety_keys = _two_rate_keys(
+      key, num_decisions, control_steps, carry.running_return.shape[0], safety_noise_fn)
   layer = reflex_safety_fn(safety_fn) if isinstance(safety_fn, Reflex) else safety_fn
   per_step = _per_step_decision(env, env_params, controller_fn, layer, safety_params, info_keys)
   if isinstance(safety_fn, Reflex) and safety_fn.latch and lookahead:
@@ -529,6 +522,22 @@ def two_rate_rollout(env, env_params, policy_fn: PolicyFn, params: PyTree,
   (carry, _), trajectory = jax.lax.scan(decision_step, (carry, jnp.zeros((), bool)),
                                         (policy_keys, env_keys, safety_keys), unroll=unroll)
   return carry, trajectory
+
+
+def _two_rate_keys(key: Array, num_decisions: int, control_steps: int, num_envs: int,
+                   safety_noise_fn) -> tuple[Array, Array, PyTree]:
+  """The keys of a two-rate rollout, split before its loop: the policy's `[T]`, the
+  environments' `[T, K, N]` (split as `rollout` splits them) and the safety layer's `[T, K]` (or
+  `safety_noise_fn`'s draw, leading axes `[T, K]`) from `fold_in(key, 1)`."""
+  policy_key, env_key = jax.random.split(key)
+  policy_keys = jax.random.split(policy_key, num_decisions)
+  env_keys = jax.random.split(env_key, num_decisions * control_steps * num_envs).reshape(
+      num_decisions, control_steps, num_envs)
+  safety_key = jax.random.fold_in(key, 1)
+  safety_keys = (jax.random.split(safety_key, num_decisions * control_steps).reshape(
+      num_decisions, control_steps) if safety_noise_fn is None
+                 else safety_noise_fn(safety_key, (num_decisions, control_steps)))
+  return policy_keys, env_keys, safety_keys
 
 
 def _control_step(env, env_params, info_keys, carry: EnvCarry, active: Array, proposed: Array,
@@ -639,3 +648,174 @@ def _decision_transition(steps: ControlSteps, command: Array, extras: PyTree, re
       episode_return=at_last(returns),
       episode_length=at_last(lengths),
   )
+
+
+# ----------------------------------------------------------------------------------------------
+# Two-rate rollouts in which a reflex ends the decision (spec §1.3, option (b)).
+# ----------------------------------------------------------------------------------------------
+
+RECOVERY_CREDITS = ("reflex_state", "recovery_step")
+
+
+class EndDecisionTrajectory(NamedTuple):
+  """What `two_rate_rollout_end_decision` returns; every field `[T, K, N, ...]`, one entry per
+  control step (T windows of K control steps, the layout of `TwoRateTrajectory.control`).
+
+  `decision[t, j, n]` is the task decision of environment n that ended at control step (t, j),
+  valid where `valid`: `obs` where it was taken, `action` the command, `reward` the undiscounted
+  sum of the rewards of its `num_substeps` control steps, `next_obs` its successor (bootstrap with
+  `gamma ** num_substeps`), `terminated`/`truncated` whether the episode ended with it,
+  `policy_extras` what the task policy returned. `intervened`: the reflex ended the decision.
+  `control` is the control-rate stream (`active` is True everywhere: no environment is frozen),
+  `command` the task command in force at each control step, `episode_return`/`episode_length`
+  the running episode statistics after each control step (valid where the control step is done).
+  """
+
+  decision: Transition
+  valid: Array
+  num_substeps: Array
+  intervened: Array
+  control: ControlSteps
+  command: Array
+  episode_return: Array
+  episode_length: Array
+
+
+class _OpenDecision(NamedTuple):
+  """Per environment (leading axis N): the task decision currently executing."""
+
+  open: Array  # bool: a decision is running (False: the task policy decides at this step)
+  obs: PyTree  # where it was taken
+  command: Array
+  extras: PyTree
+  reward: Array  # float32: rewards of its control steps so far
+  taken: Array  # int32: its control steps so far
+
+
+def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: PyTree,
+                                  controller_fn: ControllerFn, reflex: Reflex,
+                                  safety_params: PyTree, carry: EnvCarry, key: Array,
+                                  num_decisions: int, control_steps: int,
+                                  info_keys: tuple[str, ...] = (), unroll: int = 1,
+                                  safety_noise_fn: Optional[Callable] = None,
+                                  recovery_credit: str = "reflex_state"
+                                  ) -> tuple[EnvCarry, EndDecisionTrajectory]:
+  """`num_decisions * control_steps` control steps in which a reflex ends the task decision.
+
+  Spec `safety_critics.md` §1.3, option (b) of "behaviour after a reflex" (the Bresa flowchart:
+  Zhang, Solak, Ajoudani, arXiv:2503.21989): a task decision executes the controller's nominal
+  actions for up to K = `control_steps` control steps; if `reflex.trigger_fn` fires on a nominal
+  action, the decision ends there, the control step is executed by `reflex.recovery_fn`, and the
+  task policy decides again at the next control step. If the new command's first nominal action
+  fires the reflex too, π_rec acts again: π_rec holds control until the task policy proposes a
+  command whose nominal action the reflex lets through (one control step at a time). A decision
+  also ends when the episode ends and at the end of the rollout (the last of its
+  `num_decisions * K` control steps; the next rollout starts with a new decision), where it is
+  bootstrapped like any other.
+
+  Decisions are of variable length, so the rollout is one `lax.scan` over control steps, and a
+  decision is written at the control step where it ends (`EndDecisionTrajectory.valid`): at most
+  one per environment and control step. `recovery_credit` says what a decision ended by the
+  reflex contains:
+
+  * "reflex_state" (the spec's wording: the decision ends at the reflex): its `num_substeps` n
+    are the nominal control steps before the reflex, its successor the state at the reflex
+    (where π_rec takes over), its reward theirs; π_rec's control step belongs to no task
+    decision, and a command rejected at its first control step (n = 0) is not a decision (nothing
+    of it was executed; not valid);
+  * "recovery_step": the decision also contains π_rec's control step (n = nominal steps + 1, the
+    successor after it, its reward included), so that the task decision that was cut ends where
+    the task policy decides again: from the task policy's view π_rec's step is part of the
+    environment (an SMDP option interrupted by the environment), and a rejected command is
+    stored with what rejecting it led to, as Recovery RL's action relabelling does.
+
+  With a reflex that never fires and episodes that do not end inside a decision, the decisions,
+  commands, actions and keys are those of `two_rate_rollout` (option (a)): decision d of the
+  rollout starts at control step d·K with the policy key `two_rate_rollout` gives decision d
+  (a decision starting at control step j of window d gets `fold_in(that key, j)`), and the
+  environment and safety keys are split as there.
+  """
+  _check_positive_int("num_decisions", num_decisions)
+  _check_positive_int("control_steps", control_steps)
+  if not isinstance(reflex, Reflex):
+    raise ValueError(f"reflex: expected a rollout.Reflex (its check and its recovery action), "
+                     f"got {type(reflex).__name__}")
+  if recovery_credit not in RECOVERY_CREDITS:
+    raise ValueError(f"recovery_credit: expected one of {RECOVERY_CREDITS}, got "
+                     f"{recovery_credit!r}")
+  num_envs = carry.running_return.shape[0]
+  window_keys, env_keys, safety_keys = _two_rate_keys(key, num_decisions, control_steps,
+                                                      num_envs, safety_noise_fn)
+  policy_keys = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.fold_in(k, j))(
+      jnp.arange(control_steps)))(window_keys)
+  # Step 0 of a window uses the window's own key, as `two_rate_rollout`'s decision does.
+  policy_keys = policy_keys.at[:, 0].set(window_keys)
+  num_steps = num_decisions * control_steps
+  flat = lambda x: x.reshape((num_steps,) + x.shape[2:])
+  last = jnp.arange(num_steps) == num_steps - 1
+  inputs = (flat(policy_keys), flat(env_keys), jax.tree.map(flat, safety_keys), last)
+
+  command_shape, extras_shape = jax.eval_shape(policy_fn, params, carry.obs, window_keys[0])
+  zeros = lambda s: jnp.zeros(s.shape, s.dtype)
+  start = _OpenDecision(open=jnp.zeros((num_envs,), bool), obs=carry.obs,
+                        command=zeros(command_shape), extras=jax.tree.map(zeros, extras_shape),
+                        reward=jnp.zeros((num_envs,), jnp.float32),
+                        taken=jnp.zeros((num_envs,), jnp.int32))
+  credit_recovery = recovery_credit == "recovery_step"
+
+  def control_step(state, inputs):
+    carry, decision = state
+    policy_key, env_keys, noise, last = inputs
+    decision = _maybe_decide(policy_fn, params, carry.obs, policy_key, decision)
+    proposed = controller_fn(carry.obs, decision.command)
+    fires = reflex.trigger_fn(safety_params, carry.obs, proposed)
+    recovery = jax.lax.cond(jnp.any(fires),
+                            lambda: reflex.recovery_fn(safety_params, carry.obs, noise),
+                            lambda: proposed)
+    executed = jnp.where(fires[:, None], recovery, proposed)
+    new_carry, transition, info = step_with_info(env, env_params, carry, executed, env_keys)
+    # The control steps this decision counts: all of its own; π_rec's only with "recovery_step".
+    counted = ~fires | credit_recovery
+    reward = decision.reward + jnp.where(counted, transition.reward, 0.0)
+    taken = decision.taken + counted.astype(jnp.int32)
+    ends = fires | transition.done | (taken == control_steps) | last
+    ends_with_step = counted & ends  # its successor is this control step's
+    record = ControlSteps(
+        obs=transition.obs, proposed_action=proposed, action=executed, intervened=fires,
+        reward=transition.reward, terminated=transition.terminated,
+        truncated=transition.truncated, next_obs=transition.next_obs,
+        info={name: info[name] for name in info_keys}, active=jnp.ones((num_envs,), bool))
+    ended = Transition(
+        obs=decision.obs, action=decision.command, reward=reward,
+        terminated=ends_with_step & transition.terminated,
+        truncated=ends_with_step & transition.truncated,
+        next_obs=_select_envs(ends_with_step, transition.next_obs, carry.obs),
+        policy_extras=decision.extras, episode_return=transition.episode_return,
+        episode_length=transition.episode_length)
+    outputs = (ended, ends & (taken > 0), taken, fires, record, decision.command,
+               transition.episode_return, transition.episode_length)
+    decision = decision._replace(open=~ends, reward=reward, taken=taken)
+    return (new_carry, decision), outputs
+
+  (carry, _), outputs = jax.lax.scan(control_step, (carry, start), inputs, unroll=unroll)
+  shaped = jax.tree.map(
+      lambda x: x.reshape((num_decisions, control_steps) + x.shape[1:]), outputs)
+  ended, valid, taken, fires, record, command, episode_return, episode_length = shaped
+  return carry, EndDecisionTrajectory(
+      decision=ended, valid=valid, num_substeps=taken, intervened=fires, control=record,
+      command=command, episode_return=episode_return, episode_length=episode_length)
+
+
+def _maybe_decide(policy_fn: PolicyFn, params: PyTree, obs: PyTree, key: Array,
+                  decision: _OpenDecision) -> _OpenDecision:
+  """Starts a new decision (the task policy's command at `obs`) in the environments without an
+  open one; the policy runs only if some environment needs it (`lax.cond`)."""
+  need = ~decision.open
+  command, extras = jax.lax.cond(jnp.any(need), lambda: policy_fn(params, obs, key),
+                                 lambda: (decision.command, decision.extras))
+  return _OpenDecision(
+      open=jnp.ones_like(need), obs=_select_envs(need, obs, decision.obs),
+      command=_select_envs(need, command, decision.command),
+      extras=_select_envs(need, extras, decision.extras),
+      reward=jnp.where(need, 0.0, decision.reward),
+      taken=jnp.where(need, 0, decision.taken))

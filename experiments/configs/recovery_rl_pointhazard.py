@@ -30,6 +30,10 @@ training; SAC: 2.91 / 7,300-8,400; commands and all numbers in `experiments/resu
     recovery actions): 0.28 / 0.42 / 0.36 / 15, 33, 8.
   * 60k control steps instead of 30k: 2.89 / 0.92 / 1.04 / 51, 290, 295 (seed 2's greedy
     episode ends in the hazard, cost 24).
+  * spec §1.3's option (b) with K = 1 (`reflex_mode="end_decision"`,
+    `recovery_credit="reflex_state"`: a proposal the reflex rejects is not stored in the task
+    buffer): 0.35 / 0.41 / 0.32 / 15, 32, 9. (With "recovery_step" the run is exactly this
+    config's: `tests/agents/test_recovery_rl.py`.)
 So one seed in three reaches the goal; in the others the task policy learns to stop before the
 hazard (greedy episodes with 0-14 interventions) and never finds the detour within 30k steps.
 """

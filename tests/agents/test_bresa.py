@@ -184,11 +184,11 @@ def test_reflex_cuts_violations_during_training_on_pointhazard():
 
   Measured with the experiment CLI (this run starts from the CLI's initial key for seed 0):
   after the random phase, over control steps 1,001-2,000, unconstrained SAC (`sac_pointhazard.py`,
-  seeds 0-2) incurs a cost of 222 / 224 / 240; Bresa 0 / 0 / 7, its reflex intervening at 51-72%
-  of the control steps there. Threshold: a tenth of SAC's lowest cost. The return is not
-  asserted at this budget: in the 30k-step runs Bresa reaches the goal only after 17k control
-  steps or more (final returns 2.90 / 0.35 / 2.57 against SAC's 2.91), and a seed that found
-  the detour can lose it again (seed 1).
+  seeds 0-2) incurs a cost of 222 / 224 / 240; Bresa with ε = 0.3 (the config's earlier
+  threshold) 0 / 0 / 7, its reflex intervening at 51-72% of the control steps there, and with the
+  config's ε = 0.5 0 / 0 / 7 at 54% / 48% / 34% (`safety_during_training`, seeds 0-2, 15:41
+  UTC). Threshold: a tenth of SAC's lowest cost. The return is not asserted at this budget: even
+  the 30k-step runs reach the goal in only 13 of seeds 0-17 (`experiments/results/SAFETY.md`).
   """
   from experiments.configs import bresa_pointhazard
   config = bresa_pointhazard.get_config()
@@ -196,3 +196,51 @@ def test_reflex_cuts_violations_during_training_on_pointhazard():
   cost, intervention_rate = safety_during_training(config)
   assert cost <= 22.2, cost
   assert intervention_rate > 0.1, intervention_rate
+
+
+def test_end_decision_with_a_reflex_that_never_fires_is_the_latching_agent(two_rate_runs):
+  """Option (b) (`reflex_mode="end_decision"`) with ε = 1: no decision ends early (episodes of
+  20 control steps end at decision boundaries), so the task data and the learned task agent are
+  those of option (a) (rewards summed step by step instead of at once: equal to rounding)."""
+  config, _, (latch_state, latch_metrics), _, _ = two_rate_runs
+  config = ml_collections.ConfigDict(config)
+  config.reflex_mode = "end_decision"
+  bresa.validate_config(config)
+  state, metrics = run(bresa.make_learner(config), 0)
+  np.testing.assert_array_equal(metrics["task_decisions"], [2, 2, 2, 2])
+  assert int(state.task_buffer.size) == int(latch_state.task_buffer.size) == 8
+  stored, expected = state.task_buffer.storage, latch_state.task_buffer.storage
+  for field in ("obs", "action", "terminated", "next_obs", "num_substeps"):
+    np.testing.assert_array_equal(getattr(stored, field), getattr(expected, field), err_msg=field)
+  np.testing.assert_allclose(stored.reward, expected.reward, rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(state.agent.task), jax.tree.leaves(latch_state.agent.task)):
+    np.testing.assert_allclose(as_numpy(a), as_numpy(b), rtol=1e-5, atol=1e-6)
+  for name in ("episodes", "episode_length_sum", "cost_per_step", "intervention_rate"):
+    np.testing.assert_array_equal(metrics[name], latch_metrics[name], err_msg=name)
+
+
+@pytest.mark.parametrize("credit, decisions, lengths", [
+    ("reflex_state", [2, 2, 0, 0], [10] * 4),
+    ("recovery_step", [2, 2, 20, 20], [10] * 4 + [1] * 40)])
+def test_end_decision_reflex_on_every_step_ends_every_decision(credit, decisions, lengths):
+  """ε = 0: from learning start (learner step 2) the reflex fires at every control step, so every
+  command is rejected at its first control step. With "reflex_state" such a command executed
+  nothing and is not stored; with "recovery_step" each is a decision of one control step (π_rec's),
+  bootstrapped with γ^1. Before, the reflex is off: decisions of K = 10 control steps."""
+  config = tiny_bresa(total_timesteps=80, learning_starts=40, eps_risk=0.0,
+                      reflex_mode="end_decision", recovery_credit=credit)
+  state, metrics = run(bresa.make_learner(config), 0)
+  np.testing.assert_array_equal(metrics["task_decisions"], decisions)
+  np.testing.assert_array_equal(metrics["intervention_rate"], [0, 0, 1, 1])
+  size = int(state.task_buffer.size)
+  assert size == sum(decisions) and int(state.risk_buffer.size) == 80
+  stored = jax.tree.map(lambda x: np.asarray(x[:size]), state.task_buffer.storage)
+  np.testing.assert_array_equal(stored.num_substeps, lengths)
+  # The SMDP discount of each stored decision is γ^n (n = its control steps).
+  batch = bresa.recovery_rl.smdp_sac_batch(stored, config.gamma)
+  np.testing.assert_allclose(1.0 - np.asarray(batch.terminated),
+                             config.gamma ** (np.asarray(lengths) - 1.0), rtol=1e-6)
+  if credit == "recovery_step":  # each one-step decision starts where the previous one ended
+    np.testing.assert_array_equal(stored.obs[6::2][1:], stored.next_obs[6::2][:-1])
+  result = jax.jit(bresa.make_learner(config).evaluate)(state, jax.random.key(7))
+  assert float(result["eval_length"]) == 20.0 and float(result["eval_interventions"]) == 20.0

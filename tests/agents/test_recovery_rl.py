@@ -286,3 +286,42 @@ def test_recovery_cuts_violations_during_training_on_pointhazard():
   cost = np.asarray(metrics["cost_per_step"])[learned].sum()
   assert cost <= 44.4, cost
   assert float(np.asarray(metrics["intervention_rate"])[learned].mean()) > 0.02
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(recovery_credit="later"), "config.recovery_credit"),
+    (dict(reflex_mode="end_decision", action_relabeling=False), "config.action_relabeling")])
+def test_validate_config_checks_the_end_decision_fields(overrides, message):
+  config = tiny_config(**overrides)
+  with pytest.raises(ConfigError, match=message):
+    recovery_rl.validate_config(config)
+
+
+def test_end_decision_with_one_control_step_is_the_relabelled_per_step_switch(relabelling_run):
+  """K = 1, option (b): with `recovery_credit="recovery_step"` every decision is one control step
+  stored with the proposed action, whether the reflex fired or not, which is Recovery RL's
+  per-step switch with action relabelling: the same run exactly. With "reflex_state" a proposal
+  the reflex rejects is no decision (ε = 0: none after exploration), the risk buffer is
+  unchanged."""
+  config, learner, (plain, plain_metrics), _, _ = relabelling_run
+  state, metrics = run_learner(config, reflex_mode="end_decision",
+                               recovery_credit="recovery_step")
+  for a, b in zip(jax.tree.leaves((plain.task_buffer, plain.risk_buffer, plain.agent.task,
+                                   plain.agent.risk_params)),
+                  jax.tree.leaves((state.task_buffer, state.risk_buffer, state.agent.task,
+                                   state.agent.risk_params))):
+    np.testing.assert_array_equal(as_numpy(a), as_numpy(b))
+  for name, values in plain_metrics.items():
+    np.testing.assert_array_equal(metrics[name], values, err_msg=name)
+  np.testing.assert_array_equal(metrics["task_decisions"], np.full(6, 2))
+  dropped, dropped_metrics = run_learner(config, reflex_mode="end_decision",
+                                         recovery_credit="reflex_state")
+  np.testing.assert_array_equal(dropped_metrics["task_decisions"], [2, 2, 2, 2, 0, 0])
+  assert int(dropped.task_buffer.size) == config.learning_starts
+  np.testing.assert_array_equal(dropped.risk_buffer.storage.action, plain.risk_buffer.storage.action)
+
+
+def as_numpy(x):
+  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  return np.asarray(x)

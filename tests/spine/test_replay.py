@@ -180,3 +180,22 @@ def test_sample_rejects_bad_batch_size(batch_size):
   buffer = replay.init(EXAMPLE, 4)
   with pytest.raises(ValueError, match="batch_size: expected an integer > 0"):
     sample(buffer, jax.random.key(0), batch_size)
+
+
+def test_add_masked_stores_only_the_valid_items_in_order_and_wraps():
+  buffer = replay.init(jnp.zeros((2,)), 5)
+  items = jnp.arange(8.0).reshape(4, 2)
+  buffer = replay.add_masked(buffer, items, jnp.asarray([True, False, True, True]))
+  assert int(buffer.size) == 3 and int(buffer.position) == 3
+  np.testing.assert_array_equal(buffer.storage[:3], [[0, 1], [4, 5], [6, 7]])
+  buffer = replay.add_masked(buffer, items + 10, jnp.asarray([False, True, True, True]))
+  # Slots 3, 4, then 0 (the oldest item is overwritten).
+  assert int(buffer.size) == 5 and int(buffer.position) == 1
+  np.testing.assert_array_equal(buffer.storage, [[16, 17], [4, 5], [6, 7], [12, 13], [14, 15]])
+  unchanged = replay.add_masked(buffer, items, jnp.zeros((4,), bool))
+  np.testing.assert_array_equal(unchanged.storage, buffer.storage)
+  assert int(unchanged.position) == 1
+  with pytest.raises(ValueError, match="capacity"):
+    replay.add_masked(replay.init(jnp.zeros((2,)), 3), items, jnp.ones((4,), bool))
+  with pytest.raises(ValueError, match="valid: expected shape"):
+    replay.add_masked(replay.init(jnp.zeros((2,)), 5), items, jnp.ones((3,), bool))

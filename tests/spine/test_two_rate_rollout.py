@@ -182,3 +182,187 @@ def test_lookahead_reflex_reproduces_the_per_step_reflex_exactly(seed):
   assert np.any(np.argmax(intervened, axis=1)[fired] > 0)  # some reflex starts mid-decision
   for expected, actual in zip(jax.tree.leaves(slow), jax.tree.leaves(fast)):
     np.testing.assert_array_equal(expected, actual)
+
+
+# ----------------------------------------------------------------------------------------------
+# Option (b): the reflex ends the decision (`two_rate_rollout_end_decision`).
+# ----------------------------------------------------------------------------------------------
+
+
+def position_reflex(recovery_action):
+  """Fires where x > threshold (safety_params); recovers with a fixed action."""
+  def trigger(threshold, obs, proposed):
+    return obs[:, 0] > threshold
+
+  def recover(threshold, obs, noise):
+    return jnp.tile(jnp.asarray(recovery_action), (obs.shape[0], 1))
+
+  return rollout.Reflex(trigger_fn=trigger, recovery_fn=recover, latch=False)
+
+
+def rightwards(params, obs, key):
+  return jnp.tile(jnp.asarray([1.0, 0.0]), (obs.shape[0], 1)), None
+
+
+def run_rightwards(recovery_action, recovery_credit):
+  env, params = make_env()
+  carry = rollout.reset(env, params, jax.random.key(0), 1)
+  _, traj = rollout.two_rate_rollout_end_decision(
+      env, params, rightwards, None, direct, position_reflex(recovery_action), -0.58, carry,
+      jax.random.key(1), 2, 5, recovery_credit=recovery_credit)
+  squeeze = lambda x: np.asarray(x).reshape((10,) + np.shape(x)[3:])  # [T, K, 1, ...] -> [10, ...]
+  return jax.tree.map(squeeze, traj)
+
+
+@pytest.mark.parametrize("credit, lengths, next_x", [("reflex_state", [3, 1, 1, 1], -0.55),
+                                                     ("recovery_step", [4, 2, 2, 2], -0.6)])
+def test_the_reflex_ends_the_decision_and_the_task_decides_again_after_one_recovery_step(
+    credit, lengths, next_x):
+  # x = -0.7 + 0.05 per step to the right, -0.05 per recovery step (to the left); the reflex
+  # fires at x = -0.55 > -0.58: after 3 nominal steps, then after every single one (from -0.6).
+  traj = run_rightwards([-1.0, 0.0], credit)
+  fires = [False, False, False, True, False, True, False, True, False, True]
+  np.testing.assert_array_equal(traj.control.intervened, fires)
+  np.testing.assert_array_equal(traj.intervened, fires)
+  np.testing.assert_array_equal(traj.control.action[:, 0], np.where(fires, -1.0, 1.0))
+  # A decision ends at each reflex (and no other time: K = 5 is never reached).
+  np.testing.assert_array_equal(traj.valid, fires)
+  np.testing.assert_array_equal(traj.num_substeps[traj.valid], lengths)
+  np.testing.assert_allclose(traj.decision.obs[traj.valid][:, 0], [-0.7, -0.6, -0.6, -0.6],
+                             atol=1e-6)
+  np.testing.assert_allclose(traj.decision.next_obs[traj.valid][:, 0], [next_x] * 4, atol=1e-6)
+  # The decision's reward: the rewards of its counted control steps.
+  counted = ~np.asarray(fires) if credit == "reflex_state" else np.ones(10, bool)
+  rewards = np.where(counted, traj.control.reward, 0.0)
+  ends = np.flatnonzero(fires)
+  starts = np.concatenate([[0], ends[:-1] + 1])
+  expected = [rewards[s:e + 1].sum() for s, e in zip(starts, ends)]
+  np.testing.assert_allclose(traj.decision.reward[traj.valid], expected, rtol=1e-5)
+  assert not np.any(traj.decision.terminated | traj.decision.truncated)
+
+
+@pytest.mark.parametrize("credit, valid_steps, lengths", [
+    ("reflex_state", [3], [3]), ("recovery_step", [3, 4, 5, 6, 7, 8, 9], [4, 1, 1, 1, 1, 1, 1])])
+def test_a_command_rejected_at_its_first_control_step_is_a_decision_only_with_recovery_credit(
+    credit, valid_steps, lengths):
+  # Recovery moves down, x stays at -0.55: every new command's first nominal action is rejected,
+  # so π_rec keeps control; with "reflex_state" those commands executed nothing (not stored).
+  traj = run_rightwards([0.0, -1.0], credit)
+  np.testing.assert_array_equal(traj.control.intervened, np.arange(10) >= 3)
+  np.testing.assert_array_equal(np.flatnonzero(traj.valid), valid_steps)
+  np.testing.assert_array_equal(traj.num_substeps[traj.valid], lengths)
+
+
+def reference_decisions(control, command, credit, control_steps):
+  """Option (b)'s decisions rebuilt in Python from a `[S, N]` control stream: per environment a
+  list of (end step, start step, n, reward, successor, terminated) tuples."""
+  num_steps, num_envs = control.reward.shape
+  done = np.asarray(control.terminated | control.truncated)
+  decisions = []
+  for n in range(num_envs):
+    ended, start, taken, reward = [], 0, 0, 0.0
+    for t in range(num_steps):
+      fires = bool(control.intervened[t, n])
+      if fires and credit == "reflex_state":
+        if taken > 0:
+          ended.append((t, start, taken, reward, control.obs[t, n], False))
+        start, taken, reward = t + 1, 0, 0.0
+        continue
+      taken, reward = taken + 1, reward + float(control.reward[t, n])
+      if fires or done[t, n] or taken == control_steps or t == num_steps - 1:
+        ended.append((t, start, taken, reward, control.next_obs[t, n],
+                      bool(control.terminated[t, n])))
+        start, taken, reward = t + 1, 0, 0.0
+      elif t + 1 < num_steps:  # the command stays in force inside a decision
+        np.testing.assert_array_equal(command[t + 1, n], command[t, n])
+    decisions.append(ended)
+  return decisions
+
+
+@pytest.mark.parametrize("credit", rollout.RECOVERY_CREDITS)
+@pytest.mark.parametrize("seed", range(2))
+def test_end_decision_matches_a_python_reference_with_episode_ends_and_reflexes(credit, seed):
+  # Episodes of 13 control steps (they end inside decisions), K = 5, a random linear reflex
+  # firing at about 20% of the nominal actions.
+  env, params = make_env(max_steps_in_episode=13)
+  keys = jax.random.split(jax.random.key(seed), 3)
+  carry = rollout.reset(env, params, keys[0], 4)
+  reflex, w = random_reflex(keys[1], carry.obs.shape[1], latch=False)
+  controller = lambda obs, command: jnp.clip(command - obs[:, :2], -1.0, 1.0)
+  noise_fn = lambda key, leading: 0.3 * jax.random.normal(key, leading + (4, 2))
+  run = jax.jit(lambda threshold: rollout.two_rate_rollout_end_decision(
+      env, params, uniform_policy, None, controller, reflex, threshold, carry, keys[2], 8, 5,
+      info_keys=("cost",), safety_noise_fn=noise_fn, recovery_credit=credit))
+  nominal = run(jnp.inf)[1].control
+  scores = np.concatenate([np.asarray(nominal.obs), np.asarray(nominal.proposed_action)], -1) @ w
+  _, traj = run(np.quantile(scores, 0.8))
+  flat = lambda x: np.asarray(x).reshape((40,) + np.shape(x)[2:])
+  control, command = jax.tree.map(flat, traj.control), flat(traj.command)
+  valid, taken = flat(traj.valid), flat(traj.num_substeps)
+  decision = jax.tree.map(flat, traj.decision)
+  assert control.intervened.any() and control.active.all()
+  assert (control.terminated | control.truncated).any()
+  # Executed actions: the recovery action where the reflex fired, else the controller's.
+  np.testing.assert_allclose(control.proposed_action,
+                             np.clip(command - control.obs[..., :2], -1.0, 1.0), atol=1e-6)
+  assert np.all(np.any(control.action != control.proposed_action, axis=-1) <= control.intervened)
+  lengths = set()
+  for n, ended in enumerate(reference_decisions(control, command, credit, 5)):
+    np.testing.assert_array_equal(np.flatnonzero(valid[:, n]), [e[0] for e in ended])
+    for end, start, length, reward, successor, terminated in ended:
+      lengths.add(length)
+      assert taken[end, n] == length
+      np.testing.assert_allclose(decision.reward[end, n], reward, rtol=1e-5, atol=1e-6)
+      np.testing.assert_array_equal(decision.next_obs[end, n], successor)
+      assert decision.terminated[end, n] == terminated
+      # The decision was taken where it started, with the command in force from there on.
+      np.testing.assert_array_equal(decision.obs[end, n], control.obs[start, n])
+      np.testing.assert_array_equal(decision.action[end, n], command[start, n])
+  assert len(lengths) > 2 and max(lengths) == 5  # variable lengths, full decisions too
+
+
+def test_end_decision_without_a_reflex_is_the_latching_rollout():
+  # No reflex fires and no episode ends inside a decision (K = 5 divides the 15-step episodes):
+  # option (b) takes the same decisions, keys and control steps as option (a).
+  env, params = make_env(max_steps_in_episode=15)
+  keys = jax.random.split(jax.random.key(4), 3)
+  carry = rollout.reset(env, params, keys[0], 3)
+  reflex, _ = random_reflex(keys[1], carry.obs.shape[1])
+  noise_fn = lambda key, leading: 0.3 * jax.random.normal(key, leading + (3, 2))
+  controller = lambda obs, command: jnp.clip(command - obs[:, :2], -1.0, 1.0)
+  common = (env, params, uniform_policy, None, controller)
+  carry_a, latched = rollout.two_rate_rollout(*common, reflex, jnp.inf, carry, keys[2], 6, 5,
+                                              info_keys=("cost",), safety_noise_fn=noise_fn)
+  carry_b, ended = rollout.two_rate_rollout_end_decision(
+      *common, reflex._replace(latch=False), jnp.inf, carry, keys[2], 6, 5, info_keys=("cost",),
+      safety_noise_fn=noise_fn)
+  for expected, actual in zip(jax.tree.leaves((carry_a, latched.control)),
+                              jax.tree.leaves((carry_b, ended.control))):
+    np.testing.assert_array_equal(expected, actual)
+  np.testing.assert_array_equal(ended.valid, np.broadcast_to(np.arange(5) == 4, (6, 3, 5))
+                                .transpose(0, 2, 1))
+  at_end = lambda x: np.asarray(x)[:, 4]  # [T, N, ...]: the decisions end at control step K - 1
+  np.testing.assert_array_equal(at_end(ended.num_substeps), latched.num_substeps)
+  for field in ("obs", "action", "terminated", "truncated", "next_obs", "policy_extras"):
+    np.testing.assert_array_equal(at_end(getattr(ended.decision, field)),
+                                  getattr(latched.decision, field), err_msg=field)
+  np.testing.assert_allclose(at_end(ended.decision.reward), latched.decision.reward, rtol=1e-6)
+  assert np.asarray(latched.decision.truncated).any()  # episodes ended (at decision ends)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(recovery_credit="after"), "recovery_credit"),
+    (dict(num_decisions=0), "num_decisions")])
+def test_end_decision_bad_inputs_raise(kwargs, message):
+  env, params = make_env()
+  carry = rollout.reset(env, params, jax.random.key(0), 1)
+  args = dict(num_decisions=2, control_steps=2)
+  args.update(kwargs)
+  with pytest.raises(ValueError, match=message):
+    rollout.two_rate_rollout_end_decision(env, params, rightwards, None, direct,
+                                          position_reflex([0.0, 0.0]), 0.0, carry,
+                                          jax.random.key(1), **args)
+  with pytest.raises(ValueError, match="reflex"):
+    rollout.two_rate_rollout_end_decision(env, params, rightwards, None, direct,
+                                          rollout.no_safety_layer, 0.0, carry, jax.random.key(1),
+                                          2, 2)
