@@ -104,6 +104,11 @@ def get_config() -> ml_collections.ConfigDict:
   # passes an exact critic's gap (about 0.62) while the gap on fresh games is still 0.28
   # (`experiments/results/ARCHER.md`), so a passed gate is necessary, not sufficient.
   config.warmup_q_gap = 0.0
+  # Not in the reference: > 0 starts the replay buffer with the transitions of the behaviour-
+  # cloning warm-start dataset (the scripted questioner's games, now with their rewards and
+  # successors; `warm_start_transitions`) and takes this many critic steps on them before the first
+  # iteration. Shared warm-start data, like the BC start itself: not counted as interactions.
+  config.critic_pretrain_steps = 0
   config.gamma = 0.95
   config.tau = 0.1  # Polyak rate, applied after every critic step
   config.critic_learning_rate = 1e-4  # reference 2e-5 fine-tunes RoBERTa; from scratch here
@@ -159,6 +164,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
       or config.warmup_iters < 0:
     raise checks.ConfigError(
         f"config.warmup_iters: expected an integer >= 0, got {config.warmup_iters!r}")
+  if isinstance(config.critic_pretrain_steps, bool) or not isinstance(
+      config.critic_pretrain_steps, int) or config.critic_pretrain_steps < 0:
+    raise checks.ConfigError(f"config.critic_pretrain_steps: expected an integer >= 0, got "
+                             f"{config.critic_pretrain_steps!r}")
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   if isinstance(config.warmup_q_gap, bool) or not isinstance(config.warmup_q_gap, (int, float)) \
       or not 0.0 <= config.warmup_q_gap < 1.0:
@@ -486,9 +495,36 @@ def warm_start_policy_params(key: Array, config: ml_collections.ConfigDict) -> P
   config = ml_collections.FrozenConfigDict(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   agent_key = jax.random.split(key, 3)[0]
-  bc_key = jax.random.split(agent_key)[1]
-  return token_bc.pretrained_policy_params(bc_key, token_bc.make_policy(env_params, config), env,
+  return token_bc.pretrained_policy_params(bc_key_of(agent_key),
+                                           token_bc.make_policy(env_params, config), env,
                                            env_params, config)
+
+
+def bc_key_of(agent_key: Array) -> Array:
+  """The key `ArcherAgent.create(agent_key, ...)` hands to `token_bc.pretrained_policy_params`."""
+  return jax.random.split(agent_key)[1]
+
+
+def warm_start_transitions(bc_key: Array, env, env_params: token_game.EnvParams,
+                           config) -> UtteranceTransition:
+  """The behaviour-cloning dataset of `token_bc.pretrained_policy_params(bc_key, ...)` as
+  utterance-level transitions, with the rewards and successors BC does not need.
+
+  The same games as `token_bc.scripted_dataset` (same key derivation, same scripted questioner),
+  so the critic can be pretrained on the data the policy was cloned from: ArCHer's critic starts
+  from a pretrained LM and its policy from an SFT checkpoint, both made before any interaction.
+  """
+  key = jax.random.fold_in(bc_key, token_bc.BC_STREAM)
+  data_key = jax.random.split(key, 3)[1]  # the split of `token_bc.pretrained_policy_params`
+  return transitions_from_rollout(token_bc.scripted_rollout(
+      data_key, env, env_params, config.bc_dataset_episodes, config.bc_random_question_prob))
+
+
+def pretrain_critic(agent: "ArcherAgent", buffer: replay.ReplayBuffer, key: Array,
+                    num_steps: int) -> "ArcherAgent":
+  """`num_steps` critic steps (`ArcherAgent.critic_step`) on uniform batches of `buffer`."""
+  batches = sample_batches(buffer, key, num_steps, agent.config.batch_size)
+  return jax.lax.scan(lambda a, b: (a.critic_step(b)[0], None), agent, batches)[0]
 
 
 def sampling_policy(policy: transformer.CausalTransformer, config, utterance_len: int):
@@ -526,7 +562,13 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     example = UtteranceTransition(dialogue=dialogue, utterance=jnp.zeros((length,), jnp.int32),
                                   reward=jnp.zeros((), jnp.float32), next_dialogue=dialogue,
                                   terminated=jnp.zeros((), bool))
-    return RunnerState(agent=agent, buffer=replay.init(example, config.buffer_size), env=carry,
+    buffer = replay.init(example, config.buffer_size)
+    if config.critic_pretrain_steps:
+      pretrain_key, key = jax.random.split(key)
+      buffer = replay.add(buffer, warm_start_transitions(bc_key_of(agent_key), env, env_params,
+                                                         config))
+      agent = pretrain_critic(agent, buffer, pretrain_key, config.critic_pretrain_steps)
+    return RunnerState(agent=agent, buffer=buffer, env=carry,
                        key=key, update=jnp.zeros((), jnp.int32),
                        critic_ready=jnp.asarray(config.warmup_q_gap <= 0.0))
 

@@ -98,13 +98,12 @@ def init_policy_params(key: Array, model: transformer.CausalTransformer,
   return model.init(key, dialogue.at[:, 0].set(token_game.BOS))
 
 
-def scripted_dataset(key: Array, env, env_params: token_game.EnvParams, num_episodes: int,
-                     random_question_prob: float) -> UtteranceData:
-  """`num_episodes * max_turns` utterances of the scripted questioner (a pure function of a key).
-
-  `num_episodes` games run in parallel for `max_turns` turns; a game that ends early is reset and
-  its next game's first turns fill the remaining steps, so every row is a real utterance.
-  """
+def scripted_rollout(key: Array, env, env_params: token_game.EnvParams, num_episodes: int,
+                     random_question_prob: float):
+  """`num_episodes` games of the scripted questioner run in parallel for `max_turns` turns: the
+  rollout's `[max_turns, num_episodes]` trajectory (rewards and successors included). A game that
+  ends early is reset and its next game's first turns fill the remaining steps, so every step is
+  a real utterance. A pure function of `key`."""
   reset_key, run_key = jax.random.split(key)
   carry = rollout.reset(env, env_params, reset_key, num_episodes)
 
@@ -114,7 +113,13 @@ def scripted_dataset(key: Array, env, env_params: token_game.EnvParams, num_epis
         keys, obs, env_params, random_question_prob)
     return utterance, None
 
-  _, traj = rollout.rollout(env, env_params, scripted, None, carry, run_key, env_params.max_turns)
+  return rollout.rollout(env, env_params, scripted, None, carry, run_key, env_params.max_turns)[1]
+
+
+def scripted_dataset(key: Array, env, env_params: token_game.EnvParams, num_episodes: int,
+                     random_question_prob: float) -> UtteranceData:
+  """`num_episodes * max_turns` utterances of the scripted questioner (`scripted_rollout`)."""
+  traj = scripted_rollout(key, env, env_params, num_episodes, random_question_prob)
   flat = lambda x: x.reshape((-1,) + x.shape[2:])
   return UtteranceData(dialogue=flat(traj.obs), utterance=flat(traj.action))
 

@@ -14,8 +14,10 @@ at the behaviour-cloned start of seed `--seed_index` of `split(key(config.seed),
 (the same start as `experiments/token_game_curves.py`, read from its `--warm_start_cache`):
 
 1. a training buffer of `--buffer_iterations` ArCHer iterations of the BC policy (num_envs games x
-   num_steps utterances each; games continue across iterations, as in the run) and a held-out
-   buffer of the same size from other games;
+   num_steps utterances each; games continue across iterations, as in the run), with
+   `--warm_start_data` also the seed's behaviour-cloning dataset (`archer.warm_start_transitions`,
+   the scripted questioner's games that `config.critic_pretrain_steps` pretrains on), and a
+   held-out buffer of `--held_out_iterations` iterations of the BC policy from other games;
 2. `--steps` critic steps of `archer.ArcherAgent.critic_step` (the run's critic update: twin Q on
    r + gamma V_target(s'), twin V on Q_target(s, a_pi), Polyak target) on uniform batches of the
    training buffer;
@@ -40,7 +42,12 @@ def define_flags() -> None:
   """The command line (defined only when run as a script)."""
   flags.DEFINE_integer("num_seeds", 3, "Seeds of the cached BC start (as in token_game_curves).")
   flags.DEFINE_integer("seed_index", 0, "Which of those seeds' BC policy fills the buffers.")
-  flags.DEFINE_integer("buffer_iterations", 8, "ArCHer iterations of data in each buffer.")
+  flags.DEFINE_integer("buffer_iterations", 8, "ArCHer iterations of BC-policy data in the "
+                       "training buffer (0: none; then --warm_start_data is needed).")
+  flags.DEFINE_integer("held_out_iterations", -1, "ArCHer iterations of BC-policy data in the "
+                       "held-out buffer (-1: as --buffer_iterations).")
+  flags.DEFINE_boolean("warm_start_data", False, "Add the seed's BC dataset (with rewards) to "
+                       "the training buffer.")
   flags.DEFINE_integer("steps", 400, "Critic steps.")
   flags.DEFINE_integer("eval_every", 50, "Critic steps between evaluations.")
   flags.DEFINE_string("warm_start_cache", None, "token_game_curves' BC cache directory.")
@@ -120,7 +127,28 @@ def load_policy_params(config, num_seeds: int, seed_index: int, cache_dir):
   return jax.tree.map(lambda x: x[seed_index], params), keys[seed_index]
 
 
-def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cache_dir, out):
+def training_buffer(config, policy_params, key, seed_key, buffer_iterations, warm_start_data):
+  """`buffer_iterations` iterations of the policy's data, plus the seed's BC dataset if
+  `warm_start_data` (the same transitions a run with `critic_pretrain_steps` starts from)."""
+  import jax
+  import jax.numpy as jnp
+  from hrljax import envs
+  from hrljax.agents import archer
+
+  parts = []
+  if buffer_iterations:
+    parts.append(jax.jit(lambda p, k: collect(config, p, k, buffer_iterations))(policy_params,
+                                                                                 key))
+  if warm_start_data:
+    env, env_params = envs.make(config.env_name, **config.env_kwargs)
+    bc_key = archer.bc_key_of(jax.random.split(seed_key, 3)[0])
+    parts.append(jax.jit(lambda k: archer.warm_start_transitions(k, env, env_params, config))(
+        bc_key))
+  return jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+
+
+def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cache_dir, out,
+        held_out_iterations=-1, warm_start_data=False):
   import jax
   from hrljax import envs
   from hrljax.agents import archer
@@ -130,8 +158,12 @@ def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cac
   policy_params, seed_key = load_policy_params(config, num_seeds, seed_index, cache_dir)
   train_key, held_out_key, agent_key, batch_key = jax.random.split(
       jax.random.fold_in(seed_key, 1), 4)
-  gather = jax.jit(lambda params, key: collect(config, params, key, buffer_iterations))
-  train, held_out = gather(policy_params, train_key), gather(policy_params, held_out_key)
+  if held_out_iterations < 0:
+    held_out_iterations = buffer_iterations
+  train = training_buffer(config, policy_params, train_key, seed_key, buffer_iterations,
+                          warm_start_data)
+  held_out = jax.jit(lambda params, key: collect(config, params, key, held_out_iterations))(
+      policy_params, held_out_key)
   oracle = jax.jit(lambda batch: oracle_q(batch, env_params))
   oracle_train, oracle_held_out = oracle(train), oracle(held_out)
   agent = archer.ArcherAgent.create(agent_key, env, env_params, config, policy_params)
@@ -168,12 +200,20 @@ def main(argv):
   if not 0 <= FLAGS.seed_index < FLAGS.num_seeds:
     sys.exit(f"error: --seed_index: expected 0 <= index < --num_seeds={FLAGS.num_seeds}, got "
              f"{FLAGS.seed_index}")
+  if FLAGS.buffer_iterations < 0 or (FLAGS.buffer_iterations == 0 and not FLAGS.warm_start_data):
+    sys.exit(f"error: --buffer_iterations: expected an integer >= 1 (or 0 with "
+             f"--warm_start_data), got {FLAGS.buffer_iterations}")
+  if FLAGS.held_out_iterations == 0 or FLAGS.held_out_iterations < -1 or (
+      FLAGS.held_out_iterations == -1 and FLAGS.buffer_iterations == 0):
+    sys.exit(f"error: --held_out_iterations: expected an integer >= 1 (or -1 with "
+             f"--buffer_iterations >= 1), got {FLAGS.held_out_iterations}")
   if FLAGS.eval_every < 1 or FLAGS.steps < 0:
     sys.exit(f"error: --eval_every must be >= 1 and --steps >= 0, got {FLAGS.eval_every}, "
              f"{FLAGS.steps}")
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
   run(FLAGS.config, FLAGS.num_seeds, FLAGS.seed_index, FLAGS.buffer_iterations, FLAGS.steps,
-      FLAGS.eval_every, FLAGS.warm_start_cache, FLAGS.out)
+      FLAGS.eval_every, FLAGS.warm_start_cache, FLAGS.out, FLAGS.held_out_iterations,
+      FLAGS.warm_start_data)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,17 @@
 any field is a `--config.<field>=` override. Seeds are the keys of
 `jax.random.split(jax.random.key(config.seed), num_seeds)`, trained side by side with `jax.vmap`.
 Every `eval_every` iterations (and at 0 and at the end) each seed's policy plays
-`config.eval_episodes` fresh games with greedy decoding, and one JSON line is written to `--out`:
+`config.eval_episodes` games with greedy decoding, and one JSON line is written to `--out`:
 `iter`, `utterances` (environment interactions per seed), `eval_return` (one success rate per
 seed), `eval_return_mean`, and the seeds' per-iteration training metrics named in `METRICS`. The
 curves of `--out` and of any `--compare=LABEL=FILE` go to a PNG (`--png`, default `--out` with
 `.png`). Without `--config`, only the PNG of the `--compare` files is drawn.
+
+The evaluation games are the same at every evaluation by default (`--fixed_eval_games`: keys
+`split(key(EVAL_KEY_OFFSET), num_seeds)`, the games of iteration 0), so a curve shows the policy
+changing, not the sampling spread of 256 games (a fixed BC policy on fresh games each time spread
+0.61-0.70 on one seed). `--nofixed_eval_games` draws fresh games per evaluation (keys
+`split(key(EVAL_KEY_OFFSET + iteration), num_seeds)`), as the curves made before this option did.
 
 Agents whose module offers `warm_start_policy_params(key, config)` (ArCHer) get their
 behaviour-cloned start computed as its own compiled program and passed to `init`; see that
@@ -31,7 +37,9 @@ CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 METRICS = ("q_gap", "q_success", "q_failure", "critic_loss", "advantage", "advantage_std",
            "sequence_log_prob", "entropy", "approx_kl", "policy_loss", "episode_return",
            "actor_trained")
-EVAL_KEY_OFFSET = 10_000  # evaluation keys: key(EVAL_KEY_OFFSET + iteration), split per seed
+# Evaluation keys: key(EVAL_KEY_OFFSET) (fixed games) or key(EVAL_KEY_OFFSET + iteration), split
+# per seed.
+EVAL_KEY_OFFSET = 10_000
 
 
 def define_flags() -> None:
@@ -47,6 +55,9 @@ def define_flags() -> None:
                       "Directory caching the behaviour-cloned start of agents that offer "
                       "`warm_start_policy_params` (keyed by the seeds and the config fields it "
                       "depends on), so runs differing only in RL settings skip the BC program.")
+  flags.DEFINE_boolean("fixed_eval_games", True,
+                       "Evaluate on the same games at every evaluation (those of iteration 0); "
+                       "false: fresh games per evaluation.")
   flags.DEFINE_string("label", None, "Legend label of --out's curve (default: the agent's name).")
   config_flags.DEFINE_config_file("config", None, "Token-game agent config file or name.",
                                   lock_config=True)
@@ -167,7 +178,15 @@ def initial_states(agent, learner, config, keys, cache_dir=None):
   return jax.jit(jax.vmap(learner.init))(keys)
 
 
-def run_curve(config, num_seeds: int, eval_every: int, out: str, cache_dir=None) -> None:
+def eval_keys(iteration: int, num_seeds: int, fixed_games: bool):
+  """The per-seed evaluation keys of `iteration`: those of iteration 0 if `fixed_games`."""
+  import jax
+  offset = EVAL_KEY_OFFSET + (0 if fixed_games else iteration)
+  return jax.random.split(jax.random.key(offset), num_seeds)
+
+
+def run_curve(config, num_seeds: int, eval_every: int, out: str, cache_dir=None,
+              fixed_eval_games: bool = True) -> None:
   """Trains `num_seeds` seeds of `config` for the config's run and writes the curve to `out`."""
   import jax
   from hrljax import agents
@@ -189,8 +208,7 @@ def run_curve(config, num_seeds: int, eval_every: int, out: str, cache_dir=None)
 
   with open(out, "w") as f:
     def log(iteration, metrics):
-      eval_keys = jax.random.split(jax.random.key(EVAL_KEY_OFFSET + iteration), num_seeds)
-      returns = evaluate(state, eval_keys)["eval_return"]
+      returns = evaluate(state, eval_keys(iteration, num_seeds, fixed_eval_games))["eval_return"]
       row = curve_row(iteration, iteration * learner.env_steps_per_update, returns, metrics)
       f.write(json.dumps(row) + "\n")
       f.flush()
@@ -222,7 +240,8 @@ def main(argv):
       fail(f"--config: expected a token-game config (env_name 'TokenGame-v0'), got env_name "
            f"{config.get('env_name')!r}")
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-    run_curve(config, FLAGS.num_seeds, FLAGS.eval_every, FLAGS.out, FLAGS.warm_start_cache)
+    run_curve(config, FLAGS.num_seeds, FLAGS.eval_every, FLAGS.out, FLAGS.warm_start_cache,
+              FLAGS.fixed_eval_games)
     labels.insert(0, FLAGS.label or config.agent)
     files.insert(0, FLAGS.out)
   png = FLAGS.png or (os.path.splitext(FLAGS.out)[0] + ".png" if FLAGS.out else None)

@@ -127,8 +127,8 @@ def token_ppo_step_inputs(archer_agent, dialogue, utterance, key):
   config.num_minibatches = 1
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
 
-  @jax.jit
-  def inputs(policy_params, key):
+  @jax.jit  # the batch is an argument: as a captured constant XLA would fold it for seconds
+  def inputs(policy_params, dialogue, utterance, key):
     agent = token_ppo.TokenPPOAgent.create(key, env, env_params, config)
     agent = agent.replace(policy_params=policy_params,
                           policy_opt_state=agent.policy_tx.init(policy_params))
@@ -141,7 +141,7 @@ def token_ppo_step_inputs(archer_agent, dialogue, utterance, key):
                                  mask=token_bc.token_mask(utterance))
     return agent, batch
 
-  return inputs(archer_agent.policy_params, key)
+  return inputs(archer_agent.policy_params, dialogue, utterance, key)
 
 
 def measure(programs: dict, reps: int) -> tuple[dict, dict, dict]:

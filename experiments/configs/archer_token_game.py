@@ -25,6 +25,13 @@ in `experiments/results/ARCHER.md`):
     = 300 critic steps and the `warmup_q_gap` 0.4 gate before the first actor step. Not shown to
     improve on the BC start (greedy success 0.76 mean over the 3 seeds); token PPO reaches 0.92
     after 7,680 utterances per seed.
+  * not defaults, because no setting has improved on the BC start yet: an SGD actor
+    (`actor_optimizer="sgd"`, lr 0.003-0.01) follows the advantage where Adam's first steps do
+    not, and a longer critic-only warm-up (24 iterations = 6,144 utterances) or
+    `critic_pretrain_steps` (400 critic steps on the BC dataset's 1,024 scripted utterances)
+    before it; with those the 3-seed mean on fixed evaluation games moved between 0.57 and 0.77
+    from its 0.764 start (seeds gain and lose whole targets) within 12,288 utterances per seed;
+    the scripted data did not improve the critic's ranking of the policy's own games.
 
 `train_eval_episodes` plays 64 greedy games inside every iteration, so the log of
 `experiments.train` carries a learning curve: `python -m experiments.plot <workdir> --y=eval_return`.

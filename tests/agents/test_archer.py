@@ -138,6 +138,7 @@ def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
     ("critic_readout", "cls", "config.critic_readout: expected one of"),
     ("critic_init", "roberta", "config.critic_init: expected one of"),
     ("actor_optimizer", "rmsprop", "config.actor_optimizer: expected one of"),
+    ("critic_pretrain_steps", -1, "config.critic_pretrain_steps: expected an integer >= 0"),
 ])
 def test_validate_config_names_the_field(field, value, message):
   pattern = message
@@ -394,6 +395,45 @@ def test_init_from_a_separately_computed_warm_start_is_the_same_state():
   assert _abs_sum(jax.tree.map(jnp.subtract, policy_params,
                                jax.jit(lambda k: archer.warm_start_policy_params(
                                    k, tiny_config(bc_steps=0)))(key))) > 0.0
+
+
+def test_warm_start_transitions_are_the_bc_dataset_with_rewards_and_successors():
+  """The transitions the critic can pretrain on are the BC dataset's utterances (same games), and
+  carry the games' outcomes: rewards only on terminal turns, successors continuing the dialogue."""
+  config = tiny_config(bc_dataset_episodes=16)
+  env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
+  bc_key = jax.random.key(5)
+  transitions = jax.jit(lambda k: archer.warm_start_transitions(k, env, env_params, config))(
+      bc_key)
+  data_key = jax.random.split(jax.random.fold_in(bc_key, token_bc.BC_STREAM), 3)[1]
+  data = token_bc.scripted_dataset(data_key, env, env_params, 16, config.bc_random_question_prob)
+  np.testing.assert_array_equal(transitions.dialogue, data.dialogue)
+  np.testing.assert_array_equal(transitions.utterance, data.utterance)
+  assert transitions.reward.shape == (16 * TINY_GAME["max_turns"],)
+  reward, terminated = np.asarray(transitions.reward), np.asarray(transitions.terminated)
+  assert np.all(reward[~terminated] == 0.0)
+  assert 0 < reward.sum() < terminated.sum()  # some guesses right, some wrong
+  assert not np.array_equal(transitions.next_dialogue, transitions.dialogue)
+
+
+def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic():
+  """`critic_pretrain_steps` > 0: the run starts with the warm-start transitions in the buffer
+  and a critic trained on them; the policy is the BC start either way."""
+  config = tiny_config(bc_steps=2)
+  key = jax.random.key(1)
+  plain = jax.jit(archer.make_learner(config).init)(key)
+  config.critic_pretrain_steps = 3
+  pretrained = jax.jit(archer.make_learner(config).init)(key)
+  assert int(plain.buffer.size) == 0
+  assert int(pretrained.buffer.size) == config.bc_dataset_episodes * TINY_GAME["max_turns"]
+  assert _abs_sum(jax.tree.map(jnp.subtract, pretrained.agent.critic_params,
+                               plain.agent.critic_params)) > 0.0
+  assert _abs_sum(jax.tree.map(jnp.subtract, pretrained.agent.policy_params,
+                               plain.agent.policy_params)) == 0.0
+  env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
+  agent_key = jax.random.split(key, 3)[0]
+  expected = archer.warm_start_transitions(archer.bc_key_of(agent_key), env, env_params, config)
+  np.testing.assert_array_equal(_replayed(pretrained).utterance, expected.utterance)
 
 
 def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes():

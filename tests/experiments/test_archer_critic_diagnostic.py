@@ -37,3 +37,32 @@ def test_oracle_q_is_one_over_the_consistent_items_for_a_consistent_guess():
   # Gap: mean over the success (row 0) minus mean over the failures (rows 1 and 2).
   gap = float(diag.outcome_gap(jnp.asarray([0.9, 0.2, 0.4]), batch))
   np.testing.assert_allclose(gap, 0.9 - 0.3, rtol=1e-6)
+
+
+def test_training_buffer_adds_the_seed_bc_dataset_after_the_policy_data():
+  """`--warm_start_data`: the training buffer ends with the seed's BC dataset (with rewards), the
+  transitions a run with `critic_pretrain_steps` starts from."""
+  import jax
+  import ml_collections
+  from hrljax import envs
+  from hrljax.agents import token_bc
+
+  config = archer.get_config()
+  config.env_kwargs = ml_collections.ConfigDict(dict(num_items=4, num_attributes=2, max_turns=3))
+  config.update(dict(d_model=16, num_layers=1, num_heads=2, num_envs=4, num_steps=3,
+                     bc_dataset_episodes=4))
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  policy = token_bc.make_policy(env_params, config)
+  params = token_bc.init_policy_params(jax.random.key(0), policy, env_params)
+  seed_key, key = jax.random.key(7), jax.random.key(8)
+  both = diag.training_buffer(config, params, key, seed_key, 1, True)
+  policy_only = diag.training_buffer(config, params, key, seed_key, 1, False)
+  bc_only = diag.training_buffer(config, params, key, seed_key, 0, True)
+  expected = archer.warm_start_transitions(archer.bc_key_of(jax.random.split(seed_key, 3)[0]),
+                                           env, env_params, config)
+  assert policy_only.utterance.shape[0] == 4 * 3
+  assert bc_only.utterance.shape[0] == 4 * 3  # 4 episodes x max_turns 3
+  np.testing.assert_array_equal(bc_only.utterance, expected.utterance)
+  np.testing.assert_array_equal(bc_only.reward, expected.reward)
+  np.testing.assert_array_equal(both.utterance, np.concatenate([policy_only.utterance,
+                                                                expected.utterance]))

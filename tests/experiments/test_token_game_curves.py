@@ -41,6 +41,33 @@ def test_archer_curve_writes_one_row_per_evaluation_and_a_png(tmp_path):
   assert (tmp_path / "archer.png").read_bytes()[:8] == PNG_MAGIC
 
 
+def test_fixed_eval_games_show_an_unchanged_policy_as_a_flat_curve(tmp_path):
+  """With the actor kept still (warm-up longer than the run) the policy never changes, so on the
+  same games (the default) every evaluation equals iteration 0's."""
+  out = tmp_path / "still.jsonl"
+  result = run("--config=archer_token_game", "--num_seeds=2", "--eval_every=1", f"--out={out}",
+               *TINY, "--config.warmup_iters=1000", "--config.eval_episodes=16")
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = [json.loads(line) for line in out.read_text().splitlines()]
+  assert [r["iter"] for r in rows] == [0, 1, 2, 3]
+  assert all(r["actor_trained"] == [0.0, 0.0] for r in rows[1:])
+  assert all(r["eval_return"] == rows[0]["eval_return"] for r in rows[1:])
+
+
+def test_eval_keys_are_fixed_by_default_and_fresh_on_request():
+  import jax
+  import numpy as np
+  from experiments import token_game_curves
+
+  data = lambda keys: np.asarray(jax.random.key_data(keys))
+  fixed = [data(token_game_curves.eval_keys(i, 3, True)) for i in (0, 5)]
+  fresh = [data(token_game_curves.eval_keys(i, 3, False)) for i in (0, 5)]
+  np.testing.assert_array_equal(fixed[0], fixed[1])
+  np.testing.assert_array_equal(fixed[0], fresh[0])  # iteration 0's games either way
+  assert not np.array_equal(fresh[0], fresh[1])
+  assert fixed[0].shape[0] == 3
+
+
 def test_compare_only_draws_the_png(tmp_path):
   curve = tmp_path / "curve.jsonl"
   curve.write_text("\n".join(json.dumps({"iter": i, "utterances": 10 * i,
