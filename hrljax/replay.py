@@ -3,9 +3,10 @@
 The buffer stores items of any pytree structure (transitions, utterance-level transitions, token
 arrays, goals): every leaf of an example item gets a storage array `[capacity, *leaf.shape]`.
 `add` writes a batch of items (leading axis = batch) at the insert position, wrapping around and
-overwriting the oldest items once full (`add_masked` only the items a mask selects); `sample` draws a batch uniformly, with replacement, from
-the items written so far. All three functions are pure, so they run under `jit`, `vmap` (one
-buffer per seed) and inside `lax.scan`, and the buffer checkpoints with the rest of a run state.
+overwriting the oldest items once full (`add_masked`: only the items a mask selects); `sample`
+draws a batch uniformly, with replacement, from the items written so far. All these functions are
+pure, so they run under `jit`, `vmap` (one buffer per seed) and inside `lax.scan`, and the buffer
+checkpoints with the rest of a run state.
 
 Placement on a mesh: the buffer is ordinary run-state data. Replicating it (every device holds
 the whole buffer and draws the same sample from the same key) is always correct; off-policy

@@ -60,7 +60,9 @@ def define_flags() -> None:
 
 
 DTYPES = ("float32", "bfloat16")
-SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+# One Eigen thread for XLA:CPU's ops. A bare `intra_op_parallelism_threads=1`, often seen beside
+# it, is not an XLA flag, and XLA stops reading XLA_FLAGS at the first token without `--`.
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false"
 
 _TEXT = ("The history of the city begins with a small settlement on an island in the river. "
          "Over the centuries it grew into a centre of trade, learning and art, and its bridges, "
