@@ -762,38 +762,34 @@ def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: 
                         reward=jnp.zeros((num_envs,), jnp.float32),
                         taken=jnp.zeros((num_envs,), jnp.int32))
   credit_recovery = recovery_credit == "recovery_step"
+  # Option (b) never latches: the reflex's switch is consulted afresh at every control step.
+  switch = reflex_safety_fn(reflex._replace(latch=False))
+  every_env = jnp.ones((num_envs,), bool)
 
   def control_step(state, inputs):
     carry, decision = state
     policy_key, env_keys, noise, last = inputs
     decision = _maybe_decide(policy_fn, params, carry.obs, policy_key, decision)
     proposed = controller_fn(carry.obs, decision.command)
-    fires = reflex.trigger_fn(safety_params, carry.obs, proposed)
-    recovery = jax.lax.cond(jnp.any(fires),
-                            lambda: reflex.recovery_fn(safety_params, carry.obs, noise),
-                            lambda: proposed)
-    executed = jnp.where(fires[:, None], recovery, proposed)
-    new_carry, transition, info = step_with_info(env, env_params, carry, executed, env_keys)
+    executed, fires = switch(safety_params, carry.obs, proposed, noise, ~every_env)
+    new_carry, _, (record, episode_return, episode_length) = _control_step(
+        env, env_params, info_keys, carry, every_env, proposed, executed, fires, env_keys)
     # The control steps this decision counts: all of its own; π_rec's only with "recovery_step".
     counted = ~fires | credit_recovery
-    reward = decision.reward + jnp.where(counted, transition.reward, 0.0)
+    reward = decision.reward + jnp.where(counted, record.reward, 0.0)
     taken = decision.taken + counted.astype(jnp.int32)
-    ends = fires | transition.done | (taken == control_steps) | last
+    done = record.terminated | record.truncated
+    ends = fires | done | (taken == control_steps) | last
     ends_with_step = counted & ends  # its successor is this control step's
-    record = ControlSteps(
-        obs=transition.obs, proposed_action=proposed, action=executed, intervened=fires,
-        reward=transition.reward, terminated=transition.terminated,
-        truncated=transition.truncated, next_obs=transition.next_obs,
-        info={name: info[name] for name in info_keys}, active=jnp.ones((num_envs,), bool))
     ended = Transition(
         obs=decision.obs, action=decision.command, reward=reward,
-        terminated=ends_with_step & transition.terminated,
-        truncated=ends_with_step & transition.truncated,
-        next_obs=_select_envs(ends_with_step, transition.next_obs, carry.obs),
-        policy_extras=decision.extras, episode_return=transition.episode_return,
-        episode_length=transition.episode_length)
+        terminated=ends_with_step & record.terminated,
+        truncated=ends_with_step & record.truncated,
+        next_obs=_select_envs(ends_with_step, record.next_obs, carry.obs),
+        policy_extras=decision.extras, episode_return=episode_return,
+        episode_length=episode_length)
     outputs = (ended, ends & (taken > 0), taken, fires, record, decision.command,
-               transition.episode_return, transition.episode_length)
+               episode_return, episode_length)
     decision = decision._replace(open=~ends, reward=reward, taken=taken)
     return (new_carry, decision), outputs
 
