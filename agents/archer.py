@@ -514,8 +514,7 @@ def warm_start_transitions(bc_key: Array, env, env_params: token_game.EnvParams,
   so the critic can be pretrained on the data the policy was cloned from: ArCHer's critic starts
   from a pretrained LM and its policy from an SFT checkpoint, both made before any interaction.
   """
-  key = jax.random.fold_in(bc_key, token_bc.BC_STREAM)
-  data_key = jax.random.split(key, 3)[1]  # the split of `token_bc.pretrained_policy_params`
+  data_key = token_bc.warm_start_keys(bc_key)[1]
   return transitions_from_rollout(token_bc.scripted_rollout(
       data_key, env, env_params, config.bc_dataset_episodes, config.bc_random_question_prob))
 

@@ -155,12 +155,16 @@ def behaviour_cloning(key: Array, model: transformer.CausalTransformer, params: 
   return params, losses
 
 
+def warm_start_keys(key: Array) -> Array:
+  """The init, dataset and BC-step keys `pretrained_policy_params(key, ...)` uses."""
+  return jax.random.split(jax.random.fold_in(key, BC_STREAM), 3)
+
+
 def pretrained_policy_params(key: Array, model: transformer.CausalTransformer, env,
                              env_params: token_game.EnvParams, config) -> PyTree:
   """Warm-started policy parameters: `config.bc_steps` BC steps on scripted dialogues (the random
   initialisation if 0). Deterministic in `key`; jittable."""
-  key = jax.random.fold_in(key, BC_STREAM)
-  init_key, data_key, bc_key = jax.random.split(key, 3)
+  init_key, data_key, bc_key = warm_start_keys(key)
   params = init_policy_params(init_key, model, env_params)
   if config.bc_steps > 0:
     data = scripted_dataset(data_key, env, env_params, config.bc_dataset_episodes,
