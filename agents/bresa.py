@@ -17,10 +17,13 @@ What Bresa is here, composed from `hrljax.agents.recovery_rl` (which holds the s
     (`hrljax.rollout.two_rate_rollout`): at every control step the nominal action â is scored by
     Q_risk(ŝ, â) = max(Q1, Q2); if it exceeds ε_safe (strict) the recovery policy takes over, and
     with `reflex_mode="latch"` (default, the spec's option (a)) keeps control until the decision
-    ends (option (b), below: the reflex ends the decision). The switch replaces the action, it
-    does not project it. Because the latch makes the nominal actions up to the first reflex known
-    in advance, the rollout scores a decision's K nominal control steps in one batched critic
-    call and re-simulates from the first reflex
+    ends (option (b), below: the reflex ends the decision). By default the switch replaces the
+    action by π_rec's; `recovery_action="critic_projection"` or "safe_sampling" executes instead
+    the action nearest the nominal one that Q_risk accepts (`recovery_rl.nearest_safe_action`,
+    after Dalal et al.'s safety layer, arXiv:1801.08757), falling back to π_rec's (measured on
+    PointHazard: no gain, `experiments/results/SAFETY.md`). Because the latch makes the nominal
+    actions up to the first reflex known in advance, the rollout scores a decision's K nominal
+    control steps in one batched critic call and re-simulates from the first reflex
     (`rollout.Reflex`, `two_rate_rollout(lookahead=True)`: the same trajectory as a check at
     every control step, faster; `experiments/results/SAFETY.md`).
   * **Decoupled learning**: π_task is plain SAC on the task reward and never sees costs; Q_risk

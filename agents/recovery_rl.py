@@ -43,7 +43,10 @@ Deviations from the reference (each a config field):
   * environments may continue after a violation (PointHazard's default); `terminal_on_violation`
     keeps Q_risk a probability (spec §2.2);
   * no stratified `pos_fraction` sampling (the reference's default is off too), no model-based
-    or Q-sampling recovery;
+    recovery, and no Q-sampling recovery in the paper's form (the safest sampled action); instead
+    `recovery_action` (default "policy": π_rec's action, the paper's model-free recovery) may
+    execute the action nearest the task's that Q_risk accepts (`nearest_safe_action`: Dalal
+    projections on the critic, or the nearest accepted sampled action), π_rec's as fallback;
   * the recovery policy acts with a sample while training and with its mode when evaluating (as
     the reference's `select_action(eval=...)`);
   * `recovery_objective="task"` (not the default; `recovery_rl_pointhazard.py` uses it) trains
@@ -51,6 +54,7 @@ Deviations from the reference (each a config field):
     (`recovery_task_loss`) instead of minimising Q_risk alone.
 """
 
+import math
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -74,6 +78,7 @@ CONTROLLERS = ("direct", "waypoint")
 REFLEX_MODES = ("per_step", "latch", "end_decision")
 RISK_NEXT_ACTIONS = ("task", "controller")
 RECOVERY_OBJECTIVES = ("risk", "task")
+RECOVERY_ACTIONS = ("policy", "critic_projection", "safe_sampling")
 SAFETY_INFO_KEYS = ("cost", "violation")
 
 
@@ -120,6 +125,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.recovery_objective = "risk"  # the reference; recovery_rl_pointhazard.py uses "task"
   config.recovery_risk_weight = 100.0
   config.recovery_risk_target = 0.1
+  # The action executed where the reflex intervenes: "policy" (π_rec's, the paper), or the action
+  # nearest the nominal one that Q_risk accepts (`nearest_safe_action`), found by a few
+  # critic-linearised Dalal projections ("critic_projection") or among a fixed set of sampled
+  # actions ("safe_sampling"); both fall back to π_rec's action where they find none.
+  config.recovery_action = "policy"
+  config.recovery_margin = 0.05  # the search aims at Q_risk <= eps_risk - margin
+  config.projection_steps = 5  # "critic_projection": Dalal steps from the nominal action
+  config.recovery_samples = 64  # "safe_sampling": candidate actions (half near the nominal one)
   # What the task buffer stores as the decision's action: the proposed task action (True, the
   # reference's action relabelling) or the executed one (False: the reference's
   # `--disable_action_relabeling`; only where the executed action is a task action, K = 1 and the
@@ -159,6 +172,14 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         f"reflex_mode={config.reflex_mode!r}")
   checks.one_of(config, "risk_next_action", RISK_NEXT_ACTIONS)
   checks.one_of(config, "recovery_objective", RECOVERY_OBJECTIVES)
+  checks.one_of(config, "recovery_action", RECOVERY_ACTIONS)
+  checks.positive_int(config, "projection_steps", "recovery_samples")
+  # The search aims at Q_risk <= eps_risk − margin, which must leave some actions.
+  if config.recovery_action != "policy" and not (
+      isinstance(config.recovery_margin, (int, float))
+      and 0.0 <= config.recovery_margin < config.eps_risk):
+    raise checks.ConfigError(f"config.recovery_margin: expected a float in [0, eps_risk = "
+                             f"{config.eps_risk!r}), got {config.recovery_margin!r}")
   if not config.action_relabeling and (config.control_steps != 1 or config.controller != "direct"):
     raise checks.ConfigError(
         "config.action_relabeling: False stores the executed low-level action as the task "
@@ -260,6 +281,13 @@ class RecoveryAgent(struct.PyTreeNode):
   def risk(self, obs: PyTree, action: Array) -> Array:
     """The pessimistic risk max(Q1, Q2)(s, a), float `[B]`."""
     q = self.risk_heads(self.risk_params, obs, action)
+    return safety.risk_value(q[0], q[1])
+
+  def risk_score(self, obs: PyTree, action: Array) -> Array:
+    """The pessimistic risk before its sigmoid, max of the two heads' logits `[B]`: `risk` is
+    sigmoid(risk_score) (the sigmoid is monotone), and linearising the score in the action
+    does not saturate where the risk is near 0 or 1 (`critic_projection`)."""
+    q = self.risk_critic.apply(self.risk_params, obs, action)
     return safety.risk_value(q[0], q[1])
 
   def recovery_action(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
@@ -389,6 +417,124 @@ def make_controller(config, low: tuple, high: tuple):
   return lambda obs, command: track(obs[:, :2], command)
 
 
+def critic_projection(score_fn, obs: PyTree, nominal: Array, limit: float, low: tuple,
+                      high: tuple, num_steps: int) -> Array:
+  """`num_steps` Dalal projections of `nominal` `[B, |A|]` onto score(s, a) <= `limit`, each on
+  the score linearised at the current action, clipped to the action bounds `[low, high]`.
+
+  Dalal, Dvijotham, Vecerik, Hester, Paduraru, Tassa, "Safe Exploration in Continuous Action
+  Spaces", arXiv:1801.08757, Sec. 4: with the linear model score(s, a') ≈ c + g·a'
+  (g = ∇_a score(s, a), c = score(s, a) − g·a) the closest action under the limit is
+  a − [(score(s, a) − limit)/|g|²]_+ g (`losses.safety.dalal_safety_layer`). The score is the
+  critic's logit (`RecoveryAgent.risk_score`), not its sigmoid: linearised, a sigmoid near 0 or 1
+  has a vanishing gradient and the step overshoots to the box's boundary. An MLP's score is not
+  linear in a either, so repeating the step from the new action is a Newton iteration towards
+  {score = limit}; an action already under the limit stays. `score_fn(obs [B], action [B, |A|])
+  -> [B]` must be row-wise (row b depends on row b only), so that the gradient of its sum is each
+  row's own ∇_a score.
+  """
+  low_array, high_array = _bound_arrays(low, high, nominal.ndim)
+  limits = jnp.full((1,), limit, jnp.float32)
+  project = jax.vmap(lambda a, g, c: safety.dalal_safety_layer(a, g[None], c[None], limits)[0])
+
+  def one_step(action, _):
+    score, pullback = jax.vjp(lambda a: score_fn(obs, a), action)
+    grad = pullback(jnp.ones_like(score))[0]
+    offset = score - jnp.sum(grad * action, axis=-1)
+    return jnp.clip(project(action, grad, offset), low_array, high_array), None
+
+  action, _ = jax.lax.scan(one_step, nominal, None, length=num_steps)
+  return action
+
+
+def _bound_arrays(low: tuple, high: tuple, ndim: int) -> tuple[Array, Array]:
+  """The action bounds as float32 arrays of rank `ndim` (trailing axis |A|), for broadcasting."""
+  shape = (1,) * (ndim - 1) + (len(low),)
+  return (jnp.asarray(low, jnp.float32).reshape(shape),
+          jnp.asarray(high, jnp.float32).reshape(shape))
+
+
+def sampling_offsets(num_samples: int, low: tuple, high: tuple) -> tuple[Array, Array]:
+  """The fixed candidate set of "safe_sampling": `(offsets, points)`, each `[num_samples // 2 or
+  the rest, |A|]`; offsets from the nominal action (Gaussian, σ a quarter of the action range,
+  so that most candidates are near it) and points uniform in the action box (so that a safe
+  action far from it can be found). Drawn once from a fixed key: the candidates are constants of
+  the compiled rollout, and no randomness is taken from the rollout's keys."""
+  low_array, high_array = _bound_arrays(low, high, 2)
+  near_key, box_key = jax.random.split(jax.random.key(0))
+  num_near = num_samples // 2
+  offsets = 0.25 * (high_array - low_array) * jax.random.normal(near_key,
+                                                                (num_near, len(low)))
+  points = jax.random.uniform(box_key, (num_samples - num_near, len(low)), minval=low_array,
+                              maxval=high_array)
+  return offsets, points
+
+
+def safe_sampling(score_fn, obs: PyTree, nominal: Array, limit: float, low: tuple, high: tuple,
+                  num_samples: int) -> Array:
+  """The candidate action nearest `nominal` `[B, |A|]` (Euclidean) among those whose risk score
+  is at most `limit`: Recovery RL's Q-sampling recovery (Thananjeyan et al. 2021, arXiv:2010.15920,
+  Sec. IV-B samples actions and keeps the safest) restricted to the safe set and ranked by the
+  distance to the nominal action instead. Candidates: `sampling_offsets` around the nominal
+  action and over the box, clipped to `[low, high]`. Where no candidate is under the limit the
+  nominal action is returned (the caller's final check then falls back)."""
+  offsets, points = sampling_offsets(num_samples, low, high)
+  batch, action_dim = nominal.shape
+  low_array, high_array = _bound_arrays(low, high, 3)
+  near = jnp.clip(nominal[:, None, :] + offsets[None], low_array, high_array)
+  candidates = jnp.concatenate([near, jnp.broadcast_to(points[None], (batch,) + points.shape)],
+                               axis=1)  # [B, M, |A|]
+  repeated = jax.tree.map(lambda x: jnp.repeat(x, num_samples, axis=0), obs)
+  score = score_fn(repeated, candidates.reshape(batch * num_samples, action_dim)).reshape(
+      batch, num_samples)
+  distance = jnp.where(score <= limit, jnp.sum(jnp.square(candidates - nominal[:, None, :]), -1),
+                       jnp.inf)
+  best = jnp.take_along_axis(candidates, jnp.argmin(distance, axis=1)[:, None, None], 1)[:, 0]
+  return jnp.where(jnp.isfinite(distance).any(axis=1)[:, None], best, nominal)
+
+
+def nearest_safe_action(score_fn, obs: PyTree, nominal: Array, fallback: Array, config,
+                        low: tuple, high: tuple) -> Array:
+  """The recovery action of `config.recovery_action` != "policy": the action nearest the nominal
+  one `[B, |A|]` that the safety critic accepts, Q_risk(s, a) = sigmoid(score(s, a)) <= ε =
+  `eps_risk` (`score_fn`: the critic's logit, `RecoveryAgent.risk_score`).
+
+  A recovery that keeps the nominal action's progress where it can, instead of π_rec's, which
+  minimises Q_risk and so backs straight off the hazard (on PointHazard the robot then stays in
+  front of the central hazard instead of sliding round it: `experiments/results/SAFETY.md`, "The
+  detour problem"). The search aims at Q_risk <= ε − `recovery_margin`, by critic-linearised
+  Dalal projections (`critic_projection`, Dalal et al. 2018, arXiv:1801.08757) or among sampled
+  actions (`safe_sampling`, after Recovery RL's Q-sampling, Thananjeyan et al. 2021,
+  arXiv:2010.15920). A nominal action with Q_risk <= ε comes back unchanged (with a latching
+  reflex the nominal action is re-checked at each control step of the decision), and where the
+  search ends above ε the `fallback` (π_rec's action) is executed, so the result is never an
+  action the switch would reject when π_rec's would pass.
+  """
+  search_limit = _logit(config.eps_risk - config.recovery_margin)
+  if config.recovery_action == "critic_projection":
+    found = critic_projection(score_fn, obs, nominal, search_limit, low, high,
+                              config.projection_steps)
+  elif config.recovery_action == "safe_sampling":
+    found = safe_sampling(score_fn, obs, nominal, search_limit, low, high,
+                          config.recovery_samples)
+  else:
+    raise ValueError(f"config.recovery_action: expected one of {RECOVERY_ACTIONS[1:]} here, got "
+                     f"{config.recovery_action!r}")
+  # Accepted as the switch accepts: sigmoid(score) <= ε (`losses.safety.reflex_select`).
+  accepted = lambda action: jax.nn.sigmoid(score_fn(obs, action)) <= config.eps_risk
+  action = jnp.where(accepted(found)[:, None], found, fallback)
+  return jnp.where(accepted(nominal)[:, None], nominal, action)
+
+
+def _logit(probability: float) -> float:
+  """log(p / (1 − p)) of a Python float in [0, 1], ±inf at the ends."""
+  if probability <= 0.0:
+    return -math.inf
+  if probability >= 1.0:
+    return math.inf
+  return math.log(probability / (1.0 - probability))
+
+
 def make_reflex(agent_like: RecoveryAgent, deterministic: bool = False) -> rollout.Reflex:
   """The switch as a `rollout.Reflex` for `rollout.two_rate_rollout` (spec §2.3, §1.3).
 
@@ -396,9 +542,11 @@ def make_reflex(agent_like: RecoveryAgent, deterministic: bool = False) -> rollo
   only where the traced bool `enabled` holds, on max(Q1, Q2)(s, a) > ε_risk (strict,
   `losses.safety.reflex_select`). The recovery action is π_rec's from the control step's
   standard-normal noise `[N, |A|]` (pass `recovery_noise_fn` as the rollout's `safety_noise_fn`),
-  its mode if `deterministic`. With `reflex_mode="latch"` a reflex keeps the recovery policy in
-  charge until the decision ends (spec §1.3 option (a)); the rollout then checks each decision's
-  nominal actions in one batched critic call.
+  its mode if `deterministic`; with `recovery_action` "critic_projection" or "safe_sampling" it is
+  the action nearest the nominal one that the critic accepts (`nearest_safe_action`, π_rec's
+  action where none is found). With `reflex_mode="latch"` a reflex keeps the recovery in charge
+  until the decision ends (spec §1.3 option (a)); the rollout then checks each decision's nominal
+  actions in one batched critic call.
   """
   def trigger(safety_params, obs, proposed):
     agent, enabled = safety_params
@@ -406,9 +554,13 @@ def make_reflex(agent_like: RecoveryAgent, deterministic: bool = False) -> rollo
                                                         threshold=agent.config.eps_risk)[1])
     return select(agent.risk(obs, proposed), proposed) & enabled
 
-  def recover(safety_params, obs, noise):
+  def recover(safety_params, obs, proposed, noise):
     agent, _ = safety_params
-    return agent.recovery_action_from_noise(obs, noise, deterministic)
+    policy_action = agent.recovery_action_from_noise(obs, noise, deterministic)
+    if agent.config.recovery_action == "policy":
+      return policy_action
+    return nearest_safe_action(agent.risk_score, obs, proposed, policy_action, agent.config,
+                               agent.task.action_low, agent.task.action_high)
 
   return rollout.Reflex(trigger_fn=trigger, recovery_fn=recover,
                         latch=agent_like.config.reflex_mode == "latch")

@@ -14,8 +14,10 @@ the control steps executed during training (the per-step cost rate of each logge
 env steps).
 
 `--path_run` restores the final checkpoint of a `recovery_rl` or `bresa` run and draws one greedy
-evaluation episode: the hazards, the start and the goal, the robot's path, and the control steps
-where the reflex replaced the nominal action.
+evaluation episode: the hazards, the start and the goal, the robot's path, the control steps
+where a decision starts and those where the reflex replaced the nominal action (either layout of
+the rollout: fixed decisions of K control steps, or option (b)'s `reflex_mode="end_decision"`, in
+which a reflex ends the decision).
 """
 
 import json
@@ -176,19 +178,17 @@ class EpisodePath(NamedTuple):
 
 def episode_path(agent, key) -> EpisodePath:
   """The first greedy evaluation episode of a `recovery_rl`/`bresa` agent (relative
-  observations: the position is the observation's first two entries)."""
+  observations: the position is the observation's first two entries), with either layout of
+  the evaluation rollout: option (a)'s decisions of K control steps or option (b)'s
+  (`reflex_mode="end_decision"`) control stream, in which decisions have variable length."""
   import jax
   from hrljax import envs, rollout
   from hrljax.agents import recovery_rl
   traj = jax.jit(recovery_rl.evaluation_episodes, static_argnums=2)(agent, key, 1)
-  valid = np.asarray(rollout.first_episode_mask(traj.decision.done))[:, None, :] \
-      & np.asarray(traj.control.active)  # [D, K, 1]
-  keep = valid[..., 0].reshape(-1)
-  obs = np.asarray(traj.control.obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
-  next_obs = np.asarray(traj.control.next_obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
-  intervened = np.asarray(traj.control.intervened)[..., 0].reshape(-1)[keep]
-  K = valid.shape[1]
-  decision_start = (np.arange(keep.shape[0]) % K == 0)[keep]
+  if isinstance(traj, rollout.EndDecisionTrajectory):
+    obs, next_obs, intervened, decision_start = _end_decision_steps(traj)
+  else:
+    obs, next_obs, intervened, decision_start = _fixed_decision_steps(traj)
   env, params = envs.make(agent.config.env_name, **agent.config.env_kwargs)
   # Relative observations hold `g - p` next to `p`: the goal is their sum.
   goal = obs[0, :2] + obs[0, 2:4]
@@ -197,6 +197,41 @@ def episode_path(agent, key) -> EpisodePath:
                      intervened=intervened, decision_start=decision_start,
                      hazard_centers=centers, hazard_radii=np.asarray(params.hazard_radii),
                      goal=goal)
+
+
+def _fixed_decision_steps(traj):
+  """`(obs, next_obs, intervened, decision_start)` of environment 0's first episode, one row per
+  executed control step, from a `rollout.TwoRateTrajectory` (`[D, K, N]` control steps; a
+  decision starts every K steps)."""
+  from hrljax import rollout
+  valid = np.asarray(rollout.first_episode_mask(traj.decision.done))[:, None, :] \
+      & np.asarray(traj.control.active)  # [D, K, 1]
+  keep = valid[..., 0].reshape(-1)
+  obs = np.asarray(traj.control.obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
+  next_obs = np.asarray(traj.control.next_obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
+  intervened = np.asarray(traj.control.intervened)[..., 0].reshape(-1)[keep]
+  K = valid.shape[1]
+  decision_start = (np.arange(keep.shape[0]) % K == 0)[keep]
+  return obs, next_obs, intervened, decision_start
+
+
+def _end_decision_steps(traj):
+  """`_fixed_decision_steps` of a `rollout.EndDecisionTrajectory` (option (b): every control step
+  of the `[T, K, N]` stream is executed). A decision starts at the first step and after every
+  step that ended one: a decision written there (`valid`) or a reflex (which ends the decision
+  in force, even a command it rejected at its first step, which is written nowhere)."""
+  from hrljax import rollout
+  control = traj.control
+  flat = lambda x: np.asarray(x)[..., 0].reshape(-1)  # environment 0, in control-step order
+  done = flat(control.terminated | control.truncated)
+  keep = np.asarray(rollout.first_episode_mask(done[:, None]))[:, 0]
+  obs_dim = control.obs.shape[-1]
+  obs = np.asarray(control.obs)[..., 0, :].reshape(-1, obs_dim)[keep]
+  next_obs = np.asarray(control.next_obs)[..., 0, :].reshape(-1, obs_dim)[keep]
+  intervened = flat(control.intervened)
+  ended = flat(traj.valid) | intervened
+  decision_start = np.concatenate([[True], ended[:-1]])
+  return obs, next_obs, intervened[keep], decision_start[keep]
 
 
 def draw_path(path: EpisodePath, out: str, title: str = "") -> str:
@@ -235,9 +270,12 @@ def restore_agent(workdir: str):
   import ml_collections
   from hrljax import agents
   from hrljax.checkpoint import Checkpointer
-  config = ml_collections.ConfigDict(load_config(workdir))
-  if config.agent not in ("recovery_rl", "bresa"):
-    raise ValueError(f"config.agent: expected 'recovery_rl' or 'bresa', got {config.agent!r}")
+  saved = load_config(workdir)
+  if saved.get("agent") not in ("recovery_rl", "bresa"):
+    raise ValueError(f"config.agent: expected 'recovery_rl' or 'bresa', got {saved.get('agent')!r}")
+  # Fields added after the run was saved take the agent's defaults, which are what it ran with.
+  config = ml_collections.ConfigDict({**agents.get(saved["agent"]).get_config().to_dict(),
+                                      **saved})
   for field in ("hidden_sizes", "risk_hidden_sizes"):
     config[field] = tuple(config[field])
   learner = agents.get(config.agent).make_learner(config)

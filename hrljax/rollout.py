@@ -350,16 +350,18 @@ class Reflex(NamedTuple):
 
   `trigger_fn(safety_params, obs [B], proposed [B, A]) -> fires [B] bool` is the check (e.g. the
   risk critic above ε); it is row-wise, so the rollout may call it on any batch B (one control
-  step's N rows, or a whole decision's K * N). `recovery_fn(safety_params, obs [N], noise) ->
-  action [N, A]` is the action that replaces the proposed one where the layer intervenes
-  (`noise` is the control step's key, or its slice of the rollout's `safety_noise_fn` draw).
+  step's N rows, or a whole decision's K * N). `recovery_fn(safety_params, obs [N], proposed
+  [N, A], noise) -> action [N, A]` is the action that replaces the proposed one where the layer
+  intervenes (`proposed` is the controller's nominal action at that control step, for a recovery
+  that stays near it; `noise` is the control step's key, or its slice of the rollout's
+  `safety_noise_fn` draw).
   With `latch` (static), once the layer intervened in an environment it keeps the recovery
   action until the decision ends (spec §1.3 option (a)); without, it intervenes exactly where
   `trigger_fn` fires. `reflex_safety_fn(reflex)` is the same layer as a per-step `SafetyFn`.
   """
 
   trigger_fn: Callable[[PyTree, PyTree, Array], Array]
-  recovery_fn: Callable[[PyTree, PyTree, PyTree], Array]
+  recovery_fn: Callable[[PyTree, PyTree, Array, PyTree], Array]
   latch: bool
 
 
@@ -374,7 +376,7 @@ def reflex_safety_fn(reflex: Reflex) -> SafetyFn:
     fires = reflex.trigger_fn(safety_params, obs, proposed)
     intervened = fires | latched if reflex.latch else fires
     recovery = jax.lax.cond(jnp.any(intervened),
-                            lambda: reflex.recovery_fn(safety_params, obs, noise),
+                            lambda: reflex.recovery_fn(safety_params, obs, proposed, noise),
                             lambda: proposed)
     return jnp.where(intervened[:, None], recovery, proposed), intervened
 
@@ -612,7 +614,7 @@ def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_p
         carry, active, outputs = state
         proposed = controller_fn(carry.obs, command)
         noise = tree_index(safety_keys, j)
-        recovery = reflex.recovery_fn(safety_params, carry.obs, noise)
+        recovery = reflex.recovery_fn(safety_params, carry.obs, proposed, noise)
         executed = jnp.where(recover[j][:, None], recovery, proposed)
         carry, active, step_outputs = _control_step(env, env_params, info_keys, carry, active,
                                                     proposed, executed, recover[j],

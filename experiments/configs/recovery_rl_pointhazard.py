@@ -34,6 +34,10 @@ training; SAC: 2.91 / 7,300-8,400; commands and all numbers in `experiments/resu
     `recovery_credit="reflex_state"`: a proposal the reflex rejects is not stored in the task
     buffer): 0.35 / 0.41 / 0.32 / 15, 32, 9. (With "recovery_step" the run is exactly this
     config's: `tests/agents/test_recovery_rl.py`.)
+  * the action nearest the task action that Q_risk accepts instead of π_rec's
+    (`recovery_action`, `agents.recovery_rl.nearest_safe_action`): "critic_projection" 0.72 /
+    0.60 / 0.74 / 18, 44, 17 (with the reference's recovery objective: 0.25 / 0.60 / 0.64),
+    "safe_sampling" 0.70 / 0.77 / 0.69 / 37, 35, 18: no seed.
 So one seed in three reaches the goal; in the others the task policy learns to stop before the
 hazard (greedy episodes with 0-14 interventions) and never finds the detour within 30k steps.
 """

@@ -147,7 +147,7 @@ def random_reflex(key, obs_dim, latch=True):
   def trigger(threshold, obs, proposed):
     return (jnp.concatenate([obs, proposed], axis=-1) @ w)[:, 0] > threshold
 
-  def recover(threshold, obs, noise):
+  def recover(threshold, obs, proposed, noise):
     return jnp.tanh(obs @ m + noise)
 
   return rollout.Reflex(trigger_fn=trigger, recovery_fn=recover, latch=latch), np.asarray(w)
@@ -194,7 +194,7 @@ def position_reflex(recovery_action):
   def trigger(threshold, obs, proposed):
     return obs[:, 0] > threshold
 
-  def recover(threshold, obs, noise):
+  def recover(threshold, obs, proposed, noise):
     return jnp.tile(jnp.asarray(recovery_action), (obs.shape[0], 1))
 
   return rollout.Reflex(trigger_fn=trigger, recovery_fn=recover, latch=False)
