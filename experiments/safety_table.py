@@ -17,7 +17,16 @@ Off-policy agents (SAC, Recovery RL, Bresa: `agents/recovery_rl.py`) are evaluat
 episodes of the task policy's mode with the safety layer as configured; the PPO family
 (`agents/ppo_lagrangian.py`, shielded PPO included) by its own `evaluate`.
 
-With `--workdir=DIR` each seed's run is also written as `DIR/<config name>_s<seed>/`, in the
+The off-policy configs (`sac_`, `recovery_rl_`, `bresa_pointhazard.py`) take the PointHazard
+layout as a config file argument (`experiments/configs/pointhazard_layouts.py`; without one, the
+fixed layout), e.g. the hazards sampled at every reset (the 64 evaluation episodes then run on 64
+sampled layouts, and the evaluation numbers are their means):
+
+  python -m experiments.safety_table \
+      --config=experiments/configs/bresa_pointhazard.py:random_hazards --seeds=0,1,2 --sequential
+
+With `--workdir=DIR` each seed's run is also written as `DIR/<config name>_s<seed>/`
+(`<config name>-<layout>_s<seed>/` with a layout argument), in the
 layout `experiments.train` gives a workdir (`config.json`, `metrics.jsonl` with one training
 record per `config.log_every` updates and the evaluation record, the final state in
 `checkpoints/`), so that `experiments.plot_safety` draws the return-vs-cost scatter and the
@@ -142,9 +151,20 @@ def write_workdir(workdir: str, config, seed: int, metrics: dict, evaluation: di
   return workdir
 
 
+def run_name(config_path: str) -> str:
+  """The config file's name, with its `get_config` argument if one was given:
+  "bresa_pointhazard" for `.../bresa_pointhazard.py`, "bresa_pointhazard-random_hazards" for
+  `.../bresa_pointhazard.py:random_hazards` (the PointHazard layout,
+  `experiments/configs/pointhazard_layouts.py`), so that runs on different layouts get
+  different workdirs."""
+  path, _, argument = config_path.partition(":")
+  name = os.path.splitext(os.path.basename(path))[0]
+  return f"{name}-{argument}" if argument else name
+
+
 def seed_workdirs(root: str, config_path: str, seeds: list[int]) -> list[str]:
-  """`<root>/<config name>_s<seed>` for each seed; a UsageError if one already holds a run."""
-  name = os.path.splitext(os.path.basename(config_path))[0]
+  """`<root>/<run name>_s<seed>` for each seed; a UsageError if one already holds a run."""
+  name = run_name(config_path)
   workdirs = [os.path.join(root, f"{name}_s{seed}") for seed in seeds]
   for workdir in workdirs:
     if os.path.exists(os.path.join(workdir, "metrics.jsonl")):

@@ -36,8 +36,9 @@ from hrljax.agents import bresa
 TWO_RATE_FIELDS = ("control_steps", "controller", "reflex_mode", "risk_next_action")
 
 
-def get_config():
-  config = recovery_rl_pointhazard.get_config()
+def get_config(layout: str = "default"):
+  """`layout`: a `pointhazard_layouts.LAYOUTS` name (`sac_pointhazard.get_config`)."""
+  config = recovery_rl_pointhazard.get_config(layout)
   two_rate = bresa.get_config()
   config.agent = "bresa"
   for field in TWO_RATE_FIELDS:

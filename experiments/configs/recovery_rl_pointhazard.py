@@ -45,8 +45,9 @@ hazard (greedy episodes with 0-14 interventions) and never finds the detour with
 from experiments.configs import sac_pointhazard
 
 
-def get_config():
-  config = sac_pointhazard.get_config()  # the same task agent, task and budget
+def get_config(layout: str = "default"):
+  """`layout`: a `pointhazard_layouts.LAYOUTS` name (`sac_pointhazard.get_config`)."""
+  config = sac_pointhazard.get_config(layout)  # the same task agent, task and budget
   config.agent = "recovery_rl"
   config.reflex = True
   config.risk_buffer_size = 30_000

@@ -19,10 +19,13 @@ central hazard), 7,508 / 8,340 / 8,492 violating control steps during training, 
 9.8-9.9 over the last 10% of updates.
 """
 
+from experiments.configs import pointhazard_layouts
 from hrljax.agents import recovery_rl
 
 
-def get_config():
+def get_config(layout: str = "default"):
+  """`layout`: a `pointhazard_layouts.LAYOUTS` name, given after the file name on the command
+  line (`--config=experiments/configs/sac_pointhazard.py:random_hazards`)."""
   config = recovery_rl.get_config()
   config.env_name = "PointHazard-v0"
   config.autotune_alpha = True
@@ -39,4 +42,4 @@ def get_config():
   config.risk_updates_per_step = 0
   config.risk_pretrain_updates = 0
   config.risk_buffer_size = 1  # unused: nothing samples it
-  return config
+  return pointhazard_layouts.apply_layout(config, layout)
