@@ -71,6 +71,16 @@ def summarize(metric_sums: dict, num_updates: int) -> dict:
   return out
 
 
+def undefined_episode_means(metric_sums: dict) -> tuple:
+  """The metrics `summarize` leaves NaN because no episode ended in the chunk (every
+  `<name>_sum` paired with an `episodes` count of 0): undefined, not diverged. Where an episode
+  did end they stay checked, so a NaN episode cost still stops the run."""
+  episodes = metric_sums.get("episodes")
+  if episodes is None or float(np.asarray(episodes)) > 0:
+    return ()
+  return tuple(key[:-4] for key in metric_sums if key.endswith("_sum"))
+
+
 def _float_leaves(state: Any) -> list:
   return [(path, leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
           if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)]
@@ -82,8 +92,13 @@ def _all_finite_per_leaf(leaves: list) -> list:
   return [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]
 
 
+# Episode statistics some learners report directly (not as `_sum` + `episodes`), NaN when no
+# episode ended.
+NAN_WHEN_NO_EPISODE_ENDED = ("episode_return", "episode_length")
+
+
 def first_non_finite(metrics: dict, state: Any,
-                     ignore: tuple = ("episode_return", "episode_length")) -> Optional[str]:
+                     ignore: tuple = NAN_WHEN_NO_EPISODE_ENDED) -> Optional[str]:
   """The name of the first NaN/inf metric, else the path of the first NaN/inf state leaf, else None.
 
   Episode statistics are NaN when no episode ended in a chunk: that is not a divergence.
@@ -174,11 +189,13 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
     length = min(log_every, learner.num_updates - update)
     start = time.perf_counter()
     state, metric_sums = chunk(state, jnp.int32(length))
-    metrics = summarize(jax.device_get(metric_sums), length)
+    metric_sums = jax.device_get(metric_sums)
+    metrics = summarize(metric_sums, length)
     seconds = time.perf_counter() - start
     update += length
     elapsed += seconds
-    problem = first_non_finite(metrics, state)
+    problem = first_non_finite(metrics, state, ignore=NAN_WHEN_NO_EPISODE_ENDED
+                               + undefined_episode_means(metric_sums))
     if problem is not None:
       raise _diverged(f"{problem} in the chunk ending", update, checkpointer)
     record = {"phase": "train", "update": update,

@@ -21,8 +21,10 @@ class Counter(struct.PyTreeNode):
   key: jax.Array
 
 
-def counting_learner(num_updates: int, nan_at: int = 0) -> training.Learner:
-  """x grows by a random amount per update; x and the loss become NaN from update `nan_at` on."""
+def counting_learner(num_updates: int, nan_at: int = 0, episode_every: int = 1
+                     ) -> training.Learner:
+  """x grows by a random amount per update; x and the loss become NaN from update `nan_at` on.
+  An episode (return x, cost 2x) ends at every `episode_every`-th update."""
   def init(key):
     return Counter(x=jnp.zeros(()), n=jnp.zeros((), jnp.int32), key=key)
 
@@ -31,7 +33,9 @@ def counting_learner(num_updates: int, nan_at: int = 0) -> training.Learner:
     n = state.n + 1
     poisoned = (nan_at > 0) & (n >= nan_at)
     x = jnp.where(poisoned, jnp.nan, state.x + jax.random.uniform(sub))
-    return Counter(x=x, n=n, key=key), {"loss": x, "episode_return_sum": x, "episodes": 1.0}
+    ended = (n % episode_every == 0).astype(jnp.float32)
+    return Counter(x=x, n=n, key=key), {"loss": x, "episode_return_sum": ended * x,
+                                        "episode_cost_sum": ended * 2 * x, "episodes": ended}
 
   def evaluate(state, key):
     del key
@@ -97,6 +101,31 @@ def test_first_non_finite_names_metric_then_state_leaf():
   assert "['w']" in training.first_non_finite({"loss": 1.0}, {"w": jnp.array([1.0, jnp.nan])})
   # episode statistics are NaN when no episode ended: not a divergence
   assert training.first_non_finite({"episode_return": math.nan}, {}) is None
+
+
+def test_undefined_episode_means_only_when_no_episode_ended():
+  none_ended = {"loss": 1.0, "episode_cost_sum": 0.0, "episode_return_sum": 0.0, "episodes": 0.0}
+  assert set(training.undefined_episode_means(none_ended)) == {"episode_cost", "episode_return"}
+  assert training.undefined_episode_means({**none_ended, "episodes": 2.0}) == ()
+  assert training.undefined_episode_means({"loss": 1.0}) == ()
+
+
+def test_chunk_without_an_ended_episode_is_logged_not_stopped(tmp_path):
+  # Episodes end every 8th update, so the chunk of updates 5-7 has none: its episode means
+  # (cost included, not only return and length) are NaN, which is not a divergence.
+  workdir = str(tmp_path / "sparse")
+  training.train(counting_learner(12, episode_every=8), CONFIG, workdir, log_every=4,
+                 checkpoint_every=4)
+  train_records = [r for r in read_jsonl(workdir) if r["phase"] == "train"]
+  assert [r["episodes"] for r in train_records] == [0.0, 1.0, 0.0]
+  assert train_records[0]["episode_cost"] is None  # the logger writes NaN as JSON null
+  assert train_records[1]["episode_cost"] == pytest.approx(2 * train_records[1]["episode_return"])
+
+
+def test_nan_episode_cost_of_an_ended_episode_still_stops(tmp_path):
+  with pytest.raises(training.TrainingDiverged, match="episode_cost"):
+    training.train(counting_learner(8, nan_at=3, episode_every=4), CONFIG, str(tmp_path / "r"),
+                   log_every=4, checkpoint_every=4)
 
 
 def test_logger_truncates_records_a_resumed_run_rewrites(tmp_path):
