@@ -21,7 +21,8 @@ One iteration (one Learner step), as in the reference's `offpolicy_train_loop`:
      `actor_updates` actor steps (reference 3):
      REINFORCE on fresh utterances a_π with every token weighted by the online critic's
      A = min_e Q_e(s, a_π) − min_e V_e(s) (optionally standardised per batch,
-     `advantage_normalization = "batch"`; the reference uses the raw advantage, "none").
+     `advantage_normalization = "batch"`; the reference uses the raw advantage, "none"; with
+     `actor_baseline_samples` = K > 1 the mean min-Q of K samples per dialogue replaces V).
 Logged per iteration besides the losses: critic diagnostics (`q_success`, `q_failure`, `q_gap`:
 min-Q of correct guesses vs failed final utterances in the critic batches), the actor's
 advantage statistics, and, with `train_eval_episodes > 0`, `eval_return`: the greedy success of
@@ -139,6 +140,12 @@ def get_config() -> ml_collections.ConfigDict:
   # Not in the reference (which uses the raw advantage): "batch" standardises the advantages of
   # each actor batch (zero mean, unit variance) before the REINFORCE weighting.
   config.advantage_normalization = "none"
+  # Not in the reference: K > 1 samples K utterances at each of batch_size / K actor dialogues
+  # and replaces the critic's V(s) by the mean of min_e Q_e(s, a_k) over the K samples. On the
+  # token game the critic's V is the worse half of its advantage: after 800 critic steps on
+  # 8,192 utterances min Q - min V correlates 0.20 with the exact advantage at last-turn
+  # decisions, min Q centred over 8 samples 0.48 (`experiments/archer_critic_diagnostic.py`).
+  config.actor_baseline_samples = 1
   # Greedy games played inside every iteration for the `eval_return` learning curve (0: none).
   config.train_eval_episodes = 0
   # Run-level settings read by the experiment loop.
@@ -159,7 +166,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "buffer_size",
                       "batch_size", "critic_updates", "actor_updates", "num_critics",
                       "critic_d_model", "critic_num_layers", "log_every", "checkpoint_every",
-                      "max_checkpoints", "eval_episodes", "rollout_unroll")
+                      "max_checkpoints", "eval_episodes", "rollout_unroll",
+                      "actor_baseline_samples")
+  checks.divisible(config, "batch_size", config.actor_baseline_samples,
+                   "config.actor_baseline_samples (dialogues x samples per actor batch)")
   if isinstance(config.warmup_iters, bool) or not isinstance(config.warmup_iters, int) \
       or config.warmup_iters < 0:
     raise checks.ConfigError(
@@ -249,8 +259,13 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
   """ArCHer's token-level REINFORCE loss on dialogues `[B, D]` (reference `actor_loss`).
 
   Samples a_π ~ π(·|s); the online critic gives A = min_e Q_e(s, a_π) − min_e V_e(s) (no
-  gradient); the gradient flows only through the teacher-forced log-probs of a_π.
+  gradient); the gradient flows only through the teacher-forced log-probs of a_π. With
+  `config.actor_baseline_samples` = K > 1, K utterances at each of the first B / K dialogues and
+  A = min_e Q_e(s, a_k) − mean_k min_e Q_e(s, a_k) (a sample-mean baseline instead of V).
   """
+  samples = config.actor_baseline_samples
+  if samples > 1:
+    dialogue = jnp.tile(dialogue[:dialogue.shape[0] // samples], (samples, 1))
   a_pi, _ = transformer.generate(policy, jax.lax.stop_gradient(policy_params), dialogue, key,
                                  num_tokens=utterance_len, temperature=config.temperature)
   mask = token_bc.token_mask(a_pi)
@@ -258,6 +273,11 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
   token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, a_pi,
                                                config.temperature)
   q_pi, v = out.q, out.v
+  if samples > 1:
+    # Rows are sample-major (tile): row k * B' + b is sample k at dialogue b.
+    q_min = jnp.min(q_pi, axis=0).reshape(samples, -1)
+    baseline = jnp.broadcast_to(jnp.mean(q_min, axis=0, keepdims=True), q_min.shape)
+    q_pi, v = q_min.reshape(1, -1), baseline.reshape(1, -1)
   if config.advantage_normalization == "batch":
     # The loss takes A = min_e Q_e − min_e V_e; passing the standardised advantage as a single
     # "Q" with V = 0 feeds it through unchanged (min over identical heads is the value itself).

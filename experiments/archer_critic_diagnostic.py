@@ -25,7 +25,11 @@ at the behaviour-cloned start of seed `--seed_index` of `split(key(config.seed),
    utterances, the agent's diagnostic) on the whole training buffer and on the held-out buffer,
    the same gap of Q* (`oracle_gap`: the best a critic can show on these outcomes, below 1
    because a guess among several consistent items is a coin flip), and the mean |min-Q - Q*| over
-   final utterances of the held-out buffer (`final_error`).
+   final utterances of the held-out buffer (`final_error`); and whether the critic's advantage
+   points where the exact one does (`advantage_agreement`: at those of the first
+   `AGREEMENT_DIALOGUES` held-out dialogues that are on the game's last turn, 8 policy samples
+   each, the correlation of the critic's min Q - min V with Q*(s, a) - mean over the samples of
+   Q*, the advantage the actor would need).
 """
 
 import json
@@ -36,6 +40,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
+# Held-out dialogues (the first ones) where the critic's advantage is compared with the exact one.
+AGREEMENT_DIALOGUES = 2048
 
 
 def define_flags() -> None:
@@ -95,8 +101,10 @@ def outcome_gap(values, batch):
   return archer.outcome_means(values, batch)["q_gap"]
 
 
-def critic_report(agent, train, held_out, oracle_train, oracle_held_out):
-  """The evaluation numbers of one point of the curve (see the module docstring)."""
+def critic_report(agent, train, held_out, oracle_train, oracle_held_out, sample_key=None,
+                  env_params=None, num_samples: int = 8):
+  """The evaluation numbers of one point of the curve (see the module docstring); with
+  `sample_key` also the `advantage_agreement` of the held-out buffer's dialogues."""
   import jax.numpy as jnp
   from hrljax.agents import token_bc
 
@@ -107,13 +115,82 @@ def critic_report(agent, train, held_out, oracle_train, oracle_held_out):
 
   q_held_out = min_q(held_out)
   final = held_out.terminated.astype(jnp.float32)
+  agreement = {}
+  if sample_key is not None:
+    # At most AGREEMENT_DIALOGUES dialogues: K samples of all 8,192 of a 32-iteration buffer
+    # in one batch exhausted the machine's memory.
+    agreement = advantage_agreement(*last_turn_advantages(
+        agent, held_out.dialogue[:AGREEMENT_DIALOGUES], sample_key, env_params, num_samples))
   return {
+      **agreement,
       "q_gap_train": outcome_gap(min_q(train), train),
       "q_gap_held_out": outcome_gap(q_held_out, held_out),
       "oracle_gap_train": outcome_gap(oracle_train, train),
       "oracle_gap_held_out": outcome_gap(oracle_held_out, held_out),
       "final_error": jnp.sum(jnp.abs(q_held_out - oracle_held_out) * final) / jnp.sum(final),
   }
+
+
+def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
+  """The critic's and the exact advantage of `num_samples` policy utterances at every dialogue
+  `[B, D]`, `[K, B]` each, and a `[B]` mask of the dialogues on the game's last turn.
+
+  On the last turn every utterance ends the game, so its exact value is Q*(s, a) (`oracle_q`)
+  and the exact advantage of a sample is Q*(s, a_k) - mean_k Q*(s, a_k) (the policy's value
+  estimated from the same samples). The critic's is the actor's weight
+  min_e Q_e(s, a_k) - min_e V_e(s) (`hierarchical_critics.archer_advantage`).
+  """
+  import jax
+  import jax.numpy as jnp
+  from hrljax.agents import archer, token_bc
+  from hrljax.envs import token_game
+  from hrljax.losses import hierarchical_critics as hc
+  from hrljax.networks import transformer
+
+  batch_size = dialogue.shape[0]
+  repeated = jnp.tile(dialogue, (num_samples, 1))
+  utterance, _ = transformer.generate(agent.policy, agent.policy_params, repeated, key,
+                                      num_tokens=agent.utterance_len,
+                                      temperature=agent.config.temperature)
+  out = agent.critic.apply(agent.critic_params, repeated, utterance,
+                           token_bc.token_mask(utterance))
+  critic = hc.archer_advantage(out.q, out.v).reshape(num_samples, batch_size)
+  samples = archer.UtteranceTransition(
+      dialogue=repeated, utterance=utterance, reward=jnp.zeros((repeated.shape[0],)),
+      next_dialogue=repeated, terminated=jnp.ones((repeated.shape[0],), bool))
+  q_star = oracle_q(samples, env_params).reshape(num_samples, batch_size)
+  exact = q_star - jnp.mean(q_star, axis=0, keepdims=True)
+  _, turns = jax.vmap(lambda d: token_game.consistent_items(d, env_params))(dialogue)
+  return critic, exact, turns == env_params.max_turns - 1
+
+
+def advantage_agreement(critic, exact, last_turn):
+  """How well the critic's advantage `[K, B]` points where the exact one does, over the samples
+  of the dialogues in `last_turn` `[B]`:
+
+  * `adv_corr`: Pearson correlation of the two over all those samples (the actor's REINFORCE
+    direction is the advantage-weighted score, so this is what matters for its first steps);
+  * `adv_corr_centred`: the same with the critic's advantage centred per dialogue over its K
+    samples (a K-sample baseline in place of the critic's V);
+  * `adv_sign_centred`: the fraction of samples with a non-zero exact advantage whose centred
+    critic advantage has the same sign.
+  """
+  import jax.numpy as jnp
+  weight = jnp.broadcast_to(last_turn[None].astype(jnp.float32), exact.shape)
+
+  def corr(x, y):
+    total = jnp.maximum(jnp.sum(weight), 1.0)
+    x = x - jnp.sum(x * weight) / total
+    y = y - jnp.sum(y * weight) / total
+    covariance = jnp.sum(x * y * weight)
+    return covariance / jnp.sqrt(jnp.sum(x * x * weight) * jnp.sum(y * y * weight) + 1e-12)
+
+  centred = critic - jnp.mean(critic, axis=0, keepdims=True)
+  decided = weight * (exact != 0)
+  agree = jnp.sum((jnp.sign(centred) == jnp.sign(exact)) * decided) / jnp.maximum(
+      jnp.sum(decided), 1.0)
+  return {"adv_corr": corr(critic, exact), "adv_corr_centred": corr(centred, exact),
+          "adv_sign_centred": agree}
 
 
 def load_policy_params(config, num_seeds: int, seed_index: int, cache_dir):
@@ -176,20 +253,29 @@ def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cac
     agent, metrics = jax.lax.scan(lambda a, b: a.critic_step(b), agent, batches)
     return agent, jax.tree.map(lambda m: m.mean(), metrics)
 
-  report = jax.jit(critic_report)
+  # The same policy samples at every evaluation, so the agreement changes only with the critic.
+  sample_key = jax.random.fold_in(batch_key, 1_000_000)
+  # The buffers are arguments, not closure constants: XLA would constant-fold them for minutes.
+  report_fn = jax.jit(lambda agent, *buffers: critic_report(agent, *buffers, sample_key,
+                                                            env_params))
+  report = lambda agent: report_fn(agent, train, held_out, oracle_train, oracle_held_out)
   with open(out, "w") as f:
     for chunk in range(steps // eval_every + 1):
       metrics = {}
       if chunk:
         agent, metrics = train_chunk(agent, jax.random.fold_in(batch_key, chunk))
       row = {"critic_steps": chunk * eval_every,
-             **{k: round(float(v), 4) for k, v in report(agent, train, held_out, oracle_train,
-                                                         oracle_held_out).items()},
+             **{k: round(float(v), 4) for k, v in report(agent).items()},
              **{f"batch_{k}": round(float(metrics[k]), 4) for k in ("q_gap", "critic_loss")
                 if k in metrics}}
-      f.write(json.dumps(row) + "\n")
-      f.flush()
-      print(json.dumps(row), flush=True)
+      emit_row(f, row)
+
+
+def emit_row(f, row: dict) -> None:
+  """One JSON line to the open file `f` (flushed, so a stopped run keeps its rows) and stdout."""
+  f.write(json.dumps(row) + "\n")
+  f.flush()
+  print(json.dumps(row), flush=True)
 
 
 def main(argv):

@@ -32,6 +32,15 @@ in `experiments/results/ARCHER.md`):
     before it; with those the 3-seed mean on fixed evaluation games moved between 0.57 and 0.77
     from its 0.764 start (seeds gain and lose whole targets) within 12,288 utterances per seed;
     the scripted data did not improve the critic's ranking of the policy's own games.
+  * session 5 (`experiments/archer_actor_diagnostic.py`): the actor loss itself learns at token
+    PPO's rate (mean 0.93 after 7,680 utterances per seed) with the exact advantage, or plain
+    Monte-Carlo returns, given token PPO's Adam 1e-4 and 16 steps per 128 utterances; with one
+    step per 128 (this config takes 2 per 256) it gains one target and stops. With the learned
+    critic those actor settings (`actor_learning_rate=1e-4`, `actor_updates=16`, run J) first
+    fall to 0.49 and end at 0.85 after 10,240 utterances, below the 0.90 bar, so they are not
+    the defaults either: the critic's advantage after the warm-up correlates only about 0.05
+    with the exact one (`experiments/archer_critic_diagnostic.py`). With
+    `actor_baseline_samples=4` as well (run L) the mean was 0.82 after 6,144 utterances (J: 0.72).
 
 `train_eval_episodes` plays 64 greedy games inside every iteration, so the log of
 `experiments.train` carries a learning curve: `python -m experiments.plot <workdir> --y=eval_return`.

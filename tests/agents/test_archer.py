@@ -523,3 +523,30 @@ def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   assert out["specs"] == ["P('data',)", "P()"]  # env carry split, buffer replicated
   assert out["change"] > 1e-3  # the updates did move the parameters
   assert out["diff"] < 1e-4, out
+
+
+def test_sample_mean_baseline_centres_the_critic_q_over_the_samples_of_a_dialogue(run):
+  """`actor_baseline_samples` = 2: the first B / 2 dialogues each get 2 utterances, and each
+  one's advantage is min-Q minus the mean min-Q of its dialogue's 2 samples, so the two
+  advantages of a dialogue sum to 0 (with the raw advantage) and differ where the samples do."""
+  _, env_params, states, _ = run
+  agent, items = states[0][1].agent, _replayed(states[0][1])
+  config = ml_collections.FrozenConfigDict(dict(
+      agent.config.as_configdict().to_dict(), advantage_normalization="none",
+      actor_baseline_samples=2))
+  _, extras = jax.jit(lambda: archer.actor_objective(
+      agent.policy_params, agent.critic_params, agent.critic, agent.policy, items.dialogue,
+      jax.random.key(6), config, env_params.utterance_len))()
+  advantage = np.asarray(extras.advantage, np.float64).reshape(2, -1)
+  assert advantage.shape[1] == items.dialogue.shape[0] // 2
+  np.testing.assert_allclose(advantage.sum(axis=0), 0.0, atol=1e-5)
+  assert np.abs(advantage).max() > 0.0
+
+
+def test_actor_baseline_samples_must_divide_the_batch():
+  config = archer.get_config()
+  config.batch_size = 6
+  config.actor_baseline_samples = 4
+  with pytest.raises(ConfigError, match="config.batch_size: expected a multiple of "
+                     "config.actor_baseline_samples"):
+    archer.validate_config(config)

@@ -66,3 +66,18 @@ def test_training_buffer_adds_the_seed_bc_dataset_after_the_policy_data():
   np.testing.assert_array_equal(bc_only.reward, expected.reward)
   np.testing.assert_array_equal(both.utterance, np.concatenate([policy_only.utterance,
                                                                 expected.utterance]))
+
+
+def test_advantage_agreement_against_hand_values():
+  # Two dialogues x 2 samples; only dialogue 0 is on the last turn.
+  exact = jnp.asarray([[0.5, 0.3], [-0.5, -0.3]])  # [K, B]
+  last_turn = jnp.asarray([True, False])
+  same = diag.advantage_agreement(exact * 2.0 + 1.0, exact, last_turn)
+  np.testing.assert_allclose(float(same["adv_corr"]), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(float(same["adv_sign_centred"]), 1.0)
+  # A critic that ranks dialogue 0's samples the wrong way: correlation -1, no sign agrees,
+  # whatever it says about dialogue 1 (not on the last turn, so not counted).
+  wrong = diag.advantage_agreement(jnp.asarray([[0.1, 9.0], [0.7, -9.0]]), exact, last_turn)
+  np.testing.assert_allclose(float(wrong["adv_corr"]), -1.0, rtol=1e-5)
+  np.testing.assert_allclose(float(wrong["adv_corr_centred"]), -1.0, rtol=1e-5)
+  np.testing.assert_allclose(float(wrong["adv_sign_centred"]), 0.0)
