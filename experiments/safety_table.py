@@ -57,13 +57,19 @@ from hrljax.logging import MetricsLogger
 OFF_POLICY = ("recovery_rl", "bresa")
 ON_POLICY = ("ppo_lagrangian", "shielded_ppo")
 
-config_flags.DEFINE_config_file("config", None, "A *_pointhazard config file.", lock_config=True)
-flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, trained together in this process.")
-flags.DEFINE_bool("sequential", False, "Train the seeds one after the other instead of vmapped "
-                  "(under vmap the two-rate rollout's lax.cond computes both branches).")
-flags.DEFINE_string("workdir", None, "Also write each seed's run as an experiments.train "
-                    "workdir <workdir>/<config name>_s<seed> (for experiments.plot_safety).")
 FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """The command line; defined only when run as a script, so that importing this module (the
+  tests do) next to other experiment modules defines no flag twice."""
+  config_flags.DEFINE_config_file("config", None, "A *_pointhazard config file.",
+                                  lock_config=True)
+  flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, trained together in this process.")
+  flags.DEFINE_bool("sequential", False, "Train the seeds one after the other instead of "
+                    "vmapped (under vmap the two-rate rollout's lax.cond computes both branches).")
+  flags.DEFINE_string("workdir", None, "Also write each seed's run as an experiments.train "
+                      "workdir <workdir>/<config name>_s<seed> (for experiments.plot_safety).")
 
 
 def parse_seeds(values) -> list[int]:
@@ -209,4 +215,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
