@@ -36,14 +36,11 @@ def fail(message: str, code: int = 2) -> None:
 
 def check_workdir(workdir: str) -> None:
   """Fails early, with one line, when the workdir cannot be written."""
+  from hrljax import checkpoint
   try:
-    os.makedirs(workdir, exist_ok=True)
-    probe = os.path.join(workdir, ".write_probe")
-    with open(probe, "w") as f:
-      f.write("ok")
-    os.remove(probe)
-  except OSError as error:
-    fail(f"--workdir: cannot write to {workdir!r} ({error.strerror or error})")
+    checkpoint.probe_writable(workdir)
+  except checkpoint.CheckpointError as error:
+    fail(f"--workdir: cannot write to {workdir!r} ({error.__cause__.strerror or error.__cause__})")
 
 
 def _flag_value(argv: list, name: str):
