@@ -38,7 +38,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
-from hrljax.agents import token_bc, token_ppo
+from hrljax.agents import common, token_bc, token_ppo
 from hrljax.envs import token_game
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
@@ -181,7 +181,8 @@ class TokenGRPOAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
 
   def update(self, batch: UtteranceBatch) -> tuple["TokenGRPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over the update's utterances."""
-    return token_ppo.minibatch_epochs(self, batch, _minibatch_step)
+    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
+                                   self.config.update_epochs)
 
 
 def grpo_loss(params: PyTree, agent: TokenGRPOAgent, batch: UtteranceBatch

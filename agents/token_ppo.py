@@ -48,7 +48,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
-from hrljax.agents import token_bc
+from hrljax.agents import common, token_bc
 from hrljax.agents.ppo import rollout_statistics
 from hrljax.envs import token_game
 from hrljax.losses import policy_gradient as pg
@@ -329,26 +329,8 @@ class TokenPPOAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
 
   def update(self, batch: TokenBatch) -> tuple["TokenPPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over the update's utterances."""
-    return minibatch_epochs(self, batch, _minibatch_step)
-
-
-def minibatch_epochs(agent, batch, minibatch_step):
-  """`config.update_epochs` passes of `minibatch_step(agent, minibatch)` over `batch` (rows on
-  the leading axis) shuffled into `config.num_minibatches` minibatches with the agent's key; the
-  metrics are averaged over every step."""
-  config = agent.config
-  num_rows = batch.mask.shape[0]
-
-  def epoch(agent, _):
-    key, perm_key = jax.random.split(agent.key)
-    perm = jax.random.permutation(perm_key, num_rows)
-    minibatches = jax.tree.map(
-        lambda x: jnp.take(x, perm, axis=0).reshape((config.num_minibatches, -1) + x.shape[1:]),
-        batch)
-    return jax.lax.scan(minibatch_step, agent.replace(key=key), minibatches)
-
-  agent, metrics = jax.lax.scan(epoch, agent, None, length=config.update_epochs)
-  return agent, jax.tree.map(jnp.mean, metrics)
+    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
+                                   self.config.update_epochs)
 
 
 def normalize_advantages(advantage: Array, mask: Array) -> Array:
