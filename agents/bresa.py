@@ -29,7 +29,13 @@ What Bresa is here, composed from `hrljax.agents.recovery_rl` (which holds the s
   * **Decoupled learning**: π_task is plain SAC on the task reward and never sees costs; Q_risk
     and π_rec learn from the cost signal on every executed control step (Recovery RL's TD loss,
     `losses.safety.qrisk_loss`, and its model-free recovery objective). The task buffer stores the
-    proposed command (Recovery RL's action relabelling).
+    proposed command (Recovery RL's action relabelling). Optionally (`task_risk_penalty`, default
+    "off") the task actor also feels the critic: ν·(Q_risk(s, c(s, w)) − ε) is added to its loss,
+    with c(s, w) the waypoint controller's first nominal action for the waypoint w at the
+    decision's start state s, differentiated through the saturated P controller (its rescaling
+    to unit norm keeps the gradient of the direction to the waypoint;
+    `recovery_rl.task_risk_penalty_fn`; measured on PointHazard: no gain,
+    `experiments/results/SAFETY.md`).
   * Q_risk's next action is the controller's nominal action at ŝ' under the same command
     (`risk_next_action="controller"`, the spec's SARSA-style choice for the control-rate stream);
     its discount is per control step, γ_risk,low = γ_risk^(1/K) with Recovery RL's γ_risk = 0.5.

@@ -23,6 +23,13 @@ code (`recovery_rl/qrisk.py`, `sac.py`, `experiment.py` in the authors' code bas
 * `intervention_penalty` (default 0, the reference) subtracts a fixed penalty from the task
   reward of each decision in which the safety layer intervened (spec §6.4 (d), intervention as
   a cost, with a fixed weight): an option of this code base, not of the paper.
+* `task_risk_penalty` (default "off", the paper's Recovery RL, in which π_task never sees
+  Q_risk) adds the safety critic's Lagrangian ν·(Q_risk(s, c(s, a)) − ε) to the task actor's
+  loss at its reparameterised action a (the reference code's LR baseline, spec §2.6; SQRL's
+  constrained update in its paper form, §3.3), with ν fixed or learned by SQRL's multiplier loss;
+  c is the controller, so for Bresa Q_risk scores the nominal control action of the waypoint at
+  the decision's start state and the gradient passes through the waypoint tracker
+  (`task_risk_penalty_fn`). Off until the critic has been pre-trained.
 
 Run structure: the Learner step is a two-rate rollout (`hrljax.rollout.two_rate_rollout`) with a
 controller and a per-control-step reflex; Recovery RL is the case K = 1 (one control step per
@@ -63,6 +70,7 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 from flax import struct
+from ml_collections import config_dict
 
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout
@@ -80,6 +88,8 @@ RISK_NEXT_ACTIONS = ("task", "controller")
 RECOVERY_OBJECTIVES = ("risk", "task")
 RECOVERY_ACTIONS = ("policy", "critic_projection", "safe_sampling")
 SAFETY_INFO_KEYS = ("cost", "violation")
+TASK_RISK_PENALTIES = ("off", "fixed", "learned")
+TASK_RISK_FORMS = ("linear", "hinge")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -144,6 +154,23 @@ def get_config() -> ml_collections.ConfigDict:
   # Lagrange multiplier: π_task learns that a proposal the reflex overrides is worse than one it
   # lets through. 0 (the reference: π_task never sees the intervention).
   config.intervention_penalty = 0.0
+  # The safety critic's Lagrangian on the task actor (spec safety_critics.md §2.6 "LR", §3.3 SQRL
+  # paper form): "off" (the reference Recovery RL: π_task never sees Q_risk), "fixed" or
+  # "learned" adds ν·(Q_risk(s, c(s, π_task(s))) − ε_task) to the task actor loss, the gradient
+  # flowing through the reparameterised task action and the controller c (the task action itself
+  # for Recovery RL's "direct" controller; the nominal control action for the waypoint at the
+  # decision's start state for Bresa's). "learned": log ν descends SQRL's multiplier loss
+  # (`losses.safety.sqrl_lambda_loss`), so ν rises while the batch's geometric mean of the risk
+  # exceeds ε_task.
+  config.task_risk_penalty = "off"
+  # "linear": ν·(Q_risk − ε_task), the LR/SQRL Lagrangian term (pushes the risk down everywhere);
+  # "hinge": ν·max(Q_risk − ε_task, 0), the exact-penalty form of the per-state constraint
+  # Q_risk(s, π(s)) <= ε_task (only actions above ε_task are pushed; as `recovery_task_loss`).
+  config.task_risk_form = "linear"
+  config.task_risk_nu = 1.0  # ν, or its initial value when learned (the reference: 5000 for nav)
+  config.task_risk_limit = config_dict.placeholder(float)  # ε_task; None: eps_risk
+  # Adam's learning rate for log ν; None: 0.1 × actor_learning_rate (the reference's LR).
+  config.task_risk_nu_learning_rate = config_dict.placeholder(float)
   return config
 
 
@@ -188,6 +215,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.positive(config, "recovery_risk_weight")
   checks.non_negative(config, "intervention_penalty")
   checks.in_unit_interval(config, "recovery_risk_target")
+  validate_task_risk_penalty(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   if not isinstance(env, point_hazard.PointHazard):
     raise checks.ConfigError(f"config.env_name: expected an environment with info['cost'] and "
@@ -196,6 +224,33 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError("config.controller: 'waypoint' reads the position from a "
                              "'relative' PointHazard observation, got observation_type "
                              f"{env_params.observation_type!r}")
+
+
+def validate_task_risk_penalty(config: ml_collections.ConfigDict) -> None:
+  """The `task_risk_*` fields (the safety critic's Lagrangian on the task actor)."""
+  checks.one_of(config, "task_risk_penalty", TASK_RISK_PENALTIES)
+  checks.one_of(config, "task_risk_form", TASK_RISK_FORMS)
+  nu = config.task_risk_nu
+  if isinstance(nu, bool) or not isinstance(nu, (int, float)) or not (0.0 < nu < math.inf):
+    raise checks.ConfigError(f"config.task_risk_nu: expected a finite float > 0, got {nu!r}")
+  limit = config.task_risk_limit
+  if limit is not None and not (isinstance(limit, (int, float)) and 0.0 < limit < 1.0):
+    raise checks.ConfigError(
+        f"config.task_risk_limit: expected None (eps_risk) or a float in (0, 1), got {limit!r}")
+  if limit is None and config.task_risk_penalty != "off" and not 0.0 < config.eps_risk < 1.0:
+    raise checks.ConfigError(
+        "config.task_risk_limit: None takes eps_risk, which the penalty needs in (0, 1), got "
+        f"eps_risk={config.eps_risk!r}; set task_risk_limit")
+  rate = config.task_risk_nu_learning_rate
+  if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                           or not 0.0 < rate < math.inf):
+    raise checks.ConfigError(f"config.task_risk_nu_learning_rate: expected None (0.1 × "
+                             f"actor_learning_rate) or a finite float > 0, got {rate!r}")
+
+
+def task_risk_limit(config) -> float:
+  """ε_task of the task actor's risk constraint: `task_risk_limit`, or the switch's `eps_risk`."""
+  return float(config.eps_risk if config.task_risk_limit is None else config.task_risk_limit)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -248,10 +303,13 @@ class RecoveryAgent(struct.PyTreeNode):
   recovery_params: PyTree
   risk_opt_state: PyTree
   recovery_opt_state: PyTree
+  log_nu: Array  # float32 scalar: log ν of the task actor's risk Lagrangian (`task_risk_penalty`)
+  nu_opt_state: PyTree
   risk_critic: nn.Module = struct.field(pytree_node=False)
   recovery_actor: nn.Module = struct.field(pytree_node=False)
   risk_tx: optax.GradientTransformation = struct.field(pytree_node=False)
   recovery_tx: optax.GradientTransformation = struct.field(pytree_node=False)
+  nu_tx: optax.GradientTransformation = struct.field(pytree_node=False)
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
@@ -268,11 +326,16 @@ class RecoveryAgent(struct.PyTreeNode):
     recovery_params = recovery_actor.init(recovery_key, obs)
     risk_tx = sac.make_optimizer(config, config.risk_learning_rate)
     recovery_tx = sac.make_optimizer(config, config.recovery_learning_rate)
+    nu_rate = (0.1 * config.actor_learning_rate if config.task_risk_nu_learning_rate is None
+               else config.task_risk_nu_learning_rate)
+    nu_tx = sac.make_optimizer(config, nu_rate)
+    log_nu = jnp.asarray(math.log(config.task_risk_nu), jnp.float32)
     return cls(task=task, risk_params=risk_params, target_risk_params=risk_params,
                recovery_params=recovery_params, risk_opt_state=risk_tx.init(risk_params),
-               recovery_opt_state=recovery_tx.init(recovery_params), risk_critic=risk_critic,
+               recovery_opt_state=recovery_tx.init(recovery_params), log_nu=log_nu,
+               nu_opt_state=nu_tx.init(log_nu), risk_critic=risk_critic,
                recovery_actor=recovery_actor, risk_tx=risk_tx, recovery_tx=recovery_tx,
-               config=config)
+               nu_tx=nu_tx, config=config)
 
   def risk_heads(self, params: PyTree, obs: PyTree, action: Array) -> Array:
     """Both heads, sigmoid(Q_k(s, a)) ∈ (0, 1), float `[2, B]`."""
@@ -289,6 +352,41 @@ class RecoveryAgent(struct.PyTreeNode):
     does not saturate where the risk is near 0 or 1 (`critic_projection`)."""
     q = self.risk_critic.apply(self.risk_params, obs, action)
     return safety.risk_value(q[0], q[1])
+
+  def task_risk_score(self, obs: PyTree, command: Array) -> Array:
+    """`risk_score` of the task command `[B, |A|]` (in [-1, 1]) at `obs`: the critic's logit at
+    the controller's nominal control action for it (`make_controller`: the rescaled task action
+    for "direct", the waypoint tracker's first action from `obs` for "waypoint"), `[B]`.
+    Differentiable in `command` through the controller (the saturated P controller's rescaling
+    to unit norm keeps the gradient of the direction to the waypoint)."""
+    controller = make_controller(self.config, self.task.action_low, self.task.action_high)
+    return self.risk_score(obs, controller(obs, command))
+
+  def update_task_risk_multiplier(self, obs: PyTree, key: Array, enabled: Array
+                                  ) -> tuple["RecoveryAgent", dict[str, Array]]:
+    """Scores fresh reparameterised task actions at the `[B]` batch's observations with Q_risk
+    and, with `task_risk_penalty="learned"` and the traced bool `enabled`, takes one optimizer
+    step of log ν on the batch mean of SQRL's multiplier loss
+    (`losses.safety.sqrl_lambda_loss`, Srinivasan et al. 2020, arXiv:2010.14603, Sec. 4: log ν
+    rises while the batch's geometric mean of Q_risk exceeds ε_task, falls otherwise). The
+    fresh samples of the updated actor follow SAC's temperature step (`sac.SACAgent.update`)."""
+    config = self.config
+    limit = task_risk_limit(config)
+    command = self.task.actor.apply(self.task.actor_params, obs).sample(seed=key)
+    logit = self.task_risk_score(obs, command)
+    metrics = {"task_risk": jnp.mean(jax.nn.sigmoid(logit)), "task_risk_nu": jnp.exp(self.log_nu)}
+    if config.task_risk_penalty != "learned":
+      return self, metrics
+
+    def objective(log_nu):
+      return jnp.mean(jax.vmap(lambda l: safety.sqrl_lambda_loss(log_nu, l, target_safety=limit))(
+          logit))
+    grad = jax.grad(objective)(self.log_nu)
+    updates, nu_opt_state = self.nu_tx.update(grad, self.nu_opt_state, self.log_nu)
+    log_nu = optax.apply_updates(self.log_nu, updates)
+    keep = lambda new, old: jnp.where(enabled, new, old)
+    return self.replace(log_nu=keep(log_nu, self.log_nu),
+                        nu_opt_state=jax.tree.map(keep, nu_opt_state, self.nu_opt_state)), metrics
 
   def recovery_action(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
     """π_rec's environment action `[B, |A|]` (its mode if `deterministic`)."""
@@ -365,6 +463,31 @@ class RecoveryAgent(struct.PyTreeNode):
                          recovery_opt_state=recovery_opt_state)
     return agent, {"risk_loss": risk_loss, "recovery_loss": recovery_loss,
                    "risk": jnp.mean(extras.risk_tm1)}
+
+
+def task_risk_penalty_fn(agent: RecoveryAgent, enabled: Array) -> sac.ActorPenaltyFn:
+  """The task actor's risk Lagrangian as `SACAgent.update`'s `actor_penalty_fn`: per example
+  ν·(Q_risk(s, c(s, a)) − ε_task) at the reparameterised task action a
+  (`losses.safety.sqrl_actor_penalty` on `RecoveryAgent.task_risk_score`), times the traced bool
+  `enabled` (off until the critic has been pre-trained).
+
+  Thananjeyan et al. 2021 (arXiv:2010.15920), the LR baseline of their code (spec
+  `safety_critics.md` §2.6: `α·log π + ν·(max Q_risk(s, π(s)) − ε) − min Q(s, π(s))`), and SQRL's
+  Lagrangian fine-tuning in its paper form, without the reference code's stop-gradient (§3.3):
+  the gradient reaches the actor through the action (and, for Bresa, through the waypoint
+  controller), pushing the task policy's command towards lower Q_risk. With
+  `task_risk_form="hinge"` the term is ν·max(Q_risk − ε_task, 0), which pushes only the commands
+  whose risk exceeds ε_task (a deviation from LR's linear term). ν and the critic receive no
+  gradient here.
+  """
+  limit = task_risk_limit(agent.config)
+  penalty = jax.vmap(lambda logit: safety.sqrl_actor_penalty(agent.log_nu, logit,
+                                                             target_safety=limit))
+  if agent.config.task_risk_form == "hinge":
+    linear = penalty
+    penalty = lambda logit: jnp.maximum(linear(logit), 0.0)  # ν > 0: ν·max(Q_risk − ε, 0)
+  scale = enabled.astype(jnp.float32)
+  return lambda obs, action: scale * penalty(agent.task_risk_score(obs, action))
 
 
 def recovery_task_loss(task: sac.SACAgent, obs: PyTree, normalized: Array, risk: Array,
@@ -677,6 +800,18 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     task, metrics = jax.lax.scan(one, agent.task, jax.random.split(key, config.updates_per_step))
     return agent.replace(task=task), jax.tree.map(jnp.mean, metrics)
 
+  def penalised_task_updates(agent: RecoveryAgent, buffer, key, risk_ready):
+    # `task_updates` with the risk Lagrangian in the actor loss and the multiplier's step after
+    # each update; `risk_ready` (traced) holds once the critic has been pre-trained.
+    def one(agent, key):
+      batch = smdp_sac_batch(replay.sample(buffer, key, config.batch_size), config.gamma)
+      task, metrics = agent.task.update(batch, task_risk_penalty_fn(agent, risk_ready))
+      agent, nu_metrics = agent.replace(task=task).update_task_risk_multiplier(
+          batch.obs, jax.random.fold_in(key, 1), risk_ready)
+      return agent, {**metrics, **nu_metrics}
+    agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, config.updates_per_step))
+    return agent, jax.tree.map(jnp.mean, metrics)
+
   def safety_updates(agent: RecoveryAgent, buffer, key, count):
     # `count` is traced (one compiled loop serves the pre-training and the regular updates).
     metric_shapes = jax.eval_shape(agent.update_safety, replay.sample(
@@ -722,7 +857,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       commands = jnp.broadcast_to(decision.action[:, None], traj.control.action.shape)
     risk_buffer = replay.add(state.risk_buffer, _risk_items(traj.control, commands, controller))
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
-    agent, metrics = maybe(learning, task_updates, state.agent, task_buffer, update_key)
+    if config.task_risk_penalty == "off":
+      agent, metrics = maybe(learning, task_updates, state.agent, task_buffer, update_key)
+    else:
+      agent, metrics = maybe(learning, penalised_task_updates, state.agent, task_buffer,
+                             update_key, reflex_on)
     safety_key = jax.random.fold_in(update_key, 1)
     first = learning & (state.update * steps_per_update < config.learning_starts)
     count = config.risk_updates_per_step + jnp.where(first, config.risk_pretrain_updates, 0)

@@ -32,7 +32,7 @@ replay buffer and then performs `updates_per_step` gradient updates on sampled b
 """
 
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import chex
 import flax.linen as nn
@@ -50,6 +50,9 @@ from hrljax.agents.ppo import rollout_statistics
 from hrljax.networks.continuous import QEnsemble, TanhGaussianActor
 from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
+
+# `actor_penalty_fn(obs [B, ...], action [B, |A|]) -> [B]`: an extra per-example actor loss term.
+ActorPenaltyFn = Callable[[PyTree, Array], Array]
 
 ALPHA_LOSS_FORMS = ("alpha", "log_alpha")
 Q_REDUCTIONS = ("min", "mean")
@@ -327,9 +330,16 @@ class SACAgent(struct.PyTreeNode):
   def alpha(self) -> Array:
     return jnp.exp(self.log_alpha)
 
-  def update(self, batch: Transition) -> tuple["SACAgent", dict[str, Array]]:
+  def update(self, batch: Transition, actor_penalty_fn: Optional[ActorPenaltyFn] = None
+             ) -> tuple["SACAgent", dict[str, Array]]:
     """One gradient step of the critics, the actor and the temperature on a `[B]` batch, then
-    Polyak averaging of the target critics every `target_update_interval` updates."""
+    Polyak averaging of the target critics every `target_update_interval` updates.
+
+    `actor_penalty_fn(obs, action) -> [B]`, if given, adds the batch mean of its value at the
+    actor's reparameterised action (normalised, [-1, 1]^|A|) to the actor loss, so that its
+    gradient reaches the actor through the action (a Lagrangian constraint term such as Recovery
+    RL's LR baseline, `recovery_rl.task_risk_penalty_fn`); its mean is logged as
+    "actor_penalty". Without it the update is the paper's, unchanged."""
     config = self.config
     key, target_key, actor_key, alpha_key = jax.random.split(self.key, 4)
     alpha = self.alpha
@@ -353,8 +363,12 @@ class SACAgent(struct.PyTreeNode):
       dist = self.actor.apply(params, batch.obs)
       action, log_prob = dist.sample_and_log_prob(seed=actor_key)
       q_value = self.critic.apply(critic_params, batch.obs, action)
-      return actor_loss(log_prob, q_value, alpha, config.actor_q_reduction)
-    (pi_loss, pi_extras), grads = jax.value_and_grad(actor_objective, has_aux=True)(
+      loss, extras = actor_loss(log_prob, q_value, alpha, config.actor_q_reduction)
+      if actor_penalty_fn is None:
+        return loss, (extras, None)
+      penalty = jnp.mean(actor_penalty_fn(batch.obs, action))
+      return loss + penalty, (extras, penalty)
+    (pi_loss, (pi_extras, penalty)), grads = jax.value_and_grad(actor_objective, has_aux=True)(
         self.actor_params)
     updates, actor_opt_state = self.actor_tx.update(grads, self.actor_opt_state,
                                                     self.actor_params)
@@ -391,6 +405,8 @@ class SACAgent(struct.PyTreeNode):
         "q_value": jnp.mean(q_extras.q_value),
         "td_error_abs": jnp.mean(jnp.abs(q_extras.td_error)),
     }
+    if penalty is not None:
+      metrics["actor_penalty"] = penalty
     return agent, metrics
 
 

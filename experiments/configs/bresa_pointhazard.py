@@ -27,7 +27,19 @@ reflex ends the decision; either `recovery_credit`; also at ε = 0.5). At ε = 0
 nearest the nominal one that Q_risk accepts in place of π_rec's (`recovery_action`, seeds 0-17):
 "critic_projection" reaches the goal in 10 of 18 seeds (every failing seed of the config among
 them, 65% of the return), "safe_sampling" in 9 of 18 with 3 violating greedy episodes; the
-robot slides along the central hazard's edge and stops in the gap below it.
+robot slides along the central hazard's edge and stops in the gap below it. At ε = 0.5, the
+safety critic's Lagrangian on the task actor (`task_risk_penalty`: ν·(Q_risk − ε) at the
+waypoint controller's first action, through the controller): fixed ν = 0.1 reaches the goal in
+the same 13 of 18 seeds as without it (76.6% of the return); ν = 1 / 10 / 100 in 2 / 0 / 1 of
+seeds 0-2, ν learned from 5000 in none and from 1 (log ν at lr 0.003, falling to 0 by 20k
+control steps) in 2, the hinge ν·max(Q_risk − ε, 0) with ν = 1 / 10 in 1 of 3. With the reflex
+as a last resort, ε = 0.9, and a fixed ν = 5 (`--config.eps_risk=0.9
+--config.task_risk_penalty=fixed --config.task_risk_nu=5.0`) 15 of seeds 0-17 reach the goal:
+84.5% of the return, 15.1x fewer violating steps, evaluation cost 0 in all 18, which meets the
+three thresholds (ε = 0.9 without the penalty: 18 of 18 but only 6.0x fewer violating steps and
+6 violating greedy episodes): that is `bresa_lagrangian_pointhazard.py`. Not this config's
+default: over control steps 1,001-2,000 it violates 53 / 58 / 119 times (seeds 0-2), above the
+learning test's threshold of 22.2 that this config meets (`tests/agents/test_bresa.py`).
 """
 
 from experiments.configs import recovery_rl_pointhazard

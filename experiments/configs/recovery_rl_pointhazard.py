@@ -38,6 +38,13 @@ training; SAC: 2.91 / 7,300-8,400; commands and all numbers in `experiments/resu
     (`recovery_action`, `agents.recovery_rl.nearest_safe_action`): "critic_projection" 0.72 /
     0.60 / 0.74 / 18, 44, 17 (with the reference's recovery objective: 0.25 / 0.60 / 0.64),
     "safe_sampling" 0.70 / 0.77 / 0.69 / 37, 35, 18: no seed.
+  * the safety critic's Lagrangian on the task actor (`task_risk_penalty`, spec §2.6 LR:
+    ν·(Q_risk(s, π_task(s)) − ε) in the task actor loss, ε = 0.3): fixed ν = 0.1 / 1 / 10 / 100:
+    0.68 / 0.79 / 0.77, 2.90 / 0.72 / 0.68, 0.58 / 0.75 / 0.64, 0.55 / 0.47 / 0.62 (8-124
+    violating steps); ν learned from the reference's 5000: 0.28 / 0.25 / 0.59 (seed 1: 3,307
+    violating steps); the hinge ν·max(Q_risk − ε, 0) with ν = 10: 0.70 / 0.83 / 0.78. No new
+    seed: the task policy stops short of the hazard by itself (0 interventions in the greedy
+    episodes; SAFETY.md, "The safety critic's Lagrangian on the task actor").
 So one seed in three reaches the goal; in the others the task policy learns to stop before the
 hazard (greedy episodes with 0-14 interventions) and never finds the detour within 30k steps.
 """
