@@ -17,7 +17,9 @@ One iteration (one Learner step), as in the reference's `offpolicy_train_loop`:
      utterance a_π (target critic); after every critic step the target critic moves by
      Polyak averaging with τ (`optax.incremental_update`, post-step online parameters);
   3. after `warmup_iters` critic-only iterations (and, if `warmup_q_gap` > 0, once the critic
-     separates correct from failed guesses by that much; not in the reference),
+     separates correct from failed guesses by that much on replayed batches, and if
+     `warmup_fresh_q_gap` > 0 on each iteration's new, not yet replayed games; not in the
+     reference),
      `actor_updates` actor steps (reference 3):
      REINFORCE on fresh utterances a_π with every token weighted by the online critic's
      A = min_e Q_e(s, a_π) − min_e V_e(s) (optionally standardised per batch,
@@ -81,6 +83,9 @@ from hrljax.types import Array, EnvCarry, PyTree
 
 HEAD_MODES = hc.HEAD_MODES
 ADVANTAGE_NORMALIZATIONS = ("none", "batch")
+# Weight of the previous running mean in `RunnerState.fresh_q_gap`: one iteration's new games
+# (64 on the token game) give a noisy gap; 0.5 averages over about the last 3 iterations.
+FRESH_GAP_DECAY = 0.5
 CRITIC_INITS = ("random", "policy")
 
 
@@ -105,6 +110,11 @@ def get_config() -> ml_collections.ConfigDict:
   # passes an exact critic's gap (about 0.62) while the gap on fresh games is still 0.28
   # (`experiments/results/ARCHER.md`), so a passed gate is necessary, not sufficient.
   config.warmup_q_gap = 0.0
+  # Not in the reference: > 0 also keeps the actor still until the critic separates outcomes on
+  # utterances it has not trained on: each iteration's new transitions, scored before they enter
+  # the replay buffer (`fresh_q_gap`), averaged over iterations (`FRESH_GAP_DECAY`). Unlike the
+  # replayed gap above this cannot be reached by memorising the buffer.
+  config.warmup_fresh_q_gap = 0.0
   # Not in the reference: > 0 starts the replay buffer with the transitions of the behaviour-
   # cloning warm-start dataset (the scripted questioner's games, now with their rewards and
   # successors; `warm_start_transitions`) and takes this many critic steps on them before the first
@@ -146,6 +156,13 @@ def get_config() -> ml_collections.ConfigDict:
   # 8,192 utterances min Q - min V correlates 0.20 with the exact advantage at last-turn
   # decisions, min Q centred over 8 samples 0.48 (`experiments/archer_critic_diagnostic.py`).
   config.actor_baseline_samples = 1
+  # Not in the reference (K = 1): K > 1 regresses the critic's V(s) on the mean of the target
+  # Q(s, a_k) over K fresh policy samples instead of one (`critic_objective`), since the V half
+  # of the critic's advantage is its worse half on the token game (see actor_baseline_samples).
+  config.critic_v_samples = 1
+  # Not in the reference: decoupled weight decay of the critic's Adam (AdamW; 0 = plain Adam),
+  # against a critic that memorises its small replay buffer (ARCHER.md).
+  config.critic_weight_decay = 0.0
   # Greedy games played inside every iteration for the `eval_return` learning curve (0: none).
   config.train_eval_episodes = 0
   # Run-level settings read by the experiment loop.
@@ -167,7 +184,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                       "batch_size", "critic_updates", "actor_updates", "num_critics",
                       "critic_d_model", "critic_num_layers", "log_every", "checkpoint_every",
                       "max_checkpoints", "eval_episodes", "rollout_unroll",
-                      "actor_baseline_samples")
+                      "actor_baseline_samples", "critic_v_samples")
   checks.divisible(config, "batch_size", config.actor_baseline_samples,
                    "config.actor_baseline_samples (dialogues x samples per actor batch)")
   if isinstance(config.warmup_iters, bool) or not isinstance(config.warmup_iters, int) \
@@ -179,11 +196,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(f"config.critic_pretrain_steps: expected an integer >= 0, got "
                              f"{config.critic_pretrain_steps!r}")
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
-  if isinstance(config.warmup_q_gap, bool) or not isinstance(config.warmup_q_gap, (int, float)) \
-      or not 0.0 <= config.warmup_q_gap < 1.0:
-    raise checks.ConfigError(f"config.warmup_q_gap: expected a number in [0, 1) (0: off; "
-                             f"the gap is at most 1, for a game where every guess is sure), "
-                             f"got {config.warmup_q_gap!r}")
+  if isinstance(config.critic_weight_decay, bool) or not isinstance(
+      config.critic_weight_decay, (int, float)) or config.critic_weight_decay < 0:
+    raise checks.ConfigError(f"config.critic_weight_decay: expected a number >= 0 (0: off), "
+                             f"got {config.critic_weight_decay!r}")
+  for field in ("warmup_q_gap", "warmup_fresh_q_gap"):
+    check_gap_threshold(config, field)
   checks.in_unit_interval(config, "gamma", "tau")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.one_of(config, "actor_optimizer", ("", "adam", "sgd"))
@@ -212,6 +230,14 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
 
 
+def check_gap_threshold(config, field: str) -> None:
+  """`config.<field>` is a q_gap gate: a number in [0, 1) (0: off)."""
+  value = config[field]
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+    raise checks.ConfigError(f"config.{field}: expected a number in [0, 1) (0: off; the gap is "
+                             f"at most 1, for a game where every guess is sure), got {value!r}")
+
+
 class UtteranceTransition(NamedTuple):
   """One utterance-level transition (or a `[B]` batch): what the replay buffer stores."""
 
@@ -234,14 +260,20 @@ def critic_objective(critic_params: PyTree, target_critic_params: PyTree, policy
   """ArCHer's critic loss on a `[B]` batch (reference `ArcherTrainer.critic_loss`).
 
   Samples a_π ~ π(·|s) at `config.temperature`; the targets V̄_e(s') and Q̄_e(s, a_π) come from
-  the target critic and carry no gradient (neither do the policy's samples).
+  the target critic and carry no gradient (neither do the policy's samples). With
+  `config.critic_v_samples` = K > 1, V_e(s) regresses on the mean of Q̄_e(s, a_k) over K fresh
+  samples (a lower-variance estimate of the same E_{a~π} Q̄_e(s, a); the reference uses K = 1).
   """
   length = batch.utterance.shape[1]
-  a_pi, _ = transformer.generate(policy, policy_params, batch.dialogue, key, num_tokens=length,
+  samples = getattr(config, "critic_v_samples", 1)
+  # Sample-major rows (tile): row k * B + b is sample k at dialogue b (`mean_over_samples`).
+  dialogue = jnp.tile(batch.dialogue, (samples, 1))
+  a_pi, _ = transformer.generate(policy, policy_params, dialogue, key, num_tokens=length,
                                  temperature=config.temperature)
   a_pi = jax.lax.stop_gradient(a_pi)
-  q_pi_tgt = critic.apply(target_critic_params, batch.dialogue, a_pi, token_bc.token_mask(a_pi),
-                          method=transformer.UtteranceCritic.q_values)
+  q_pi_tgt = mean_over_samples(
+      critic.apply(target_critic_params, dialogue, a_pi, token_bc.token_mask(a_pi),
+                   method=transformer.UtteranceCritic.q_values), samples)
   v_next_tgt = critic.apply(target_critic_params, batch.next_dialogue,
                             method=transformer.UtteranceCritic.values)
   out = critic.apply(critic_params, batch.dialogue, batch.utterance,
@@ -250,6 +282,12 @@ def critic_objective(critic_params: PyTree, target_critic_params: PyTree, policy
                                batch.reward.astype(jnp.float32), batch.terminated, config.gamma,
                                q_target_heads=config.q_target_heads,
                                v_target_heads=config.v_target_heads)
+
+
+def mean_over_samples(values: Array, samples: int) -> Array:
+  """`values` `[..., K * B]` with sample-major rows (row k * B + b: sample k of dialogue b) ->
+  the mean over the K samples of each dialogue, `[..., B]`."""
+  return jnp.mean(values.reshape(values.shape[:-1] + (samples, -1)), axis=-2)
 
 
 def actor_objective(policy_params: PyTree, critic_params: PyTree,
@@ -275,9 +313,9 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
   q_pi, v = out.q, out.v
   if samples > 1:
     # Rows are sample-major (tile): row k * B' + b is sample k at dialogue b.
-    q_min = jnp.min(q_pi, axis=0).reshape(samples, -1)
-    baseline = jnp.broadcast_to(jnp.mean(q_min, axis=0, keepdims=True), q_min.shape)
-    q_pi, v = q_min.reshape(1, -1), baseline.reshape(1, -1)
+    q_min = jnp.min(q_pi, axis=0)
+    baseline = jnp.tile(mean_over_samples(q_min, samples), samples)
+    q_pi, v = q_min[None], baseline[None]
   if config.advantage_normalization == "batch":
     # The loss takes A = min_e Q_e − min_e V_e; passing the standardised advantage as a single
     # "Q" with V = 0 feeds it through unchanged (min over identical heads is the value itself).
@@ -332,7 +370,8 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
       critic_params = critic_encoder_from_policy(critic_params, policy_params)
     policy_tx = make_optimizer(config, config.actor_learning_rate,
                                config.actor_optimizer or config.optimizer)
-    critic_tx = make_optimizer(config, config.critic_learning_rate)
+    critic_tx = make_optimizer(config, config.critic_learning_rate,
+                               weight_decay=getattr(config, "critic_weight_decay", 0.0))
     return cls(policy_params=policy_params, critic_params=critic_params,
                target_critic_params=critic_params,
                policy_opt_state=policy_tx.init(policy_params),
@@ -394,6 +433,13 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
     metrics = jax.tree.map(jnp.mean, critic_metrics)
     metrics.update(actor_metrics)
     return agent, metrics
+
+
+def min_q(agent: ArcherAgent, batch: UtteranceTransition) -> Array:
+  """min_e Q_e(s, a) `[B]` of the online critic at the batch's own utterances."""
+  out = agent.critic.apply(agent.critic_params, batch.dialogue, batch.utterance,
+                           token_bc.token_mask(batch.utterance))
+  return jnp.min(out.q, axis=0)
 
 
 def critic_diagnostics(extras: hc.CriticExtras, batch: UtteranceTransition) -> dict[str, Array]:
@@ -459,11 +505,18 @@ def critic_encoder_from_policy(critic_params: PyTree, policy_params: PyTree) -> 
   return {**critic_params, "params": params}
 
 
-def make_optimizer(config, learning_rate: float, name: Optional[str] = None
-                   ) -> optax.GradientTransformation:
-  """Global-norm clipping then `name` ("adam" or "sgd"; default `config.optimizer`)."""
+def make_optimizer(config, learning_rate: float, name: Optional[str] = None,
+                   weight_decay: float = 0.0) -> optax.GradientTransformation:
+  """Global-norm clipping then `name` ("adam" or "sgd"; default `config.optimizer`); Adam with
+  `weight_decay` > 0 is AdamW (Loshchilov & Hutter, arXiv 1711.05101: decay decoupled from the
+  adaptive step)."""
   name = name or config.optimizer
-  optimizer = optax.sgd(learning_rate) if name == "sgd" else optax.adam(learning_rate)
+  if name == "sgd":
+    optimizer = optax.sgd(learning_rate)
+  elif weight_decay:
+    optimizer = optax.adamw(learning_rate, weight_decay=weight_decay)
+  else:
+    optimizer = optax.adam(learning_rate)
   return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
 
 
@@ -484,7 +537,8 @@ class RunnerState(struct.PyTreeNode):
   env: EnvCarry
   key: Array
   update: Array  # int32 count of iterations done
-  critic_ready: Array  # bool: an iteration's mean q_gap has reached config.warmup_q_gap
+  critic_ready: Array  # bool: the q_gap gates (warmup_q_gap, warmup_fresh_q_gap) have passed
+  fresh_q_gap: Array  # float32: running mean of the q_gap on not-yet-replayed transitions
 
 
 def transitions_from_rollout(traj) -> UtteranceTransition:
@@ -589,20 +643,31 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       agent = pretrain_critic(agent, buffer, pretrain_key, config.critic_pretrain_steps)
     return RunnerState(agent=agent, buffer=buffer, env=carry,
                        key=key, update=jnp.zeros((), jnp.int32),
-                       critic_ready=jnp.asarray(config.warmup_q_gap <= 0.0))
+                       critic_ready=jnp.asarray((config.warmup_q_gap <= 0.0)
+                                                & (config.warmup_fresh_q_gap <= 0.0)),
+                       fresh_q_gap=jnp.zeros((), jnp.float32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key, critic_key, actor_key, eval_key = jax.random.split(state.key, 5)
     carry, traj = rollout.rollout(env, env_params, sampled, state.agent.policy_params, state.env,
                                   rollout_key, config.num_steps, unroll=config.rollout_unroll)
-    buffer = replay.add(state.buffer, transitions_from_rollout(traj))
+    fresh = transitions_from_rollout(traj)
+    # Scored before the critic ever trains on them: a held-out check of the critic.
+    fresh_gap = outcome_means(min_q(state.agent, fresh), fresh)["q_gap"]
+    fresh_q_gap = FRESH_GAP_DECAY * state.fresh_q_gap + (1.0 - FRESH_GAP_DECAY) * fresh_gap
+    buffer = replay.add(state.buffer, fresh)
     critic_batches = sample_batches(buffer, critic_key, config.critic_updates, config.batch_size)
     actor_dialogues = sample_batches(buffer, actor_key, config.actor_updates,
                                      config.batch_size).dialogue
     train_actor = (state.update >= config.warmup_iters) & state.critic_ready
     agent, metrics = state.agent.update(critic_batches, actor_dialogues, train_actor)
     # Latched: once the critic has separated successes from failures, the actor keeps training.
-    critic_ready = state.critic_ready | (metrics["q_gap"] >= config.warmup_q_gap)
+    # An off gate (0) passes whatever the fresh gap is: it can be negative or NaN (no failure
+    # among the new games), which must not hold back the actor of a config without the gate.
+    fresh_passed = (config.warmup_fresh_q_gap <= 0.0) | (fresh_q_gap >= config.warmup_fresh_q_gap)
+    critic_ready = state.critic_ready | ((metrics["q_gap"] >= config.warmup_q_gap) & fresh_passed)
+    metrics["q_gap_fresh"] = fresh_gap
+    metrics["q_gap_fresh_mean"] = fresh_q_gap
     metrics["actor_trained"] = train_actor.astype(jnp.float32)
     metrics.update(rollout_statistics(traj))
     if config.train_eval_episodes:
@@ -612,7 +677,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                                     env_params.max_steps_in_episode)
       metrics["eval_return"] = evaluation["eval_return"]
     return RunnerState(agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1,
-                       critic_ready=critic_ready), metrics
+                       critic_ready=critic_ready, fresh_q_gap=fresh_q_gap), metrics
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     """Greedy decoding (the reference evaluates greedily); with the default rewards (1 for a

@@ -106,13 +106,9 @@ def critic_report(agent, train, held_out, oracle_train, oracle_held_out, sample_
   """The evaluation numbers of one point of the curve (see the module docstring); with
   `sample_key` also the `advantage_agreement` of the held-out buffer's dialogues."""
   import jax.numpy as jnp
-  from hrljax.agents import token_bc
+  from hrljax.agents import archer
 
-  def min_q(batch):
-    q = agent.critic.apply(agent.critic_params, batch.dialogue, batch.utterance,
-                           token_bc.token_mask(batch.utterance))
-    return jnp.min(q.q, axis=0)
-
+  min_q = lambda batch: archer.min_q(agent, batch)
   q_held_out = min_q(held_out)
   final = held_out.terminated.astype(jnp.float32)
   agreement = {}

@@ -36,7 +36,7 @@ CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 # Training metrics copied into the JSONL (those the agent reports), per seed.
 METRICS = ("q_gap", "q_success", "q_failure", "critic_loss", "advantage", "advantage_std",
            "sequence_log_prob", "entropy", "approx_kl", "policy_loss", "episode_return",
-           "actor_trained")
+           "actor_trained", "q_gap_fresh", "q_gap_fresh_mean")
 # Evaluation keys: key(EVAL_KEY_OFFSET) (fixed games) or key(EVAL_KEY_OFFSET + iteration), split
 # per seed.
 EVAL_KEY_OFFSET = 10_000

@@ -41,6 +41,12 @@ in `experiments/results/ARCHER.md`):
     the defaults either: the critic's advantage after the warm-up correlates only about 0.05
     with the exact one (`experiments/archer_critic_diagnostic.py`). With
     `actor_baseline_samples=4` as well (run L) the mean was 0.82 after 6,144 utterances (J: 0.72).
+  * session 6: 100 critic steps per iteration (the critic alone on 2,048 utterances keeps
+    improving its advantage up to about 1,000-1,200 steps, then memorises) with L's actor (run
+    N) the mean was 0.849 after 4,096 utterances per seed and 0.878 from 5,120 to 7,680 (seeds
+    1.000 / 1.000 / 0.633), the best ArCHer curve but below the bar, so not the defaults.
+    `warmup_fresh_q_gap` 0.3 (a held-out gate) delayed the first actor steps' dip without
+    preventing it (0.738 at 5,120).
 
 `train_eval_episodes` plays 64 greedy games inside every iteration, so the log of
 `experiments.train` carries a learning curve: `python -m experiments.plot <workdir> --y=eval_return`.

@@ -23,6 +23,7 @@ from hrljax.agents import archer, token_bc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
+from hrljax.networks import transformer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -135,10 +136,13 @@ def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
     ("train_eval_episodes", -1, "config.train_eval_episodes: expected an integer >= 0"),
     ("warmup_q_gap", 1.0, "config.warmup_q_gap: expected a number in [0, 1)"),
     ("warmup_q_gap", -0.1, "config.warmup_q_gap: expected a number in [0, 1)"),
+    ("warmup_fresh_q_gap", 1.0, "config.warmup_fresh_q_gap: expected a number in [0, 1)"),
     ("critic_readout", "cls", "config.critic_readout: expected one of"),
     ("critic_init", "roberta", "config.critic_init: expected one of"),
     ("actor_optimizer", "rmsprop", "config.actor_optimizer: expected one of"),
     ("critic_pretrain_steps", -1, "config.critic_pretrain_steps: expected an integer >= 0"),
+    ("critic_v_samples", 0, "config.critic_v_samples: expected an integer > 0"),
+    ("critic_weight_decay", -0.1, "config.critic_weight_decay: expected a number >= 0"),
 ])
 def test_validate_config_names_the_field(field, value, message):
   pattern = message
@@ -453,6 +457,36 @@ def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes():
     assert (moved > 0.0) == (gap == 0.0), gap
 
 
+def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
+  """`q_gap_fresh` of iteration 1 is the outcome gap of the pre-iteration critic's min-Q on the
+  transitions that iteration added (the first in the buffer); the running mean starts at 0 and
+  moves by (1 - FRESH_GAP_DECAY) towards each iteration's gap."""
+  _, _, states, metrics = run
+  before, after, later = states[0]
+  new = _replayed(after)
+  expected = archer.outcome_means(archer.min_q(before.agent, new), new)["q_gap"]
+  np.testing.assert_allclose(metrics[0][0]["q_gap_fresh"], expected, rtol=1e-5, atol=1e-6)
+  decay = archer.FRESH_GAP_DECAY
+  np.testing.assert_allclose(after.fresh_q_gap, (1 - decay) * expected, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+      later.fresh_q_gap, decay * after.fresh_q_gap + (1 - decay) * metrics[0][1]["q_gap_fresh"],
+      rtol=1e-5, atol=1e-6)
+
+
+def test_fresh_q_gap_gate_keeps_the_actor_still_until_it_passes():
+  """`warmup_fresh_q_gap` out of reach: no actor step in two iterations, policy unchanged."""
+  learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1,
+                                            warmup_fresh_q_gap=0.99))
+  state = jax.jit(learner.init)(jax.random.key(0))
+  start = state.agent.policy_params
+  step = jax.jit(learner.step)
+  for _ in range(2):
+    state, metrics = step(state)
+    assert float(metrics["actor_trained"]) == 0.0
+  assert _abs_sum(jax.tree.map(jnp.subtract, state.agent.policy_params, start)) == 0.0
+  assert not bool(state.critic_ready)
+
+
 def test_make_train_traces_a_whole_run():
   """The whole run as one program (traced, not compiled: the Learner step is run above)."""
   config = tiny_config(bc_steps=3)
@@ -550,3 +584,54 @@ def test_actor_baseline_samples_must_divide_the_batch():
   with pytest.raises(ConfigError, match="config.batch_size: expected a multiple of "
                      "config.actor_baseline_samples"):
     archer.validate_config(config)
+
+
+def test_mean_over_samples_averages_the_sample_major_rows_of_each_dialogue():
+  """Rows k * B + b are sample k of dialogue b: with K = 2, B = 3 the dialogue means are
+  (1 + 4) / 2, (2 + 5) / 2, (3 + 6) / 2, for every leading (head) row."""
+  values = jnp.array([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0]])
+  np.testing.assert_allclose(archer.mean_over_samples(values, 2),
+                             [[2.5, 3.5, 4.5], [1.0, 1.0, 1.0]])
+
+
+def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(run):
+  """`critic_v_samples` = 3: the V target of dialogue b is the mean over its 3 samples of the
+  target critic's Q_e(s_b, a_k), with the samples drawn as the critic objective draws them (the
+  dialogues tiled sample-major, one key); K = 1 is the reference's single-sample target."""
+  _, env_params, states, _ = run
+  agent, items = states[0][1].agent, _replayed(states[0][1])
+  target = jax.tree.map(lambda x: 1.1 * x + 0.01, agent.critic_params)
+  key = jax.random.key(5)
+
+  def objective(samples):
+    config = ml_collections.FrozenConfigDict(dict(
+        agent.config.as_configdict().to_dict(), critic_v_samples=samples))
+    return jax.jit(lambda: archer.critic_objective(
+        agent.critic_params, target, agent.policy_params, agent.critic, agent.policy, items,
+        key, config))()[1]
+
+  def target_q(samples):
+    dialogue = jnp.tile(items.dialogue, (samples, 1))
+    utterance, _ = transformer.generate(agent.policy, agent.policy_params, dialogue, key,
+                                        num_tokens=env_params.utterance_len,
+                                        temperature=agent.config.temperature)
+    q = agent.critic.apply(target, dialogue, utterance, token_bc.token_mask(utterance),
+                           method=transformer.UtteranceCritic.q_values)
+    return np.asarray(q).reshape(q.shape[0], samples, -1)
+
+  by_hand = target_q(3)
+  np.testing.assert_allclose(objective(3).v_target, by_hand.mean(axis=1), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(objective(1).v_target, target_q(1)[:, 0], rtol=1e-5, atol=1e-6)
+  assert np.abs(by_hand - by_hand.mean(axis=1, keepdims=True)).max() > 0.0  # samples differ
+
+
+def test_critic_weight_decay_makes_the_critic_optimizer_adamw():
+  """`critic_weight_decay` > 0: with a zero gradient AdamW still shrinks every parameter by
+  lr x decay x parameter (decoupled decay); 0 keeps plain Adam (no change on a zero gradient)."""
+  params = {"w": jnp.array([2.0, -4.0])}
+  zero = {"w": jnp.zeros(2)}
+  shrunk = [2.0 - 0.1 * 0.5 * 2.0, -4.0 + 0.1 * 0.5 * 4.0]
+  for decay, expected in ((0.5, shrunk), (0.0, [2.0, -4.0])):
+    tx = archer.make_optimizer(tiny_config(), 0.1, weight_decay=decay)
+    updates, _ = tx.update(zero, tx.init(params), params)
+    np.testing.assert_allclose(optax.apply_updates(params, updates)["w"], expected, rtol=1e-6)
