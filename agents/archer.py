@@ -196,10 +196,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(f"config.critic_pretrain_steps: expected an integer >= 0, got "
                              f"{config.critic_pretrain_steps!r}")
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
-  if isinstance(config.critic_weight_decay, bool) or not isinstance(
-      config.critic_weight_decay, (int, float)) or config.critic_weight_decay < 0:
-    raise checks.ConfigError(f"config.critic_weight_decay: expected a number >= 0 (0: off), "
-                             f"got {config.critic_weight_decay!r}")
+  checks.non_negative(config, "critic_weight_decay")
   for field in ("warmup_q_gap", "warmup_fresh_q_gap"):
     check_gap_threshold(config, field)
   checks.in_unit_interval(config, "gamma", "tau")

@@ -230,9 +230,7 @@ def validate_task_risk_penalty(config: ml_collections.ConfigDict) -> None:
   """The `task_risk_*` fields (the safety critic's Lagrangian on the task actor)."""
   checks.one_of(config, "task_risk_penalty", TASK_RISK_PENALTIES)
   checks.one_of(config, "task_risk_form", TASK_RISK_FORMS)
-  nu = config.task_risk_nu
-  if isinstance(nu, bool) or not isinstance(nu, (int, float)) or not (0.0 < nu < math.inf):
-    raise checks.ConfigError(f"config.task_risk_nu: expected a finite float > 0, got {nu!r}")
+  checks.positive(config, "task_risk_nu")
   limit = config.task_risk_limit
   if limit is not None and not (isinstance(limit, (int, float)) and 0.0 < limit < 1.0):
     raise checks.ConfigError(

@@ -15,14 +15,16 @@ def _fail(field: str, expected: str, value: Any) -> None:
 def positive(config, *fields: str) -> None:
   for field in fields:
     value = config[field]
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value)
+                                       and value > 0):
       _fail(field, "a finite number > 0", value)
 
 
 def non_negative(config, *fields: str) -> None:
   for field in fields:
     value = config[field]
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value)
+                                       and value >= 0):
       _fail(field, "a finite number >= 0", value)
 
 

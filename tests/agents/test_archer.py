@@ -142,7 +142,7 @@ def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
     ("actor_optimizer", "rmsprop", "config.actor_optimizer: expected one of"),
     ("critic_pretrain_steps", -1, "config.critic_pretrain_steps: expected an integer >= 0"),
     ("critic_v_samples", 0, "config.critic_v_samples: expected an integer > 0"),
-    ("critic_weight_decay", -0.1, "config.critic_weight_decay: expected a number >= 0"),
+    ("critic_weight_decay", -0.1, "config.critic_weight_decay: expected a finite number >= 0"),
 ])
 def test_validate_config_names_the_field(field, value, message):
   pattern = message

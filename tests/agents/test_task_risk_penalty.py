@@ -262,7 +262,7 @@ def test_off_trains_as_before_and_logs_no_penalty(module):
 @pytest.mark.parametrize("field, value, message", [
     ("task_risk_penalty", "always", "config.task_risk_penalty"),
     ("task_risk_form", "quadratic", "config.task_risk_form"),
-    ("task_risk_nu", 0.0, "config.task_risk_nu: expected a finite float > 0"),
+    ("task_risk_nu", 0.0, "config.task_risk_nu: expected a finite number > 0"),
     ("task_risk_nu", float("inf"), "config.task_risk_nu"),
     ("task_risk_limit", 1.0, r"config.task_risk_limit: expected None \(eps_risk\) or a float"),
     ("task_risk_nu_learning_rate", -1e-3, "config.task_risk_nu_learning_rate"),
