@@ -112,6 +112,8 @@ def main(argv):
     fail(str(error), code=1)
   except checkpoint.CheckpointError as error:  # full or unwritable disk, at the first save
     fail(str(error), code=1)
+  except checkpoint.CheckpointMismatch as error:  # resuming a workdir of another config
+    fail(str(error))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ class CheckpointError(OSError):
   """The checkpoint directory cannot be written: unwritable, full, or a save failed."""
 
 
+class CheckpointMismatch(ValueError):
+  """A checkpoint on disk does not fit the run state the current config and code build."""
+
+
 def probe_writable(directory: str) -> None:
   """Creates `directory` and writes and removes a small file in it; `CheckpointError` if it can't."""
   probe = os.path.join(directory, f".write_probe.{os.getpid()}")
@@ -36,6 +40,13 @@ def probe_writable(directory: str) -> None:
                           f"{error.strerror or error}") from error
 
 
+def _stored_shape(leaf: Any) -> tuple:
+  """The shape `leaf` is written with: a typed PRNG key is stored as its raw key data."""
+  if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+    return tuple(jax.random.key_data(leaf).shape)
+  return tuple(leaf.shape)
+
+
 class Checkpointer:
   """Keeps the `max_to_keep` newest checkpoints of a run under `directory`."""
 
@@ -44,7 +55,9 @@ class Checkpointer:
     probe_writable(self.directory)
     options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
                                            cleanup_tmp_directories=True)
-    self._manager = ocp.CheckpointManager(self.directory, options=options)
+    # Handlers named up front, so that a fresh manager can read a checkpoint's metadata.
+    handlers = {"state": ocp.StandardCheckpointHandler(), "metadata": ocp.JsonCheckpointHandler()}
+    self._manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
     self._saved_once = False
 
   def _reporting(self, what: str, call: Callable[[], Any]) -> Any:
@@ -85,10 +98,34 @@ class Checkpointer:
     step = self.latest_step() if step is None else step
     if step is None:
       raise FileNotFoundError(f"no checkpoint in {self.directory}")
+    # Checked before reading: orbax finds a wrong shape only inside its asynchronous reads,
+    # whose failure leaves tracebacks of its event loop on stderr.
+    difference = self._first_difference(like, step)
+    if difference is not None:
+      raise CheckpointMismatch(
+          f"checkpoint {step} in {self.directory} does not fit the run state this config "
+          f"builds ({difference}); it was written with another config or an older hrljax. "
+          f"Resume with the config saved beside it (config.json of the run), or start a new "
+          f"--workdir")
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
     restored = self._manager.restore(
         step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
     return restored.state
+
+  def _first_difference(self, like: Any, step: int) -> Optional[str]:
+    """The first array of `like` missing from, added to or shaped unlike checkpoint `step`."""
+    stored = ocp.tree.to_flat_dict(self._manager.item_metadata(step)["state"].tree)
+    wanted = {path: leaf for path, leaf in ocp.tree.to_flat_dict(
+        ocp.tree.serialize_tree(like, keep_empty_nodes=True)).items() if leaf is not None}
+    for path in sorted(set(stored) ^ set(wanted)):
+      where = "in the checkpoint only" if path in stored else "not in the checkpoint"
+      return f"{'/'.join(path)}: {where}"
+    for path, leaf in wanted.items():
+      shape = _stored_shape(leaf)
+      if stored[path] is not None and tuple(stored[path].shape) != shape:
+        return (f"{'/'.join(path)}: shape {shape} in this run, "
+                f"{tuple(stored[path].shape)} in the checkpoint")
+    return None
 
   def restore_metadata(self, step: Optional[int] = None) -> Optional[dict]:
     step = self.latest_step() if step is None else step

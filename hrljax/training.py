@@ -168,8 +168,6 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
   is_writer = jax.process_index() == 0
   logger = logger or MetricsLogger(workdir, enabled=is_writer)
   ckpt.probe_writable(workdir)  # a clear CheckpointError naming the workdir, before any work
-  if is_writer:
-    _write_config(workdir, config)
 
   key = jax.random.key(seed)
   init_key, eval_key = jax.random.split(key)
@@ -179,6 +177,8 @@ def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[Me
 
   checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), max_checkpoints)
   state, update, elapsed = _resume(checkpointer, state, logger)
+  if is_writer:  # after the resume: a checkpoint that does not fit keeps the config it came from
+    _write_config(workdir, config)
 
   start = time.perf_counter()
   chunk = distributed.jit_step(_chunk_fn(learner, state), shardings, num_other_args=1)
@@ -247,9 +247,9 @@ def train_on_host(learner: HostLearner, config, workdir: str, logger: Optional[M
   os.makedirs(workdir, exist_ok=True)
   ckpt.probe_writable(workdir)
   logger = logger or MetricsLogger(workdir)
-  _write_config(workdir, config)
   checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), max_checkpoints)
   state, update, elapsed = _resume(checkpointer, learner.init(), logger)
+  _write_config(workdir, config)  # after the resume, as in `train`
 
   def log_evaluation():
     logger.write(dict(phase="eval", update=update, env_steps=update * learner.env_steps_per_update,

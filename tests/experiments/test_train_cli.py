@@ -114,3 +114,16 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   assert jax.tree.structure(ref_params) == jax.tree.structure(params)
   for a, b in zip(jax.tree.leaves(ref_params), jax.tree.leaves(params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_resuming_a_workdir_with_another_network_is_a_one_line_error(tmp_path):
+  workdir = tmp_path / "run"
+  first = run(train_command(workdir, *TINY, "--config.total_timesteps=1024"))
+  assert first.returncode == 0, first.stderr[-2000:]
+  result = run(train_command(workdir, *TINY, "--config.hidden_sizes=(32, 32)"))
+  assert result.returncode == 2
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"error: checkpoint 8 in {workdir / 'checkpoints'} does not fit"), \
+      result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+  assert json.load(open(workdir / "config.json"))["hidden_sizes"] == [64, 64]

@@ -59,3 +59,20 @@ def test_keeps_only_the_newest_checkpoints(tmp_path):
 def test_restore_without_checkpoint_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match="no checkpoint"):
     Checkpointer(str(tmp_path / "empty")).restore(_state(0))
+
+
+@pytest.mark.parametrize("change", ["extra field", "other shape"])
+def test_restoring_into_another_state_names_the_checkpoint_in_one_line(tmp_path, change):
+  checkpointer = Checkpointer(str(tmp_path / "ckpt"))
+  checkpointer.save(7, _state(1))
+  checkpointer.wait()
+  if change == "extra field":  # e.g. a state field added by a newer hrljax
+    like = {"state": _state(0), "new": jnp.zeros(2)}
+  else:  # e.g. a wider network in the resuming config
+    like = _state(0).replace(per_env=jnp.arange(5))
+  with pytest.raises(ValueError) as raised:  # CheckpointMismatch is a ValueError
+    checkpointer.restore(like)
+  message = str(raised.value)
+  assert type(raised.value).__name__ == "CheckpointMismatch"
+  assert message.startswith(f"checkpoint 7 in {tmp_path / 'ckpt'} does not fit the run state")
+  assert "\n" not in message and "new --workdir" in message

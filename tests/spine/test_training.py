@@ -11,7 +11,7 @@ import pytest
 from flax import struct
 
 from hrljax import training
-from hrljax.checkpoint import Checkpointer
+from hrljax.checkpoint import Checkpointer, CheckpointMismatch
 from hrljax.logging import MetricsLogger, read_jsonl
 
 
@@ -188,3 +188,19 @@ def test_train_on_host_stops_on_nan_and_keeps_last_good_checkpoint(tmp_path):
   with pytest.raises(training.TrainingDiverged, match=r"'weight' = nan at update 3.*update 2"):
     training.train_on_host(host_learner(nan_at=3), config, str(tmp_path), checkpoint_every=1)
   assert Checkpointer(str(tmp_path / "checkpoints")).latest_step() == 2
+
+
+def test_resuming_with_a_state_that_does_not_fit_keeps_the_run_and_its_config(tmp_path):
+  workdir = str(tmp_path / "run")
+  training.train(counting_learner(10), CONFIG, workdir, log_every=5, checkpoint_every=10)
+  records = read_jsonl(workdir)
+
+  def init_wider(key):  # the state of a changed config: x now has 3 entries
+    return Counter(x=jnp.zeros(3), n=jnp.zeros((), jnp.int32), key=key)
+  wider = counting_learner(20)._replace(init=init_wider)
+  other = ml_collections.ConfigDict({"agent": "other"})
+  with pytest.raises(CheckpointMismatch, match="checkpoint 10 in .* does not fit"):
+    training.train(wider, other, workdir, log_every=5, checkpoint_every=10)
+  assert json.load(open(f"{workdir}/config.json"))["agent"] == "counter"
+  assert read_jsonl(workdir) == records
+  assert Checkpointer(f"{workdir}/checkpoints").all_steps() == [10]
