@@ -178,6 +178,11 @@ def initial_states(agent, learner, config, keys, cache_dir=None):
   return jax.jit(jax.vmap(learner.init))(keys)
 
 
+def environment_path(out: str) -> str:
+  """Where the curve `out` records package versions and CPU: `<out minus .jsonl>.environment.json`."""
+  return os.path.splitext(out)[0] + ".environment.json"
+
+
 def eval_keys(iteration: int, num_seeds: int, fixed_games: bool):
   """The per-seed evaluation keys of `iteration`: those of iteration 0 if `fixed_games`."""
   import jax
@@ -190,6 +195,7 @@ def run_curve(config, num_seeds: int, eval_every: int, out: str, cache_dir=None,
   """Trains `num_seeds` seeds of `config` for the config's run and writes the curve to `out`."""
   import jax
   from hrljax import agents
+  from hrljax.logging import write_environment
 
   if "train_eval_episodes" in config:
     config.train_eval_episodes = 0  # the driver evaluates on its own schedule
@@ -206,6 +212,7 @@ def run_curve(config, num_seeds: int, eval_every: int, out: str, cache_dir=None,
   print(f"{config.agent}: {num_seeds} seeds, {learner.num_updates} iterations of "
         f"{learner.env_steps_per_update} utterances per seed", flush=True)
 
+  write_environment(environment_path(out))
   with open(out, "w") as f:
     def log(iteration, metrics):
       returns = evaluate(state, eval_keys(iteration, num_seeds, fixed_eval_games))["eval_return"]

@@ -14,7 +14,9 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 
 METRICS_FILE = "metrics.jsonl"
+ENVIRONMENT_FILE = "environment.json"
 WALL_CLOCK_FIELDS = ("wall_time", "env_steps_per_second", "compile_seconds")
+NUMERIC_PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy", "orbax-checkpoint")
 
 
 def _to_json_value(value: Any) -> Any:
@@ -32,6 +34,47 @@ def read_jsonl(path: str) -> list[dict]:
     raise FileNotFoundError(f"no metrics file at {path}")
   with open(path) as f:
     return [json.loads(line) for line in f if line.strip()]
+
+
+def cpu_model() -> str:
+  """The CPU's model name from /proc/cpuinfo (the machine's architecture where there is none)."""
+  import platform
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.machine()
+
+
+def environment() -> dict:
+  """What a run's numbers depend on besides the code and config: package versions, CPU, devices.
+
+  Long chaotic programs (thousands of gradient steps) are bitwise reproducible on one machine and
+  library set, but not across them (floating-point rounding differs), so results record this.
+  """
+  import importlib.metadata
+  import platform
+  import jax
+  versions = {}
+  for name in NUMERIC_PACKAGES:
+    try:
+      versions[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      versions[name] = None
+  return {"python": platform.python_version(), "packages": versions, "cpu": cpu_model(),
+          "cpu_count": os.cpu_count(), "devices": [d.device_kind for d in jax.devices()],
+          "xla_flags": os.environ.get("XLA_FLAGS", "")}
+
+
+def write_environment(path: str) -> None:
+  """Writes `environment()` as JSON to `path` (a directory takes `ENVIRONMENT_FILE` inside it)."""
+  if os.path.isdir(path):
+    path = os.path.join(path, ENVIRONMENT_FILE)
+  with open(path, "w") as f:
+    json.dump(environment(), f, indent=2, sort_keys=True)
 
 
 class MetricsLogger:

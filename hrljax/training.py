@@ -21,7 +21,7 @@ import numpy as np
 
 from hrljax import checkpoint as ckpt
 from hrljax import distributed
-from hrljax.logging import MetricsLogger, format_progress
+from hrljax.logging import MetricsLogger, format_progress, write_environment
 
 
 class Learner(NamedTuple):
@@ -133,10 +133,12 @@ def _chunk_fn(learner: Learner, example_state: Any) -> Callable:
 
 
 def _write_config(workdir: str, config) -> None:
+  """`config.json` and `environment.json` (package versions, CPU: what else the numbers need)."""
   config_json = json.loads(config.to_json_best_effort()) if hasattr(config, "to_json_best_effort") \
       else dict(config)
   with open(os.path.join(workdir, "config.json"), "w") as f:
     json.dump(config_json, f, indent=2, sort_keys=True)
+  write_environment(workdir)
 
 
 def _diverged(problem: str, update: int, checkpointer: ckpt.Checkpointer) -> TrainingDiverged:

@@ -39,6 +39,9 @@ def test_archer_curve_writes_one_row_per_evaluation_and_a_png(tmp_path):
   assert "q_gap" not in rows[0] and len(rows[1]["q_gap"]) == 2
   assert "iter 3 | utterances/seed 36 | greedy success" in result.stdout
   assert (tmp_path / "archer.png").read_bytes()[:8] == PNG_MAGIC
+  environment = json.loads((tmp_path / "archer.environment.json").read_text())
+  import jax
+  assert environment["packages"]["jax"] == jax.__version__ and environment["cpu"]
 
 
 def test_fixed_eval_games_show_an_unchanged_policy_as_a_flat_curve(tmp_path):

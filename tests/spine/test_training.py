@@ -68,6 +68,9 @@ def test_run_logs_every_chunk_checkpoints_and_evaluates(tmp_path, capsys):
       float(state.x))
   assert Checkpointer(f"{workdir}/checkpoints").all_steps() == [20, 25]
   assert json.load(open(f"{workdir}/config.json"))["agent"] == "counter"
+  environment = json.load(open(f"{workdir}/environment.json"))
+  assert environment["packages"]["jax"] == jax.__version__
+  assert environment["cpu"] and environment["devices"] == ["cpu"]
   assert "update 25/25" in capsys.readouterr().out
 
 
