@@ -45,8 +45,30 @@ training; SAC: 2.91 / 7,300-8,400; commands and all numbers in `experiments/resu
     violating steps); the hinge ν·max(Q_risk − ε, 0) with ν = 10: 0.70 / 0.83 / 0.78. No new
     seed: the task policy stops short of the hazard by itself (0 interventions in the greedy
     episodes; SAFETY.md, "The safety critic's Lagrangian on the task actor").
+  * session 9 (SAFETY.md, "Recovery RL with a long-horizon safety critic (session 9)"), all
+    with ε_risk = 0.9 (π_rec as a last resort); return / violating steps, seeds 0-2:
+    - γ_risk = 0.95, linear ν = 5: 0.49 / 0.69 / 0.66 / 48, 59, 9; the same with
+      task_risk_limit = 0.3: identical (a constant in the linear form);
+    - γ_risk = 0.9, ν = 5: 0.64 / 0.68 / 0.64 / 27, 49, 7;
+    - γ_risk = 0.99, ν = 5: 0.65 / 0.54 / 0.67 / 79, 50, 12;
+    - γ_risk = 0.95, ν = 1: 0.71 / 0.71 / -0.14 / 143, 114, 228;
+    - γ_risk = 0.95, hinge ν = 5 above 0.3: 0.76 / 0.23 / 0.79 / 72, 99, 21;
+    - γ_risk = 0.95, ν = 5, random_steps = 5000: 0.57 / 1.48 / 0.24 / 11, 31, 3;
+    - γ_risk = 0.95, ν = 5, controller = "waypoint": 0.36 / 0.45 / 0.17 / 974, 822, 836;
+    - γ_risk = 0.95, no penalty: 0.94 / 2.91 / 0.66 / 521, 1,038, 700;
+    - no penalty: 2.92 / 2.91 / 2.89 / 1,128, 2,144, 1,257, evaluation cost 2 / 0 / 1;
+      ε_risk = 0.8 instead: 2.92 / 0.84 / 1.72 / 772, 914, 989;
+    - hinge ν = 5 above 0.5: 2.89 / 0.42 / 0.83 / 183, 135, 205; ν = 2 above 0.7: 0.75 /
+      0.74 / 2.90 / 419, 510, 623; ν = 1 above 0.5: 2.90 / 0.78 / 2.90 / 342, 451, 635;
+    - hinge ν = 1 above 0.7: 2.91 / 2.89 / 2.92 / 599, 772, 894 (13 of seeds 0-17 at the goal,
+      9.99x fewer violations than SAC, just under the 10x);
+    - hinge ν = 1 above 0.6: 2.91 / 2.89 / 2.91 / 470, 684, 666 (13 of seeds 0-17, 11.7x,
+      80.5% of SAC's return, evaluation cost 0.78): the three thresholds met, now its own config
+      `recovery_rl_lagrangian_pointhazard.py`.
 So one seed in three reaches the goal; in the others the task policy learns to stop before the
 hazard (greedy episodes with 0-14 interventions) and never finds the detour within 30k steps.
+This config stays the paper's Recovery RL (π_task never sees Q_risk) and the base of the short
+learning test; the variant that meets the thresholds is `recovery_rl_lagrangian_pointhazard.py`.
 """
 
 from experiments.configs import sac_pointhazard

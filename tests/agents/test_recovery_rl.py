@@ -250,7 +250,8 @@ def test_validate_config_names_the_field(field, value, message):
 
 
 @pytest.mark.parametrize("name", ["sac_pointhazard", "recovery_rl_pointhazard",
-                                  "bresa_pointhazard", "bresa_lagrangian_pointhazard"])
+                                  "bresa_pointhazard", "bresa_lagrangian_pointhazard",
+                                  "recovery_rl_lagrangian_pointhazard"])
 def test_pointhazard_configs_validate(name):
   path = os.path.join(ROOT, "experiments", "configs", f"{name}.py")
   spec = importlib.util.spec_from_file_location(name, path)

@@ -291,3 +291,16 @@ def test_lagrangian_config_is_bresas_with_only_the_reflex_level_and_the_penalty_
   assert (variant["eps_risk"], variant["task_risk_penalty"], variant["task_risk_nu"]) == (
       0.9, "fixed", 5.0)
   assert set(variant) == set(base)
+
+
+def test_recovery_rl_lagrangian_config_changes_only_the_switch_level_and_the_hinge_penalty():
+  from experiments.configs import recovery_rl_lagrangian_pointhazard, recovery_rl_pointhazard
+  base = recovery_rl_pointhazard.get_config().to_dict()
+  variant = recovery_rl_lagrangian_pointhazard.get_config().to_dict()
+  changed = {k for k in base if base[k] != variant[k]}
+  # ν stays the agent's default 1, pinned by value below.
+  assert changed == {"eps_risk", "task_risk_penalty", "task_risk_form", "task_risk_limit"}
+  pinned = ("eps_risk", "task_risk_penalty", "task_risk_nu", "task_risk_form", "task_risk_limit")
+  assert tuple(variant[k] for k in pinned) == (0.9, "fixed", 1.0, "hinge", 0.6)
+  assert set(variant) == set(base)
+  recovery_rl.validate_config(recovery_rl_lagrangian_pointhazard.get_config())
