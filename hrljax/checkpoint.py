@@ -42,8 +42,8 @@ def probe_writable(directory: str) -> None:
 
 def _stored_shape(leaf: Any) -> tuple:
   """The shape `leaf` is written with: a typed PRNG key is stored as its raw key data."""
-  if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-    return tuple(jax.random.key_data(leaf).shape)
+  if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # abstract leaves too (eval_shape)
+    return tuple(jax.eval_shape(jax.random.key_data, leaf).shape)
   return tuple(leaf.shape)
 
 

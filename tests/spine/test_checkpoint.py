@@ -76,3 +76,14 @@ def test_restoring_into_another_state_names_the_checkpoint_in_one_line(tmp_path,
   assert type(raised.value).__name__ == "CheckpointMismatch"
   assert message.startswith(f"checkpoint 7 in {tmp_path / 'ckpt'} does not fit the run state")
   assert "\n" not in message and "new --workdir" in message
+
+
+def test_restore_accepts_an_abstract_state_with_typed_keys(tmp_path):
+  """`like` may be `jax.eval_shape` output (how the plotting tools restore an agent)."""
+  checkpointer = Checkpointer(str(tmp_path / "ckpt"))
+  checkpointer.save(3, _state(2))
+  checkpointer.wait()
+  restored = checkpointer.restore(jax.eval_shape(lambda: _state(0)))
+  assert int(restored.step) == 2
+  np.testing.assert_array_equal(jax.random.key_data(restored.key),
+                                jax.random.key_data(jax.random.key(2)))
