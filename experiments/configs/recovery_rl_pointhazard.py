@@ -65,6 +65,9 @@ training; SAC: 2.91 / 7,300-8,400; commands and all numbers in `experiments/resu
     - hinge ν = 1 above 0.6: 2.91 / 2.89 / 2.91 / 470, 684, 666 (13 of seeds 0-17, 11.7x,
       80.5% of SAC's return, evaluation cost 0.78): the three thresholds met, now its own config
       `recovery_rl_lagrangian_pointhazard.py`.
+  * session 9, lead: more exploration by the task SAC (ε_risk 0.3 as configured, no penalty),
+    `target_entropy` 0 / 1 instead of −|A| = −2: 2.88 / 0.84 / 0.91 / 46, 68, 69 and 1.62 / 0.82
+    / 0.75 / 45, 65, 16 (`safety_table.py --seeds=0,1,2 --sequential`): no new seed.
 So one seed in three reaches the goal; in the others the task policy learns to stop before the
 hazard (greedy episodes with 0-14 interventions) and never finds the detour within 30k steps.
 This config stays the paper's Recovery RL (π_task never sees Q_risk) and the base of the short
