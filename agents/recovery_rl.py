@@ -239,11 +239,8 @@ def validate_task_risk_penalty(config: ml_collections.ConfigDict) -> None:
     raise checks.ConfigError(
         "config.task_risk_limit: None takes eps_risk, which the penalty needs in (0, 1), got "
         f"eps_risk={config.eps_risk!r}; set task_risk_limit")
-  rate = config.task_risk_nu_learning_rate
-  if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
-                           or not 0.0 < rate < math.inf):
-    raise checks.ConfigError(f"config.task_risk_nu_learning_rate: expected None (0.1 × "
-                             f"actor_learning_rate) or a finite float > 0, got {rate!r}")
+  if config.task_risk_nu_learning_rate is not None:  # None: 0.1 × actor_learning_rate
+    checks.positive(config, "task_risk_nu_learning_rate")
 
 
 def task_risk_limit(config) -> float:

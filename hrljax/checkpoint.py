@@ -117,9 +117,10 @@ class Checkpointer:
     stored = ocp.tree.to_flat_dict(self._manager.item_metadata(step)["state"].tree)
     wanted = {path: leaf for path, leaf in ocp.tree.to_flat_dict(
         ocp.tree.serialize_tree(like, keep_empty_nodes=True)).items() if leaf is not None}
-    for path in sorted(set(stored) ^ set(wanted)):
-      where = "in the checkpoint only" if path in stored else "not in the checkpoint"
-      return f"{'/'.join(path)}: {where}"
+    unmatched = sorted(set(stored) ^ set(wanted))
+    if unmatched:
+      where = "in the checkpoint only" if unmatched[0] in stored else "not in the checkpoint"
+      return f"{'/'.join(unmatched[0])}: {where}"
     for path, leaf in wanted.items():
       shape = _stored_shape(leaf)
       if stored[path] is not None and tuple(stored[path].shape) != shape:

@@ -12,19 +12,23 @@ def _fail(field: str, expected: str, value: Any) -> None:
   raise ConfigError(f"config.{field}: expected {expected}, got {value!r}")
 
 
+def _finite_number(value: Any) -> bool:
+  """An int or float other than a bool (True would pass as 1), and finite."""
+  return (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value))
+
+
 def positive(config, *fields: str) -> None:
   for field in fields:
     value = config[field]
-    if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value)
-                                       and value > 0):
+    if not (_finite_number(value) and value > 0):
       _fail(field, "a finite number > 0", value)
 
 
 def non_negative(config, *fields: str) -> None:
   for field in fields:
     value = config[field]
-    if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value)
-                                       and value >= 0):
+    if not (_finite_number(value) and value >= 0):
       _fail(field, "a finite number >= 0", value)
 
 
