@@ -74,7 +74,7 @@ from flax import struct
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout
 from hrljax.agents import token_bc
-from hrljax.agents.ppo import rollout_statistics
+from hrljax.rollout import rollout_statistics
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
 from hrljax.networks import transformer

@@ -72,7 +72,7 @@ from flax import struct
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
 from hrljax.agents import common
-from hrljax.agents.ppo import rollout_statistics
+from hrljax.rollout import rollout_statistics
 from hrljax.envs import four_rooms
 from hrljax.losses import options
 from hrljax.networks.option_critic import OptionCriticNetwork, OptionCriticOutput

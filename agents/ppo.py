@@ -219,7 +219,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                                   noise_fn=noise)
     batch = make_batch(state.agent, traj, config)
     agent, metrics = state.agent.update(batch)
-    metrics.update(rollout_statistics(traj))
+    metrics.update(rollout.rollout_statistics(traj))
     return RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
@@ -249,16 +249,6 @@ def make_batch(agent: PPOAgent, traj, config) -> Batch:
   return Batch(obs=jax.tree.map(flat, traj.obs), action=flat(traj.action),
                log_prob=flat(log_prob), value=flat(value), advantage=flat(advantage),
                target=flat(advantage + value))
-
-
-def rollout_statistics(traj) -> dict[str, Array]:
-  """Sums over the episodes that ended in this rollout (the loop turns them into means)."""
-  done = traj.done.astype(jnp.float32)
-  return {
-      "episode_return_sum": (traj.episode_return * done).sum(),
-      "episode_length_sum": (traj.episode_length * done).sum(),
-      "episodes": done.sum(),
-  }
 
 
 def make_train(config: ml_collections.ConfigDict):

@@ -521,7 +521,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     episode_cost, valid = mean_episode_cost(traj)
     agent = state.agent.update_multiplier(episode_cost, valid)
     agent, metrics = agent.update(make_batch(agent, traj, config))
-    metrics.update(ppo.rollout_statistics(traj))
+    metrics.update(rollout.rollout_statistics(traj))
     metrics.update(safety_statistics(traj))
     metrics["lagrange_multiplier"] = agent.lam
     return ppo.RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics

@@ -75,7 +75,7 @@ from ml_collections import config_dict
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout
 from hrljax.agents import sac
-from hrljax.agents.ppo import rollout_statistics
+from hrljax.rollout import rollout_statistics
 from hrljax.envs import point_hazard
 from hrljax.losses import safety
 from hrljax.networks.continuous import QEnsemble, TanhGaussianActor
@@ -901,7 +901,7 @@ def collect_two_rate(agent: RecoveryAgent, env, env_params, policy_fn, policy_pa
 
 
 def control_episode_statistics(traj: rollout.EndDecisionTrajectory) -> dict[str, Array]:
-  """`ppo.rollout_statistics` read at the control rate: sums over the episodes that ended in the
+  """`rollout.rollout_statistics` read at the control rate: sums over the episodes that ended in the
   rollout (in option (b) an episode may end at a control step that ends no task decision)."""
   done = (traj.control.terminated | traj.control.truncated).astype(jnp.float32)
   return {"episode_return_sum": (traj.episode_return * done).sum(),

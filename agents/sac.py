@@ -46,7 +46,7 @@ from ml_collections import config_dict
 
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout, training
-from hrljax.agents.ppo import rollout_statistics
+from hrljax.rollout import rollout_statistics
 from hrljax.networks.continuous import QEnsemble, TanhGaussianActor
 from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree

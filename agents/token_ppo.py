@@ -49,7 +49,7 @@ from flax import struct
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
 from hrljax.agents import common, token_bc
-from hrljax.agents.ppo import rollout_statistics
+from hrljax.rollout import rollout_statistics
 from hrljax.envs import token_game
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import transformer

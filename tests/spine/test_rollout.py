@@ -101,7 +101,7 @@ def test_own_environments_are_registered_and_take_param_overrides():
 def test_batched_auto_reset_equals_gymnax_step(monkeypatch, name, overrides):
   """The fast path (reset only when some env is done) computes exactly gymnax's step."""
   env, params = envs.make(name, **overrides)
-  assert rollout._uses_base_step(env)
+  assert rollout.plain._uses_base_step(env)
 
   def random_policy(p, obs, key):
     del p
@@ -112,7 +112,7 @@ def test_batched_auto_reset_equals_gymnax_step(monkeypatch, name, overrides):
     return rollout.rollout(env, params, random_policy, None, carry, jax.random.key(1), 30)
 
   fast_carry, fast = jax.jit(run)()
-  monkeypatch.setattr(rollout, "_uses_base_step", lambda env: False)
+  monkeypatch.setattr(rollout.plain, "_uses_base_step", lambda env: False)
   slow_carry, slow = jax.jit(run)()
   assert np.asarray(fast.done).sum() > 5  # episodes did end and reset
   for a, b in zip(jax.tree.leaves((fast_carry, fast)), jax.tree.leaves((slow_carry, slow))):

@@ -1,0 +1,25 @@
+"""Jitted, vmapped rollouts of gymnax-API environments, one scheme per module.
+
+* `plain`: `N` environments stepped `T` steps in one `lax.scan` (`rollout`), greedy `evaluate`,
+  episode statistics.
+* `grouped`: `G` tasks x `K` samples, one whole episode per sample (GRPO, GiGPO, RLOO).
+* `two_rate`: a policy deciding every `K` control steps, a controller and a per-control-step
+  safety layer (Bresa, Recovery RL).
+
+The acting policy is a pure function `policy_fn(params, obs, key) -> (action, extras)` over a
+batch of observations; whatever it returns in `extras` (log-probs, values, options, ...) is stored
+per step. Terminated and truncated are kept apart, and the true successor observation (before
+auto-reset) is stored in `Transition.next_obs` so that truncated steps can bootstrap. Every public
+name of the three modules is re-exported here (`rollout.two_rate_rollout`, ...).
+"""
+
+from hrljax.rollout.grouped import (EpisodeSummary, GroupedEpisodes, episode_sums,
+                                    first_episode_mask, grouped_episodes, grouped_ids,
+                                    grouped_reset, reset_groups, summarize_episodes)
+from hrljax.rollout.plain import (PolicyFn, episode_statistics, evaluate, reset, rollout,
+                                  rollout_statistics, step, step_with_keys, tree_index)
+from hrljax.rollout.two_rate import (RECOVERY_CREDITS, ControllerFn, ControlSteps,
+                                     EndDecisionTrajectory, Reflex,
+                                     SafetyFn, TwoRateTrajectory, no_safety_layer,
+                                     reflex_safety_fn, step_with_info, two_rate_rollout,
+                                     two_rate_rollout_end_decision)

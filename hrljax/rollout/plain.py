@@ -1,0 +1,186 @@
+"""Plain rollouts: N environments stepped T steps in one `lax.scan`, and greedy evaluation.
+
+A rollout steps `N` environments for `T` steps inside one `lax.scan`. The acting policy is a pure
+function `policy_fn(params, obs, key) -> (action, extras)` over a batch of observations; whatever
+it returns in `extras` (log-probs, values, options, ...) is stored per step. Terminated and
+truncated are kept apart, and the true successor observation (before auto-reset) is stored in
+`Transition.next_obs` so that truncated steps can bootstrap.
+"""
+
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from gymnax.environments import environment as gymnax_environment
+
+from hrljax.types import Array, EnvCarry, PyTree, Transition
+
+PolicyFn = Callable[[PyTree, PyTree, Array], tuple[Array, PyTree]]
+
+
+def reset(env, env_params, key: Array, num_envs: int) -> EnvCarry:
+  """Resets `num_envs` environments with independent keys."""
+  keys = jax.random.split(key, num_envs)
+  obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
+  return EnvCarry(
+      env_state=env_state,
+      obs=obs,
+      running_return=jnp.zeros((num_envs,), jnp.float32),
+      running_length=jnp.zeros((num_envs,), jnp.int32),
+  )
+
+
+def step(env, env_params, carry: EnvCarry, action: Array, key: Array
+         ) -> tuple[EnvCarry, Transition]:
+  """Steps every environment once with the given batch of actions (auto-resetting ended ones)."""
+  return step_with_keys(env, env_params, carry, action,
+                        jax.random.split(key, carry.running_return.shape[0]))
+
+
+def step_with_keys(env, env_params, carry: EnvCarry, action: Array, keys: Array
+                   ) -> tuple[EnvCarry, Transition]:
+  """`step` with one key per environment given (`[N]`), e.g. split for a whole rollout at once."""
+  if _uses_base_step(env):
+    obs, env_state, reward, terminated, truncated, final_obs = _batched_auto_reset_step(
+        env, env_params, carry.env_state, action, keys)
+  else:
+    obs, env_state, reward, terminated, truncated, info = jax.vmap(
+        env.step, in_axes=(0, 0, 0, None))(keys, carry.env_state, action, env_params)
+    final_obs = info["final_observation"]
+  reward = reward.astype(jnp.float32)
+  done = terminated | truncated
+  episode_return = carry.running_return + reward
+  episode_length = carry.running_length + 1
+  transition = Transition(
+      obs=carry.obs,
+      action=action,
+      reward=reward,
+      terminated=terminated,
+      truncated=truncated,
+      next_obs=final_obs,
+      policy_extras=None,
+      episode_return=episode_return,
+      episode_length=episode_length,
+  )
+  carry = EnvCarry(
+      env_state=env_state,
+      obs=obs,
+      running_return=jnp.where(done, 0.0, episode_return),
+      running_length=jnp.where(done, 0, episode_length),
+  )
+  return carry, transition
+
+
+def _uses_base_step(env) -> bool:
+  """Whether `env.step` is gymnax's own auto-resetting step (not overridden by the environment or
+  a wrapper), so that `_batched_auto_reset_step` computes exactly what it would."""
+  return getattr(type(env), "step", None) is gymnax_environment.Environment.step
+
+
+def _batched_auto_reset_step(env, env_params, env_state, action, keys):
+  """gymnax's `Environment.step` for a batch, resetting only when some environment is done.
+
+  gymnax computes a reset for every environment at every step and then selects it where the
+  episode ended. Here the batch first steps (`step_env`); the resets run only if at least one
+  environment ended (`lax.cond`), and are then selected where they apply, as gymnax does. The
+  keys are split into step and reset keys the way `Environment.step` splits them.
+
+  With more than one device the batch may be sharded, and `any(done)` over a sharded axis is an
+  all-reduce at every step (across processes, a network round trip per step: measured 20x slower
+  on 2 local processes, `experiments/benchmarks/SCALING.md`). There the resets are computed for
+  every environment and selected, as gymnax does, which needs no communication.
+  """
+  step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+  obs_st, state_st, reward, terminated, _ = jax.vmap(
+      env.step_env, in_axes=(0, 0, 0, None))(step_keys, env_state, action, env_params)
+  truncated = jax.vmap(env.is_truncated, in_axes=(0, None))(state_st, env_params)
+  done = terminated | truncated
+
+  def with_resets(_):
+    obs_re, state_re = jax.vmap(env.reset_env, in_axes=(0, None))(reset_keys, env_params)
+    pick = lambda reset_leaf, step_leaf: jnp.where(
+        done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf)
+    return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
+
+  if jax.device_count() > 1:
+    obs, state = with_resets(None)
+  else:
+    obs, state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
+  return obs, state, reward, terminated, truncated, obs_st
+
+
+def rollout(env, env_params, policy_fn: PolicyFn, params: PyTree, carry: EnvCarry, key: Array,
+            num_steps: int, unroll: int = 1,
+            noise_fn: Optional[Callable[[Array, int], PyTree]] = None) -> tuple[EnvCarry, Transition]:
+  """Runs `num_steps` steps of `policy_fn` in every environment; returns `[T, N]` transitions.
+
+  Every key the rollout needs is split before the loop in batched calls, so the sequential loop
+  body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading axis T), the policy's
+  randomness for all steps is drawn up front too, and `policy_fn(params, obs, noise[t])` gets its
+  step's slice instead of a key (e.g. Gumbel noise for a categorical policy, see
+  `hrljax.networks.sample_with_noise`): on CPU, JAX's threefry runs as a small loop per call, so
+  one batched draw is much cheaper than one draw per step. `unroll` is passed to `lax.scan`.
+  """
+  num_envs = carry.running_return.shape[0]
+  policy_key, env_key = jax.random.split(key)
+  policy_inputs = (jax.random.split(policy_key, num_steps) if noise_fn is None
+                   else noise_fn(policy_key, num_steps))
+  env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
+
+  def one_step(carry, inputs):
+    policy_input, env_keys = inputs
+    action, extras = policy_fn(params, carry.obs, policy_input)
+    carry, transition = step_with_keys(env, env_params, carry, action, env_keys)
+    return carry, transition._replace(policy_extras=extras)
+
+  return jax.lax.scan(one_step, carry, (policy_inputs, env_keys), unroll=unroll)
+
+
+def episode_statistics(transitions: Transition) -> dict[str, Array]:
+  """Mean return and length of the episodes that ended inside `transitions` (NaN if none)."""
+  done = transitions.done.astype(jnp.float32)
+  count = done.sum()
+  safe = jnp.maximum(count, 1.0)
+  nan_if_none = jnp.where(count > 0, 1.0, jnp.nan)
+  return {
+      "episode_return": (transitions.episode_return * done).sum() / safe * nan_if_none,
+      "episode_length": (transitions.episode_length * done).sum() / safe * nan_if_none,
+      "episodes": count,
+  }
+
+
+def evaluate(env, env_params, policy_fn: PolicyFn, params: PyTree, key: Array,
+             num_episodes: int, max_steps: int) -> dict[str, Array]:
+  """Runs `num_episodes` episodes in parallel for `max_steps` steps; statistics of the first episode
+  each environment finishes (environments still running at the end count with their partial
+  return and length)."""
+  reset_key, run_key = jax.random.split(key)
+  carry = reset(env, env_params, reset_key, num_episodes)
+  _, transitions = rollout(env, env_params, policy_fn, params, carry, run_key, max_steps)
+  done = transitions.done
+  first = jnp.argmax(done, axis=0)  # first done step per env (0 if never: handled below)
+  ever = done.any(axis=0)
+  env_index = jnp.arange(num_episodes)
+  returns = jnp.where(ever, transitions.episode_return[first, env_index],
+                      transitions.reward.sum(axis=0))
+  lengths = jnp.where(ever, transitions.episode_length[first, env_index], max_steps)
+  return {
+      "eval_return": returns.mean(),
+      "eval_return_std": returns.std(),
+      "eval_length": lengths.astype(jnp.float32).mean(),
+  }
+
+
+def tree_index(tree: Any, index) -> Any:
+  """`tree[index]` on every leaf."""
+  return jax.tree.map(lambda x: x[index], tree)
+
+
+def rollout_statistics(traj: Transition) -> dict[str, Array]:
+  """Sums over the episodes that ended in this rollout (the loop turns them into means)."""
+  done = traj.done.astype(jnp.float32)
+  return {
+      "episode_return_sum": (traj.episode_return * done).sum(),
+      "episode_length_sum": (traj.episode_length * done).sum(),
+      "episodes": done.sum(),
+  }
