@@ -57,7 +57,7 @@ from hrljax import envs, rollout, training
 from hrljax.agents import common
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
-from hrljax.networks import MLP, CategoricalHead, GaussianHead, flatten_observation
+from hrljax.networks.policy import MLPPolicy
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
@@ -153,32 +153,6 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                              f"environment, got {config.observation_one_hot!r}")
 
 
-class PolicyNetwork(nn.Module):
-  """An MLP policy: observation -> distrax distribution (categorical or diagonal Gaussian).
-
-  With `one_hot > 0` every entry of an integer observation (grid coordinates, say) is one-hot
-  encoded with `one_hot` classes before the MLP, otherwise the observation is flattened as is.
-  """
-
-  action_dim: int
-  discrete: bool = True
-  observation_ndim: int = 1
-  hidden_sizes: tuple = (64, 64)
-  activation: str = "tanh"
-  one_hot: int = 0
-
-  @nn.compact
-  def __call__(self, obs: Array):
-    if self.one_hot:
-      encoded = jax.nn.one_hot(jnp.asarray(obs).astype(jnp.int32), self.one_hot)
-      x = flatten_observation(encoded, self.observation_ndim + 1)
-    else:
-      x = flatten_observation(obs, self.observation_ndim)
-    features = MLP(tuple(self.hidden_sizes), self.activation)(x)
-    head = CategoricalHead(self.action_dim) if self.discrete else GaussianHead(self.action_dim)
-    return head(features)
-
-
 class GroupBatch(NamedTuple):
   """The episodes of one update, trajectory-major (`[N, T, ...]`, N = num_groups * group_size)."""
 
@@ -221,11 +195,11 @@ class GroupRelativeAgent(struct.PyTreeNode):
                                    self.config.update_epochs)
 
 
-def make_network(env_spec: envs.EnvSpec, config) -> PolicyNetwork:
-  return PolicyNetwork(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
-                       observation_ndim=len(env_spec.observation_shape),
-                       hidden_sizes=tuple(config.hidden_sizes), activation=config.activation,
-                       one_hot=int(config.observation_one_hot))
+def make_network(env_spec: envs.EnvSpec, config) -> MLPPolicy:
+  return MLPPolicy(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
+                   observation_ndim=len(env_spec.observation_shape),
+                   hidden_sizes=tuple(config.hidden_sizes), activation=config.activation,
+                   one_hot=int(config.observation_one_hot))
 
 
 def make_optimizer(config) -> optax.GradientTransformation:

@@ -1,4 +1,4 @@
-"""Tests of hrljax.losses.policy_gradient: spec vectors, hand-computed cases, properties, errors."""
+"""Tests of hrljax.losses.policy_gradient: hand-computed vectors, properties, errors."""
 
 import chex
 import jax
@@ -100,8 +100,8 @@ RATIOS = np.array([0.5, 0.9, 1.0, 1.25, 1.5, 5.0], np.float32)
 
 
 @VARIANTS
-def test_clipped_surrogate_spec_vector_with_dual_clip(transform):
-  """group_relative.md §0.7: eps_low 0.2, eps_high 0.28, c = 3."""
+def test_clipped_surrogate_vector_with_dual_clip(transform):
+  """Hand-computed: eps_low 0.2, eps_high 0.28, c = 3."""
   fn = transform(lambda lp, olp, a: pg.clipped_surrogate_loss(
       lp, olp, a, epsilon=0.2, epsilon_high=0.28, dual_clip=3.0)[0])
   logp = jnp.log(RATIOS)
@@ -162,7 +162,7 @@ def test_surrogate_bad_inputs():
     pg.clipped_surrogate_loss(jnp.zeros(2, jnp.int32), jnp.zeros(2), jnp.zeros(2))
 
 
-def test_sequence_log_ratio_spec_vector():
+def test_sequence_log_ratio_vector():
   logp = jnp.array([[-1.0, -2.0, -0.5, 0.0]])
   old = jnp.array([[-1.1, -1.8, -0.5, 9.0]])
   mask = jnp.array([[1, 1, 1, 0]])
@@ -184,7 +184,7 @@ def test_value_loss_plain_and_clipped():
 
 
 @VARIANTS
-def test_kl_spec_vector(transform):
+def test_kl_vector(transform):
   logp, ref = jnp.log(jnp.array([0.5])), jnp.log(jnp.array([0.25]))
   for estimator, expected in [("k1", 0.693147), ("k2", 0.240227), ("k3", 0.193147),
                               ("abs", 0.693147)]:
@@ -217,8 +217,8 @@ def test_categorical_entropy():
 
 
 @VARIANTS
-def test_aggregation_spec_vector(transform):
-  """group_relative.md §0.6."""
+def test_aggregation_vector(transform):
+  """Hand-computed: one row of 3 valid tokens, one of 1."""
   loss = jnp.array([[1.0, 2.0, 3.0, 7.0], [4.0, 9.0, 9.0, 9.0]])
   mask = jnp.array([[1, 1, 1, 0], [1, 0, 0, 0]])
   expected = {"token_mean": 2.5, "seq_mean_token_sum": 5.0, "seq_mean_token_mean": 3.0,
