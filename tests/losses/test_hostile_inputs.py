@@ -570,6 +570,10 @@ POLICY_GRADIENT_CASES = {
     "policy_gradient.value_loss": Case(
         pg.value_loss, {"value": "f:B", "target": "f:B", "old_value": "f:B"},
         kw={"clip_epsilon": 0.2}, bad={"clip_epsilon": -0.2}),
+    "policy_gradient.ppo_loss": Case(
+        pg.ppo_loss, {"logp": "lp:B", "old_logp": "lp:B", "advantages": "f:B", "value": "f:B",
+                      "old_value": "f:B", "target": "f:B", "entropy": "f:B"},
+        bad={"clip_value": 1}),
     "policy_gradient.categorical_entropy": Case(
         pg.categorical_entropy, {"logits": "f:B,A"}, rank=(), why="rank-polymorphic"),
     "policy_gradient.kl_divergence": Case(
