@@ -19,7 +19,8 @@ FAMILIES = {
     # clipped surrogates, value loss, KL estimators, entropy, GAE, token aggregation
     "policy_gradient": (
         "generalized_advantage_estimation", "clipped_surrogate_loss", "sequence_log_ratio",
-        "value_loss", "categorical_entropy", "kl_divergence", "aggregate", "masked_mean",
+        "value_loss", "ppo_loss", "categorical_entropy", "kl_divergence", "aggregate",
+        "masked_mean",
     ),
     # GRPO, Dr. GRPO, RLOO, DAPO pieces, GiGPO, REC/OPMD/AsymRE, HICRA, HBPO, M-GRPO, DisCO,
     # SALT, SPA-RL, G-RA, Hi-Agent
