@@ -13,7 +13,7 @@ def write_run(path, seeds):
       for seed in seeds:
         value = None if update == 40 and seed == seeds[0] else update + seed
         f.write(json.dumps({"phase": "train", "seed": seed, "update": update,
-                            "episode_return": value}) + "\n")
+                            "env_steps": 100 * update, "episode_return": value}) + "\n")
     for seed in seeds:
       f.write(json.dumps({"phase": "eval", "seed": seed, "update": 40,
                           "eval_return": 100.0 + seed, "eval_length": 7.0}) + "\n")
@@ -40,3 +40,9 @@ def test_table_has_one_line_per_row_and_a_header(tmp_path):
   assert len(table.splitlines()) == 3
   assert math.isnan(summarize.seed_rows(write_run(tmp_path / "empty", seeds=(0,)), "loss", 1.0,
                                         [])[0]["loss"])
+
+
+def test_a_window_of_env_steps_replaces_the_last_updates(tmp_path):
+  rows = summarize.seed_rows(write_run(tmp_path / "run", seeds=(1,)), "episode_return", 0.1, [],
+                             steps=(1000, 3000))
+  assert rows[0]["episode_return"] == (21 + 31) / 2  # env steps 2000 and 3000
