@@ -6,8 +6,9 @@
 Reads `metrics.jsonl` of each run directory made by `python -m experiments.train` (several seeds in
 one directory, or one directory per seed) and prints one line per seed and one line of means:
 `--metric` averaged over the training records of the last `--last` fraction of the updates, or
-of the environment steps in `(start, end]` with `--steps` (ignoring records where no episode
-ended), and the final evaluation's `--eval` metrics.
+of the environment steps in `(start, end]` with `--steps` (an episode statistic is weighted by the
+episodes that ended in each record: the mean over those episodes), and the final evaluation's
+`--eval` metrics.
 """
 
 import math
@@ -25,6 +26,17 @@ flags.DEFINE_string("steps", None, "START:END: average --metric over the records
 flags.DEFINE_list("eval", [], "Metrics of the final evaluation to show (default: every eval_*).")
 
 
+def window_mean(records: list, metric: str) -> float:
+  """The mean of `metric` over `records`; an episode statistic (records with an `episodes` count)
+  is weighted by the episodes that ended in each record, so it is the mean over those episodes."""
+  if not records:
+    return math.nan
+  weights = [r.get("episodes", 1.0) for r in records]
+  if sum(weights) == 0:
+    return math.nan
+  return sum(w * r[metric] for w, r in zip(weights, records)) / sum(weights)
+
+
 def seed_rows(workdir: str, metric: str, last: float, eval_fields, steps=None) -> list:
   """One dict per seed: run, seed, `<metric>` over the last updates (or over the env steps in
   `steps = (start, end]`) and the final evaluation."""
@@ -40,11 +52,10 @@ def seed_rows(workdir: str, metric: str, last: float, eval_fields, steps=None) -
   rows = []
   for seed in sorted({r.get("seed", 0) for r in records}):
     mine = [r for r in records if r.get("seed", 0) == seed]
-    values = [r[metric] for r in mine if r.get("phase") == "train" and in_window(r)
+    window = [r for r in mine if r.get("phase") == "train" and in_window(r)
               and r.get(metric) is not None]
     final = [r for r in mine if r.get("phase") == "eval"]
-    row = {"run": workdir, "seed": seed,
-           metric: sum(values) / len(values) if values else math.nan}
+    row = {"run": workdir, "seed": seed, metric: window_mean(window, metric)}
     if final:
       fields = eval_fields or [k for k in final[-1] if k.startswith("eval")]
       row.update({k: final[-1].get(k) for k in fields})

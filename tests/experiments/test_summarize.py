@@ -46,3 +46,10 @@ def test_a_window_of_env_steps_replaces_the_last_updates(tmp_path):
   rows = summarize.seed_rows(write_run(tmp_path / "run", seeds=(1,)), "episode_return", 0.1, [],
                              steps=(1000, 3000))
   assert rows[0]["episode_return"] == (21 + 31) / 2  # env steps 2000 and 3000
+
+
+def test_episode_statistics_are_weighted_by_the_episodes_of_each_record():
+  records = [{"episode_length": 100.0, "episodes": 1.0}, {"episode_length": 10.0, "episodes": 9.0}]
+  assert summarize.window_mean(records, "episode_length") == (100.0 + 90.0) / 10
+  assert summarize.window_mean([{"loss": 1.0}, {"loss": 3.0}], "loss") == 2.0
+  assert math.isnan(summarize.window_mean([], "loss"))
