@@ -5,7 +5,8 @@ Actor-Critic Algorithms and Applications", arXiv:1812.05905 (Eq. 5-7: soft Q and
 objectives; Eq. 17-18: the temperature objective with target entropy H̄; Appendix C: the tanh
 squashing; Appendix D: hyperparameters). The defaults are the paper's: Adam with lr 3e-4 for the
 actor, the critics and the temperature, τ = 0.005, γ = 0.99, batch 256, two hidden layers of 256
-ReLU units, buffer 1e6, one gradient step per environment step, H̄ = −|A|.
+ReLU units, buffer 1e6, one gradient step per environment step, H̄ = −|A|. The objectives are
+`hrljax.losses.soft_actor_critic`; the networks `hrljax.networks.continuous`.
 
 Implementation choices, each deliberate (the references are the authors' softlearning code,
 rail-berkeley/softlearning `softlearning/algorithms/sac.py`, and CleanRL's
@@ -26,20 +27,18 @@ rail-berkeley/softlearning `softlearning/algorithms/sac.py`, and CleanRL's
   * the first `learning_starts` environment steps use uniform random actions and no gradient
     updates (softlearning's `n_initial_exploration_steps` = 1000).
 
-The run is one XLA program: `make_train(config)(key)`. The experiment CLI drives
-`make_learner(config)`, whose `step` collects `num_envs * num_steps` environment steps into the
-replay buffer and then performs `updates_per_step` gradient updates on sampled batches.
+`make_learner(config)`'s `step` collects `num_envs * num_steps` environment steps into the
+replay buffer and then performs `updates_per_step` gradient updates on sampled batches;
+`make_train(config)(key)` is a whole run as one XLA program.
 """
 
 import math
 from typing import Any, Callable, NamedTuple, Optional
 
-import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
 from flax import struct
 from ml_collections import config_dict
@@ -47,15 +46,15 @@ from ml_collections import config_dict
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout, training
 from hrljax.rollout import rollout_statistics
-from hrljax.networks.continuous import QEnsemble, TanhGaussianActor
+from hrljax.losses import soft_actor_critic as soft_ac
+from hrljax.networks.continuous import (QEnsemble, TanhGaussianActor, action_bound_tuples,
+                                        rescale_action)
 from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
 
 # `actor_penalty_fn(obs [B, ...], action [B, |A|]) -> [B]`: an extra per-example actor loss term.
 ActorPenaltyFn = Callable[[PyTree, Array], Array]
 
-ALPHA_LOSS_FORMS = ("alpha", "log_alpha")
-Q_REDUCTIONS = ("min", "mean")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -112,8 +111,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                   "init_alpha")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
-  checks.one_of(config, "alpha_loss_form", ALPHA_LOSS_FORMS)
-  checks.one_of(config, "actor_q_reduction", Q_REDUCTIONS)
+  checks.one_of(config, "alpha_loss_form", soft_ac.ALPHA_LOSS_FORMS)
+  checks.one_of(config, "actor_q_reduction", soft_ac.Q_REDUCTIONS)
   if config.target_entropy is not None and not math.isfinite(config.target_entropy):
     raise checks.ConfigError(
         f"config.target_entropy: expected None (−action_dim) or a finite number, "
@@ -131,11 +130,6 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                              f"actions, got {config.env_name!r} with discrete actions")
 
 
-# ----------------------------------------------------------------------------------------------
-# The SAC objectives: pure functions of arrays, per example over a batch axis B.
-# ----------------------------------------------------------------------------------------------
-
-
 class Transition(NamedTuple):
   """One replayed transition (or a `[B]` batch): what the buffer stores.
 
@@ -149,113 +143,6 @@ class Transition(NamedTuple):
   terminated: Array  # bool []: natural end, no bootstrap
   next_obs: PyTree
 
-
-class CriticExtras(NamedTuple):
-  td_error: Array  # [K, B]: target − Q_k(s, a)
-  q_value: Array  # [K, B]
-
-
-class ActorExtras(NamedTuple):
-  q_value: Array  # [B]: the reduced Q(s, ã) the actor maximises
-  log_prob: Array  # [B]: log π(ã|s)
-
-
-class TemperatureExtras(NamedTuple):
-  entropy_gap: Array  # [B]: −log π(ã|s) − H̄, the (sampled) entropy above the target
-
-
-def soft_q_target(r_t: Array, discount_t: Array, q_t: Array, log_prob_t: Array,
-                  alpha: Array, stop_target_gradients: bool = True) -> Array:
-  """The soft Bellman target y = r + discount·(min_k Q̄_k(s', a') − α·log π(a'|s')), a' ~ π(·|s').
-
-  arXiv:1812.05905 Eq. 3 and 5 (soft value of the next state under the current policy), with the
-  minimum over the target critics (Section 5, "two Q-functions"). Per example, vectorised over a
-  batch axis B.
-
-  Args:
-    r_t: rewards, float `[B]`.
-    discount_t: γ·(1 − terminated), float `[B]` (truncation keeps γ).
-    q_t: target critics at (s', a'), float `[K, B]`.
-    log_prob_t: log π(a'|s'), float `[B]`.
-    alpha: temperature α, float scalar.
-    stop_target_gradients: the target carries no gradient unless False.
-
-  Returns:
-    the targets, float `[B]`.
-  """
-  chex.assert_rank([r_t, discount_t, q_t, log_prob_t, alpha], [1, 1, 2, 1, 0])
-  chex.assert_type([r_t, discount_t, q_t, log_prob_t], float)
-  chex.assert_equal_shape([r_t, discount_t, log_prob_t, q_t[0]])
-  next_value = jnp.min(q_t, axis=0) - alpha * log_prob_t
-  target = r_t + discount_t * next_value
-  return jax.lax.stop_gradient(target) if stop_target_gradients else target
-
-
-def critic_loss(q_tm1: Array, target: Array) -> tuple[Array, CriticExtras]:
-  """J_Q = E_B[Σ_k ½ (Q_k(s, a) − y)²] (arXiv:1812.05905 Eq. 5), summed over the K critics.
-
-  Batch-level: the mean over B. `target` should come from `soft_q_target` (no gradient).
-
-  Args:
-    q_tm1: the critics at the replayed (s, a), float `[K, B]`.
-    target: y, float `[B]`.
-  """
-  chex.assert_rank([q_tm1, target], [2, 1])
-  chex.assert_type([q_tm1, target], float)
-  chex.assert_equal_shape([q_tm1[0], target])
-  td_error = target[None, :] - q_tm1
-  loss = 0.5 * jnp.mean(jnp.sum(jnp.square(td_error), axis=0))
-  return loss, CriticExtras(td_error=td_error, q_value=q_tm1)
-
-
-def actor_loss(log_prob: Array, q_value: Array, alpha: Array, q_reduction: str = "min"
-               ) -> tuple[Array, ActorExtras]:
-  """J_π = E_B[α·log π(ã|s) − Q(s, ã)] with ã = f(ε; s) reparameterised (arXiv:1812.05905 Eq. 7).
-
-  Batch-level: the mean over B. Q is `min` over the K critics (the paper) or their `mean`
-  (softlearning's current code). α carries no gradient here (it has its own objective).
-
-  Args:
-    log_prob: log π(ã|s) of reparameterised samples, float `[B]`.
-    q_value: the critics at (s, ã), float `[K, B]`.
-    alpha: temperature α, float scalar.
-    q_reduction: "min" or "mean".
-  """
-  if q_reduction not in Q_REDUCTIONS:
-    raise ValueError(f"q_reduction: expected one of {list(Q_REDUCTIONS)}, got {q_reduction!r}")
-  chex.assert_rank([log_prob, q_value, alpha], [1, 2, 0])
-  chex.assert_type([log_prob, q_value], float)
-  chex.assert_equal_shape([log_prob, q_value[0]])
-  q = jnp.min(q_value, axis=0) if q_reduction == "min" else jnp.mean(q_value, axis=0)
-  loss = jnp.mean(jax.lax.stop_gradient(alpha) * log_prob - q)
-  return loss, ActorExtras(q_value=q, log_prob=log_prob)
-
-
-def temperature_loss(log_alpha: Array, log_prob: Array, target_entropy: float,
-                     form: str = "alpha") -> tuple[Array, TemperatureExtras]:
-  """J(α) = E_B[−α·(log π(ã|s) + H̄)] (arXiv:1812.05905 Eq. 18), a function of log α.
-
-  Batch-level: the mean over B. `form="alpha"` is Eq. 18 with α = exp(log α) (its gradient in
-  log α is −α·(log π + H̄)); `form="log_alpha"` replaces α by log α (early softlearning,
-  Stable-Baselines3: gradient −(log π + H̄)). Both push α up while the policy's entropy −log π is
-  below H̄. `log_prob` carries no gradient.
-
-  Args:
-    log_alpha: log α, float scalar (the trained parameter).
-    log_prob: log π(ã|s) of fresh samples, float `[B]`.
-    target_entropy: H̄, a Python float (−|A| in the paper).
-    form: "alpha" or "log_alpha".
-  """
-  if form not in ALPHA_LOSS_FORMS:
-    raise ValueError(f"form: expected one of {list(ALPHA_LOSS_FORMS)}, got {form!r}")
-  if not (isinstance(target_entropy, (int, float)) and math.isfinite(target_entropy)):
-    raise ValueError(f"target_entropy: expected a finite float, got {target_entropy!r}")
-  chex.assert_rank([log_alpha, log_prob], [0, 1])
-  chex.assert_type([log_alpha, log_prob], float)
-  entropy_gap = -jax.lax.stop_gradient(log_prob) - target_entropy
-  coefficient = jnp.exp(log_alpha) if form == "alpha" else log_alpha
-  loss = jnp.mean(coefficient * entropy_gap)
-  return loss, TemperatureExtras(entropy_gap=entropy_gap)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -349,10 +236,10 @@ class SACAgent(struct.PyTreeNode):
     next_dist = self.actor.apply(self.actor_params, batch.next_obs)
     next_action, next_log_prob = next_dist.sample_and_log_prob(seed=target_key)
     next_q = self.critic.apply(self.target_critic_params, batch.next_obs, next_action)
-    target = soft_q_target(reward, discount, next_q, next_log_prob, alpha)
+    target = soft_ac.soft_q_target(reward, discount, next_q, next_log_prob, alpha)
 
     def critic_objective(params):
-      return critic_loss(self.critic.apply(params, batch.obs, batch.action), target)
+      return soft_ac.critic_loss(self.critic.apply(params, batch.obs, batch.action), target)
     (q_loss, q_extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
         self.critic_params)
     updates, critic_opt_state = self.critic_tx.update(grads, self.critic_opt_state,
@@ -363,7 +250,7 @@ class SACAgent(struct.PyTreeNode):
       dist = self.actor.apply(params, batch.obs)
       action, log_prob = dist.sample_and_log_prob(seed=actor_key)
       q_value = self.critic.apply(critic_params, batch.obs, action)
-      loss, extras = actor_loss(log_prob, q_value, alpha, config.actor_q_reduction)
+      loss, extras = soft_ac.actor_loss(log_prob, q_value, alpha, config.actor_q_reduction)
       if actor_penalty_fn is None:
         return loss, (extras, None)
       penalty = jnp.mean(actor_penalty_fn(batch.obs, action))
@@ -378,7 +265,7 @@ class SACAgent(struct.PyTreeNode):
         seed=alpha_key)
 
     def alpha_objective(log_alpha):
-      return temperature_loss(log_alpha, fresh_log_prob, self.target_entropy,
+      return soft_ac.temperature_loss(log_alpha, fresh_log_prob, self.target_entropy,
                               config.alpha_loss_form)
     (a_loss, _), grad = jax.value_and_grad(alpha_objective, has_aux=True)(self.log_alpha)
     log_alpha, alpha_opt_state = self.log_alpha, self.alpha_opt_state
@@ -419,26 +306,6 @@ def make_networks(env_spec: envs.EnvSpec, config) -> tuple[TanhGaussianActor, QE
   critic = QEnsemble(num_members=config.num_critics, hidden_sizes=tuple(config.hidden_sizes),
                      activation=config.activation, observation_ndim=observation_ndim)
   return actor, critic
-
-
-def action_bound_tuples(action_bounds: Optional[tuple[Any, Any]], action_dim: int
-                        ) -> tuple[tuple[float, ...], tuple[float, ...]]:
-  """`(low, high)` as Python tuples of `action_dim` floats ([-1, 1] if `action_bounds` is None)."""
-  low, high = (-1.0, 1.0) if action_bounds is None else action_bounds
-  as_tuple = lambda x: tuple(float(v) for v in np.broadcast_to(np.asarray(x, np.float64),
-                                                               (action_dim,)))
-  low, high = as_tuple(low), as_tuple(high)
-  if not all(math.isfinite(l) and math.isfinite(h) and l < h for l, h in zip(low, high)):
-    raise ValueError(f"action_bounds: expected finite bounds with low < high, got {low}, {high}")
-  return low, high
-
-
-def rescale_action(normalized: Array, low: tuple, high: tuple) -> Array:
-  """Maps actions in [-1, 1]^|A| (trailing axis) affinely onto `[low, high]`."""
-  shape = (1,) * (normalized.ndim - 1) + (len(low),)
-  low = jnp.asarray(low, jnp.float32).reshape(shape)
-  high = jnp.asarray(high, jnp.float32).reshape(shape)
-  return low + (normalized + 1.0) * 0.5 * (high - low)
 
 
 def make_optimizer(config, learning_rate: float) -> optax.GradientTransformation:

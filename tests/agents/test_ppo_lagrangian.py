@@ -9,6 +9,7 @@ import pytest
 from hrljax import envs, rollout
 from hrljax.agents import ppo_lagrangian as pl
 from hrljax.config_checks import ConfigError
+from hrljax.envs.safety_wrapper import SafetyObservation
 from hrljax.types import Transition
 
 
@@ -55,8 +56,8 @@ def test_validate_config_rejects_shield_on_other_environments():
     pl.validate_config(config)
 
 
-def test_defaults_are_the_specs():
-  """Spec Sec. 5.5: d = 25, lam_init 0.001, Adam 0.035 (OmniSafe PPOLag); PID 0.1/0.01/0.01,
+def test_defaults_are_omnisafes():
+  """d = 25, lam_init 0.001, Adam 0.035 (OmniSafe PPOLag); PID 0.1/0.01/0.01,
   delay 10, EMAs 0.95, sum normalisation (OmniSafe CPPOPID); gamma_c 0.99, lambda_c 0.95."""
   config = pl.get_config()
   assert (config.cost_limit, config.lagrange_init, config.lagrange_optimizer,
@@ -116,8 +117,8 @@ def test_multiplier_rises_above_the_limit_and_falls_to_zero_below(optimizer):
   assert float(agent.lam) == 0.0
 
 
-def test_pid_multiplier_follows_the_spec_sequence():
-  """Spec Sec. 5.6 PID table (OmniSafe CPPOPID defaults, delay 10): J_c = 50, 40, 30, 20, 10."""
+def test_pid_multiplier_follows_the_hand_computed_sequence():
+  """The PID table of `test_safety.py` (OmniSafe CPPOPID defaults, delay 10): J_c = 50, 40, 30, 20, 10."""
   agent = make_agent(multiplier="pid")
   lams = []
   for jc in (50.0, 40.0, 30.0, 20.0, 10.0):
@@ -157,16 +158,16 @@ def test_loss_uses_the_combined_advantage():
   expected, _ = ppo.ppo_loss(agent.params["actor_critic"], agent.network,
                              batch.reward._replace(advantage=jnp.asarray(combined, jnp.float32)),
                              loss_config)
-  total, metrics = pl.ppo_lagrangian_loss(agent.params, agent.network, agent.cost_network,
+  total, metrics = pl.ppo_lagrangian_objective(agent.params, agent.network, agent.cost_network,
                                           batch, lam, agent.config)
   np.testing.assert_allclose(float(total - 0.5 * metrics["cost_value_loss"]), float(expected),
                              rtol=1e-5)
-  grad_lam = jax.grad(lambda l: pl.ppo_lagrangian_loss(
+  grad_lam = jax.grad(lambda l: pl.ppo_lagrangian_objective(
       agent.params, agent.network, agent.cost_network, batch, l, agent.config)[0])(lam)
   assert float(grad_lam) == 0.0
   ppo_total, _ = ppo.ppo_loss(agent.params["actor_critic"], agent.network, batch.reward,
                               agent.config)
-  zero_total, zero_metrics = pl.ppo_lagrangian_loss(agent.params, agent.network,
+  zero_total, zero_metrics = pl.ppo_lagrangian_objective(agent.params, agent.network,
                                                     agent.cost_network, batch, jnp.float32(0.0),
                                                     agent.config)
   np.testing.assert_allclose(float(zero_total - 0.5 * zero_metrics["cost_value_loss"]),
@@ -179,7 +180,7 @@ def test_cost_gae_bootstraps_on_truncation_not_on_termination():
   agent = make_agent()
   obs = jax.random.normal(jax.random.key(5), (1, 2, 10))
   next_obs = jax.random.normal(jax.random.key(6), (1, 2, 10))
-  wrap = lambda o, cost: pl.SafetyObservation(
+  wrap = lambda o, cost: SafetyObservation(
       obs=o, cost=cost, episode_cost=cost, episode_violations=jnp.ones((1, 2), jnp.int32),
       intervened=jnp.zeros((1, 2), bool))
   traj = rollout.Transition(
@@ -269,7 +270,7 @@ def test_first_episode_cost_counts_each_environments_first_episode_only():
   # never ends (all its cost counts), env 2 ends at step 0 with no cost.
   cost = jnp.asarray([[1.0, 0.0, 0.0], [0.5, 2.0, 0.0], [3.0, 0.0, 1.0]])
   done = jnp.asarray([[False, False, True], [True, False, False], [False, False, True]])
-  next_obs = pl.SafetyObservation(obs=jnp.zeros((3, 3, 1)), cost=cost,
+  next_obs = SafetyObservation(obs=jnp.zeros((3, 3, 1)), cost=cost,
                                   episode_cost=jnp.zeros((3, 3)),
                                   episode_violations=jnp.zeros((3, 3), jnp.int32),
                                   intervened=jnp.zeros((3, 3), bool))

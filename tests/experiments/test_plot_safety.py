@@ -113,7 +113,7 @@ def test_path_of_a_restored_bresa_agent(tmp_path):
   40 control steps (the time limit), positions chained step to step, decisions every K = 10."""
   config = bresa.get_config()
   config.update(dict(env_name="PointHazard-v0", hidden_sizes=(8,), risk_hidden_sizes=(8,),
-                     num_envs=1, buffer_size=16, risk_buffer_size=16, eps_risk=0.0))
+                     num_envs=1, buffer_size=16, risk_buffer_size=16, risk_epsilon=0.0))
   config.env_kwargs = ml_collections.ConfigDict({"max_steps_in_episode": 40})
   workdir = write_run(tmp_path / "bresa", json.loads(config.to_json()), [])
   state = jax.jit(bresa.make_learner(config).init)(jax.random.key(0))
