@@ -42,7 +42,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, rollout
+from hrljax import envs, rollout, training
 from hrljax.agents import common, ppo
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety
@@ -367,7 +367,7 @@ def safety_statistics(traj) -> dict[str, Array]:
       "episode_violations_sum": (succ.episode_violations.astype(jnp.float32) * done).sum(),
       "violating_episode_sum": ((succ.episode_violations > 0).astype(jnp.float32) * done).sum(),
       "rollout_cost": succ.cost.sum(),
-      "rollout_violations": (succ.cost > 0).astype(jnp.float32).sum(),
+      "violating_steps": (succ.cost > 0).astype(jnp.float32).sum(),
       "cost_rate": succ.cost.sum() / steps,
       "intervention_rate": succ.intervened.astype(jnp.float32).sum() / steps,
   }
@@ -398,7 +398,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   config = ml_collections.FrozenConfigDict(config)
   env, env_params = make_env(config)
   env_spec = envs.spec(env.env, env_params)
-  num_updates = config.total_timesteps // (config.num_envs * config.num_steps)
+  steps_per_update = config.num_envs * config.num_steps
   actor_critic = ppo.make_network(env_spec, config)
 
   def init(key: Array) -> ppo.RunnerState:
@@ -441,16 +441,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                               env_params.max_steps_in_episode)
     return {**metrics, **first_episode_cost(traj)}
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
-                 env_steps_per_update=config.num_envs * config.num_steps, sharded_field="env")
+  return Learner(init=init, step=step, evaluate=evaluate,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+                 env_steps_per_update=steps_per_update, sharded_field="env")
 
 
 def make_train(config: ml_collections.ConfigDict):
   """`train(key) -> (final RunnerState, per-update metrics)`: the whole run as one program."""
-  learner = make_learner(config)
-
-  def train(key: Array):
-    return jax.lax.scan(lambda state, _: learner.step(state), learner.init(key), None,
-                        length=learner.num_updates)
-
-  return train
+  return training.whole_run(make_learner(config))

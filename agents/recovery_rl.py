@@ -622,7 +622,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
         evaluation_episodes(state.agent, key, config.eval_episodes))
 
   return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=config.total_timesteps // steps_per_update,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="env")
 
 

@@ -59,12 +59,11 @@ ActorPenaltyFn = Callable[[PyTree, Array], Array]
 
 def get_config() -> ml_collections.ConfigDict:
   """SAC hyperparameters; the defaults are the paper's (arXiv:1812.05905, Appendix D)."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=1000, checkpoint_every=10_000)  # in Learner steps
   config.agent = "sac"
   config.env_name = "Pendulum-v1"
   config.env_kwargs = ml_collections.ConfigDict()
-  config.seed = 0
-  config.total_timesteps = 1_000_000
+  config.total_timesteps = 1_000_000  # environment steps
   config.num_envs = 1
   config.num_steps = 1  # environment steps per environment per Learner step
   config.updates_per_step = 1  # gradient updates per Learner step
@@ -76,23 +75,19 @@ def get_config() -> ml_collections.ConfigDict:
   config.alpha_learning_rate = 3e-4
   config.optimizer = "adam"  # or "sgd" (multi-device equivalence checks)
   config.gamma = 0.99
-  config.tau = 0.005
+  config.tau = 0.005  # Polyak rate of the target critics
   config.target_update_interval = 1  # gradient updates between Polyak averagings
-  config.autotune_alpha = True
-  config.init_alpha = 1.0  # the fixed α when autotune_alpha is False
-  config.target_entropy = config_dict.placeholder(float)  # None: −action_dim
-  config.alpha_loss_form = "alpha"
-  config.actor_q_reduction = "min"
+  config.autotune_alpha = True  # the temperature descends J(α) (Eq. 18)
+  config.init_alpha = 1.0  # α at the start (fixed when autotune_alpha is False)
+  config.target_entropy = config_dict.placeholder(float)  # H̄; None: −action_dim
+  config.alpha_loss_form = "alpha"  # or "log_alpha" (`soft_actor_critic.temperature_loss`)
+  config.actor_q_reduction = "min"  # or "mean" over the critics
   config.num_critics = 2
   config.hidden_sizes = (256, 256)
   config.activation = "relu"
-  config.log_std_min = -20.0
+  config.log_std_min = -20.0  # the actor's log-std clip (softlearning's bounds)
   config.log_std_max = 2.0
   config.rollout_unroll = 1
-  # Run-level settings read by the experiment loop.
-  config.log_every = 1000  # Learner steps per compiled chunk / JSONL record
-  config.checkpoint_every = 10_000  # Learner steps; a multiple of log_every
-  config.max_checkpoints = 2
   config.eval_episodes = 16
   return config
 
@@ -101,8 +96,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "updates_per_step",
                       "buffer_size", "batch_size", "target_update_interval", "num_critics",
-                      "log_every", "checkpoint_every", "max_checkpoints", "eval_episodes",
-                      "rollout_unroll")
+                      "eval_episodes", "rollout_unroll")
   if isinstance(config.learning_starts, bool) or not isinstance(config.learning_starts, int) \
       or config.learning_starts < 0:
     raise checks.ConfigError(
@@ -121,7 +115,6 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(f"config.log_std_min: expected less than config.log_std_max "
                              f"({config.log_std_max}), got {config.log_std_min!r}")
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
                   "one Learner step of num_envs * num_steps")
   env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
@@ -142,7 +135,6 @@ class Transition(NamedTuple):
   reward: Array  # float32 []
   terminated: Array  # bool []: natural end, no bootstrap
   next_obs: PyTree
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -342,7 +334,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   low, high = action_bound_tuples((space.low, space.high), env_spec.action_dim)
   actor, _ = make_networks(env_spec, config)
   steps_per_update = config.num_envs * config.num_steps
-  num_updates = config.total_timesteps // steps_per_update
+  num_updates = training.num_updates(config.total_timesteps, steps_per_update)
 
   def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)

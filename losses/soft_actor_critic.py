@@ -15,12 +15,13 @@ successor. Targets carry no gradient unless `stop_target_gradients=False`; the t
 never receives a gradient from the critic or actor objectives (it has its own).
 """
 
-import math
 from typing import NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
+
+from hrljax.losses import _checks
 
 Array = chex.Array
 
@@ -40,11 +41,6 @@ class ActorExtras(NamedTuple):
 
 class TemperatureExtras(NamedTuple):
   entropy_gap: Array  # [B]: −log π(ã|s) − H̄, the (sampled) entropy above the target
-
-
-def _check_choice(name: str, value, allowed: tuple) -> None:
-  if value not in allowed:
-    raise ValueError(f"{name}: expected one of {list(allowed)}, got {value!r}")
 
 
 def soft_q_target(r_t: Array, discount_t: Array, q_t: Array, log_prob_t: Array, alpha: Array,
@@ -103,7 +99,7 @@ def actor_loss(log_prob: Array, q_value: Array, alpha: Array, q_reduction: str =
     alpha: temperature α, float scalar.
     q_reduction: "min" or "mean".
   """
-  _check_choice("q_reduction", q_reduction, Q_REDUCTIONS)
+  _checks.choice("q_reduction", q_reduction, Q_REDUCTIONS)
   chex.assert_rank([log_prob, q_value, alpha], [1, 2, 0])
   chex.assert_type([log_prob, q_value], float)
   chex.assert_equal_shape([log_prob, q_value[0]])
@@ -127,10 +123,8 @@ def temperature_loss(log_alpha: Array, log_prob: Array, target_entropy: float,
     target_entropy: H̄, a Python float (−|A| in the paper).
     form: "alpha" or "log_alpha".
   """
-  _check_choice("form", form, ALPHA_LOSS_FORMS)
-  if isinstance(target_entropy, bool) or not (
-      isinstance(target_entropy, (int, float)) and math.isfinite(target_entropy)):
-    raise ValueError(f"target_entropy: expected a finite float, got {target_entropy!r}")
+  _checks.choice("form", form, ALPHA_LOSS_FORMS)
+  _checks.number("target_entropy", target_entropy)
   chex.assert_rank([log_alpha, log_prob], [0, 1])
   chex.assert_type([log_alpha, log_prob], float)
   entropy_gap = -jax.lax.stop_gradient(log_prob) - target_entropy

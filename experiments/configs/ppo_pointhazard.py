@@ -22,7 +22,7 @@ def pointhazard_settings(config):
   config.total_timesteps = 16 * 100 * 150  # 150 updates
   config.learning_rate = 3e-4
   config.cost_limit = 1.0  # d per episode
-  config.log_every = 10  # updates per record
+  config.log_every = 5  # updates per record (divides the last 10%: updates 135-150)
   config.checkpoint_every = 50
   return config
 

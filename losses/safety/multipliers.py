@@ -14,7 +14,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses.safety import _checks as checks
+from hrljax.losses import _checks as checks
 
 Array = chex.Array
 Numeric = Union[chex.Array, float]

@@ -14,7 +14,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses.safety import _checks as checks
+from hrljax.losses import _checks as checks
 from hrljax.losses.safety.shields import dalal_safety_layer
 
 Array = chex.Array
@@ -147,8 +147,7 @@ def nearest_safe_action(score_fn: ScoreFn, obs, nominal: Array, fallback: Array,
   where the search ends above the threshold the `fallback` is returned, so the result is never
   an action the switch (`reflex_select`) would reject when the fallback would pass.
   """
-  if method not in RECOVERY_SEARCHES:
-    checks.fail("method", f"one of {RECOVERY_SEARCHES}", method)
+  checks.choice("method", method, RECOVERY_SEARCHES)
   checks.number("threshold", threshold, low=0.0, high=1.0)
   checks.number("margin", margin, low=0.0)
   chex.assert_equal_shape([nominal, fallback])

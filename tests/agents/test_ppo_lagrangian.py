@@ -207,7 +207,7 @@ def test_smoke_run_multiplier_rises_and_is_deterministic():
   for key in metrics:
     np.testing.assert_array_equal(metrics[key], again[key])
   assert set(metrics) >= {"loss", "cost_value_loss", "lagrange_multiplier", "episode_cost_sum",
-                          "episode_return_sum", "episodes", "cost_rate", "rollout_violations",
+                          "episode_return_sum", "episodes", "cost_rate", "violating_steps",
                           "violating_episode_sum", "intervention_rate"}
   lam = np.asarray(metrics["lagrange_multiplier"])
   episode_cost = metrics["episode_cost_sum"] / metrics["episodes"]
@@ -258,7 +258,7 @@ def test_lagrangian_configs_cut_violations_and_keep_the_return(name, experiment_
   init_key, eval_key = jax.random.split(jax.random.key(0))
   state, metrics = jax.jit(pl.make_train(config))(init_key)
   evaluation = jax.jit(learner.evaluate)(state, eval_key)
-  violations = float(metrics["rollout_violations"].sum())
+  violations = float(metrics["violating_steps"].sum())
   assert violations <= BASELINE_VIOLATIONS / 10, violations
   assert float(evaluation["eval_cost"]) <= BASELINE_EVAL_COST / 10, evaluation
   assert float(evaluation["eval_return"]) >= 0.8 * BASELINE_RETURN, evaluation

@@ -138,13 +138,20 @@ def test_task_recovery_objective_trains_only_the_recovery_policy_towards_task_va
   assert q(trained) > q(agent)
 
 
+_COMPILED_RUNS = {}
+
+
 def run_learner(config, seed=0, **overrides):
   """`(final state, per-update metrics)` of the whole run of `config` with `overrides` from
-  `key(seed)` (`make_train`: one compiled scan, so runs compared bit for bit share a driver)."""
+  `key(seed)` (`make_train`: one compiled scan, so runs compared bit for bit share a driver;
+  compiled once per config)."""
   config = ml_collections.ConfigDict(config)
   for key, value in overrides.items():
     config[key] = value
-  state, metrics = jax.jit(recovery_rl.make_train(config))(jax.random.key(seed))
+  name = config.to_json()
+  if name not in _COMPILED_RUNS:
+    _COMPILED_RUNS[name] = jax.jit(recovery_rl.make_train(config))
+  state, metrics = _COMPILED_RUNS[name](jax.random.key(seed))
   return state, jax.tree.map(np.asarray, metrics)
 
 
@@ -386,7 +393,8 @@ def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
     ("projection_steps", 0, "config.projection_steps"),
     ("recovery_samples", 0, "config.recovery_samples")])
 def test_validate_config_checks_the_recovery_action_fields(field, value, message):
-  config = recovery_config("critic_projection")
+  config = tiny_config(recovery_action="critic_projection", risk_epsilon=0.5,
+                       recovery_margin=0.05)
   config[field] = value
   with pytest.raises(ConfigError, match=message):
     recovery_rl.validate_config(config)

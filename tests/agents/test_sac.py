@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import envs
+from hrljax import envs, training
 from hrljax.agents import sac
 from hrljax.config_checks import ConfigError
 
@@ -133,9 +133,11 @@ def test_update_steps_every_part_and_averages_the_target(agent, jitted_update):
     ("env_name", "Pendulum-v9", "env_name: unknown environment"),
 ])
 def test_validate_config_names_the_field(field, value, message):
+  """The checks `experiments.train` runs: the spine's run-level fields, then the agent's."""
   config = tiny_config()
   config[field] = value
   with pytest.raises(ValueError, match=message):
+    training.validate_run_config(config)
     sac.validate_config(config)
 
 

@@ -131,7 +131,7 @@ def test_shielded_training_has_no_violation_and_learns():
                        hidden_sizes=(64, 64), update_epochs=4, num_minibatches=4,
                        learning_rate=3e-4)
   _, metrics = jax.jit(shielded_ppo.make_train(config))(jax.random.key(0))
-  assert float(metrics["rollout_violations"].sum()) == 0.0
+  assert float(metrics["violating_steps"].sum()) == 0.0
   assert float(metrics["intervention_rate"].mean()) > 0.0
   tail = slice(15, None)
   episode_return = metrics["episode_return_sum"][tail].sum() / metrics["episodes"][tail].sum()
