@@ -37,8 +37,6 @@ baseline; SQRL's constrained update, Srinivasan et al., arXiv:2010.14603, Sectio
 """
 
 import math
-from typing import NamedTuple
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -195,29 +193,7 @@ def task_risk_limit(config) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
-class RiskTransition(NamedTuple):
-  """One executed control step (or a `[B]` batch), what the risk buffer stores."""
-
-  obs: PyTree
-  action: Array  # float32 [|A|]: the executed low-level action (environment scale)
-  cost: Array  # float32 []
-  terminated: Array  # bool []
-  next_obs: PyTree  # true successor
-  next_action: Array  # float32 [|A|]: the controller's nominal action at next_obs
-
-
-class DecisionTransition(NamedTuple):
-  """One task decision (or a `[B]` batch), what the task buffer stores."""
-
-  obs: PyTree
-  action: Array  # float32 [|A|]: the proposed task action in [-1, 1] (relabelled)
-  reward: Array  # float32 []: summed over the decision's control steps
-  terminated: Array  # bool []
-  next_obs: PyTree
-  num_substeps: Array  # int32 []: control steps executed (SMDP discount gamma ** num_substeps)
-
-
-def smdp_sac_batch(batch: DecisionTransition, gamma: float) -> sac.Transition:
+def smdp_sac_batch(batch: two_rate.DecisionTransition, gamma: float) -> sac.Transition:
   """The SAC batch whose discount γ·(1 − terminated) equals the SMDP discount γ^n·(1 − terminated).
 
   SAC discounts with γ·(1 − terminated); the float `terminated' = 1 − γ^(n−1)·(1 − terminated)`
@@ -350,7 +326,8 @@ class RecoveryAgent(struct.PyTreeNode):
                                                            threshold=self.config.risk_epsilon))
     return select(self.risk(obs, proposed), proposed, recovery)
 
-  def update_safety(self, batch: RiskTransition, key: Array) -> tuple["RecoveryAgent", dict]:
+  def update_safety(self, batch: two_rate.ControlTransition, key: Array
+                    ) -> tuple["RecoveryAgent", dict]:
     """One step of Q_risk (TD loss), then one of π_rec on the updated critic, then the Polyak
     step of the risk target (every step, as the reference). `[B]` batch."""
     config = self.config
@@ -520,10 +497,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     one_obs = jax.tree.map(lambda x: x[0], carry.obs)
     action = jnp.zeros((env_spec.action_dim,), jnp.float32)
     scalar, no = jnp.zeros((), jnp.float32), jnp.zeros((), bool)
-    task_item = DecisionTransition(obs=one_obs, action=action, reward=scalar, terminated=no,
-                                   next_obs=one_obs, num_substeps=jnp.zeros((), jnp.int32))
-    risk_item = RiskTransition(obs=one_obs, action=action, cost=scalar, terminated=no,
-                               next_obs=one_obs, next_action=action)
+    task_item = two_rate.DecisionTransition(obs=one_obs, action=action, reward=scalar,
+                                            terminated=no, next_obs=one_obs,
+                                            num_substeps=jnp.zeros((), jnp.int32))
+    risk_item = two_rate.ControlTransition(obs=one_obs, action=action, cost=scalar,
+                                           terminated=no, next_obs=one_obs, next_action=action)
     return RunnerState(agent=agent, task_buffer=replay.init(task_item, config.buffer_size),
                        risk_buffer=replay.init(risk_item, config.risk_buffer_size),
                        env=two_rate.cost_carry(carry), key=key, update=jnp.zeros((), jnp.int32))
@@ -599,22 +577,15 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                        env=tracked, key=key, update=state.update + 1), metrics
 
   def store(state: RunnerState, traj) -> tuple[replay.ReplayBuffer, replay.ReplayBuffer]:
-    # [T, N] decisions, or (option (b)) [T, K, N] decision slots of which the valid are stored.
-    decision_axes = traj.num_substeps.ndim
-    flat = lambda x: x.reshape((-1,) + x.shape[decision_axes:])
-    decision = traj.decision
-    items = DecisionTransition(
-        obs=jax.tree.map(flat, decision.obs), action=flat(task_actions(traj, low, high, config)),
-        reward=flat(task_rewards(traj, config.intervention_penalty)),
-        terminated=flat(decision.terminated),
-        next_obs=jax.tree.map(flat, decision.next_obs), num_substeps=flat(traj.num_substeps))
-    if isinstance(traj, rollout.EndDecisionTrajectory):
-      task_buffer = replay.add_masked(state.task_buffer, items, flat(traj.valid))
-      commands = traj.command
-    else:
-      task_buffer = replay.add(state.task_buffer, items)
-      commands = jnp.broadcast_to(decision.action[:, None], traj.control.action.shape)
-    risk_buffer = replay.add(state.risk_buffer, _risk_items(traj.control, commands, controller))
+    # Decisions to the task buffer (option (b): only the valid decision slots), every control
+    # step to the risk buffer.
+    items, valid = two_rate.decision_transitions(
+        traj, task_actions(traj, low, high, config),
+        task_rewards(traj, config.intervention_penalty))
+    task_buffer = (replay.add(state.task_buffer, items) if valid is None
+                   else replay.add_masked(state.task_buffer, items, valid))
+    risk_buffer = replay.add(state.risk_buffer, two_rate.control_transitions(
+        traj.control, two_rate.commands_in_force(traj), controller))
     return task_buffer, risk_buffer
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
@@ -705,21 +676,6 @@ def task_actions(traj, low: tuple, high: tuple, config) -> Array:
   low = jnp.asarray(low, jnp.float32).reshape(1, 1, -1)
   high = jnp.asarray(high, jnp.float32).reshape(1, 1, -1)
   return jnp.clip(2.0 * (executed - low) / (high - low) - 1.0, -1.0, 1.0)
-
-
-def _risk_items(control: rollout.ControlSteps, commands: Array, controller) -> RiskTransition:
-  """Every control step of a `[T, K, N]` stream as flat `[T*K*N]` risk transitions; `commands`
-  `[T, K, N, |A|]` is the task command in force at each (for the SARSA next action).
-
-  The control steps an environment skipped after its episode ended mid-decision are stored too:
-  their observation is the reset state and their successor and cost come from stepping it, so
-  they are true (simulated, not executed) transitions, and the shapes stay static.
-  """
-  flat = lambda x: x.reshape((-1,) + x.shape[3:])
-  next_obs = jax.tree.map(flat, control.next_obs)
-  return RiskTransition(obs=jax.tree.map(flat, control.obs), action=flat(control.action),
-                        cost=flat(control.info["cost"]), terminated=flat(control.terminated),
-                        next_obs=next_obs, next_action=controller(next_obs, flat(commands)))
 
 
 def make_train(config: ml_collections.ConfigDict):

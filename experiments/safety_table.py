@@ -98,20 +98,23 @@ def seed_entry(phases: dict) -> dict:
 
 
 def table_row(workdirs: Sequence[str]) -> dict:
-  """One row from the runs in `workdirs` (all of one agent): the JSON line's content."""
-  agent, env_steps, seeds = None, 0, {}
+  """One row from the runs in `workdirs` (all of one agent): the JSON line's content. `label`
+  names the agent as the table does (`plot_safety.agent_label`: "sac" for Recovery RL with the
+  reflex off, "ppo" for PPO-Lagrangian without a multiplier, ...)."""
+  from experiments.plot_safety import agent_label
+  agent, label, env_steps, seeds = None, None, 0, {}
   for workdir in workdirs:
     config, records = read_run(workdir)
     if agent not in (None, config.get("agent")):
       raise ValueError(f"{workdir}: expected runs of one agent, got {agent!r} and "
                        f"{config.get('agent')!r}")
-    agent = config.get("agent")
+    agent, label = config.get("agent"), agent_label(config)
     for seed, phases in by_seed(records).items():
       if seed in seeds:
         raise ValueError(f"{workdir}: seed {seed} appears in two runs")
       seeds[seed] = seed_entry(phases)
       env_steps = phases["train"][-1]["env_steps"]
-  return {"agent": agent, "seeds": sorted(seeds), "env_steps": env_steps,
+  return {"agent": agent, "label": label, "seeds": sorted(seeds), "env_steps": env_steps,
           **{f"seed{s}": seeds[s] for s in sorted(seeds)}}
 
 
@@ -120,7 +123,7 @@ def markdown(row: dict) -> str:
   separated by slashes, as in SAFETY.md's tables."""
   entries = [row[f"seed{s}"] for s in row["seeds"]]
   cell = lambda key, fmt: " / ".join(fmt(e.get(key, math.nan)) for e in entries)
-  return (f"| {row['agent']} (seeds {', '.join(map(str, row['seeds']))}) | "
+  return (f"| {row['label']} (seeds {', '.join(map(str, row['seeds']))}) | "
           f"{cell('eval_return', lambda v: f'{v:.3f}')} | {cell('eval_cost', lambda v: f'{v:g}')}"
           f" | {cell('violating_steps', lambda v: f'{v:,}')} | {row['env_steps']:,} |")
 

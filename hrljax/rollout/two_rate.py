@@ -15,8 +15,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from hrljax.rollout.grouped import _check_positive_int, first_episode_mask
-from hrljax.rollout.plain import (PolicyFn, _batched_auto_reset_step, _uses_base_step,
-                                  tree_index)
+from hrljax.rollout.plain import PolicyFn, _uses_base_step, tree_index
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 
@@ -537,6 +536,74 @@ def _maybe_decide(policy_fn: PolicyFn, params: PyTree, obs: PyTree, key: Array,
       extras=_select_envs(need, extras, decision.extras),
       reward=jnp.where(need, 0.0, decision.reward),
       taken=jnp.where(need, 0, decision.taken))
+
+
+# ----------------------------------------------------------------------------------------------
+# What a two-rate rollout gives a replay buffer: decision transitions and control transitions.
+# ----------------------------------------------------------------------------------------------
+
+
+class DecisionTransition(NamedTuple):
+  """One task decision (or a batch): the task-level transition of a two-rate rollout."""
+
+  obs: PyTree  # where the decision was taken
+  action: Array  # float32 [|A|]: the task command (or what the learner stores in its place)
+  reward: Array  # float32 []: summed over the decision's control steps
+  terminated: Array  # bool []
+  next_obs: PyTree
+  num_substeps: Array  # int32 []: control steps executed (SMDP discount gamma ** num_substeps)
+
+
+class ControlTransition(NamedTuple):
+  """One executed control step (or a batch), with its cost and the next nominal action."""
+
+  obs: PyTree
+  action: Array  # float32 [|A|]: the executed low-level action (environment scale)
+  cost: Array  # float32 []
+  terminated: Array  # bool []
+  next_obs: PyTree  # true successor
+  next_action: Array  # float32 [|A|]: the controller's nominal action at next_obs
+
+
+def decision_transitions(traj, action: Array, reward: Array
+                         ) -> tuple[DecisionTransition, Optional[Array]]:
+  """The decisions of a `TwoRateTrajectory` (`[T, N]`) or of an `EndDecisionTrajectory` (`[T, K,
+  N]` decision slots) as flat transitions, with `action` and `reward` (same leading axes) in
+  place of the command and the environment's reward; and the slots' validity (None where every
+  decision is valid)."""
+  decision_axes = traj.num_substeps.ndim
+  flat = lambda x: x.reshape((-1,) + x.shape[decision_axes:])
+  decision = traj.decision
+  items = DecisionTransition(obs=jax.tree.map(flat, decision.obs), action=flat(action),
+                             reward=flat(reward), terminated=flat(decision.terminated),
+                             next_obs=jax.tree.map(flat, decision.next_obs),
+                             num_substeps=flat(traj.num_substeps))
+  valid = flat(traj.valid) if isinstance(traj, EndDecisionTrajectory) else None
+  return items, valid
+
+
+def commands_in_force(traj) -> Array:
+  """The task command in force at every control step, `[T, K, N, ...]`."""
+  if isinstance(traj, EndDecisionTrajectory):
+    return traj.command
+  return jnp.broadcast_to(traj.decision.action[:, None], traj.control.action.shape)
+
+
+def control_transitions(control: ControlSteps, commands: Array, controller_fn: ControllerFn
+                        ) -> ControlTransition:
+  """Every control step of a `[T, K, N]` stream as flat `[T*K*N]` transitions; `commands`
+  `[T, K, N, ...]` is the task command in force at each, which gives the controller's nominal
+  next action (for a SARSA target).
+
+  The control steps an environment skipped after its episode ended mid-decision are included:
+  their observation is the reset state and their successor and cost come from stepping it, so
+  they are true (simulated, not executed) transitions, and the shapes stay static.
+  """
+  flat = lambda x: x.reshape((-1,) + x.shape[3:])
+  next_obs = jax.tree.map(flat, control.next_obs)
+  return ControlTransition(obs=jax.tree.map(flat, control.obs), action=flat(control.action),
+                           cost=flat(control.info["cost"]), terminated=flat(control.terminated),
+                           next_obs=next_obs, next_action=controller_fn(next_obs, flat(commands)))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from hrljax import envs
 from hrljax.agents import recovery_rl
 from hrljax.config_checks import ConfigError
 from hrljax.losses import safety
+from hrljax.rollout import two_rate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,7 +44,7 @@ def make_agent(**overrides):
 
 
 def test_smdp_batch_discounts_with_gamma_to_the_number_of_substeps():
-  batch = recovery_rl.DecisionTransition(
+  batch = two_rate.DecisionTransition(
       obs=jnp.zeros((3, 1)), action=jnp.zeros((3, 2)), reward=jnp.zeros(3),
       terminated=jnp.asarray([False, False, True]), next_obs=jnp.zeros((3, 1)),
       num_substeps=jnp.asarray([1, 3, 2], jnp.int32))
@@ -79,7 +80,7 @@ def test_risk_critic_learns_violation_and_safe_terminal_targets_and_recovery_low
   cost = jnp.asarray([1.0, 0.0] * 4)
   # Violations target 1 (terminal_on_violation, even though not terminated); a terminated safe
   # step targets 0.
-  batch = recovery_rl.RiskTransition(obs=obs, action=action, cost=cost,
+  batch = two_rate.ControlTransition(obs=obs, action=action, cost=cost,
                                      terminated=cost == 0.0, next_obs=obs, next_action=action)
 
   @jax.jit
@@ -119,7 +120,7 @@ def test_task_recovery_objective_trains_only_the_recovery_policy_towards_task_va
                         recovery_learning_rate=1e-2, optimizer="adam")
   obs = jax.random.normal(jax.random.key(7), (16, 10))
   action = jax.random.uniform(jax.random.key(8), (16, 2), minval=-1.0, maxval=1.0)
-  batch = recovery_rl.RiskTransition(obs=obs, action=action, cost=jnp.zeros(16),
+  batch = two_rate.ControlTransition(obs=obs, action=action, cost=jnp.zeros(16),
                                      terminated=jnp.ones(16, bool), next_obs=obs,
                                      next_action=action)
 

@@ -19,6 +19,7 @@ import pytest
 from hrljax import envs
 from hrljax.agents import bresa, recovery_rl, sac
 from hrljax.config_checks import ConfigError
+from hrljax.rollout import two_rate
 
 
 def _load_test_module(name):
@@ -157,7 +158,7 @@ def risk_trained_on_the_first_action_coordinate(agent):
   obs = observations(64)
   action = jax.random.uniform(jax.random.key(10), (64, 2), minval=-1.0, maxval=1.0)
   cost = (action[:, 0] > 0.0).astype(jnp.float32)
-  batch = recovery_rl.RiskTransition(obs=obs, action=action, cost=cost,
+  batch = two_rate.ControlTransition(obs=obs, action=action, cost=cost,
                                      terminated=jnp.ones((64,), bool), next_obs=obs,
                                      next_action=action)
   fast = agent.replace(risk_tx=optax.adam(1e-2))

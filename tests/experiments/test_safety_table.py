@@ -92,6 +92,7 @@ def test_command_line_prints_the_json_line_and_the_markdown_row(runs):
       [runs["ppo_lagrangian"]])
   markdown = run("--markdown", runs["ppo_lagrangian"])
   assert markdown.stdout.startswith("| ppo_lagrangian (seeds 3) | ")
+  assert safety_table.table_row([runs["recovery_rl"]])["label"] == "recovery_rl"
   missing = run(os.path.join(runs["ppo_lagrangian"], "nowhere"))
   assert missing.returncode == 2 and "no config.json" in missing.stderr
 
