@@ -23,9 +23,9 @@ Gym's 1000-step episodes; the PointHazard configs use 1, `docs/safety.md`); `shi
 Deviations, each deliberate:
   * the multiplier is updated only when at least one episode ended in the rollout (J_c is
     undefined otherwise; OmniSafe's epochs always contain finished episodes);
-  * advantages are standardised (A_r) / centred (A_c, OmniSafe) per minibatch, as `agents/ppo.py`
-    standardises per minibatch (OmniSafe does it once per batch); with `multiplier="none"` the
-    policy loss is then exactly `agents/ppo.py`'s;
+  * advantages are standardised (A_r) / centred (A_c, OmniSafe) per minibatch, as PPO does
+    (`agents/ppo.py`; OmniSafe does it once per batch); with `multiplier="none"` the policy loss
+    is then exactly PPO's;
   * one optimizer (PPO's: global-norm clip + Adam) over actor, reward critic and cost critic, the
     cost value loss weighted by `cost_value_coef` (OmniSafe uses a separate cost-critic
     optimizer); the cost critic is its own MLP, so it shares no features with the policy;
@@ -43,7 +43,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
-from hrljax.agents import common, ppo
+from hrljax.agents import common
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety
 from hrljax.envs import point_hazard
@@ -51,7 +51,7 @@ from hrljax.envs.safety_wrapper import SafetyWrapper, reports_cost
 from hrljax.networks import ActorCritic, policy_noise, sample_with_noise
 from hrljax.networks.state_value import StateValue
 from hrljax.training import Learner
-from hrljax.types import Array, Batch, PyTree
+from hrljax.types import Array, Batch, EnvCarry, PyTree
 
 MULTIPLIERS = ("none", "lagrange", "pid")
 LAGRANGE_OPTIMIZERS = ("adam", "sgd")
@@ -61,8 +61,9 @@ SHIELDABLE_ENVS = ("PointHazard-v0",)
 
 def get_config() -> ml_collections.ConfigDict:
   """PPO's fields plus the cost critic, the multiplier and the shield."""
-  config = ppo.get_config()
+  config = training.run_config(log_every=10, checkpoint_every=100)
   config.agent = "ppo_lagrangian"
+  common.add_ppo_fields(config)
   config.env_name = "PointHazard-v0"
   config.multiplier = "lagrange"  # "lagrange", "pid" or "none"
   config.cost_limit = 25.0  # d, on the undiscounted episode cost J_c
@@ -90,7 +91,7 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """PPO's checks, then the safety fields; raises `ConfigError` naming the first bad field."""
-  ppo.validate_config(config, num_devices)
+  common.validate_ppo_fields(config, num_devices)
   checks.one_of(config, "multiplier", MULTIPLIERS)
   checks.one_of(config, "lagrange_optimizer", LAGRANGE_OPTIMIZERS)
   checks.one_of(config, "pid_normalisation", ("sum", "diff", "none"))
@@ -201,13 +202,14 @@ class PPOLagrangianAgent(struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, env_spec: envs.EnvSpec, config) -> "PPOLagrangianAgent":
     config = ml_collections.FrozenConfigDict(config)
-    network = ppo.make_network(env_spec, config)
+    network = make_network(env_spec, config)
     cost_network = StateValue(tuple(config.hidden_sizes), config.activation)
     actor_key, cost_key, key = jax.random.split(key, 3)
     shape = env_spec.observation_shape
     params = {"actor_critic": common.init_params(network, actor_key, shape),
               "cost_critic": common.init_params(cost_network, cost_key, shape)}
-    tx = ppo.make_optimizer(config)
+    tx = common.ppo_optimizer(config, training.num_updates(
+        config.total_timesteps, config.num_envs * config.num_steps))
     multiplier = initial_multiplier(config)
     return cls(params=params, opt_state=tx.init(params), multiplier=multiplier,
                multiplier_opt_state=_multiplier_tx(config).init(multiplier.lam), key=key,
@@ -254,6 +256,13 @@ class PPOLagrangianAgent(struct.PyTreeNode):
                                    self.config.update_epochs)
 
 
+def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
+  """PPO's actor-critic (separate torsos for the policy and the reward value)."""
+  return ActorCritic(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
+                     observation_ndim=len(env_spec.observation_shape),
+                     hidden_sizes=tuple(config.hidden_sizes), activation=config.activation)
+
+
 def initial_multiplier(config):
   if config.multiplier == "pid":
     return safety.pid_lagrange_init(lam_init=float(config.lagrange_init),
@@ -285,16 +294,10 @@ def _adam_lagrange_step(state: safety.LagrangeState, opt_state, episode_cost, co
   return safety.LagrangeState(lam=lam), opt_state
 
 
-def _loss_config(config) -> ml_collections.FrozenConfigDict:
-  """The fields `ppo.ppo_loss` reads; advantages arrive already standardised and combined."""
-  return ml_collections.FrozenConfigDict(dict(
-      normalize_advantages=False, clip_epsilon=config.clip_epsilon, clip_value=config.clip_value,
-      value_coef=config.value_coef, entropy_coef=config.entropy_coef))
-
-
 def ppo_lagrangian_objective(params: PyTree, network: nn.Module, cost_network: nn.Module,
-                        batch: CostBatch, lam: Array, config) -> tuple[Array, dict[str, Array]]:
-  """PPO's loss on `(A_r - lam A_c) / (1 + lam)` plus the cost critic's value loss.
+                             batch: CostBatch, lam: Array, config) -> tuple[Array, dict[str, Array]]:
+  """PPO's loss (`policy_gradient.ppo_loss`) on `(A_r - lam A_c) / (1 + lam)` plus the cost
+  critic's value loss.
 
   A_r is standardised and A_c centred over the minibatch first (OmniSafe: A_c only centred).
   `lam` carries no gradient (`safety.ppo_lag_advantage` stops it).
@@ -306,14 +309,17 @@ def ppo_lagrangian_objective(params: PyTree, network: nn.Module, cost_network: n
   if config.center_cost_advantages:
     adv_c = adv_c - adv_c.mean()
   combined = safety.ppo_lag_advantage(adv_r, adv_c, lam)
-  loss, metrics = ppo.ppo_loss(params["actor_critic"], network,
-                               batch.reward._replace(advantage=combined), _loss_config(config))
+  dist, value = network.apply(params["actor_critic"], batch.reward.obs)
+  loss, parts = pg.ppo_loss(dist.log_prob(batch.reward.action), batch.reward.log_prob, combined,
+                            value, batch.reward.value, batch.reward.target, dist.entropy(),
+                            clip_epsilon=config.clip_epsilon, clip_value=config.clip_value,
+                            value_coef=config.value_coef, entropy_coef=config.entropy_coef)
   cost_value = cost_network.apply(params["cost_critic"], batch.reward.obs)
   clip = config.clip_epsilon if config.clip_value else None
   cost_loss = pg.value_loss(cost_value, batch.cost_target, batch.cost_value,
                             clip_epsilon=clip).mean()
   total = loss + config.cost_value_coef * cost_loss
-  return total, {**metrics, "loss": total, "cost_value_loss": cost_loss}
+  return total, {**parts._asdict(), "loss": total, "cost_value_loss": cost_loss}
 
 
 def _minibatch_step(agent: PPOLagrangianAgent, minibatch: CostBatch):
@@ -324,6 +330,15 @@ def _minibatch_step(agent: PPOLagrangianAgent, minibatch: CostBatch):
 # ----------------------------------------------------------------------------------------------
 # The run.
 # ----------------------------------------------------------------------------------------------
+
+
+class RunnerState(struct.PyTreeNode):
+  """Everything a run carries from one update to the next; checkpointed whole."""
+
+  agent: PPOLagrangianAgent
+  env: EnvCarry  # per-environment state of the safety wrapper: sharded along the data axis
+  key: Array
+  update: Array  # int32 count of updates done
 
 
 def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
@@ -399,13 +414,13 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   env, env_params = make_env(config)
   env_spec = envs.spec(env.env, env_params)
   steps_per_update = config.num_envs * config.num_steps
-  actor_critic = ppo.make_network(env_spec, config)
+  actor_critic = make_network(env_spec, config)
 
-  def init(key: Array) -> ppo.RunnerState:
+  def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = PPOLagrangianAgent.create(agent_key, env_spec, config)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    return ppo.RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
+    return RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
 
   def policy(params, obs, noise):
     dist, value = actor_critic.apply(params["actor_critic"], obs.obs)
@@ -415,7 +430,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   def noise(key, num_steps):
     return policy_noise(key, (num_steps, config.num_envs, env_spec.action_dim), env_spec.discrete)
 
-  def step(state: ppo.RunnerState):
+  def step(state: RunnerState):
     key, rollout_key = jax.random.split(state.key)
     carry, traj = rollout.rollout(env, env_params, policy, state.agent.params, state.env,
                                   rollout_key, config.num_steps, unroll=config.rollout_unroll,
@@ -426,9 +441,9 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     metrics.update(rollout.rollout_statistics(traj))
     metrics.update(safety_statistics(traj))
     metrics["lagrange_multiplier"] = agent.lam
-    return ppo.RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
+    return RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
-  def evaluate(state: ppo.RunnerState, key: Array) -> dict[str, Array]:
+  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     def greedy(params, obs, _):
       dist = actor_critic.apply(params["actor_critic"], obs.obs, method=ActorCritic.policy)
       return dist.mode(), None

@@ -4,8 +4,8 @@ Thananjeyan, Balakrishna, Nair, Luo, Srinivasan, Hwang, Gonzalez, Ibarz, Finn, G
 "Recovery RL: Safe Reinforcement Learning with Learned Recovery Zones", arXiv:2010.15920
 (Section IV, Algorithm 1), read against the authors' code (`recovery_rl/qrisk.py`, `sac.py`).
 
-* The task policy is SAC on the task reward only (`hrljax.agents.sac`'s agent, α fixed at 0.2 as
-  in the reference); it never sees costs.
+* The task policy is SAC on the task reward only (`hrljax.agents.sac_common.SACAgent`, α fixed
+  at 0.2 as in the reference); it never sees costs.
 * Q_risk(s, a) ∈ (0, 1) is a twin MLP with sigmoid outputs, its value the pessimistic max of the
   heads (`losses.safety.risk_value`), trained with the Recovery RL TD loss
   (`losses.safety.qrisk_loss`) on every executed control step: target
@@ -47,7 +47,7 @@ from ml_collections import config_dict
 
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout, training
-from hrljax.agents import sac
+from hrljax.agents import sac_common
 from hrljax.envs import point_hazard
 from hrljax.losses import safety
 from hrljax.networks.continuous import (QEnsemble, TanhGaussianActor, action_bound_tuples,
@@ -67,7 +67,7 @@ TASK_RISK_FORMS = ("linear", "hinge")
 
 def get_config() -> ml_collections.ConfigDict:
   """SAC's fields (α = 0.2 fixed) plus the safety critic's, at the reference's defaults."""
-  config = sac.get_config()
+  config = sac_common.add_sac_fields(training.run_config(log_every=1000, checkpoint_every=10_000))
   config.agent = "recovery_rl"
   config.env_name = "PointHazard-v0"
   config.autotune_alpha = False  # the reference's task SAC keeps α = 0.2
@@ -111,7 +111,7 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  sac.validate_config(config, num_devices)
+  sac_common.validate_sac_fields(config, num_devices)
   checks.positive_int(config, "risk_batch_size", "risk_buffer_size", "control_steps",
                       "projection_steps", "recovery_samples")
   for field in ("risk_updates_per_step", "risk_pretrain_updates", "random_steps"):
@@ -193,7 +193,7 @@ def task_risk_limit(config) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
-def smdp_sac_batch(batch: two_rate.DecisionTransition, gamma: float) -> sac.Transition:
+def smdp_sac_batch(batch: two_rate.DecisionTransition, gamma: float) -> sac_common.Transition:
   """The SAC batch whose discount γ·(1 − terminated) equals the SMDP discount γ^n·(1 − terminated).
 
   SAC discounts with γ·(1 − terminated); the float `terminated' = 1 − γ^(n−1)·(1 − terminated)`
@@ -202,7 +202,7 @@ def smdp_sac_batch(batch: two_rate.DecisionTransition, gamma: float) -> sac.Tran
   """
   continuation = (jnp.power(gamma, batch.num_substeps.astype(jnp.float32) - 1.0)
                   * (1.0 - batch.terminated.astype(jnp.float32)))
-  return sac.Transition(obs=batch.obs, action=batch.action, reward=batch.reward,
+  return sac_common.Transition(obs=batch.obs, action=batch.action, reward=batch.reward,
                         terminated=1.0 - continuation, next_obs=batch.next_obs)
 
 
@@ -210,7 +210,7 @@ class RecoveryAgent(struct.PyTreeNode):
   """Train state: the SAC task agent, the risk critic (+ target), the recovery policy, and log ν
   of the task actor's risk Lagrangian."""
 
-  task: sac.SACAgent
+  task: sac_common.SACAgent
   risk_params: PyTree
   target_risk_params: PyTree
   recovery_params: PyTree
@@ -231,17 +231,17 @@ class RecoveryAgent(struct.PyTreeNode):
     """`key` builds the SAC task agent exactly as `SACAgent.create(key, ...)` would; the safety
     networks are initialised from `fold_in(key, 1)`."""
     config = ml_collections.FrozenConfigDict(config)
-    task = sac.SACAgent.create(key, env_spec, config, action_bounds)
+    task = sac_common.SACAgent.create(key, env_spec, config, action_bounds)
     risk_critic, recovery_actor = make_safety_networks(env_spec, config)
     risk_key, recovery_key = jax.random.split(jax.random.fold_in(key, 1))
     obs = jnp.zeros((1,) + env_spec.observation_shape, jnp.float32)
     risk_params = risk_critic.init(risk_key, obs, jnp.zeros((1, env_spec.action_dim)))
     recovery_params = recovery_actor.init(recovery_key, obs)
-    risk_tx = sac.make_optimizer(config, config.risk_learning_rate)
-    recovery_tx = sac.make_optimizer(config, config.recovery_learning_rate)
+    risk_tx = sac_common.make_optimizer(config, config.risk_learning_rate)
+    recovery_tx = sac_common.make_optimizer(config, config.recovery_learning_rate)
     nu_rate = (0.1 * config.actor_learning_rate if config.task_risk_nu_learning_rate is None
                else config.task_risk_nu_learning_rate)
-    nu_tx = sac.make_optimizer(config, nu_rate)
+    nu_tx = sac_common.make_optimizer(config, nu_rate)
     log_nu = jnp.asarray(math.log(config.task_risk_nu), jnp.float32)
     return cls(task=task, risk_params=risk_params, target_risk_params=risk_params,
                recovery_params=recovery_params, risk_opt_state=risk_tx.init(risk_params),
@@ -373,7 +373,7 @@ class RecoveryAgent(struct.PyTreeNode):
                    "risk": jnp.mean(extras.risk_tm1)}
 
 
-def task_risk_penalty_fn(agent: RecoveryAgent, enabled: Array) -> sac.ActorPenaltyFn:
+def task_risk_penalty_fn(agent: RecoveryAgent, enabled: Array) -> sac_common.ActorPenaltyFn:
   """The task actor's risk Lagrangian as SAC's `actor_penalty_fn`: per example
   ν·(Q_risk(s, c(s, a)) − ε_task) at the reparameterised task action a, c the controller
   (`losses.safety.sqrl_actor_penalty` on `RecoveryAgent.task_risk_score`), times the traced bool
@@ -486,7 +486,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   env_spec = envs.spec(env, env_params)
   space = env.action_space(env_params)
   low, high = action_bound_tuples((space.low, space.high), env_spec.action_dim)
-  actor, _ = sac.make_networks(env_spec, config)
+  actor, _ = sac_common.make_networks(env_spec, config)
   steps_per_update = config.num_envs * config.num_steps * config.control_steps
   controller = make_controller(config, low, high)
 
@@ -509,10 +509,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   def policy(params, obs, key):
     # SAC's behaviour policy, returning the command in [-1, 1] (the controller maps it).
     actor_params, explore = params
-    sample_key, uniform_key = jax.random.split(key)
-    normalized = actor.apply(actor_params, obs).sample(seed=sample_key)
-    uniform = jax.random.uniform(uniform_key, normalized.shape, minval=-1.0, maxval=1.0)
-    normalized = jnp.where(explore, uniform, normalized)
+    normalized = sac_common.behaviour_action(actor, actor_params, obs, key, explore)
     return normalized, normalized
 
   def task_updates(agent: RecoveryAgent, buffer, key):

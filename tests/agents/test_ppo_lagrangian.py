@@ -3,6 +3,7 @@ updates (plain SGD, Adam, PID) wired from the config, the loss, a smoke run and 
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -154,22 +155,25 @@ def test_loss_uses_the_combined_advantage():
   adv_c = np.asarray(batch.cost_advantage, np.float64)
   adv_c = adv_c - adv_c.mean()
   combined = (adv_r - 0.5 * adv_c) / 1.5
-  loss_config = pl._loss_config(agent.config)
-  expected, _ = ppo.ppo_loss(agent.params["actor_critic"], agent.network,
-                             batch.reward._replace(advantage=jnp.asarray(combined, jnp.float32)),
-                             loss_config)
+  # PPO's objective on advantages that arrive already standardised and combined.
+  loss_config = ml_collections.FrozenConfigDict(
+      {**agent.config.as_configdict().to_dict(), "normalize_advantages": False})
+  expected, _ = ppo.ppo_objective(agent.params["actor_critic"], agent.network,
+                                  batch.reward._replace(advantage=jnp.asarray(combined,
+                                                                              jnp.float32)),
+                                  loss_config)
   total, metrics = pl.ppo_lagrangian_objective(agent.params, agent.network, agent.cost_network,
-                                          batch, lam, agent.config)
+                                               batch, lam, agent.config)
   np.testing.assert_allclose(float(total - 0.5 * metrics["cost_value_loss"]), float(expected),
                              rtol=1e-5)
   grad_lam = jax.grad(lambda l: pl.ppo_lagrangian_objective(
       agent.params, agent.network, agent.cost_network, batch, l, agent.config)[0])(lam)
   assert float(grad_lam) == 0.0
-  ppo_total, _ = ppo.ppo_loss(agent.params["actor_critic"], agent.network, batch.reward,
-                              agent.config)
+  ppo_total, _ = ppo.ppo_objective(agent.params["actor_critic"], agent.network, batch.reward,
+                                   agent.config)
   zero_total, zero_metrics = pl.ppo_lagrangian_objective(agent.params, agent.network,
-                                                    agent.cost_network, batch, jnp.float32(0.0),
-                                                    agent.config)
+                                                         agent.cost_network, batch,
+                                                         jnp.float32(0.0), agent.config)
   np.testing.assert_allclose(float(zero_total - 0.5 * zero_metrics["cost_value_loss"]),
                              float(ppo_total), rtol=1e-5)
 

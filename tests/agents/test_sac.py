@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hrljax import envs, training
-from hrljax.agents import sac
+from hrljax.agents import sac, sac_common
 from hrljax.config_checks import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,9 +40,9 @@ def tiny_config(**overrides):
 PENDULUM_SPEC = envs.spec(*envs.make("Pendulum-v1"))
 
 
-def make_batch(terminated: bool, size: int = 4) -> sac.Transition:
+def make_batch(terminated: bool, size: int = 4) -> sac_common.Transition:
   keys = jax.random.split(jax.random.key(7), 3)
-  return sac.Transition(
+  return sac_common.Transition(
       obs=np.asarray(jax.random.normal(keys[0], (size, 3))),
       action=np.asarray(jax.random.uniform(keys[1], (size, 1), minval=-1.0, maxval=1.0)),
       reward=np.linspace(-1.0, 1.0, size).astype(np.float32),
@@ -51,7 +51,7 @@ def make_batch(terminated: bool, size: int = 4) -> sac.Transition:
 
 
 def create_agent(config, action_bounds=None):
-  return jax.jit(lambda key: sac.SACAgent.create(key, PENDULUM_SPEC, config, action_bounds))(
+  return jax.jit(lambda key: sac_common.SACAgent.create(key, PENDULUM_SPEC, config, action_bounds))(
       jax.random.key(0))
 
 
@@ -225,7 +225,7 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
     import jax
     import numpy as np
     from hrljax import distributed
-    from hrljax.agents import sac
+    from hrljax.agents import sac, sac_common
 
     config = sac.get_config()
     config.update(dict(num_envs=8, num_steps=2, updates_per_step=2, total_timesteps=8 * 2 * 3,

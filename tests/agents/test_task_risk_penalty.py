@@ -17,7 +17,7 @@ import optax
 import pytest
 
 from hrljax import envs
-from hrljax.agents import bresa, recovery_rl, sac
+from hrljax.agents import bresa, recovery_rl, sac, sac_common
 from hrljax.config_checks import ConfigError
 from hrljax.rollout import two_rate
 
@@ -67,7 +67,7 @@ def observations(num=12):
 def sac_batch(num=12):
   keys = jax.random.split(jax.random.key(6), 3)
   obs = observations(num)
-  return sac.Transition(obs=obs, action=jax.random.uniform(keys[0], (num, 2), minval=-1.0,
+  return sac_common.Transition(obs=obs, action=jax.random.uniform(keys[0], (num, 2), minval=-1.0,
                                                            maxval=1.0),
                         reward=jax.random.normal(keys[1], (num,)),
                         terminated=jnp.zeros((num,), bool),
