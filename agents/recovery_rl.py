@@ -114,16 +114,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   sac_common.validate_sac_fields(config, num_devices)
   checks.positive_int(config, "risk_batch_size", "risk_buffer_size", "control_steps",
                       "projection_steps", "recovery_samples")
-  for field in ("risk_updates_per_step", "risk_pretrain_updates", "random_steps"):
-    value = config[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-      raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
+  checks.non_negative_int(config, "risk_updates_per_step", "risk_pretrain_updates",
+                          "random_steps")
   checks.positive(config, "risk_learning_rate", "recovery_learning_rate", "waypoint_gain",
                   "recovery_risk_weight")
-  checks.in_unit_interval(config, "risk_gamma", "risk_tau", "recovery_risk_target")
-  if not (isinstance(config.risk_epsilon, (int, float)) and 0.0 <= config.risk_epsilon <= 1.0):
-    raise checks.ConfigError(
-        f"config.risk_epsilon: expected a float in [0, 1], got {config.risk_epsilon!r}")
+  checks.in_unit_interval(config, "risk_gamma", "risk_tau", "recovery_risk_target",
+                          "risk_epsilon")
   for field in ("reflex", "terminal_on_violation", "action_relabeling"):
     if not isinstance(config[field], bool):
       raise checks.ConfigError(f"config.{field}: expected a bool, got {config[field]!r}")
