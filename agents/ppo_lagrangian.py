@@ -9,37 +9,30 @@ PID-Lag: Stooke, Achiam, Abbeel, "Responsive Safety in Reinforcement Learning by
 Methods", ICML 2020, arXiv:2007.03964 (`multiplier="pid"`; update rule
 `hrljax.losses.safety.pid_lagrange_update`, OmniSafe CPPOPID defaults).
 
-Everything algorithmic is composed from `hrljax.losses.safety` (multipliers, combined advantage,
-shield projection) and `hrljax.agents.ppo` (network, optimizer, PPO loss, episode statistics).
+The formulas are `hrljax.losses.safety` (multipliers, combined advantage, shield projection)
+and `hrljax.losses.policy_gradient` (clipped surrogate, value loss, GAE); costs reach the
+learner through `hrljax.envs.safety_wrapper.SafetyWrapper`, whose observation carries each
+step's cost and the episode's totals (networks see only `SafetyObservation.obs`).
 
-How costs reach the learner: the spine's rollout stores rewards but not `info`, so the
-environment is wrapped by `SafetyWrapper`, whose observation is a `SafetyObservation` carrying
-the wrapped observation together with the cost of the step that led to it, the episode's
-cost so far and whether a shield changed the action. The rollout's `next_obs` (the true successor,
-before auto-reset) therefore holds each step's cost, and at the last step of an episode its total.
-Networks only ever see `SafetyObservation.obs`.
-
-Config (`get_config`; defaults from spec `safety_critics.md` Sec. 5.5, OmniSafe PPOLag/CPPOPID):
-  multiplier: "lagrange" (projected gradient ascent on lam, default), "pid", or "none" (plain PPO
-    on the reward, costs only logged: the unconstrained baseline);
-  lagrange_optimizer: "adam" (OmniSafe's default, lr 0.035, then clamped at 0) or "sgd"
-    (`lam <- [lam + lr (J_c - d)]_+`, `safety.lagrange_update`);
-  cost_limit d = 25 (Safety Gym's 1000-step episodes; PointHazard configs scale it to 200 steps);
-  shield: "none" or "cbf" (see `agents/shielded_ppo.py`).
+Config: `multiplier` "lagrange" (projected gradient ascent on λ), "pid" or "none" (PPO on the
+reward, costs only logged: the unconstrained baseline); `lagrange_optimizer` "adam" (OmniSafe's
+default, then clamped at 0) or "sgd" (λ <- [λ + lr (J_c − d)]_+); `cost_limit` d = 25 (Safety
+Gym's 1000-step episodes; the PointHazard configs use 1, `docs/safety.md`); `shield` "none" or
+"cbf" (`hrljax.agents.shielded_ppo`). The defaults are OmniSafe's PPOLag and CPPOPID.
 
 Deviations, each deliberate:
   * the multiplier is updated only when at least one episode ended in the rollout (J_c is
     undefined otherwise; OmniSafe's epochs always contain finished episodes);
-  * advantages are standardised (A_r) / centred (A_c, OmniSafe) per minibatch, as `agents/ppo.py`
-    standardises per minibatch (OmniSafe does it once per batch); with `multiplier="none"` the
-    policy loss is then exactly `agents/ppo.py`'s;
+  * advantages are standardised (A_r) / centred (A_c, OmniSafe) per minibatch, as PPO does
+    (`agents/ppo.py`; OmniSafe does it once per batch); with `multiplier="none"` the policy loss
+    is then exactly PPO's;
   * one optimizer (PPO's: global-norm clip + Adam) over actor, reward critic and cost critic, the
     cost value loss weighted by `cost_value_coef` (OmniSafe uses a separate cost-critic
     optimizer); the cost critic is its own MLP, so it shares no features with the policy;
   * entropy coefficient stays PPO's 0.01 (OmniSafe PPOLag uses 0).
 """
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import flax.linen as nn
 import jax
@@ -47,16 +40,18 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 from flax import struct
-from gymnax.environments import environment as gymnax_environment
 
 from hrljax import config_checks as checks
-from hrljax import envs, rollout
-from hrljax.agents import common, ppo
+from hrljax import envs, rollout, training
+from hrljax.agents import common
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety
-from hrljax.networks import MLP, ActorCritic, ValueHead, policy_noise, sample_with_noise
+from hrljax.envs import point_hazard
+from hrljax.envs.safety_wrapper import SafetyWrapper, reports_cost
+from hrljax.networks import ActorCritic, policy_noise, sample_with_noise
+from hrljax.networks.state_value import StateValue
 from hrljax.training import Learner
-from hrljax.types import Array, Batch, PyTree
+from hrljax.types import Array, Batch, EnvCarry, PyTree
 
 MULTIPLIERS = ("none", "lagrange", "pid")
 LAGRANGE_OPTIMIZERS = ("adam", "sgd")
@@ -65,37 +60,38 @@ SHIELDABLE_ENVS = ("PointHazard-v0",)
 
 
 def get_config() -> ml_collections.ConfigDict:
-  """PPO's config plus the cost critic, the multiplier and the shield (spec Sec. 5.5 defaults)."""
-  config = ppo.get_config()
+  """PPO's fields plus the cost critic, the multiplier and the shield."""
+  config = training.run_config(log_every=10, checkpoint_every=100)
   config.agent = "ppo_lagrangian"
+  common.add_ppo_fields(config)
   config.env_name = "PointHazard-v0"
-  config.multiplier = "lagrange"
-  config.cost_limit = 25.0
-  config.cost_gamma = 0.99
-  config.cost_gae_lambda = 0.95
-  config.cost_value_coef = 0.5
-  config.center_cost_advantages = True
-  config.lagrange_init = 0.001
-  config.lagrange_optimizer = "adam"
+  config.multiplier = "lagrange"  # "lagrange", "pid" or "none"
+  config.cost_limit = 25.0  # d, on the undiscounted episode cost J_c
+  config.cost_gamma = 0.99  # the cost critic's discount
+  config.cost_gae_lambda = 0.95  # the cost advantage's GAE lambda
+  config.cost_value_coef = 0.5  # weight of the cost critic's value loss
+  config.center_cost_advantages = True  # centre A_c per minibatch (OmniSafe)
+  config.lagrange_init = 0.001  # λ at the start
+  config.lagrange_optimizer = "adam"  # or "sgd"
   config.lagrange_learning_rate = 0.035
   config.lagrange_upper_bound = -1.0  # < 0: no cap (OmniSafe's default has none)
-  config.pid_kp = 0.1
+  config.pid_kp = 0.1  # PID gains (Stooke et al. 2020; OmniSafe CPPOPID)
   config.pid_ki = 0.01
   config.pid_kd = 0.01
-  config.pid_delay = 10
-  config.pid_p_ema_alpha = 0.95
-  config.pid_d_ema_alpha = 0.95
-  config.pid_normalisation = "sum"
-  config.pid_penalty_max = 100.0
-  config.shield = "none"
-  config.shield_gamma = 0.3  # discrete-time CBF decay (spec Sec. 6.3 prototype)
-  config.shield_margin = 0.03  # robustness margin added to each hazard radius (spec Sec. 6.3)
+  config.pid_delay = 10  # updates between the derivative's two cost EMAs
+  config.pid_p_ema_alpha = 0.95  # EMA factor of the error (P term)
+  config.pid_d_ema_alpha = 0.95  # EMA factor of the cost (D term)
+  config.pid_normalisation = "sum"  # "sum", "diff" or "none" (`safety.lagrangian_combine`)
+  config.pid_penalty_max = 100.0  # λ's cap, with pid_normalisation="none" only
+  config.shield = "none"  # or "cbf": project every action onto the CBF-safe set
+  config.shield_decay = 0.3  # the discrete-time CBF's decay γ_cbf in (0, 1]
+  config.shield_margin = 0.03  # robustness margin added to each hazard radius
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """PPO's checks, then the safety fields; raises `ConfigError` naming the first bad field."""
-  ppo.validate_config(config, num_devices)
+  common.validate_ppo_fields(config, num_devices)
   checks.one_of(config, "multiplier", MULTIPLIERS)
   checks.one_of(config, "lagrange_optimizer", LAGRANGE_OPTIMIZERS)
   checks.one_of(config, "pid_normalisation", ("sum", "diff", "none"))
@@ -104,7 +100,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                       "pid_ki", "pid_kd", "pid_penalty_max", "shield_margin")
   checks.positive(config, "lagrange_learning_rate")
   checks.positive_int(config, "pid_delay")
-  checks.in_unit_interval(config, "cost_gamma", "cost_gae_lambda", "shield_gamma")
+  checks.in_unit_interval(config, "cost_gamma", "cost_gae_lambda", "shield_decay")
   for field in ("pid_p_ema_alpha", "pid_d_ema_alpha"):
     value = config[field]
     if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
@@ -117,11 +113,13 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
       raise checks.ConfigError("config.shield: the CBF shield assumes single-integrator "
                                "dynamics, got env_kwargs.dynamics "
                                f"{config.env_kwargs.get('dynamics')!r}")
-    if not 0.0 < config.shield_gamma:
+    if not 0.0 < config.shield_decay:
       raise checks.ConfigError(
-          f"config.shield_gamma: expected a number in (0, 1], got {config.shield_gamma!r}")
+          f"config.shield_decay: expected a number in (0, 1], got {config.shield_decay!r}")
   env, env_params = make_env(config)
-  _check_cost_info(env, env_params)
+  if not reports_cost(env.env, env_params):
+    raise checks.ConfigError(f"config.env_name: expected an environment reporting "
+                             f"info['cost'], got {env.env.name!r}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,81 +127,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
 # ----------------------------------------------------------------------------------------------
 
 
-class SafetyObservation(NamedTuple):
-  """What `SafetyWrapper` returns as the observation (all per environment)."""
-
-  obs: PyTree  # the wrapped environment's observation: the only part networks see
-  cost: Array  # float32: cost of the step that led here (0 after a reset)
-  episode_cost: Array  # float32: cost accumulated by the episode up to here
-  episode_violations: Array  # int32: steps with cost > 0 in the episode up to here
-  intervened: Array  # bool: the shield changed the action of the step that led here
-
-
-@struct.dataclass
-class SafetyState:
-  env_state: Any
-  episode_cost: Array
-  episode_violations: Array
-  time: Array  # mirrors the wrapped state's clock (gymnax's EnvState field)
-
-
-ShieldFn = Callable[[Any, Array, Any], tuple[Array, Array]]
-
-
-class SafetyWrapper(gymnax_environment.Environment):
-  """Exposes `info["cost"]` through the observation and optionally shields the actions.
-
-  `shield_fn(env_state, action, params) -> (executed_action, intervened)` runs before the
-  wrapped step: the environment executes the shielded action while the learner keeps the
-  proposed one (spec Sec. 6.4 option (a), "shield as part of the environment"). `step` is
-  gymnax's own (not overridden), so the spine's batched auto-reset applies unchanged.
-  """
-
-  def __init__(self, env, shield_fn: Optional[ShieldFn] = None):
-    self.env = env
-    self.shield_fn = shield_fn
-
-  @property
-  def default_params(self):
-    return self.env.default_params
-
-  def step_env(self, key, state: SafetyState, action, params):
-    if self.shield_fn is None:
-      executed, intervened = action, jnp.zeros((), bool)
-    else:
-      executed, intervened = self.shield_fn(state.env_state, action, params)
-    obs, env_state, reward, terminated, info = self.env.step_env(key, state.env_state, executed,
-                                                                 params)
-    cost = jnp.asarray(info["cost"], jnp.float32)
-    episode_cost = state.episode_cost + cost
-    episode_violations = state.episode_violations + (cost > 0).astype(jnp.int32)
-    next_state = SafetyState(env_state=env_state, episode_cost=episode_cost,
-                             episode_violations=episode_violations, time=env_state.time)
-    observation = SafetyObservation(obs=obs, cost=cost, episode_cost=episode_cost,
-                                    episode_violations=episode_violations, intervened=intervened)
-    return observation, next_state, reward, terminated, info
-
-  def reset_env(self, key, params):
-    obs, env_state = self.env.reset_env(key, params)
-    zero = jnp.zeros((), jnp.float32)
-    zero_count = jnp.zeros((), jnp.int32)
-    state = SafetyState(env_state=env_state, episode_cost=zero, episode_violations=zero_count,
-                        time=env_state.time)
-    return SafetyObservation(obs=obs, cost=zero, episode_cost=zero,
-                             episode_violations=zero_count,
-                             intervened=jnp.zeros((), bool)), state
-
-  def is_truncated(self, state: SafetyState, params) -> Array:
-    return self.env.is_truncated(state.env_state, params)
-
-  def action_space(self, params):
-    return self.env.action_space(params)
-
-  def observation_space(self, params):
-    return self.env.observation_space(params)
-
-
-def point_hazard_shield(env_state, action: Array, params, *, gamma: float, margin: float
+def point_hazard_shield(env_state, action: Array, params, *, decay: float, margin: float
                         ) -> tuple[Array, Array]:
   """CBF shield for PointHazard's single integrator: the executed action and `intervened`.
 
@@ -211,18 +135,18 @@ def point_hazard_shield(env_state, action: Array, params, *, gamma: float, margi
   environment clips it anyway, so clipping alone is not an intervention); it is then projected
   onto `{u : a_i.u + b_i >= 0 for every hazard i, -1 <= u <= 1}` with one linearised
   discrete-time CBF row per hazard (`safety.circle_cbf_constraint` with radius `r_i + margin`)
-  by the exact multi-constraint projection `safety.polytope_project` (spec Sec. 6.3: one sweep
-  of single projections is not enough with several hazards, and clipping after projecting can
-  break the guarantee, hence the box rows inside the projection). Because each h_i is convex the
-  linearisation is conservative: from any state with every margin-inflated barrier >= 0 the next
-  state keeps them >= (1 - gamma) h_i >= 0 (up to `feasibility_tol`), so without process noise
-  the robot never enters a hazard.
+  by the exact multi-constraint projection `safety.polytope_project` (one sweep of single
+  projections is not enough with several hazards, and clipping after projecting can break the
+  guarantee, hence the box rows inside the projection: `docs/safety.md`). Because each h_i is
+  convex the linearisation is conservative: from any state with every margin-inflated barrier
+  >= 0 the next state keeps them >= (1 - decay) h_i >= 0 (up to `feasibility_tol`), so without
+  process noise the robot never enters a hazard (Ames et al., "Control Barrier Functions: Theory
+  and Applications", arXiv:1903.11199).
   """
-  from hrljax.envs import point_hazard  # the geometry lives with the environment
   centers, radii = point_hazard.hazards(env_state, params)
   position = env_state.position
   rows = jax.vmap(lambda centre, radius: safety.circle_cbf_constraint(
-      position, centre, radius, dt=params.dt, gamma=gamma, margin=margin))(centers, radii)
+      position, centre, radius, dt=params.dt, gamma=decay, margin=margin))(centers, radii)
   a, b = rows
   proposal = jnp.clip(action.astype(jnp.float32), -1.0, 1.0)
   ones = jnp.ones_like(proposal)
@@ -241,37 +165,16 @@ def make_env(config):
   env, env_params = envs.make(config.env_name, **kwargs)
   shield_fn = None
   if config.shield == "cbf":
-    gamma, margin = float(config.shield_gamma), float(config.shield_margin)
+    decay, margin = float(config.shield_decay), float(config.shield_margin)
 
     def shield_fn(env_state, action, params):
-      return point_hazard_shield(env_state, action, params, gamma=gamma, margin=margin)
+      return point_hazard_shield(env_state, action, params, decay=decay, margin=margin)
   return SafetyWrapper(env, shield_fn), env_params
-
-
-def _check_cost_info(env: SafetyWrapper, env_params) -> None:
-  key = jax.random.key(0)
-  _, state = jax.eval_shape(env.env.reset_env, key, env_params)
-  action = env.action_space(env_params).sample(key)
-  info = jax.eval_shape(env.env.step_env, key, state, action, env_params)[-1]
-  if "cost" not in info:
-    raise checks.ConfigError(f"config.env_name: expected an environment reporting "
-                             f"info['cost'], got {env.env.name!r}")
 
 
 # ----------------------------------------------------------------------------------------------
 # The agent.
 # ----------------------------------------------------------------------------------------------
-
-
-class CostCritic(nn.Module):
-  """V_c(s): an MLP torso and a scalar head, separate from the actor-critic (OmniSafe layout)."""
-
-  hidden_sizes: tuple = (64, 64)
-  activation: str = "tanh"
-
-  @nn.compact
-  def __call__(self, obs: Array) -> Array:
-    return ValueHead()(MLP(self.hidden_sizes, self.activation)(obs))
 
 
 class CostBatch(NamedTuple):
@@ -299,13 +202,14 @@ class PPOLagrangianAgent(struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, env_spec: envs.EnvSpec, config) -> "PPOLagrangianAgent":
     config = ml_collections.FrozenConfigDict(config)
-    network = ppo.make_network(env_spec, config)
-    cost_network = CostCritic(tuple(config.hidden_sizes), config.activation)
+    network = make_network(env_spec, config)
+    cost_network = StateValue(tuple(config.hidden_sizes), config.activation)
     actor_key, cost_key, key = jax.random.split(key, 3)
     shape = env_spec.observation_shape
     params = {"actor_critic": common.init_params(network, actor_key, shape),
               "cost_critic": common.init_params(cost_network, cost_key, shape)}
-    tx = ppo.make_optimizer(config)
+    tx = common.ppo_optimizer(config, training.num_updates(
+        config.total_timesteps, config.num_envs * config.num_steps))
     multiplier = initial_multiplier(config)
     return cls(params=params, opt_state=tx.init(params), multiplier=multiplier,
                multiplier_opt_state=_multiplier_tx(config).init(multiplier.lam), key=key,
@@ -352,6 +256,13 @@ class PPOLagrangianAgent(struct.PyTreeNode):
                                    self.config.update_epochs)
 
 
+def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
+  """PPO's actor-critic (separate torsos for the policy and the reward value)."""
+  return ActorCritic(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
+                     observation_ndim=len(env_spec.observation_shape),
+                     hidden_sizes=tuple(config.hidden_sizes), activation=config.activation)
+
+
 def initial_multiplier(config):
   if config.multiplier == "pid":
     return safety.pid_lagrange_init(lam_init=float(config.lagrange_init),
@@ -383,16 +294,10 @@ def _adam_lagrange_step(state: safety.LagrangeState, opt_state, episode_cost, co
   return safety.LagrangeState(lam=lam), opt_state
 
 
-def _loss_config(config) -> ml_collections.FrozenConfigDict:
-  """The fields `ppo.ppo_loss` reads; advantages arrive already standardised and combined."""
-  return ml_collections.FrozenConfigDict(dict(
-      normalize_advantages=False, clip_epsilon=config.clip_epsilon, clip_value=config.clip_value,
-      value_coef=config.value_coef, entropy_coef=config.entropy_coef))
-
-
-def ppo_lagrangian_loss(params: PyTree, network: nn.Module, cost_network: nn.Module,
-                        batch: CostBatch, lam: Array, config) -> tuple[Array, dict[str, Array]]:
-  """PPO's loss on `(A_r - lam A_c) / (1 + lam)` plus the cost critic's value loss.
+def ppo_lagrangian_objective(params: PyTree, network: nn.Module, cost_network: nn.Module,
+                             batch: CostBatch, lam: Array, config) -> tuple[Array, dict[str, Array]]:
+  """PPO's loss (`policy_gradient.ppo_loss`) on `(A_r - lam A_c) / (1 + lam)` plus the cost
+  critic's value loss.
 
   A_r is standardised and A_c centred over the minibatch first (OmniSafe: A_c only centred).
   `lam` carries no gradient (`safety.ppo_lag_advantage` stops it).
@@ -404,24 +309,36 @@ def ppo_lagrangian_loss(params: PyTree, network: nn.Module, cost_network: nn.Mod
   if config.center_cost_advantages:
     adv_c = adv_c - adv_c.mean()
   combined = safety.ppo_lag_advantage(adv_r, adv_c, lam)
-  loss, metrics = ppo.ppo_loss(params["actor_critic"], network,
-                               batch.reward._replace(advantage=combined), _loss_config(config))
+  dist, value = network.apply(params["actor_critic"], batch.reward.obs)
+  loss, parts = pg.ppo_loss(dist.log_prob(batch.reward.action), batch.reward.log_prob, combined,
+                            value, batch.reward.value, batch.reward.target, dist.entropy(),
+                            clip_epsilon=config.clip_epsilon, clip_value=config.clip_value,
+                            value_coef=config.value_coef, entropy_coef=config.entropy_coef)
   cost_value = cost_network.apply(params["cost_critic"], batch.reward.obs)
   clip = config.clip_epsilon if config.clip_value else None
   cost_loss = pg.value_loss(cost_value, batch.cost_target, batch.cost_value,
                             clip_epsilon=clip).mean()
   total = loss + config.cost_value_coef * cost_loss
-  return total, {**metrics, "loss": total, "cost_value_loss": cost_loss}
+  return total, {**parts._asdict(), "loss": total, "cost_value_loss": cost_loss}
 
 
 def _minibatch_step(agent: PPOLagrangianAgent, minibatch: CostBatch):
-  return common.gradient_step(agent, ppo_lagrangian_loss, agent.network, agent.cost_network,
+  return common.gradient_step(agent, ppo_lagrangian_objective, agent.network, agent.cost_network,
                               minibatch, agent.lam, agent.config)
 
 
 # ----------------------------------------------------------------------------------------------
 # The run.
 # ----------------------------------------------------------------------------------------------
+
+
+class RunnerState(struct.PyTreeNode):
+  """Everything a run carries from one update to the next; checkpointed whole."""
+
+  agent: PPOLagrangianAgent
+  env: EnvCarry  # per-environment state of the safety wrapper: sharded along the data axis
+  key: Array
+  update: Array  # int32 count of updates done
 
 
 def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
@@ -455,8 +372,8 @@ def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
 
 
 def safety_statistics(traj) -> dict[str, Array]:
-  """Spec Sec. 9 metrics of one rollout: sums over ended episodes (the loop makes them means)
-  and per-step totals over the whole rollout (training-time safety, Safety Gym's cost rate)."""
+  """Safety metrics of one rollout: sums over ended episodes (the loop makes them means) and
+  per-step totals over the whole rollout (training-time safety, Safety Gym's cost rate)."""
   done = traj.done.astype(jnp.float32)
   succ = traj.next_obs
   steps = done.size
@@ -465,7 +382,7 @@ def safety_statistics(traj) -> dict[str, Array]:
       "episode_violations_sum": (succ.episode_violations.astype(jnp.float32) * done).sum(),
       "violating_episode_sum": ((succ.episode_violations > 0).astype(jnp.float32) * done).sum(),
       "rollout_cost": succ.cost.sum(),
-      "rollout_violations": (succ.cost > 0).astype(jnp.float32).sum(),
+      "violating_steps": (succ.cost > 0).astype(jnp.float32).sum(),
       "cost_rate": succ.cost.sum() / steps,
       "intervention_rate": succ.intervened.astype(jnp.float32).sum() / steps,
   }
@@ -496,14 +413,14 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   config = ml_collections.FrozenConfigDict(config)
   env, env_params = make_env(config)
   env_spec = envs.spec(env.env, env_params)
-  num_updates = config.total_timesteps // (config.num_envs * config.num_steps)
-  actor_critic = ppo.make_network(env_spec, config)
+  steps_per_update = config.num_envs * config.num_steps
+  actor_critic = make_network(env_spec, config)
 
-  def init(key: Array) -> ppo.RunnerState:
+  def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = PPOLagrangianAgent.create(agent_key, env_spec, config)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    return ppo.RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
+    return RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
 
   def policy(params, obs, noise):
     dist, value = actor_critic.apply(params["actor_critic"], obs.obs)
@@ -513,7 +430,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   def noise(key, num_steps):
     return policy_noise(key, (num_steps, config.num_envs, env_spec.action_dim), env_spec.discrete)
 
-  def step(state: ppo.RunnerState):
+  def step(state: RunnerState):
     key, rollout_key = jax.random.split(state.key)
     carry, traj = rollout.rollout(env, env_params, policy, state.agent.params, state.env,
                                   rollout_key, config.num_steps, unroll=config.rollout_unroll,
@@ -524,9 +441,9 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     metrics.update(rollout.rollout_statistics(traj))
     metrics.update(safety_statistics(traj))
     metrics["lagrange_multiplier"] = agent.lam
-    return ppo.RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
+    return RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
-  def evaluate(state: ppo.RunnerState, key: Array) -> dict[str, Array]:
+  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     def greedy(params, obs, _):
       dist = actor_critic.apply(params["actor_critic"], obs.obs, method=ActorCritic.policy)
       return dist.mode(), None
@@ -539,16 +456,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
                               env_params.max_steps_in_episode)
     return {**metrics, **first_episode_cost(traj)}
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
-                 env_steps_per_update=config.num_envs * config.num_steps, sharded_field="env")
+  return Learner(init=init, step=step, evaluate=evaluate,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+                 env_steps_per_update=steps_per_update, sharded_field="env")
 
 
 def make_train(config: ml_collections.ConfigDict):
   """`train(key) -> (final RunnerState, per-update metrics)`: the whole run as one program."""
-  learner = make_learner(config)
-
-  def train(key: Array):
-    return jax.lax.scan(lambda state, _: learner.step(state), learner.init(key), None,
-                        length=learner.num_updates)
-
-  return train
+  return training.whole_run(make_learner(config))

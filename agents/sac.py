@@ -5,7 +5,8 @@ Actor-Critic Algorithms and Applications", arXiv:1812.05905 (Eq. 5-7: soft Q and
 objectives; Eq. 17-18: the temperature objective with target entropy H̄; Appendix C: the tanh
 squashing; Appendix D: hyperparameters). The defaults are the paper's: Adam with lr 3e-4 for the
 actor, the critics and the temperature, τ = 0.005, γ = 0.99, batch 256, two hidden layers of 256
-ReLU units, buffer 1e6, one gradient step per environment step, H̄ = −|A|.
+ReLU units, buffer 1e6, one gradient step per environment step, H̄ = −|A|. The objectives are
+`hrljax.losses.soft_actor_critic`; the networks `hrljax.networks.continuous`.
 
 Implementation choices, each deliberate (the references are the authors' softlearning code,
 rail-berkeley/softlearning `softlearning/algorithms/sac.py`, and CleanRL's
@@ -26,423 +27,36 @@ rail-berkeley/softlearning `softlearning/algorithms/sac.py`, and CleanRL's
   * the first `learning_starts` environment steps use uniform random actions and no gradient
     updates (softlearning's `n_initial_exploration_steps` = 1000).
 
-The run is one XLA program: `make_train(config)(key)`. The experiment CLI drives
-`make_learner(config)`, whose `step` collects `num_envs * num_steps` environment steps into the
-replay buffer and then performs `updates_per_step` gradient updates on sampled batches.
+`make_learner(config)`'s `step` collects `num_envs * num_steps` environment steps into the
+replay buffer and then performs `updates_per_step` gradient updates on sampled batches;
+`make_train(config)(key)` is a whole run as one XLA program.
 """
 
-import math
-from typing import Any, Callable, NamedTuple, Optional
 
-import chex
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
-import optax
 from flax import struct
-from ml_collections import config_dict
 
-from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout, training
+from hrljax.agents import sac_common
+from hrljax.agents.sac_common import SACAgent, Transition, behaviour_action, make_networks
+from hrljax.networks.continuous import action_bound_tuples, rescale_action
 from hrljax.rollout import rollout_statistics
-from hrljax.networks.continuous import QEnsemble, TanhGaussianActor
 from hrljax.training import Learner
-from hrljax.types import Array, EnvCarry, PyTree
-
-# `actor_penalty_fn(obs [B, ...], action [B, |A|]) -> [B]`: an extra per-example actor loss term.
-ActorPenaltyFn = Callable[[PyTree, Array], Array]
-
-ALPHA_LOSS_FORMS = ("alpha", "log_alpha")
-Q_REDUCTIONS = ("min", "mean")
+from hrljax.types import Array, EnvCarry
 
 
 def get_config() -> ml_collections.ConfigDict:
   """SAC hyperparameters; the defaults are the paper's (arXiv:1812.05905, Appendix D)."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=1000, checkpoint_every=10_000)  # in Learner steps
   config.agent = "sac"
-  config.env_name = "Pendulum-v1"
-  config.env_kwargs = ml_collections.ConfigDict()
-  config.seed = 0
-  config.total_timesteps = 1_000_000
-  config.num_envs = 1
-  config.num_steps = 1  # environment steps per environment per Learner step
-  config.updates_per_step = 1  # gradient updates per Learner step
-  config.buffer_size = 1_000_000
-  config.learning_starts = 1000  # env steps of uniform random actions before any update
-  config.batch_size = 256
-  config.actor_learning_rate = 3e-4
-  config.critic_learning_rate = 3e-4
-  config.alpha_learning_rate = 3e-4
-  config.optimizer = "adam"  # or "sgd" (multi-device equivalence checks)
-  config.gamma = 0.99
-  config.tau = 0.005
-  config.target_update_interval = 1  # gradient updates between Polyak averagings
-  config.autotune_alpha = True
-  config.init_alpha = 1.0  # the fixed α when autotune_alpha is False
-  config.target_entropy = config_dict.placeholder(float)  # None: −action_dim
-  config.alpha_loss_form = "alpha"
-  config.actor_q_reduction = "min"
-  config.num_critics = 2
-  config.hidden_sizes = (256, 256)
-  config.activation = "relu"
-  config.log_std_min = -20.0
-  config.log_std_max = 2.0
-  config.rollout_unroll = 1
-  # Run-level settings read by the experiment loop.
-  config.log_every = 1000  # Learner steps per compiled chunk / JSONL record
-  config.checkpoint_every = 10_000  # Learner steps; a multiple of log_every
-  config.max_checkpoints = 2
-  config.eval_episodes = 16
-  return config
+  return sac_common.add_sac_fields(config)
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "updates_per_step",
-                      "buffer_size", "batch_size", "target_update_interval", "num_critics",
-                      "log_every", "checkpoint_every", "max_checkpoints", "eval_episodes",
-                      "rollout_unroll")
-  if isinstance(config.learning_starts, bool) or not isinstance(config.learning_starts, int) \
-      or config.learning_starts < 0:
-    raise checks.ConfigError(
-        f"config.learning_starts: expected an integer >= 0, got {config.learning_starts!r}")
-  checks.positive(config, "actor_learning_rate", "critic_learning_rate", "alpha_learning_rate",
-                  "init_alpha")
-  checks.in_unit_interval(config, "gamma", "tau")
-  checks.one_of(config, "optimizer", ("adam", "sgd"))
-  checks.one_of(config, "alpha_loss_form", ALPHA_LOSS_FORMS)
-  checks.one_of(config, "actor_q_reduction", Q_REDUCTIONS)
-  if config.target_entropy is not None and not math.isfinite(config.target_entropy):
-    raise checks.ConfigError(
-        f"config.target_entropy: expected None (−action_dim) or a finite number, "
-        f"got {config.target_entropy!r}")
-  if config.log_std_min >= config.log_std_max:
-    raise checks.ConfigError(f"config.log_std_min: expected less than config.log_std_max "
-                             f"({config.log_std_max}), got {config.log_std_min!r}")
-  checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
-  checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
-                  "one Learner step of num_envs * num_steps")
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
-  if envs.spec(env, env_params).discrete:
-    raise checks.ConfigError(f"config.env_name: expected an environment with continuous (Box) "
-                             f"actions, got {config.env_name!r} with discrete actions")
-
-
-# ----------------------------------------------------------------------------------------------
-# The SAC objectives: pure functions of arrays, per example over a batch axis B.
-# ----------------------------------------------------------------------------------------------
-
-
-class Transition(NamedTuple):
-  """One replayed transition (or a `[B]` batch): what the buffer stores.
-
-  `action` is the normalised action in [-1, 1]^|A| the policy produced; `next_obs` is the true
-  successor (before any auto-reset), so a truncated step still bootstraps from it.
-  """
-
-  obs: PyTree
-  action: Array  # float32 [|A|]
-  reward: Array  # float32 []
-  terminated: Array  # bool []: natural end, no bootstrap
-  next_obs: PyTree
-
-
-class CriticExtras(NamedTuple):
-  td_error: Array  # [K, B]: target − Q_k(s, a)
-  q_value: Array  # [K, B]
-
-
-class ActorExtras(NamedTuple):
-  q_value: Array  # [B]: the reduced Q(s, ã) the actor maximises
-  log_prob: Array  # [B]: log π(ã|s)
-
-
-class TemperatureExtras(NamedTuple):
-  entropy_gap: Array  # [B]: −log π(ã|s) − H̄, the (sampled) entropy above the target
-
-
-def soft_q_target(r_t: Array, discount_t: Array, q_t: Array, log_prob_t: Array,
-                  alpha: Array, stop_target_gradients: bool = True) -> Array:
-  """The soft Bellman target y = r + discount·(min_k Q̄_k(s', a') − α·log π(a'|s')), a' ~ π(·|s').
-
-  arXiv:1812.05905 Eq. 3 and 5 (soft value of the next state under the current policy), with the
-  minimum over the target critics (Section 5, "two Q-functions"). Per example, vectorised over a
-  batch axis B.
-
-  Args:
-    r_t: rewards, float `[B]`.
-    discount_t: γ·(1 − terminated), float `[B]` (truncation keeps γ).
-    q_t: target critics at (s', a'), float `[K, B]`.
-    log_prob_t: log π(a'|s'), float `[B]`.
-    alpha: temperature α, float scalar.
-    stop_target_gradients: the target carries no gradient unless False.
-
-  Returns:
-    the targets, float `[B]`.
-  """
-  chex.assert_rank([r_t, discount_t, q_t, log_prob_t, alpha], [1, 1, 2, 1, 0])
-  chex.assert_type([r_t, discount_t, q_t, log_prob_t], float)
-  chex.assert_equal_shape([r_t, discount_t, log_prob_t, q_t[0]])
-  next_value = jnp.min(q_t, axis=0) - alpha * log_prob_t
-  target = r_t + discount_t * next_value
-  return jax.lax.stop_gradient(target) if stop_target_gradients else target
-
-
-def critic_loss(q_tm1: Array, target: Array) -> tuple[Array, CriticExtras]:
-  """J_Q = E_B[Σ_k ½ (Q_k(s, a) − y)²] (arXiv:1812.05905 Eq. 5), summed over the K critics.
-
-  Batch-level: the mean over B. `target` should come from `soft_q_target` (no gradient).
-
-  Args:
-    q_tm1: the critics at the replayed (s, a), float `[K, B]`.
-    target: y, float `[B]`.
-  """
-  chex.assert_rank([q_tm1, target], [2, 1])
-  chex.assert_type([q_tm1, target], float)
-  chex.assert_equal_shape([q_tm1[0], target])
-  td_error = target[None, :] - q_tm1
-  loss = 0.5 * jnp.mean(jnp.sum(jnp.square(td_error), axis=0))
-  return loss, CriticExtras(td_error=td_error, q_value=q_tm1)
-
-
-def actor_loss(log_prob: Array, q_value: Array, alpha: Array, q_reduction: str = "min"
-               ) -> tuple[Array, ActorExtras]:
-  """J_π = E_B[α·log π(ã|s) − Q(s, ã)] with ã = f(ε; s) reparameterised (arXiv:1812.05905 Eq. 7).
-
-  Batch-level: the mean over B. Q is `min` over the K critics (the paper) or their `mean`
-  (softlearning's current code). α carries no gradient here (it has its own objective).
-
-  Args:
-    log_prob: log π(ã|s) of reparameterised samples, float `[B]`.
-    q_value: the critics at (s, ã), float `[K, B]`.
-    alpha: temperature α, float scalar.
-    q_reduction: "min" or "mean".
-  """
-  if q_reduction not in Q_REDUCTIONS:
-    raise ValueError(f"q_reduction: expected one of {list(Q_REDUCTIONS)}, got {q_reduction!r}")
-  chex.assert_rank([log_prob, q_value, alpha], [1, 2, 0])
-  chex.assert_type([log_prob, q_value], float)
-  chex.assert_equal_shape([log_prob, q_value[0]])
-  q = jnp.min(q_value, axis=0) if q_reduction == "min" else jnp.mean(q_value, axis=0)
-  loss = jnp.mean(jax.lax.stop_gradient(alpha) * log_prob - q)
-  return loss, ActorExtras(q_value=q, log_prob=log_prob)
-
-
-def temperature_loss(log_alpha: Array, log_prob: Array, target_entropy: float,
-                     form: str = "alpha") -> tuple[Array, TemperatureExtras]:
-  """J(α) = E_B[−α·(log π(ã|s) + H̄)] (arXiv:1812.05905 Eq. 18), a function of log α.
-
-  Batch-level: the mean over B. `form="alpha"` is Eq. 18 with α = exp(log α) (its gradient in
-  log α is −α·(log π + H̄)); `form="log_alpha"` replaces α by log α (early softlearning,
-  Stable-Baselines3: gradient −(log π + H̄)). Both push α up while the policy's entropy −log π is
-  below H̄. `log_prob` carries no gradient.
-
-  Args:
-    log_alpha: log α, float scalar (the trained parameter).
-    log_prob: log π(ã|s) of fresh samples, float `[B]`.
-    target_entropy: H̄, a Python float (−|A| in the paper).
-    form: "alpha" or "log_alpha".
-  """
-  if form not in ALPHA_LOSS_FORMS:
-    raise ValueError(f"form: expected one of {list(ALPHA_LOSS_FORMS)}, got {form!r}")
-  if not (isinstance(target_entropy, (int, float)) and math.isfinite(target_entropy)):
-    raise ValueError(f"target_entropy: expected a finite float, got {target_entropy!r}")
-  chex.assert_rank([log_alpha, log_prob], [0, 1])
-  chex.assert_type([log_alpha, log_prob], float)
-  entropy_gap = -jax.lax.stop_gradient(log_prob) - target_entropy
-  coefficient = jnp.exp(log_alpha) if form == "alpha" else log_alpha
-  loss = jnp.mean(coefficient * entropy_gap)
-  return loss, TemperatureExtras(entropy_gap=entropy_gap)
-
-
-# ----------------------------------------------------------------------------------------------
-# The agent.
-# ----------------------------------------------------------------------------------------------
-
-
-class SACAgent(struct.PyTreeNode):
-  """SAC's train state: actor, critics, target critics, temperature, their optimizers, a key."""
-
-  actor_params: PyTree
-  critic_params: PyTree
-  target_critic_params: PyTree
-  log_alpha: Array  # float32 scalar
-  actor_opt_state: PyTree
-  critic_opt_state: PyTree
-  alpha_opt_state: PyTree
-  key: Array
-  num_updates: Array  # int32: gradient updates done (paces the target averaging)
-  actor: nn.Module = struct.field(pytree_node=False)
-  critic: nn.Module = struct.field(pytree_node=False)
-  actor_tx: optax.GradientTransformation = struct.field(pytree_node=False)
-  critic_tx: optax.GradientTransformation = struct.field(pytree_node=False)
-  alpha_tx: optax.GradientTransformation = struct.field(pytree_node=False)
-  action_low: tuple = struct.field(pytree_node=False)  # environment bounds, one per dimension
-  action_high: tuple = struct.field(pytree_node=False)
-  target_entropy: float = struct.field(pytree_node=False)
-  config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
-
-  @classmethod
-  def create(cls, key: Array, env_spec: envs.EnvSpec, config,
-             action_bounds: Optional[tuple[Any, Any]] = None) -> "SACAgent":
-    """Builds networks and optimizers. `action_bounds = (low, high)` (scalars or `[|A|]`) are the
-    environment's action bounds (default [-1, 1]); the policy itself always acts on [-1, 1]."""
-    config = ml_collections.FrozenConfigDict(config)
-    if env_spec.discrete:
-      raise ValueError(f"env_spec: expected continuous actions, got {env_spec}")
-    action_dim = env_spec.action_dim
-    low, high = action_bound_tuples(action_bounds, action_dim)
-    actor, critic = make_networks(env_spec, config)
-    actor_key, critic_key, key = jax.random.split(key, 3)
-    obs = jnp.zeros((1,) + env_spec.observation_shape, jnp.float32)
-    actor_params = actor.init(actor_key, obs)
-    critic_params = critic.init(critic_key, obs, jnp.zeros((1, action_dim), jnp.float32))
-    log_alpha = jnp.asarray(math.log(config.init_alpha), jnp.float32)
-    actor_tx = make_optimizer(config, config.actor_learning_rate)
-    critic_tx = make_optimizer(config, config.critic_learning_rate)
-    alpha_tx = make_optimizer(config, config.alpha_learning_rate)
-    target_entropy = (-float(action_dim) if config.target_entropy is None
-                      else float(config.target_entropy))
-    return cls(actor_params=actor_params, critic_params=critic_params,
-               target_critic_params=critic_params, log_alpha=log_alpha,
-               actor_opt_state=actor_tx.init(actor_params),
-               critic_opt_state=critic_tx.init(critic_params),
-               alpha_opt_state=alpha_tx.init(log_alpha), key=key,
-               num_updates=jnp.zeros((), jnp.int32), actor=actor, critic=critic,
-               actor_tx=actor_tx, critic_tx=critic_tx, alpha_tx=alpha_tx, action_low=low,
-               action_high=high, target_entropy=target_entropy, config=config)
-
-  def act(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
-    """Environment actions `[..., |A|]` for a batch of observations (the squashed mean if
-    `deterministic`)."""
-    dist = self.actor.apply(self.actor_params, obs)
-    normalized = dist.mode() if deterministic else dist.sample(seed=key)
-    return self.to_env_action(normalized)
-
-  def to_env_action(self, normalized: Array) -> Array:
-    """Maps actions in [-1, 1]^|A| (trailing axis) affinely onto the environment's bounds."""
-    return rescale_action(normalized, self.action_low, self.action_high)
-
-  @property
-  def alpha(self) -> Array:
-    return jnp.exp(self.log_alpha)
-
-  def update(self, batch: Transition, actor_penalty_fn: Optional[ActorPenaltyFn] = None
-             ) -> tuple["SACAgent", dict[str, Array]]:
-    """One gradient step of the critics, the actor and the temperature on a `[B]` batch, then
-    Polyak averaging of the target critics every `target_update_interval` updates.
-
-    `actor_penalty_fn(obs, action) -> [B]`, if given, adds the batch mean of its value at the
-    actor's reparameterised action (normalised, [-1, 1]^|A|) to the actor loss, so that its
-    gradient reaches the actor through the action (a Lagrangian constraint term such as Recovery
-    RL's LR baseline, `recovery_rl.task_risk_penalty_fn`); its mean is logged as
-    "actor_penalty". Without it the update is the paper's, unchanged."""
-    config = self.config
-    key, target_key, actor_key, alpha_key = jax.random.split(self.key, 4)
-    alpha = self.alpha
-    reward = jnp.asarray(batch.reward, jnp.float32)
-    discount = config.gamma * (1.0 - jnp.asarray(batch.terminated, jnp.float32))
-
-    next_dist = self.actor.apply(self.actor_params, batch.next_obs)
-    next_action, next_log_prob = next_dist.sample_and_log_prob(seed=target_key)
-    next_q = self.critic.apply(self.target_critic_params, batch.next_obs, next_action)
-    target = soft_q_target(reward, discount, next_q, next_log_prob, alpha)
-
-    def critic_objective(params):
-      return critic_loss(self.critic.apply(params, batch.obs, batch.action), target)
-    (q_loss, q_extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
-        self.critic_params)
-    updates, critic_opt_state = self.critic_tx.update(grads, self.critic_opt_state,
-                                                      self.critic_params)
-    critic_params = optax.apply_updates(self.critic_params, updates)
-
-    def actor_objective(params):
-      dist = self.actor.apply(params, batch.obs)
-      action, log_prob = dist.sample_and_log_prob(seed=actor_key)
-      q_value = self.critic.apply(critic_params, batch.obs, action)
-      loss, extras = actor_loss(log_prob, q_value, alpha, config.actor_q_reduction)
-      if actor_penalty_fn is None:
-        return loss, (extras, None)
-      penalty = jnp.mean(actor_penalty_fn(batch.obs, action))
-      return loss + penalty, (extras, penalty)
-    (pi_loss, (pi_extras, penalty)), grads = jax.value_and_grad(actor_objective, has_aux=True)(
-        self.actor_params)
-    updates, actor_opt_state = self.actor_tx.update(grads, self.actor_opt_state,
-                                                    self.actor_params)
-    actor_params = optax.apply_updates(self.actor_params, updates)
-
-    _, fresh_log_prob = self.actor.apply(actor_params, batch.obs).sample_and_log_prob(
-        seed=alpha_key)
-
-    def alpha_objective(log_alpha):
-      return temperature_loss(log_alpha, fresh_log_prob, self.target_entropy,
-                              config.alpha_loss_form)
-    (a_loss, _), grad = jax.value_and_grad(alpha_objective, has_aux=True)(self.log_alpha)
-    log_alpha, alpha_opt_state = self.log_alpha, self.alpha_opt_state
-    if config.autotune_alpha:
-      updates, alpha_opt_state = self.alpha_tx.update(grad, alpha_opt_state, log_alpha)
-      log_alpha = optax.apply_updates(log_alpha, updates)
-
-    num_updates = self.num_updates + 1
-    averaged = optax.incremental_update(critic_params, self.target_critic_params, config.tau)
-    average_now = num_updates % config.target_update_interval == 0
-    target_critic_params = jax.tree.map(lambda new, old: jnp.where(average_now, new, old),
-                                        averaged, self.target_critic_params)
-
-    agent = self.replace(actor_params=actor_params, critic_params=critic_params,
-                         target_critic_params=target_critic_params, log_alpha=log_alpha,
-                         actor_opt_state=actor_opt_state, critic_opt_state=critic_opt_state,
-                         alpha_opt_state=alpha_opt_state, key=key, num_updates=num_updates)
-    metrics = {
-        "critic_loss": q_loss,
-        "actor_loss": pi_loss,
-        "alpha_loss": a_loss,
-        "alpha": alpha,
-        "entropy": -jnp.mean(pi_extras.log_prob),
-        "q_value": jnp.mean(q_extras.q_value),
-        "td_error_abs": jnp.mean(jnp.abs(q_extras.td_error)),
-    }
-    if penalty is not None:
-      metrics["actor_penalty"] = penalty
-    return agent, metrics
-
-
-def make_networks(env_spec: envs.EnvSpec, config) -> tuple[TanhGaussianActor, QEnsemble]:
-  """The actor on [-1, 1]^|A| and the K-critic ensemble."""
-  observation_ndim = len(env_spec.observation_shape)
-  actor = TanhGaussianActor(action_dim=env_spec.action_dim, hidden_sizes=tuple(config.hidden_sizes),
-                            activation=config.activation, observation_ndim=observation_ndim,
-                            log_std_min=config.log_std_min, log_std_max=config.log_std_max)
-  critic = QEnsemble(num_members=config.num_critics, hidden_sizes=tuple(config.hidden_sizes),
-                     activation=config.activation, observation_ndim=observation_ndim)
-  return actor, critic
-
-
-def action_bound_tuples(action_bounds: Optional[tuple[Any, Any]], action_dim: int
-                        ) -> tuple[tuple[float, ...], tuple[float, ...]]:
-  """`(low, high)` as Python tuples of `action_dim` floats ([-1, 1] if `action_bounds` is None)."""
-  low, high = (-1.0, 1.0) if action_bounds is None else action_bounds
-  as_tuple = lambda x: tuple(float(v) for v in np.broadcast_to(np.asarray(x, np.float64),
-                                                               (action_dim,)))
-  low, high = as_tuple(low), as_tuple(high)
-  if not all(math.isfinite(l) and math.isfinite(h) and l < h for l, h in zip(low, high)):
-    raise ValueError(f"action_bounds: expected finite bounds with low < high, got {low}, {high}")
-  return low, high
-
-
-def rescale_action(normalized: Array, low: tuple, high: tuple) -> Array:
-  """Maps actions in [-1, 1]^|A| (trailing axis) affinely onto `[low, high]`."""
-  shape = (1,) * (normalized.ndim - 1) + (len(low),)
-  low = jnp.asarray(low, jnp.float32).reshape(shape)
-  high = jnp.asarray(high, jnp.float32).reshape(shape)
-  return low + (normalized + 1.0) * 0.5 * (high - low)
-
-
-def make_optimizer(config, learning_rate: float) -> optax.GradientTransformation:
-  return optax.sgd(learning_rate) if config.optimizer == "sgd" else optax.adam(learning_rate)
+  sac_common.validate_sac_fields(config, num_devices)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -475,7 +89,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   low, high = action_bound_tuples((space.low, space.high), env_spec.action_dim)
   actor, _ = make_networks(env_spec, config)
   steps_per_update = config.num_envs * config.num_steps
-  num_updates = config.total_timesteps // steps_per_update
+  num_updates = training.num_updates(config.total_timesteps, steps_per_update)
 
   def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)
@@ -490,10 +104,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
   def policy(params, obs, key):
     actor_params, explore = params
-    sample_key, uniform_key = jax.random.split(key)
-    normalized = actor.apply(actor_params, obs).sample(seed=sample_key)
-    uniform = jax.random.uniform(uniform_key, normalized.shape, minval=-1.0, maxval=1.0)
-    normalized = jnp.where(explore, uniform, normalized)
+    normalized = behaviour_action(actor, actor_params, obs, key, explore)
     return rescale_action(normalized, low, high), normalized
 
   def gradient_updates(agent: SACAgent, buffer: replay.ReplayBuffer, key: Array):

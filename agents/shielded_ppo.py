@@ -1,26 +1,21 @@
 """Shielded PPO: PPO whose executed actions pass through a control-barrier-function shield.
 
-The shield is `ppo_lagrangian.point_hazard_shield`: for PointHazard's single integrator
-`p' = p + dt u`, one linearised discrete-time CBF row per hazard, `2 dt (p - o_i).u +
-gamma h_i(p) >= 0` with `h_i = |p - o_i|^2 - (r_i + margin)^2` (`safety.circle_cbf_constraint`;
-Ames et al., "Control Barrier Functions: Theory and Applications", arXiv:1903.11199), projected
-exactly together with the action box (`safety.polytope_project`). Without process noise the
+**A configuration of `hrljax.agents.ppo_lagrangian`** (`shield="cbf"`, `multiplier="none"`; any
+multiplier combines with the shield there), which holds the agent, the run and the shield
+`ppo_lagrangian.point_hazard_shield`: for PointHazard's single integrator `p' = p + dt u`, one
+linearised discrete-time CBF row per hazard, `2 dt (p - o_i).u + decay h_i(p) >= 0` with
+`h_i = |p - o_i|^2 - (r_i + margin)^2` (`losses.safety.circle_cbf_constraint`; Ames et al.,
+"Control Barrier Functions: Theory and Applications", arXiv:1903.11199), projected exactly
+together with the action box (`losses.safety.polytope_project`). Without process noise the
 executed actions keep the robot out of every hazard (tested).
 
-How the loss treats shielded actions (spec `safety_critics.md` Sec. 6.4): option (a), the shield
-is part of the environment ("SE-RL", Recovery RL's default action relabelling). The rollout
-stores the *proposed* action and its log-probability, so PPO's ratio is always the policy's own;
-the reward and cost the environment returns are those of the executed action. Option (b)
-(executed action) is avoided: under an on-policy ratio its log-probability can be near zero
-and the ratio explodes; option (c) (differentiating through the projection) suffers from
-action aliasing (arXiv:2509.12833). The policy therefore gets no gradient telling it why a
-proposal was replaced; combine with `multiplier="lagrange"` and a cost on interventions if
-that matters. The intervention rate (fraction of steps where the projection changed the clipped
-proposal) is logged as `intervention_rate`.
-
-This module only fixes the configuration: the agent, the run and the metrics are
-`hrljax.agents.ppo_lagrangian`'s with `shield="cbf"` and `multiplier="none"` (any multiplier can
-be combined with the shield there).
+The shield is part of the environment (option (a) of `docs/safety.md`, "How a loss treats
+shielded actions"): the rollout stores the *proposed* action and its log-probability, so PPO's
+ratio is always the policy's own, and the reward and cost are those of the executed action. The
+executed action's log-probability can be near zero (its ratio would explode), and differentiating
+through the projection suffers from action aliasing (arXiv:2509.12833), hence this choice; the
+policy gets no gradient telling it why a proposal was replaced. The fraction of steps where the
+projection changed the clipped proposal is logged as `intervention_rate`.
 """
 
 import ml_collections

@@ -4,17 +4,17 @@
       [--cost_limit=1] [--path_run=RUN --path_out=path.png]
 
 `--runs` are workdirs of `python -m experiments.train` on PointHazard (any of the safety agents:
-`recovery_rl`, `bresa`, `ppo_lagrangian`, `shielded_ppo`); each run is one point of the scatter
-(x: episode cost, y: episode return, both over the episodes that ended in the last 10% of the
-training updates), coloured by agent. The agent label comes from the run's `config.json`:
+`recovery_rl`, `bresa`, `ppo_lagrangian`, `shielded_ppo`; one or several seeds each); each seed of
+each run is one point of the scatter (x: episode cost, y: episode return, both over the episodes
+that ended in the last 10% of the training updates), coloured by agent. The agent label comes from the run's `config.json`:
 `recovery_rl`/`bresa` with `reflex=False` are the unconstrained "sac" (K = 1) or "two-rate sac";
 `ppo_lagrangian` is "ppo", "ppo_lagrangian" or "ppo_pid_lagrangian" by its multiplier. A markdown
 table (mean ± std over the seeds of each agent) goes to stdout, with the cumulative cost of all
 the control steps executed during training (the per-step cost rate of each logged chunk times its
 env steps).
 
-`--path_run` restores the final checkpoint of a `recovery_rl` or `bresa` run and draws one greedy
-evaluation episode: the hazards, the start and the goal, the robot's path, the control steps
+`--path_run` restores the final checkpoint of a `recovery_rl` or `bresa` run (the seed
+`--path_run_seed`, by default its first) and draws one greedy evaluation episode: the hazards, the start and the goal, the robot's path, the control steps
 where a decision starts and those where the reflex replaced the nominal action (either layout of
 the rollout: fixed decisions of K control steps, or option (b)'s `reflex_mode="end_decision"`, in
 which a reflex ends the decision).
@@ -40,6 +40,7 @@ def define_flags() -> None:
   flags.DEFINE_float("cost_limit", None, "Draw the cost limit as a vertical line.")
   flags.DEFINE_string("path_run", None, "A recovery_rl / bresa workdir whose episode path to draw.")
   flags.DEFINE_string("path_out", "path.png", "PNG path of the episode picture.")
+  flags.DEFINE_integer("path_run_seed", None, "The seed of --path_run to draw (default: the first).")
   flags.DEFINE_integer("path_seed", 0, "Key of the drawn evaluation episode.")
 
 FINAL_FRACTION = 0.1  # the last 10% of the training updates give the "final" numbers
@@ -100,22 +101,29 @@ def training_cost(records: Sequence[dict]) -> float:
   return total if found else math.nan
 
 
-def summarize_run(workdir: str) -> RunSummary:
-  """Reads `config.json` and `metrics.jsonl` of one run."""
+def summarize_run(workdir: str) -> list[RunSummary]:
+  """Reads `config.json` and `metrics.jsonl` of one run: one summary per seed."""
   from hrljax.logging import read_jsonl
   config = load_config(workdir)
   records = read_jsonl(workdir)
+  seeds = sorted({int(r.get("seed", 0)) for r in records if r.get("phase") == "train"})
+  if not seeds:
+    raise ValueError(f"{workdir}: expected training records in metrics.jsonl, got none")
+  return [_summarize_seed(workdir, config, [r for r in records if int(r.get("seed", 0)) == s], s)
+          for s in seeds]
+
+
+def _summarize_seed(workdir: str, config: dict, records: Sequence[dict], seed: int
+                    ) -> RunSummary:
   # A run restarted from scratch (killed before its first checkpoint) logs its first updates
   # twice: keep the last record of each update.
   train = sorted({r["update"]: r for r in records if r.get("phase") == "train"}.values(),
                  key=lambda r: r["update"])
-  if not train:
-    raise ValueError(f"{workdir}: expected training records in metrics.jsonl, got none")
   last_update = train[-1]["update"]
   final = [r for r in train if r["update"] > (1.0 - FINAL_FRACTION) * last_update] or train[-1:]
   evaluation = [r for r in records if r.get("phase") == "eval"]
   ev = evaluation[-1] if evaluation else {}
-  return RunSummary(workdir=workdir, label=agent_label(config), seed=int(config.get("seed", 0)),
+  return RunSummary(workdir=workdir, label=agent_label(config), seed=seed,
                     episode_return=_episode_mean(final, "episode_return"),
                     episode_cost=_episode_mean(final, "episode_cost"),
                     training_cost=training_cost(train),
@@ -264,27 +272,28 @@ def draw_path(path: EpisodePath, out: str, title: str = "") -> str:
   return out
 
 
-def restore_agent(workdir: str):
-  """The agent of the final checkpoint of a `recovery_rl`/`bresa` run."""
-  import jax
+def restore_agent(workdir: str, seed: Optional[int] = None):
+  """The agent of the final checkpoint of a `recovery_rl`/`bresa` run: seed `seed`'s (by default
+  the run's first seed)."""
   import ml_collections
-  from hrljax import agents
-  from hrljax.checkpoint import Checkpointer
+  from hrljax import agents, training
   saved = load_config(workdir)
   if saved.get("agent") not in ("recovery_rl", "bresa"):
     raise ValueError(f"config.agent: expected 'recovery_rl' or 'bresa', got {saved.get('agent')!r}")
   # Fields added after the run was saved take the agent's defaults, which are what it ran with.
   config = ml_collections.ConfigDict({**agents.get(saved["agent"]).get_config().to_dict(),
                                       **saved})
-  for field in ("hidden_sizes", "risk_hidden_sizes"):
+  for field in ("hidden_sizes", "risk_hidden_sizes", "seeds"):
     config[field] = tuple(config[field])
-  learner = agents.get(config.agent).make_learner(config)
-  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"))
-  if checkpointer.latest_step() is None:
+  if not os.path.isdir(os.path.join(workdir, "checkpoints")):
     raise FileNotFoundError(f"no checkpoint in {workdir}")
-  state = checkpointer.restore(like=jax.eval_shape(learner.init, jax.random.key(0)))
-  checkpointer.close()
-  return state.agent
+  learner = agents.get(config.agent).make_learner(config)
+  states = dict(training.seed_states(config, training.restore(learner, config, workdir)))
+  seed = config.seeds[0] if seed is None else seed
+  if seed not in states:
+    raise ValueError(f"--path_run_seed: expected one of the run's seeds {sorted(states)}, "
+                     f"got {seed}")
+  return states[seed].agent
 
 
 def main(argv):
@@ -294,12 +303,13 @@ def main(argv):
     sys.exit(2)
   try:
     if FLAGS.runs:
-      summaries = [summarize_run(w) for w in FLAGS.runs]
+      summaries = [summary for w in FLAGS.runs for summary in summarize_run(w)]
       print(table(summaries))
       print(draw_scatter(summaries, FLAGS.out, FLAGS.cost_limit))
     if FLAGS.path_run:
       import jax
-      path = episode_path(restore_agent(FLAGS.path_run), jax.random.key(FLAGS.path_seed))
+      agent = restore_agent(FLAGS.path_run, FLAGS.path_run_seed)
+      path = episode_path(agent, jax.random.key(FLAGS.path_seed))
       print(draw_path(path, FLAGS.path_out, title=f"{FLAGS.path_run}: "
                       f"{int(path.intervened.sum())} reflex steps of {len(path.intervened)}"))
   except (FileNotFoundError, ValueError) as error:

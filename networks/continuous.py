@@ -5,15 +5,18 @@ The squashed Gaussian follows Haarnoja et al., "Soft Actor-Critic Algorithms and
 arXiv:1812.05905, Appendix C ("Enforcing Action Bounds"): u ~ N(μ(s), σ(s)²), a = tanh(u), with
 log π(a|s) = log N(u) − Σᵢ log(1 − tanh²(uᵢ)). Here the squashed action is further mapped
 affinely onto `[action_low, action_high]` (default `[-1, 1]`), and the log-density includes that
-map's log-Jacobian too.
+map's log-Jacobian too. `rescale_action` is that affine map alone, for a policy that acts on
+[-1, 1]^|A| and an environment with other bounds.
 """
 
-from typing import Sequence
+import math
+from typing import Any, Optional, Sequence
 
 import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from hrljax.networks.actor_critic import flatten_observation
 from hrljax.networks.torsos import MLP
@@ -130,3 +133,27 @@ class QEnsemble(nn.Module):
                    observation_ndim=self.observation_ndim, layer_norm=self.layer_norm,
                    name="members")(obs, action)
 
+
+
+def action_bound_tuples(action_bounds: Optional[tuple[Any, Any]], action_dim: int
+                        ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+  """`(low, high)` as Python tuples of `action_dim` floats ([-1, 1] if `action_bounds` is None).
+
+  Tuples, not arrays, so that the bounds can be static fields of a train state. Raises
+  ValueError unless every bound is finite with low < high.
+  """
+  low, high = (-1.0, 1.0) if action_bounds is None else action_bounds
+  as_tuple = lambda x: tuple(float(v) for v in np.broadcast_to(np.asarray(x, np.float64),
+                                                               (action_dim,)))
+  low, high = as_tuple(low), as_tuple(high)
+  if not all(math.isfinite(l) and math.isfinite(h) and l < h for l, h in zip(low, high)):
+    raise ValueError(f"action_bounds: expected finite bounds with low < high, got {low}, {high}")
+  return low, high
+
+
+def rescale_action(normalized: jax.Array, low: tuple, high: tuple) -> jax.Array:
+  """Maps actions in [-1, 1]^|A| (trailing axis) affinely onto `[low, high]`."""
+  shape = (1,) * (normalized.ndim - 1) + (len(low),)
+  low = jnp.asarray(low, jnp.float32).reshape(shape)
+  high = jnp.asarray(high, jnp.float32).reshape(shape)
+  return low + (normalized + 1.0) * 0.5 * (high - low)

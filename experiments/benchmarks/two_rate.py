@@ -51,6 +51,7 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
   from experiments.configs import bresa_pointhazard
   from hrljax import envs, rollout
   from hrljax.agents import recovery_rl
+  from hrljax.rollout import two_rate
 
   config = bresa_pointhazard.get_config()
   env, params = envs.make(config.env_name, **config.env_kwargs)
@@ -75,7 +76,7 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
       return rollout.two_rate_rollout(
           env, params, policy, agent.task.actor_params, controller, safety_fn,
           (agent, jnp.asarray(True)), carry, key, num_decisions, K,
-          info_keys=recovery_rl.SAFETY_INFO_KEYS, safety_noise_fn=noise_fn,
+          info_keys=two_rate.SAFETY_INFO_KEYS, safety_noise_fn=noise_fn,
           lookahead=layer == "reflex_on")
     return jax.jit(run)
 
@@ -87,7 +88,7 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
   risks = np.asarray(agent.risk(flat(control.obs), flat(control.proposed_action)))
   eps = float(np.quantile(risks, eps_quantile))
   agent = agent.replace(config=ml_collections.FrozenConfigDict(
-      {**agent.config.as_configdict().to_dict(), "eps_risk": eps}))
+      {**agent.config.as_configdict().to_dict(), "risk_epsilon": eps}))
   variants = {}
   for layer in LAYERS:
     compiled = make(layer).lower(agent, carry, key).compile()

@@ -2,8 +2,8 @@
 
 ml_collections passes the text after the config file's colon to `get_config`:
 
-  python -m experiments.safety_table \
-      --config=experiments/configs/bresa_pointhazard.py:random_hazards --seeds=0,1,2 --sequential
+  python -m experiments.train --config=experiments/configs/bresa_pointhazard.py:random_hazards \
+      --config.seeds=0,1,2 --workdir=runs/bresa_random
 
 "default" is the fixed layout of `hrljax/envs/point_hazard.py` (start, central hazard and goal
 collinear: the straight path crosses the hazard, the "detour problem" in

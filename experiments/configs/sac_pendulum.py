@@ -11,8 +11,8 @@ from hrljax.agents import sac
 def get_config():
   config = sac.get_config()
   config.env_name = "Pendulum-v1"
-  config.total_timesteps = 20_000
+  config.total_timesteps = 20_000  # 100 episodes
   config.buffer_size = 20_000  # the whole run fits
-  config.log_every = 1000
+  config.log_every = 1000  # Learner steps (one environment step each) per record
   config.checkpoint_every = 5000
   return config

@@ -1,15 +1,15 @@
 """PointHazard: a 2-D point robot that must reach a goal among circular hazards.
 
-The main safety test bed of hrljax (spec `safety_critics.md` §10.1). It follows gymnax's
+The main safety test bed of hrljax (`docs/safety.md`). It follows gymnax's
 functional API (gymnax >= 1.0): `env.reset(key, params)` and
 `env.step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)`.
 
-**One `step` is one control step.** For the two-rate (Bresa-style) hierarchy of §1.3 a task
+**One `step` is one control step.** For the two-rate (Bresa-style) hierarchy a task
 policy decides every `params.control_steps_per_decision` (K) control steps; the two-rate rollout
 calls `step` K times per decision (with a controller, e.g. `waypoint_controller`, and possibly a
 reflex or shield in between). The environment itself never groups control steps, so
 `params.max_steps_in_episode` counts control steps (default 200 = 20 decisions x K = 10, the
-prototype's horizon) and truncation can fall in the middle of a decision.
+horizon of a two-rate prototype) and truncation can fall in the middle of a decision.
 
 Per-step safety signals are in `info`, all evaluated at the position reached by the step (a
 violation is counted on arrival, as in Recovery RL):
@@ -32,7 +32,7 @@ Safe Exploration in Deep Reinforcement Learning" (Safety Gym, 2019; indicator co
 "Safety-Gymnasium", arXiv 2310.12567 (graded hazard cost, checked in
 `safety_gymnasium/assets/geoms/hazards.py`: `cost += coeff * (size - dist)` per hazard with
 `dist <= size`); Zhang, Solak, Ajoudani, "Bresa", arXiv 2503.21989 (two-rate structure).
-The environment itself is hrljax's own design (spec §10.1, [inferred; prototype-checked]).
+The environment itself is hrljax's own design.
 """
 
 from typing import Any
@@ -209,7 +209,7 @@ def barrier_values(position: chex.Array, centers: chex.Array, radii: chex.Array)
     """Per-hazard barrier `h_i(p) = ||p - o_i||^2 - r_i^2`, float `[H]`; negative inside hazard i.
 
     Per-example: position `[2]`, centers `[H, 2]`, radii `[H]`. Smooth everywhere, with gradient
-    `2 (p - o_i)`, which is what a discrete-time CBF shield linearises (spec §6.3).
+    `2 (p - o_i)`, which is what a discrete-time CBF shield linearises.
     """
     _check_geometry_args(position, centers, radii)
     offsets = position[None, :] - centers
@@ -219,7 +219,7 @@ def barrier_values(position: chex.Array, centers: chex.Array, radii: chex.Array)
 def barrier(position: chex.Array, centers: chex.Array, radii: chex.Array) -> chex.Array:
     """Barrier `h(p) = min_i (||p - o_i||^2 - r_i^2)`, a float scalar; `h(p) < 0` iff violating.
 
-    Per-example: position `[2]`, centers `[H, 2]`, radii `[H]`. Spec §10.1.
+    Per-example: position `[2]`, centers `[H, 2]`, radii `[H]`.
     """
     return jnp.min(barrier_values(position, centers, radii))
 
@@ -242,7 +242,7 @@ def hazard_cost(
     radii: chex.Array,
     cost_type: str = "indicator",
 ) -> chex.Array:
-    """Per-step hazard cost at `position`, a float scalar (spec §9.2).
+    """Per-step hazard cost at `position`, a float scalar.
 
     Per-example: position `[2]`, centers `[H, 2]`, radii `[H]`.
     - "indicator": `1[h(p) < 0]`, i.e. 1 when strictly inside any hazard (Safety Gym's
@@ -296,9 +296,8 @@ def waypoint_controller(
     """Saturated proportional controller: `u = g (w - p)`, rescaled so that `||u|| <= 1`.
 
     Per-example: position and waypoint float `[2]`; returns a velocity action `[2]` inside the
-    action box. A simple `controller(p, a_high)` for the two-rate rollout of spec §1.3 when the
-    task policy outputs a waypoint (with `waypoint = goal` it is the greedy goal-seeking
-    controller of the spec's prototype). In velocity mode it converges without overshoot while
+    action box. A simple `controller(p, a_high)` for the two-rate rollout when the task policy
+    outputs a waypoint (with `waypoint = goal` it is a greedy goal-seeking controller). In velocity mode it converges without overshoot while
     `gain * dt <= 1`.
     """
     chex.assert_shape([position, waypoint], (2,))
@@ -383,7 +382,7 @@ def sample_layout(key: chex.PRNGKey, params: EnvParams):
 
 
 class PointHazard(environment.Environment[EnvState, EnvParams]):
-    """2-D point robot reaching a goal among circular hazards (spec §10.1); step = control step.
+    """2-D point robot reaching a goal among circular hazards; step = control step.
 
     `step` returns gymnax 1.0's `(obs, state, reward, terminated, truncated, info)` with
     `info["cost"]`, `info["violation"]`, `info["barrier"]`, `info["goal_reached"]` (per control

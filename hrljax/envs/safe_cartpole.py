@@ -1,4 +1,4 @@
-"""SafeCartPole: gymnax CartPole-v1 with a cost outside a cart-position band (spec §10.3).
+"""SafeCartPole: gymnax CartPole-v1 with a cost outside a cart-position band.
 
 The dynamics, observation, reward and termination are gymnax's `CartPole` (reused by
 subclassing, not re-implemented). On top:
@@ -7,7 +7,7 @@ subclassing, not re-implemented). On top:
   x' the cart position after the step and `cost_x_threshold` (1.0) inside the termination bound
   `x_threshold` (2.4), so that an agent can violate and keep balancing;
 - `terminate_on_violation` (default False: cost-limit / Lagrangian semantics);
-- a continuous force (default, as in the spec): the action `a in [-1, 1]^1` applies the force
+- a continuous force (default): the action `a in [-1, 1]^1` applies the force
   `force_mag * clip(a, -1, 1)`, which is gymnax CartPole's `force_mag * (2b - 1)` with
   `b = (a + 1) / 2`, so the discrete dynamics are reused exactly; `action_type="discrete"` keeps
   CartPole's two actions (push left / right).
@@ -18,7 +18,7 @@ terminations).
 
 Pattern from the ss2r SafeCartpole (`yardenas/safe-sim2real`,
 `benchmark_suites/mujoco_playground/cartpole/cartpole.py`: cost = 1[|slider position| >= bound]
-in `state.info["cost"]`), as summarised in the spec (§8). Deviation from it: gymnax's classic
+in `state.info["cost"]`). Deviation from it: gymnax's classic
 CartPole dynamics instead of MuJoCo Playground's, and no cost on the pole.
 """
 

@@ -1,14 +1,21 @@
 """Two-rate rollouts: a task policy deciding every K control steps, a controller expanding each
-decision into K low-level actions, and a per-control-step safety layer (Bresa, Recovery RL)."""
+decision into K low-level actions, and a per-control-step safety layer (Bresa, Recovery RL); and
+the episode cost and violation statistics of their control-rate streams.
+
+The decision step and the two behaviours after a reflex (option (a): the recovery finishes the
+decision; option (b): the reflex ends it) are described in `docs/safety.md`, after Bresa (Zhang,
+Solak, Ajoudani, "Bresa: Bio-inspired Reflexive Safe Reinforcement Learning for Contact-Rich
+Robotic Tasks", arXiv:2503.21989).
+"""
 
 from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
-from hrljax.rollout.grouped import _check_positive_int
-from hrljax.rollout.plain import (PolicyFn, _batched_auto_reset_step, _uses_base_step,
-                                  tree_index)
+from hrljax.rollout.grouped import _check_positive_int, first_episode_mask
+from hrljax.rollout.plain import PolicyFn, _uses_base_step, tree_index
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 
@@ -68,7 +75,7 @@ class Reflex(NamedTuple):
   that stays near it; `noise` is the control step's key, or its slice of the rollout's
   `safety_noise_fn` draw).
   With `latch` (static), once the layer intervened in an environment it keeps the recovery
-  action until the decision ends (spec §1.3 option (a)); without, it intervenes exactly where
+  action until the decision ends (option (a) of `docs/safety.md`); without, it intervenes exactly where
   `trigger_fn` fires. `reflex_safety_fn(reflex)` is the same layer as a per-step `SafetyFn`.
   """
 
@@ -157,7 +164,7 @@ def two_rate_rollout(env, env_params, policy_fn: PolicyFn, params: PyTree,
   """Runs `num_decisions` decisions of K = `control_steps` control steps in every environment.
 
   The whole rollout is one `lax.scan` over decisions with a nested loop over control steps
-  (spec `safety_critics.md` §1.3, after Bresa: Zhang, Solak, Ajoudani, arXiv:2503.21989). At each
+  (`docs/safety.md`, after Bresa: Zhang, Solak, Ajoudani, arXiv:2503.21989). At each
   decision `policy_fn(params, obs [N], key) -> (command [N, ...], extras)` picks a command; at each
   control step j of it:
 
@@ -365,7 +372,7 @@ def _decision_transition(steps: ControlSteps, command: Array, extras: PyTree, re
 
 
 # ----------------------------------------------------------------------------------------------
-# Two-rate rollouts in which a reflex ends the decision (spec §1.3, option (b)).
+# Two-rate rollouts in which a reflex ends the decision (option (b) of `docs/safety.md`).
 # ----------------------------------------------------------------------------------------------
 
 RECOVERY_CREDITS = ("reflex_state", "recovery_step")
@@ -416,7 +423,7 @@ def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: 
                                   ) -> tuple[EnvCarry, EndDecisionTrajectory]:
   """`num_decisions * control_steps` control steps in which a reflex ends the task decision.
 
-  Spec `safety_critics.md` §1.3, option (b) of "behaviour after a reflex" (the Bresa flowchart:
+  Option (b) of the behaviour after a reflex (`docs/safety.md`; the Bresa flowchart:
   Zhang, Solak, Ajoudani, arXiv:2503.21989): a task decision executes the controller's nominal
   actions for up to K = `control_steps` control steps; if `reflex.trigger_fn` fires on a nominal
   action, the decision ends there, the control step is executed by `reflex.recovery_fn`, and the
@@ -432,7 +439,7 @@ def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: 
   one per environment and control step. `recovery_credit` says what a decision ended by the
   reflex contains:
 
-  * "reflex_state" (the spec's wording: the decision ends at the reflex): its `num_substeps` n
+  * "reflex_state" (the decision ends at the reflex): its `num_substeps` n
     are the nominal control steps before the reflex, its successor the state at the reflex
     (where π_rec takes over), its reward theirs; π_rec's control step belongs to no task
     decision, and a command rejected at its first control step (n = 0) is not a decision (nothing
@@ -529,3 +536,166 @@ def _maybe_decide(policy_fn: PolicyFn, params: PyTree, obs: PyTree, key: Array,
       extras=_select_envs(need, extras, decision.extras),
       reward=jnp.where(need, 0.0, decision.reward),
       taken=jnp.where(need, 0, decision.taken))
+
+
+# ----------------------------------------------------------------------------------------------
+# What a two-rate rollout gives a replay buffer: decision transitions and control transitions.
+# ----------------------------------------------------------------------------------------------
+
+
+class DecisionTransition(NamedTuple):
+  """One task decision (or a batch): the task-level transition of a two-rate rollout."""
+
+  obs: PyTree  # where the decision was taken
+  action: Array  # float32 [|A|]: the task command (or what the learner stores in its place)
+  reward: Array  # float32 []: summed over the decision's control steps
+  terminated: Array  # bool []
+  next_obs: PyTree
+  num_substeps: Array  # int32 []: control steps executed (SMDP discount gamma ** num_substeps)
+
+
+class ControlTransition(NamedTuple):
+  """One executed control step (or a batch), with its cost and the next nominal action."""
+
+  obs: PyTree
+  action: Array  # float32 [|A|]: the executed low-level action (environment scale)
+  cost: Array  # float32 []
+  terminated: Array  # bool []
+  next_obs: PyTree  # true successor
+  next_action: Array  # float32 [|A|]: the controller's nominal action at next_obs
+
+
+def decision_transitions(traj, action: Array, reward: Array
+                         ) -> tuple[DecisionTransition, Optional[Array]]:
+  """The decisions of a `TwoRateTrajectory` (`[T, N]`) or of an `EndDecisionTrajectory` (`[T, K,
+  N]` decision slots) as flat transitions, with `action` and `reward` (same leading axes) in
+  place of the command and the environment's reward; and the slots' validity (None where every
+  decision is valid)."""
+  decision_axes = traj.num_substeps.ndim
+  flat = lambda x: x.reshape((-1,) + x.shape[decision_axes:])
+  decision = traj.decision
+  items = DecisionTransition(obs=jax.tree.map(flat, decision.obs), action=flat(action),
+                             reward=flat(reward), terminated=flat(decision.terminated),
+                             next_obs=jax.tree.map(flat, decision.next_obs),
+                             num_substeps=flat(traj.num_substeps))
+  valid = flat(traj.valid) if isinstance(traj, EndDecisionTrajectory) else None
+  return items, valid
+
+
+def commands_in_force(traj) -> Array:
+  """The task command in force at every control step, `[T, K, N, ...]`."""
+  if isinstance(traj, EndDecisionTrajectory):
+    return traj.command
+  return jnp.broadcast_to(traj.decision.action[:, None], traj.control.action.shape)
+
+
+def control_transitions(control: ControlSteps, commands: Array, controller_fn: ControllerFn
+                        ) -> ControlTransition:
+  """Every control step of a `[T, K, N]` stream as flat `[T*K*N]` transitions; `commands`
+  `[T, K, N, ...]` is the task command in force at each, which gives the controller's nominal
+  next action (for a SARSA target).
+
+  The control steps an environment skipped after its episode ended mid-decision are included:
+  their observation is the reset state and their successor and cost come from stepping it, so
+  they are true (simulated, not executed) transitions, and the shapes stay static.
+  """
+  flat = lambda x: x.reshape((-1,) + x.shape[3:])
+  next_obs = jax.tree.map(flat, control.next_obs)
+  return ControlTransition(obs=jax.tree.map(flat, control.obs), action=flat(control.action),
+                           cost=flat(control.info["cost"]), terminated=flat(control.terminated),
+                           next_obs=next_obs, next_action=controller_fn(next_obs, flat(commands)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Cost and violation statistics of the control-rate stream (info entries "cost", "violation").
+# ----------------------------------------------------------------------------------------------
+
+SAFETY_INFO_KEYS = ("cost", "violation")
+
+
+class CostCarry(struct.PyTreeNode):
+  """Per-environment carry (leading axis N): the rollout's, plus the unfinished episode's cost."""
+
+  env: EnvCarry
+  cost: Array  # [N] float32: cost of the unfinished episode so far
+  violated: Array  # [N] bool: the unfinished episode violated a constraint
+
+
+def cost_carry(carry: EnvCarry) -> CostCarry:
+  """`carry` with no cost and no violation yet."""
+  num_envs = carry.running_return.shape[0]
+  return CostCarry(env=carry, cost=jnp.zeros((num_envs,), jnp.float32),
+                   violated=jnp.zeros((num_envs,), bool))
+
+
+def episode_cost_statistics(control: ControlSteps, carry: CostCarry
+                            ) -> tuple[CostCarry, dict[str, Array]]:
+  """Per-episode cost and violation sums of the episodes that ended in a `[T, K, N]` stream.
+
+  `episode_cost_sum` and `episode_violation_sum` pair with the loop's `episodes` count (means
+  over the ended episodes); `cost_per_step` and `intervention_rate` are per active control
+  step; `violating_steps` counts the active control steps with a violation.
+  """
+  flat = lambda x: x.reshape((-1,) + x.shape[2:])
+  active, done = flat(control.active), flat(control.terminated | control.truncated)
+  cost = flat(control.info["cost"]) * active
+  violation = flat(control.info["violation"]) & active
+
+  def one(state, inputs):
+    running_cost, violated = state
+    cost, violation, done = inputs
+    running_cost, violated = running_cost + cost, violated | violation
+    ended = (jnp.where(done, running_cost, 0.0), done & violated)
+    return (jnp.where(done, 0.0, running_cost), violated & ~done), ended
+
+  (running_cost, violated), (ended_cost, ended_violated) = jax.lax.scan(
+      one, (carry.cost, carry.violated), (cost, violation, done & active))
+  metrics = {"episode_cost_sum": ended_cost.sum(),
+             "episode_violation_sum": ended_violated.astype(jnp.float32).sum(),
+             "cost_per_step": cost.sum() / jnp.maximum(active.sum(), 1),
+             "intervention_rate": (flat(control.intervened) & active).sum()
+                                  / jnp.maximum(active.sum(), 1),
+             "violating_steps": violation.sum().astype(jnp.float32)}
+  return carry.replace(cost=running_cost, violated=violated), metrics
+
+
+def control_episode_statistics(traj: "EndDecisionTrajectory") -> dict[str, Array]:
+  """`rollout_statistics` read at the control rate: sums over the episodes that ended in the
+  rollout (with option (b) an episode may end at a control step that ends no task decision)."""
+  done = (traj.control.terminated | traj.control.truncated).astype(jnp.float32)
+  return {"episode_return_sum": (traj.episode_return * done).sum(),
+          "episode_length_sum": (traj.episode_length * done).sum(),
+          "episodes": done.sum()}
+
+
+def first_episode_statistics(traj) -> dict[str, Array]:
+  """Return, cost, violation and length of each environment's first episode, averaged over the
+  environments (a `TwoRateTrajectory` or an `EndDecisionTrajectory`): the `eval_*` metrics."""
+  if isinstance(traj, EndDecisionTrajectory):
+    return _first_episode_control_statistics(traj.control)
+  decision = traj.decision
+  valid = first_episode_mask(decision.done)  # [D, N]
+  control_valid = valid[:, None, :] & traj.control.active  # [D, K, N]
+  cost = jnp.where(control_valid, traj.control.info["cost"], 0.0).sum(axis=(0, 1))
+  violated = (traj.control.info["violation"] & control_valid).any(axis=(0, 1))
+  interventions = (traj.control.intervened & control_valid).sum(axis=(0, 1))
+  returns = jnp.where(valid, decision.reward, 0.0).sum(axis=0)
+  return {"eval_return": returns.mean(), "eval_return_std": returns.std(),
+          "eval_cost": cost.mean(), "eval_violation_rate": violated.astype(jnp.float32).mean(),
+          "eval_interventions": interventions.astype(jnp.float32).mean(),
+          "eval_length": control_valid.sum(axis=(0, 1)).astype(jnp.float32).mean()}
+
+
+def _first_episode_control_statistics(control: ControlSteps) -> dict[str, Array]:
+  """`first_episode_statistics` of a `[T, K, N]` control stream in which every control step is
+  executed (option (b): episodes need not end with a decision)."""
+  flat = lambda x: x.reshape((-1,) + x.shape[2:])
+  valid = first_episode_mask(flat(control.terminated | control.truncated))  # [T*K, N]
+  cost = jnp.where(valid, flat(control.info["cost"]), 0.0).sum(axis=0)
+  violated = (flat(control.info["violation"]) & valid).any(axis=0)
+  interventions = (flat(control.intervened) & valid).sum(axis=0)
+  returns = jnp.where(valid, flat(control.reward), 0.0).sum(axis=0)
+  return {"eval_return": returns.mean(), "eval_return_std": returns.std(),
+          "eval_cost": cost.mean(), "eval_violation_rate": violated.astype(jnp.float32).mean(),
+          "eval_interventions": interventions.astype(jnp.float32).mean(),
+          "eval_length": valid.sum(axis=0).astype(jnp.float32).mean()}

@@ -11,6 +11,7 @@ import pytest
 
 from hrljax import envs, rollout
 from hrljax.agents import bresa, sac
+from hrljax.networks.continuous import rescale_action
 
 
 def tiny(config, **overrides):
@@ -62,7 +63,7 @@ def test_reflex_off_with_one_control_step_is_exactly_sac():
   np.testing.assert_array_equal(stored.num_substeps[:16], np.ones(16))
   # The executed (risk buffer) actions are SAC's environment actions.
   np.testing.assert_array_equal(state.risk_buffer.storage.action[:16],
-                                sac.rescale_action(stored.action[:16], (-1.0, -1.0), (1.0, 1.0)))
+                                rescale_action(stored.action[:16], (-1.0, -1.0), (1.0, 1.0)))
   for a, b in zip(jax.tree.leaves(state.agent.task), jax.tree.leaves(sac_state.agent)):
     np.testing.assert_array_equal(as_numpy(a), as_numpy(b))
   for name in ("critic_loss", "actor_loss", "episode_return_sum", "episodes"):
@@ -72,7 +73,7 @@ def test_reflex_off_with_one_control_step_is_exactly_sac():
 
 
 def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
-  config = tiny_bresa(eps_risk=0.0)
+  config = tiny_bresa(risk_epsilon=0.0)
   env, params = envs.make(config.env_name, **config.env_kwargs)
   agent = bresa.RecoveryAgent.create(jax.random.key(0), envs.spec(env, params), config)
   controller = bresa.recovery_rl.make_controller(config, (-1.0, -1.0), (1.0, 1.0))
@@ -84,7 +85,7 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
 
   @jax.jit
   def go(agent, eps):
-    eps_config = ml_collections.FrozenConfigDict({**config.to_dict(), "eps_risk": eps})
+    eps_config = ml_collections.FrozenConfigDict({**config.to_dict(), "risk_epsilon": eps})
     agent = agent.replace(config=eps_config)
     layer = bresa.recovery_rl.make_reflex(agent, deterministic=True)
     return rollout.two_rate_rollout(env, params, waypoints, None, controller, layer,
@@ -121,7 +122,7 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
 def two_rate_runs():
   """K = 10, 4 learner steps, the reflex on with ε = 1 (a sigmoid risk never exceeds it), twice;
   and the same run with the reflex off."""
-  config = tiny_bresa(total_timesteps=80, learning_starts=40, eps_risk=1.0)
+  config = tiny_bresa(total_timesteps=80, learning_starts=40, risk_epsilon=1.0)
   learner = bresa.make_learner(config)
   off = run(bresa.make_learner(tiny_bresa(total_timesteps=80, learning_starts=40, reflex=False)), 0)
   return config, learner, run(learner, 0), run(learner, 0), off
@@ -227,7 +228,7 @@ def test_end_decision_reflex_on_every_step_ends_every_decision(credit, decisions
   command is rejected at its first control step. With "reflex_state" such a command executed
   nothing and is not stored; with "recovery_step" each is a decision of one control step (π_rec's),
   bootstrapped with γ^1. Before, the reflex is off: decisions of K = 10 control steps."""
-  config = tiny_bresa(total_timesteps=80, learning_starts=40, eps_risk=0.0,
+  config = tiny_bresa(total_timesteps=80, learning_starts=40, risk_epsilon=0.0,
                       reflex_mode="end_decision", recovery_credit=credit)
   state, metrics = run(bresa.make_learner(config), 0)
   np.testing.assert_array_equal(metrics["task_decisions"], decisions)

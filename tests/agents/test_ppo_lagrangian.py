@@ -3,12 +3,14 @@ updates (plain SGD, Adam, PID) wired from the config, the loss, a smoke run and 
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
 from hrljax import envs, rollout
 from hrljax.agents import ppo_lagrangian as pl
 from hrljax.config_checks import ConfigError
+from hrljax.envs.safety_wrapper import SafetyObservation
 from hrljax.types import Transition
 
 
@@ -55,8 +57,8 @@ def test_validate_config_rejects_shield_on_other_environments():
     pl.validate_config(config)
 
 
-def test_defaults_are_the_specs():
-  """Spec Sec. 5.5: d = 25, lam_init 0.001, Adam 0.035 (OmniSafe PPOLag); PID 0.1/0.01/0.01,
+def test_defaults_are_omnisafes():
+  """d = 25, lam_init 0.001, Adam 0.035 (OmniSafe PPOLag); PID 0.1/0.01/0.01,
   delay 10, EMAs 0.95, sum normalisation (OmniSafe CPPOPID); gamma_c 0.99, lambda_c 0.95."""
   config = pl.get_config()
   assert (config.cost_limit, config.lagrange_init, config.lagrange_optimizer,
@@ -116,8 +118,8 @@ def test_multiplier_rises_above_the_limit_and_falls_to_zero_below(optimizer):
   assert float(agent.lam) == 0.0
 
 
-def test_pid_multiplier_follows_the_spec_sequence():
-  """Spec Sec. 5.6 PID table (OmniSafe CPPOPID defaults, delay 10): J_c = 50, 40, 30, 20, 10."""
+def test_pid_multiplier_follows_the_hand_computed_sequence():
+  """The PID table of `test_safety.py` (OmniSafe CPPOPID defaults, delay 10): J_c = 50, 40, 30, 20, 10."""
   agent = make_agent(multiplier="pid")
   lams = []
   for jc in (50.0, 40.0, 30.0, 20.0, 10.0):
@@ -153,22 +155,25 @@ def test_loss_uses_the_combined_advantage():
   adv_c = np.asarray(batch.cost_advantage, np.float64)
   adv_c = adv_c - adv_c.mean()
   combined = (adv_r - 0.5 * adv_c) / 1.5
-  loss_config = pl._loss_config(agent.config)
-  expected, _ = ppo.ppo_loss(agent.params["actor_critic"], agent.network,
-                             batch.reward._replace(advantage=jnp.asarray(combined, jnp.float32)),
-                             loss_config)
-  total, metrics = pl.ppo_lagrangian_loss(agent.params, agent.network, agent.cost_network,
-                                          batch, lam, agent.config)
+  # PPO's objective on advantages that arrive already standardised and combined.
+  loss_config = ml_collections.FrozenConfigDict(
+      {**agent.config.as_configdict().to_dict(), "normalize_advantages": False})
+  expected, _ = ppo.ppo_objective(agent.params["actor_critic"], agent.network,
+                                  batch.reward._replace(advantage=jnp.asarray(combined,
+                                                                              jnp.float32)),
+                                  loss_config)
+  total, metrics = pl.ppo_lagrangian_objective(agent.params, agent.network, agent.cost_network,
+                                               batch, lam, agent.config)
   np.testing.assert_allclose(float(total - 0.5 * metrics["cost_value_loss"]), float(expected),
                              rtol=1e-5)
-  grad_lam = jax.grad(lambda l: pl.ppo_lagrangian_loss(
+  grad_lam = jax.grad(lambda l: pl.ppo_lagrangian_objective(
       agent.params, agent.network, agent.cost_network, batch, l, agent.config)[0])(lam)
   assert float(grad_lam) == 0.0
-  ppo_total, _ = ppo.ppo_loss(agent.params["actor_critic"], agent.network, batch.reward,
-                              agent.config)
-  zero_total, zero_metrics = pl.ppo_lagrangian_loss(agent.params, agent.network,
-                                                    agent.cost_network, batch, jnp.float32(0.0),
-                                                    agent.config)
+  ppo_total, _ = ppo.ppo_objective(agent.params["actor_critic"], agent.network, batch.reward,
+                                   agent.config)
+  zero_total, zero_metrics = pl.ppo_lagrangian_objective(agent.params, agent.network,
+                                                         agent.cost_network, batch,
+                                                         jnp.float32(0.0), agent.config)
   np.testing.assert_allclose(float(zero_total - 0.5 * zero_metrics["cost_value_loss"]),
                              float(ppo_total), rtol=1e-5)
 
@@ -179,7 +184,7 @@ def test_cost_gae_bootstraps_on_truncation_not_on_termination():
   agent = make_agent()
   obs = jax.random.normal(jax.random.key(5), (1, 2, 10))
   next_obs = jax.random.normal(jax.random.key(6), (1, 2, 10))
-  wrap = lambda o, cost: pl.SafetyObservation(
+  wrap = lambda o, cost: SafetyObservation(
       obs=o, cost=cost, episode_cost=cost, episode_violations=jnp.ones((1, 2), jnp.int32),
       intervened=jnp.zeros((1, 2), bool))
   traj = rollout.Transition(
@@ -206,7 +211,7 @@ def test_smoke_run_multiplier_rises_and_is_deterministic():
   for key in metrics:
     np.testing.assert_array_equal(metrics[key], again[key])
   assert set(metrics) >= {"loss", "cost_value_loss", "lagrange_multiplier", "episode_cost_sum",
-                          "episode_return_sum", "episodes", "cost_rate", "rollout_violations",
+                          "episode_return_sum", "episodes", "cost_rate", "violating_steps",
                           "violating_episode_sum", "intervention_rate"}
   lam = np.asarray(metrics["lagrange_multiplier"])
   episode_cost = metrics["episode_cost_sum"] / metrics["episodes"]
@@ -257,7 +262,7 @@ def test_lagrangian_configs_cut_violations_and_keep_the_return(name, experiment_
   init_key, eval_key = jax.random.split(jax.random.key(0))
   state, metrics = jax.jit(pl.make_train(config))(init_key)
   evaluation = jax.jit(learner.evaluate)(state, eval_key)
-  violations = float(metrics["rollout_violations"].sum())
+  violations = float(metrics["violating_steps"].sum())
   assert violations <= BASELINE_VIOLATIONS / 10, violations
   assert float(evaluation["eval_cost"]) <= BASELINE_EVAL_COST / 10, evaluation
   assert float(evaluation["eval_return"]) >= 0.8 * BASELINE_RETURN, evaluation
@@ -269,7 +274,7 @@ def test_first_episode_cost_counts_each_environments_first_episode_only():
   # never ends (all its cost counts), env 2 ends at step 0 with no cost.
   cost = jnp.asarray([[1.0, 0.0, 0.0], [0.5, 2.0, 0.0], [3.0, 0.0, 1.0]])
   done = jnp.asarray([[False, False, True], [True, False, False], [False, False, True]])
-  next_obs = pl.SafetyObservation(obs=jnp.zeros((3, 3, 1)), cost=cost,
+  next_obs = SafetyObservation(obs=jnp.zeros((3, 3, 1)), cost=cost,
                                   episode_cost=jnp.zeros((3, 3)),
                                   episode_violations=jnp.zeros((3, 3), jnp.int32),
                                   intervened=jnp.zeros((3, 3), bool))

@@ -13,6 +13,8 @@ import pytest
 from hrljax import envs
 from hrljax.agents import recovery_rl
 from hrljax.config_checks import ConfigError
+from hrljax.losses import safety
+from hrljax.rollout import two_rate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,7 +44,7 @@ def make_agent(**overrides):
 
 
 def test_smdp_batch_discounts_with_gamma_to_the_number_of_substeps():
-  batch = recovery_rl.DecisionTransition(
+  batch = two_rate.DecisionTransition(
       obs=jnp.zeros((3, 1)), action=jnp.zeros((3, 2)), reward=jnp.zeros(3),
       terminated=jnp.asarray([False, False, True]), next_obs=jnp.zeros((3, 1)),
       num_substeps=jnp.asarray([1, 3, 2], jnp.int32))
@@ -63,7 +65,7 @@ def test_switch_is_strict_and_executes_the_recovery_action():
   assert np.all((risk > 0.0) & (risk < 1.0))
   eps = float(np.sort(risk)[3])  # rows above it switch; the row equal to it does not
   config = ml_collections.FrozenConfigDict({**agent.config.as_configdict().to_dict(),
-                                            "eps_risk": eps})
+                                            "risk_epsilon": eps})
   executed, intervened = jax.jit(lambda a: a.switch(obs, proposed, recovery))(
       agent.replace(config=config))
   np.testing.assert_array_equal(intervened, risk > eps)
@@ -78,7 +80,7 @@ def test_risk_critic_learns_violation_and_safe_terminal_targets_and_recovery_low
   cost = jnp.asarray([1.0, 0.0] * 4)
   # Violations target 1 (terminal_on_violation, even though not terminated); a terminated safe
   # step targets 0.
-  batch = recovery_rl.RiskTransition(obs=obs, action=action, cost=cost,
+  batch = two_rate.ControlTransition(obs=obs, action=action, cost=cost,
                                      terminated=cost == 0.0, next_obs=obs, next_action=action)
 
   @jax.jit
@@ -98,12 +100,16 @@ def test_risk_critic_learns_violation_and_safe_terminal_targets_and_recovery_low
 
 
 def test_task_recovery_loss_is_the_penalised_task_value_hand_computed():
+  """The agent's task critic fed to `losses.safety.task_recovery_loss` with the config's λ and
+  ε_rec: −min(Q1, Q2)_task + λ·(risk − ε_rec)_+."""
   agent, _ = make_agent(recovery_risk_weight=10.0, recovery_risk_target=0.2)
   obs = jax.random.normal(jax.random.key(5), (5, 10))
   normalized = jax.random.uniform(jax.random.key(6), (5, 2), minval=-0.9, maxval=0.9)
   risk = jnp.asarray([0.0, 0.1, 0.2, 0.25, 0.9])
-  loss = recovery_rl.recovery_task_loss(agent.task, obs, normalized, risk, agent.config)
-  q = np.asarray(agent.task.critic.apply(agent.task.critic_params, obs, normalized), np.float64)
+  q_task = agent.task.critic.apply(agent.task.critic_params, obs, normalized)
+  loss = safety.task_recovery_loss(q_task, risk, risk_target=agent.config.recovery_risk_target,
+                                   risk_weight=agent.config.recovery_risk_weight)
+  q = np.asarray(q_task, np.float64)
   expected = -q.min(axis=0) + 10.0 * np.array([0.0, 0.0, 0.0, 0.05, 0.7])
   np.testing.assert_allclose(loss, expected, rtol=1e-5, atol=1e-6)
 
@@ -114,7 +120,7 @@ def test_task_recovery_objective_trains_only_the_recovery_policy_towards_task_va
                         recovery_learning_rate=1e-2, optimizer="adam")
   obs = jax.random.normal(jax.random.key(7), (16, 10))
   action = jax.random.uniform(jax.random.key(8), (16, 2), minval=-1.0, maxval=1.0)
-  batch = recovery_rl.RiskTransition(obs=obs, action=action, cost=jnp.zeros(16),
+  batch = two_rate.ControlTransition(obs=obs, action=action, cost=jnp.zeros(16),
                                      terminated=jnp.ones(16, bool), next_obs=obs,
                                      next_action=action)
 
@@ -133,20 +139,27 @@ def test_task_recovery_objective_trains_only_the_recovery_policy_towards_task_va
   assert q(trained) > q(agent)
 
 
+_COMPILED_RUNS = {}
+
+
 def run_learner(config, seed=0, **overrides):
   """`(final state, per-update metrics)` of the whole run of `config` with `overrides` from
-  `key(seed)` (`make_train`: one compiled scan, so runs compared bit for bit share a driver)."""
+  `key(seed)` (`make_train`: one compiled scan, so runs compared bit for bit share a driver;
+  compiled once per config)."""
   config = ml_collections.ConfigDict(config)
   for key, value in overrides.items():
     config[key] = value
-  state, metrics = jax.jit(recovery_rl.make_train(config))(jax.random.key(seed))
+  name = config.to_json()
+  if name not in _COMPILED_RUNS:
+    _COMPILED_RUNS[name] = jax.jit(recovery_rl.make_train(config))
+  state, metrics = _COMPILED_RUNS[name](jax.random.key(seed))
   return state, jax.tree.map(np.asarray, metrics)
 
 
 @pytest.fixture(scope="module")
 def relabelling_run():
   """Six learner steps with ε = 0 (every step after exploration intervenes), run twice."""
-  config = tiny_config(eps_risk=0.0, total_timesteps=12)
+  config = tiny_config(risk_epsilon=0.0, total_timesteps=12)
   learner = recovery_rl.make_learner(config)
   return config, learner, run_learner(config, 0), run_learner(config, 0), run_learner(config, 1)
 
@@ -198,7 +211,7 @@ def test_random_steps_keep_uniform_task_actions_behind_the_reflex(relabelling_ru
 
 
 def test_intervention_penalty_lowers_the_stored_task_reward_only(relabelling_run):
-  """`intervention_penalty=0.5` (spec §6.4 (d)) in the same run: the first intervened decisions
+  """`intervention_penalty=0.5` (intervention treated as a cost with a fixed weight) in the same run: the first intervened decisions
   (learner step 4, ε = 0, both environments) come from the same actor and keys, so their stored
   task rewards are exactly the unpenalised run's minus 0.5; exploration steps are stored as they
   were, and the logged (environment) returns of those steps do not change."""
@@ -224,8 +237,8 @@ def test_learner_is_deterministic_per_seed(relabelling_run):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("eps_risk", 1.5, "config.eps_risk"),
-    ("gamma_risk", 1.5, "config.gamma_risk"),
+    ("risk_epsilon", 1.5, "config.risk_epsilon"),
+    ("risk_gamma", 1.5, "config.risk_gamma"),
     ("controller", "pid", "config.controller"),
     ("reflex_mode", "sometimes", "config.reflex_mode"),
     ("risk_next_action", "random", "config.risk_next_action"),
@@ -328,148 +341,11 @@ def as_numpy(x):
   return np.asarray(x)
 
 
-# ----------------------------------------------------------------------------------------------
-# The nearest action the critic accepts (`recovery_action` "critic_projection", "safe_sampling").
-# ----------------------------------------------------------------------------------------------
-
-W = jnp.asarray([2.0, -1.0])
-CENTRE, RADIUS = jnp.asarray([0.2, 0.1]), 0.6
-BOX = ((-1.0, -1.0), (1.0, 1.0))
-
-
-def linear_score(obs, action):
-  """A hand-made row-wise critic score, w·a + obs[:, 0] (Q_risk = its sigmoid): the accepted set
-  {score <= L} is a half-space, onto which the Euclidean projection has a closed form."""
-  return action @ W + obs[:, 0]
-
-
-def disc_score(obs, action):
-  """A hazard-shaped score, 4·(r² − |a − p|²): risky inside a disc. The accepted set is the
-  outside of a circle, the nearest accepted action the radial projection onto it."""
-  del obs
-  return 4.0 * (RADIUS ** 2 - jnp.sum(jnp.square(action - CENTRE[None]), axis=-1))
-
-
-def recovery_config(recovery_action, eps_risk=0.5, margin=0.05, **overrides):
-  return tiny_config(recovery_action=recovery_action, eps_risk=eps_risk, recovery_margin=margin,
-                     **overrides)
-
-
-def risky_rows(num_rows=32, seed=11):
-  """Nominal actions in [-0.5, 0.5]^2 and offsets obs_0 in [0, 1]: many rows above ε = 0.5."""
-  keys = jax.random.split(jax.random.key(seed))
-  nominal = jax.random.uniform(keys[0], (num_rows, 2), minval=-0.5, maxval=0.5)
-  obs = jnp.concatenate([jax.random.uniform(keys[1], (num_rows, 1), minval=0.0, maxval=1.0),
-                         jnp.zeros((num_rows, 9))], axis=1)
-  return obs, nominal
-
-
-def nearest(score_fn, obs, nominal, config, fallback=None):
-  # 7 is no valid action: where it comes back, the fallback was used.
-  fallback = jnp.full_like(nominal, 7.0) if fallback is None else fallback
-  return np.asarray(recovery_rl.nearest_safe_action(score_fn, obs, nominal, fallback, config,
-                                                    *BOX))
-
-
-def test_critic_projection_of_a_linear_score_is_the_closed_form_halfspace_projection():
-  obs, nominal = risky_rows()
-  action = nearest(linear_score, obs, nominal,
-                   recovery_config("critic_projection", projection_steps=1))
-  score = np.asarray(linear_score(obs, nominal), np.float64)
-  limit = np.log(0.45 / 0.55)  # Q_risk <= ε − margin = 0.45
-  # min |a − â|² s.t. w·a + obs_0 <= limit: â − [(w·â + obs_0 − limit)/|w|²]_+ w, checked where
-  # it lies inside the action box (elsewhere the projection is clipped).
-  expected = np.asarray(nominal) - np.maximum(score - limit, 0.0)[:, None] / 5.0 * np.asarray(W)
-  inside = np.all(np.abs(expected) <= 1.0, axis=1)
-  safe = score <= 0.0  # Q_risk <= 0.5
-  assert (~safe & inside).sum() >= 5 and safe.sum() >= 3
-  np.testing.assert_allclose(action[~safe & inside], expected[~safe & inside], atol=1e-5)
-  np.testing.assert_array_equal(action[safe], np.asarray(nominal)[safe])
-  assert np.all(np.asarray(linear_score(obs, jnp.asarray(action))) <= 1e-6)
-
-
-def test_critic_projection_of_the_disc_is_one_newton_step_onto_its_circle():
-  """Inside the disc the score is concave in the action, so the first Dalal step from â lands
-  radially outside the accepted circle |a − p|² = r² − L/4, at the radius of one Newton step,
-  (d² + R²)/(2d) with d = |â − p| and R² = r² − L/4; the following steps find it accepted and
-  stay."""
-  obs, nominal = risky_rows(64, seed=12)
-  action = nearest(disc_score, obs, nominal, recovery_config("critic_projection"))
-  offset = np.asarray(nominal, np.float64) - np.asarray(CENTRE)
-  d = np.linalg.norm(offset, axis=1)
-  safe = np.asarray(disc_score(obs, nominal)) <= 0.0
-  big_r_sq = RADIUS ** 2 - np.log(0.45 / 0.55) / 4.0
-  newton = (d ** 2 + big_r_sq) / (2.0 * d)
-  expected = np.asarray(CENTRE) + offset * (newton / d)[:, None]
-  inside = np.all(np.abs(expected) <= 1.0, axis=1)
-  assert (~safe & inside).sum() >= 20 and safe.sum() >= 3
-  np.testing.assert_allclose(action[~safe & inside], expected[~safe & inside], atol=1e-4)
-  np.testing.assert_array_equal(action[safe], np.asarray(nominal)[safe])
-
-
-@pytest.mark.parametrize("recovery_action", ["critic_projection", "safe_sampling"])
-def test_nearest_safe_action_is_accepted_by_the_critic_and_keeps_safe_actions(recovery_action):
-  obs, nominal = risky_rows(64, seed=12)
-  action = nearest(disc_score, obs, nominal, recovery_config(recovery_action))
-  safe = np.asarray(disc_score(obs, nominal)) <= 0.0
-  assert safe.sum() >= 3 and (~safe).sum() >= 20
-  np.testing.assert_array_equal(action[safe], np.asarray(nominal)[safe])  # bit for bit
-  found = np.all(action != 7.0, axis=1)
-  assert found.all()  # the circle meets the box near every row
-  assert np.all(np.asarray(jax.nn.sigmoid(disc_score(obs, jnp.asarray(action)))) <= 0.5)
-  assert np.all(np.abs(action) <= 1.0)
-  # Near the nominal action: within 0.3 of the accepted circle's nearest point (the radial one),
-  # or of the first Newton step, which overshoots the circle from near the disc's centre.
-  distance = np.linalg.norm(action - np.asarray(nominal), axis=1)
-  d = np.linalg.norm(np.asarray(nominal) - np.asarray(CENTRE), axis=1)
-  big_r_sq = RADIUS ** 2 - np.log(0.45 / 0.55) / 4.0
-  bound = np.maximum(np.sqrt(big_r_sq) - d, (d ** 2 + big_r_sq) / (2.0 * d) - d) + 0.3
-  assert np.all(distance[~safe] <= bound[~safe])
-
-
-def test_safe_sampling_picks_the_nearest_accepted_candidate():
-  obs, nominal = risky_rows(8, seed=13)
-  action = nearest(linear_score, obs, nominal,
-                   recovery_config("safe_sampling", recovery_samples=16))
-  offsets, points = (np.asarray(x) for x in recovery_rl.sampling_offsets(16, *BOX))
-  risky = np.asarray(linear_score(obs, nominal)) > 0.0
-  assert risky.sum() >= 3
-  for row in np.flatnonzero(risky):
-    candidates = np.concatenate([np.clip(np.asarray(nominal[row]) + offsets, -1.0, 1.0), points])
-    score = candidates @ np.asarray(W) + float(obs[row, 0])
-    accepted = candidates[score <= np.log(0.45 / 0.55)]
-    assert len(accepted) > 0
-    best = accepted[np.argmin(np.sum((accepted - np.asarray(nominal[row])) ** 2, axis=1))]
-    np.testing.assert_allclose(action[row], best, atol=1e-6)
-
-
-@pytest.mark.parametrize("recovery_action", ["critic_projection", "safe_sampling"])
-def test_nearest_safe_action_falls_back_to_the_recovery_policy_where_nothing_passes(
-    recovery_action):
-  # Q_risk >= 0.9 everywhere: no action is accepted, π_rec's action is executed.
-  obs, nominal = risky_rows(6, seed=14)
-  everywhere_risky = lambda obs, action: 2.5 + jnp.tanh(action @ W)
-  fallback = jnp.full_like(nominal, 0.25)
-  action = nearest(everywhere_risky, obs, nominal, recovery_config(recovery_action), fallback)
-  np.testing.assert_array_equal(action, fallback)
-
-
-@pytest.mark.parametrize("recovery_action", ["critic_projection", "safe_sampling"])
-def test_nearest_safe_action_under_jit_and_vmap_matches_the_eager_result(recovery_action):
-  obs, nominal = risky_rows(12, seed=15)
-  config = recovery_config(recovery_action)
-  run = lambda o, a: recovery_rl.nearest_safe_action(disc_score, o, a, a + 7.0, config, *BOX)
-  eager = np.asarray(run(obs, nominal))
-  np.testing.assert_allclose(jax.jit(run)(obs, nominal), eager, atol=1e-6)
-  batched = jax.vmap(run)(obs.reshape(3, 4, 10), nominal.reshape(3, 4, 2))
-  np.testing.assert_allclose(np.asarray(batched).reshape(12, 2), eager, atol=1e-6)
-
-
 def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
   """The agent's reflex with `recovery_action="critic_projection"` in a jitted two-rate rollout:
   where it intervened the executed action is either accepted by the agent's critic or π_rec's
   mode (the fallback); both actions are recorded; "policy" executes π_rec's mode there."""
-  agent, env = make_agent(recovery_action="critic_projection", eps_risk=0.5,
+  agent, env = make_agent(recovery_action="critic_projection", risk_epsilon=0.5,
                           recovery_margin=0.05, num_envs=4)
   risk = agent.risk
   env_, params = envs.make(agent.config.env_name, **agent.config.env_kwargs)
@@ -482,7 +358,7 @@ def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
 
   def run(recovery_action):
     config = ml_collections.FrozenConfigDict({**agent.config.as_configdict().to_dict(),
-                                              "eps_risk": eps, "recovery_margin": 0.0,
+                                              "risk_epsilon": eps, "recovery_margin": 0.0,
                                               "recovery_action": recovery_action,
                                               "reflex_mode": "per_step"})
     a = agent.replace(config=config)
@@ -518,14 +394,8 @@ def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
     ("projection_steps", 0, "config.projection_steps"),
     ("recovery_samples", 0, "config.recovery_samples")])
 def test_validate_config_checks_the_recovery_action_fields(field, value, message):
-  config = recovery_config("critic_projection")
+  config = tiny_config(recovery_action="critic_projection", risk_epsilon=0.5,
+                       recovery_margin=0.05)
   config[field] = value
   with pytest.raises(ConfigError, match=message):
     recovery_rl.validate_config(config)
-
-
-def test_nearest_safe_action_rejects_the_policy_option():
-  obs, nominal = risky_rows(2)
-  with pytest.raises(ValueError, match="config.recovery_action"):
-    recovery_rl.nearest_safe_action(linear_score, obs, nominal, nominal,
-                                    recovery_config("policy"), *BOX)

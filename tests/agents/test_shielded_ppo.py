@@ -1,4 +1,4 @@
-"""Tests of hrljax.agents.shielded_ppo: the CBF shield on PointHazard (spec Sec. 6.3 vector,
+"""Tests of hrljax.agents.shielded_ppo: the CBF shield on PointHazard (a hand-computed vector,
 feasibility of every executed action, identity on safe proposals), the shielded rollout never
 entering a hazard, config checks, and a shielded training run with no violation."""
 
@@ -13,7 +13,7 @@ from hrljax.agents import shielded_ppo
 from hrljax.config_checks import ConfigError
 from hrljax.envs import point_hazard
 
-GAMMA, MARGIN = 0.3, 0.03
+DECAY, MARGIN = 0.3, 0.03
 
 
 def tiny_config(**overrides):
@@ -38,21 +38,21 @@ def test_config_turns_the_shield_on_and_checks_it():
     shielded_ppo.validate_config(tiny_config(env_kwargs={"dynamics": "force"}))
 
 
-def test_shield_matches_the_spec_vector():
-  """Spec Sec. 6.5: x = [0.5, 0], o = 0, r = 0.3, dt 0.05, gamma 0.3, no margin:
-  u = [-1, 0] becomes [-0.96, 0]; the next barrier 0.114304 >= (1 - gamma) h = 0.112."""
+def test_shield_matches_the_hand_computed_vector():
+  """x = [0.5, 0], o = 0, r = 0.3, dt 0.05, decay 0.3, no margin:
+  u = [-1, 0] becomes [-0.96, 0]; the next barrier 0.114304 >= (1 - decay) h = 0.112."""
   params = point_hazard.EnvParams(hazard_centers=jnp.zeros((1, 2)),
                                   hazard_radii=jnp.array([0.3]))
   state = point_hazard.EnvState(position=jnp.array([0.5, 0.0]), velocity=jnp.zeros(2),
                                 goal=jnp.array([0.7, 0.7]), hazard_centers=jnp.zeros((1, 2)),
                                 time=jnp.zeros((), jnp.int32))
   executed, intervened = pl.point_hazard_shield(state, jnp.array([-1.0, 0.0]), params,
-                                                gamma=0.3, margin=0.0)
+                                                decay=0.3, margin=0.0)
   np.testing.assert_allclose(executed, [-0.96, 0.0], atol=1e-6)
   assert bool(intervened)
   next_position = state.position + 0.05 * executed
   np.testing.assert_allclose(float(jnp.sum(next_position ** 2) - 0.09), 0.114304, atol=1e-6)
-  safe, intervened = pl.point_hazard_shield(state, jnp.array([1.0, 0.5]), params, gamma=0.3,
+  safe, intervened = pl.point_hazard_shield(state, jnp.array([1.0, 0.5]), params, decay=0.3,
                                             margin=0.0)
   np.testing.assert_array_equal(safe, [1.0, 0.5])
   assert not bool(intervened)
@@ -61,7 +61,7 @@ def test_shield_matches_the_spec_vector():
 def test_every_executed_action_satisfies_the_constraints_it_owns():
   """Random positions outside the margin-inflated hazards and random (also out-of-box)
   proposals: executed actions lie in the box, satisfy every CBF row, keep the inflated barrier
-  >= (1 - gamma) h >= 0 one step later, and leave safe in-box proposals unchanged."""
+  >= (1 - decay) h >= 0 one step later, and leave safe in-box proposals unchanged."""
   params = point_hazard.PointHazard().default_params
   centers, radii = params.hazard_centers, params.hazard_radii
   positions = jax.random.uniform(jax.random.key(0), (512, 2), minval=-1.0, maxval=1.0)
@@ -72,16 +72,16 @@ def test_every_executed_action_satisfies_the_constraints_it_owns():
   def shield(position, action):
     state = point_hazard.EnvState(position=position, velocity=jnp.zeros(2), goal=params.goal,
                                   hazard_centers=centers, time=jnp.zeros((), jnp.int32))
-    return pl.point_hazard_shield(state, action, params, gamma=GAMMA, margin=MARGIN)
+    return pl.point_hazard_shield(state, action, params, decay=DECAY, margin=MARGIN)
 
   executed, intervened = jax.jit(jax.vmap(shield))(positions, actions)
   assert np.all(np.abs(executed) <= 1.0 + 1e-6)
   rows = 2.0 * params.dt * (positions[:, None, :] - centers[None])  # [B, H, 2]
   h = inflated(positions)
-  slack = jnp.einsum("bhd,bd->bh", rows, executed) + GAMMA * h
+  slack = jnp.einsum("bhd,bd->bh", rows, executed) + DECAY * h
   assert float(slack.min()) >= -1e-5
   h_next = inflated(positions + params.dt * executed)
-  assert float(jnp.min(h_next - (1.0 - GAMMA) * h)) >= -1e-5
+  assert float(jnp.min(h_next - (1.0 - DECAY) * h)) >= -1e-5
   assert float(h_next.min()) >= -1e-5
   assert 0 < int(intervened.sum()) < len(positions)
   clipped = np.clip(np.asarray(actions), -1.0, 1.0)
@@ -90,7 +90,7 @@ def test_every_executed_action_satisfies_the_constraints_it_owns():
 
 
 def greedy_to_goal(params, obs, key):
-  """The spec's greedy controller: straight at the goal, through the central hazard."""
+  """A greedy controller: straight at the goal, through the central hazard."""
   del params, key
   goal_offset = obs.obs[:, 2:4]
   return goal_offset / jnp.linalg.norm(goal_offset, axis=-1, keepdims=True), None
@@ -131,7 +131,7 @@ def test_shielded_training_has_no_violation_and_learns():
                        hidden_sizes=(64, 64), update_epochs=4, num_minibatches=4,
                        learning_rate=3e-4)
   _, metrics = jax.jit(shielded_ppo.make_train(config))(jax.random.key(0))
-  assert float(metrics["rollout_violations"].sum()) == 0.0
+  assert float(metrics["violating_steps"].sum()) == 0.0
   assert float(metrics["intervention_rate"].mean()) > 0.0
   tail = slice(15, None)
   episode_return = metrics["episode_return_sum"][tail].sum() / metrics["episodes"][tail].sum()

@@ -1,5 +1,6 @@
-"""Tests of the safety critic's Lagrangian on the task actor (`task_risk_penalty`, spec
-`safety_critics.md` §2.6 LR and §3.3 SQRL's paper form) in `hrljax.agents.recovery_rl` and Bresa:
+"""Tests of the safety critic's Lagrangian on the task actor (`task_risk_penalty`: the LR
+baseline of Recovery RL's code and SQRL's constrained update in its paper form) in
+`hrljax.agents.recovery_rl` and Bresa:
 the penalty ν·(Q_risk(s, c(s, a)) − ε) and its gradient into the actor through the action (and
 Bresa's waypoint controller), the multiplier rising while the risk exceeds ε and falling
 otherwise, the jitted learner, and the default "off" leaving the agent's update unchanged."""
@@ -16,8 +17,9 @@ import optax
 import pytest
 
 from hrljax import envs
-from hrljax.agents import bresa, recovery_rl, sac
+from hrljax.agents import bresa, recovery_rl, sac, sac_common
 from hrljax.config_checks import ConfigError
+from hrljax.rollout import two_rate
 
 
 def _load_test_module(name):
@@ -42,7 +44,7 @@ def tiny_config(module=recovery_rl, **overrides):
   if module is bresa:
     two_rate = bresa.get_config()
     for field in ("agent", "control_steps", "controller", "reflex_mode", "risk_next_action",
-                  "gamma_risk", "eps_risk"):
+                  "risk_gamma", "risk_epsilon"):
       config[field] = two_rate[field]
   config.learning_starts = 8 * config.control_steps
   config.total_timesteps = 40 * config.control_steps
@@ -65,7 +67,7 @@ def observations(num=12):
 def sac_batch(num=12):
   keys = jax.random.split(jax.random.key(6), 3)
   obs = observations(num)
-  return sac.Transition(obs=obs, action=jax.random.uniform(keys[0], (num, 2), minval=-1.0,
+  return sac_common.Transition(obs=obs, action=jax.random.uniform(keys[0], (num, 2), minval=-1.0,
                                                            maxval=1.0),
                         reward=jax.random.normal(keys[1], (num,)),
                         terminated=jnp.zeros((num,), bool),
@@ -156,7 +158,7 @@ def risk_trained_on_the_first_action_coordinate(agent):
   obs = observations(64)
   action = jax.random.uniform(jax.random.key(10), (64, 2), minval=-1.0, maxval=1.0)
   cost = (action[:, 0] > 0.0).astype(jnp.float32)
-  batch = recovery_rl.RiskTransition(obs=obs, action=action, cost=cost,
+  batch = two_rate.ControlTransition(obs=obs, action=action, cost=cost,
                                      terminated=jnp.ones((64,), bool), next_obs=obs,
                                      next_action=action)
   fast = agent.replace(risk_tx=optax.adam(1e-2))
@@ -264,7 +266,7 @@ def test_off_trains_as_before_and_logs_no_penalty(module):
     ("task_risk_form", "quadratic", "config.task_risk_form"),
     ("task_risk_nu", 0.0, "config.task_risk_nu: expected a finite number > 0"),
     ("task_risk_nu", float("inf"), "config.task_risk_nu"),
-    ("task_risk_limit", 1.0, r"config.task_risk_limit: expected None \(eps_risk\) or a float"),
+    ("task_risk_limit", 1.0, r"config.task_risk_limit: expected None \(risk_epsilon\) or a float"),
     ("task_risk_nu_learning_rate", -1e-3, "config.task_risk_nu_learning_rate"),
 ])
 def test_validate_config_names_the_task_risk_field(field, value, message):
@@ -274,9 +276,9 @@ def test_validate_config_names_the_task_risk_field(field, value, message):
     recovery_rl.validate_config(config)
 
 
-def test_validate_config_rejects_eps_risk_at_the_ends_as_the_penalty_limit():
-  config = tiny_config(task_risk_penalty="fixed", eps_risk=0.0)
-  with pytest.raises(ConfigError, match="config.task_risk_limit: None takes eps_risk"):
+def test_validate_config_rejects_risk_epsilon_at_the_ends_as_the_penalty_limit():
+  config = tiny_config(task_risk_penalty="fixed", risk_epsilon=0.0)
+  with pytest.raises(ConfigError, match="config.task_risk_limit: None takes risk_epsilon"):
     recovery_rl.validate_config(config)
   config.task_risk_limit = 0.1
   recovery_rl.validate_config(config)
@@ -287,8 +289,8 @@ def test_lagrangian_config_is_bresas_with_only_the_reflex_level_and_the_penalty_
   base = bresa_pointhazard.get_config().to_dict()
   variant = bresa_lagrangian_pointhazard.get_config().to_dict()
   changed = {k for k in base if base[k] != variant[k]}
-  assert changed == {"eps_risk", "task_risk_penalty", "task_risk_nu"}
-  assert (variant["eps_risk"], variant["task_risk_penalty"], variant["task_risk_nu"]) == (
+  assert changed == {"risk_epsilon", "task_risk_penalty", "task_risk_nu"}
+  assert (variant["risk_epsilon"], variant["task_risk_penalty"], variant["task_risk_nu"]) == (
       0.9, "fixed", 5.0)
   assert set(variant) == set(base)
 
@@ -299,8 +301,8 @@ def test_recovery_rl_lagrangian_config_changes_only_the_switch_level_and_the_hin
   variant = recovery_rl_lagrangian_pointhazard.get_config().to_dict()
   changed = {k for k in base if base[k] != variant[k]}
   # ν stays the agent's default 1, pinned by value below.
-  assert changed == {"eps_risk", "task_risk_penalty", "task_risk_form", "task_risk_limit"}
-  pinned = ("eps_risk", "task_risk_penalty", "task_risk_nu", "task_risk_form", "task_risk_limit")
+  assert changed == {"risk_epsilon", "task_risk_penalty", "task_risk_form", "task_risk_limit"}
+  pinned = ("risk_epsilon", "task_risk_penalty", "task_risk_nu", "task_risk_form", "task_risk_limit")
   assert tuple(variant[k] for k in pinned) == (0.9, "fixed", 1.0, "hinge", 0.6)
   assert set(variant) == set(base)
   recovery_rl.validate_config(recovery_rl_lagrangian_pointhazard.get_config())

@@ -1,7 +1,7 @@
 """Tests for the safety test-bed environments: PointHazard, Chain1D and SafeCartPole.
 
-Expected values are computed independently in NumPy float64 (or by hand); the spec vectors
-come from `safety_critics.md` §10.2.
+Expected values are computed independently in NumPy float64 (or by hand; Chain1D's closed-form
+values are derived in `docs/safety.md`).
 """
 
 import chex
@@ -362,7 +362,7 @@ class TestChain1D:
         "x, gamma, k, q",
         [(0.5, 0.5, 5, 0.0625), (0.95, 0.5, 1, 1.0), (0.0, 0.9, 10, 0.387420), (0.7, 0.5, 3, 0.25)],
     )
-    def test_spec_vectors(self, x, gamma, k, q):
+    def test_closed_form_vectors(self, x, gamma, k, q):
         xs = jnp.asarray(x, jnp.float32)
         assert int(chain.steps_to_violation(xs, 1.0, 0.1)) == k
         np.testing.assert_allclose(chain.constant_velocity_qrisk(xs, 1.0, 0.1, gamma), q, atol=1e-6)

@@ -1,6 +1,7 @@
 """Tests of experiments.plot_safety on tiny synthetic run directories: the per-run numbers (final
 return and cost over the last 10% of updates, cumulative training cost), the agent labels, the
-table, the scatter PNG from the command line, and the episode path of a restored Bresa agent."""
+table, the scatter PNG from the command line, and the episode path of a restored Bresa agent
+(one seed of a run of several)."""
 
 import json
 import os
@@ -8,6 +9,7 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
@@ -31,15 +33,16 @@ def write_run(directory, config, records):
   return str(directory)
 
 
-def synthetic_records(returns, costs, episodes, cost_rate, steps_per_update=10):
-  """One train record per update 1..U, then an eval record."""
+def synthetic_records(returns, costs, episodes, cost_rate, steps_per_update=10, seed=0):
+  """One train record per update 1..U, then an eval record, all of seed `seed`."""
   records = []
   for i, (r, c, e) in enumerate(zip(returns, costs, episodes)):
     update = i + 1
-    records.append({"phase": "train", "update": update, "env_steps": update * steps_per_update,
-                    "episode_return": r, "episode_cost": c, "episodes": e,
-                    "cost_per_step": cost_rate})
-  records.append({"phase": "eval", "update": len(returns), "eval_return": 2.5, "eval_cost": 0.5})
+    records.append({"phase": "train", "seed": seed, "update": update,
+                    "env_steps": update * steps_per_update, "episode_return": r,
+                    "episode_cost": c, "episodes": e, "cost_per_step": cost_rate})
+  records.append({"phase": "eval", "seed": seed, "update": len(returns), "eval_return": 2.5,
+                  "eval_cost": 0.5})
   return records
 
 
@@ -48,9 +51,9 @@ def test_summary_weights_final_episodes_and_integrates_the_cost_rate(tmp_path):
   returns = [0.0] * 18 + [1.0, 3.0]
   costs = [50.0] * 18 + [4.0, 0.0]
   episodes = [1.0] * 18 + [2.0, 6.0]
-  run = write_run(tmp_path / "a", {"agent": "bresa", "reflex": True, "seed": 2},
-                  synthetic_records(returns, costs, episodes, cost_rate=0.25))
-  s = plot_safety.summarize_run(run)
+  run = write_run(tmp_path / "a", {"agent": "bresa", "reflex": True, "seeds": [2]},
+                  synthetic_records(returns, costs, episodes, cost_rate=0.25, seed=2))
+  [s] = plot_safety.summarize_run(run)
   assert s.label == "bresa" and s.seed == 2
   assert s.episode_return == pytest.approx((2 * 1.0 + 6 * 3.0) / 8)  # 2.5
   assert s.episode_cost == pytest.approx(2 * 4.0 / 8)  # 1.0
@@ -62,7 +65,7 @@ def test_chunks_without_episodes_do_not_count_and_missing_metrics_are_nan(tmp_pa
   records = [{"phase": "train", "update": u, "env_steps": 100 * u, "episodes": 0.0,
               "episode_return": float("nan")} for u in range(1, 11)]
   records[-1].update(episodes=4.0, episode_return=2.0)
-  s = plot_safety.summarize_run(write_run(tmp_path / "b", {"agent": "sac"}, records))
+  [s] = plot_safety.summarize_run(write_run(tmp_path / "b", {"agent": "sac"}, records))
   assert s.episode_return == 2.0
   assert np.isnan(s.episode_cost) and np.isnan(s.training_cost) and np.isnan(s.eval_return)
 
@@ -80,12 +83,13 @@ def test_agent_labels(config, label):
 
 
 def test_command_line_prints_the_table_and_writes_the_scatter(tmp_path):
-  runs = []
-  for name, config, cost in [("sac0", {"agent": "recovery_rl", "reflex": False, "seed": 0}, 9.0),
-                             ("sac1", {"agent": "recovery_rl", "reflex": False, "seed": 1}, 7.0),
-                             ("rr0", {"agent": "recovery_rl", "reflex": True, "seed": 0}, 0.0)]:
-    runs.append(write_run(tmp_path / name, config,
-                          synthetic_records([2.9] * 10, [cost] * 10, [1.0] * 10, 0.1)))
+  """Two SAC seeds in one run directory (`--config.seeds=0,1`), Recovery RL in another."""
+  sac = [record for seed, cost in ((0, 9.0), (1, 7.0))
+         for record in synthetic_records([2.9] * 10, [cost] * 10, [1.0] * 10, 0.1, seed=seed)]
+  runs = [write_run(tmp_path / "sac", {"agent": "recovery_rl", "reflex": False, "seeds": [0, 1]},
+                    sac),
+          write_run(tmp_path / "rr0", {"agent": "recovery_rl", "reflex": True, "seeds": [0]},
+                    synthetic_records([2.9] * 10, [0.0] * 10, [1.0] * 10, 0.1))]
   out = tmp_path / "scatter.png"
   result = subprocess.run(
       [sys.executable, "-m", "experiments.plot_safety", "--runs=" + ",".join(runs),
@@ -109,20 +113,25 @@ def test_missing_files_and_wrong_agents_are_explained(tmp_path):
 
 
 def test_path_of_a_restored_bresa_agent(tmp_path):
-  """A checkpointed Bresa run state restores to the same agent, and its greedy episode is drawn:
-  40 control steps (the time limit), positions chained step to step, decisions every K = 10."""
+  """A checkpointed two-seed Bresa run state restores to the agent of the seed asked for, and
+  its greedy episode is drawn: 40 control steps (the time limit), positions chained step to step,
+  decisions every K = 10."""
   config = bresa.get_config()
   config.update(dict(env_name="PointHazard-v0", hidden_sizes=(8,), risk_hidden_sizes=(8,),
-                     num_envs=1, buffer_size=16, risk_buffer_size=16, eps_risk=0.0))
+                     num_envs=1, buffer_size=16, risk_buffer_size=16, risk_epsilon=0.0,
+                     seeds=(3, 4)))
   config.env_kwargs = ml_collections.ConfigDict({"max_steps_in_episode": 40})
   workdir = write_run(tmp_path / "bresa", json.loads(config.to_json()), [])
-  state = jax.jit(bresa.make_learner(config).init)(jax.random.key(0))
+  keys = jax.vmap(lambda s: jax.random.split(jax.random.key(s))[0])(jnp.asarray([3, 4]))
+  state = jax.jit(jax.vmap(bresa.make_learner(config).init))(keys)
   checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"))
   checkpointer.save(1, state)
   checkpointer.close()
-  agent = plot_safety.restore_agent(workdir)
+  agent = plot_safety.restore_agent(workdir, seed=4)
   for a, b in zip(jax.tree.leaves(agent.risk_params), jax.tree.leaves(state.agent.risk_params)):
-    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, b[1])
+  with pytest.raises(ValueError, match="path_run_seed"):
+    plot_safety.restore_agent(workdir, seed=5)
   path = plot_safety.episode_path(agent, jax.random.key(1))
   assert path.positions.shape == (41, 2) and path.intervened.shape == (40,)
   np.testing.assert_array_equal(np.flatnonzero(path.decision_start), np.arange(0, 40, 10))
@@ -140,5 +149,5 @@ def test_path_of_a_restored_bresa_agent(tmp_path):
 def test_a_run_restarted_from_scratch_counts_its_repeated_updates_once(tmp_path):
   first = synthetic_records([1.0] * 10, [2.0] * 10, [1.0] * 10, cost_rate=0.5)
   killed = [r for r in first if r["phase"] == "train"][:3]  # logged, then the run restarted
-  s = plot_safety.summarize_run(write_run(tmp_path / "d", {"agent": "bresa"}, killed + first))
+  [s] = plot_safety.summarize_run(write_run(tmp_path / "d", {"agent": "bresa"}, killed + first))
   assert s.training_cost == pytest.approx(0.5 * 100)

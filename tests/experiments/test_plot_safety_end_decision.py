@@ -1,4 +1,4 @@
-"""Tests of `experiments.plot_safety.episode_path` on option (b) of spec §1.3
+"""Tests of `experiments.plot_safety.episode_path` on option (b) of `docs/safety.md`
 (`reflex_mode="end_decision"`, `rollout.EndDecisionTrajectory`): which control steps start a
 decision and where the reflex intervened, read from the control stream."""
 
@@ -14,12 +14,12 @@ from hrljax.agents import bresa
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def untrained_agent(reflex_mode, eps_risk):
+def untrained_agent(reflex_mode, risk_epsilon):
   """An untrained Bresa agent (its sigmoid critic reads about 0.5 everywhere), episodes of 40
   control steps, K = 10."""
   config = bresa.get_config()
   config.update(dict(env_name="PointHazard-v0", hidden_sizes=(8,), risk_hidden_sizes=(8,),
-                     num_envs=1, buffer_size=16, risk_buffer_size=16, eps_risk=eps_risk,
+                     num_envs=1, buffer_size=16, risk_buffer_size=16, risk_epsilon=risk_epsilon,
                      reflex_mode=reflex_mode))
   config.env_kwargs = ml_collections.ConfigDict({"max_steps_in_episode": 40})
   return jax.jit(bresa.make_learner(config).init)(jax.random.key(0)).agent
@@ -51,12 +51,12 @@ def test_end_decision_path_starts_a_decision_after_every_reflex(tmp_path):
     assert f.read(8) == PNG
 
 
-@pytest.mark.parametrize("eps_risk", [0.53, 0.55])
-def test_end_decision_path_decisions_end_at_a_reflex_or_after_k_steps(eps_risk):
+@pytest.mark.parametrize("risk_epsilon", [0.53, 0.55])
+def test_end_decision_path_decisions_end_at_a_reflex_or_after_k_steps(risk_epsilon):
   """Near the untrained critic's level the reflex fires at some steps only: a decision starts at
   the first step, right after each reflex, and otherwise K = 10 steps after the previous start
   (option (b)'s decision lengths), never elsewhere."""
-  path = plot_safety.episode_path(untrained_agent("end_decision", eps_risk), jax.random.key(1))
+  path = plot_safety.episode_path(untrained_agent("end_decision", risk_epsilon), jax.random.key(1))
   steps = path.intervened.shape[0]
   assert steps == 40 and 0 < path.intervened.sum() < steps  # 26 and 15 reflexes
   expected = np.zeros(steps, bool)

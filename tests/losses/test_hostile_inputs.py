@@ -49,6 +49,7 @@ from hrljax.losses import hierarchical_critics as hc
 from hrljax.losses import options as op
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety as sf
+from hrljax.losses import soft_actor_critic as soft_ac
 
 FLOAT_KINDS = ("f", "u", "pos", "lp", "p")
 
@@ -190,6 +191,19 @@ def _float_obs(rng, dims):
 
 def _words(rng, dims):
   return jnp.asarray(rng.integers(0, 1 << 30, size=(dims["N"], 2)), jnp.uint32)
+
+
+def _row_score(obs, action):
+  """A row-wise critic score for the safety searches: Σ_i a_i + obs_0."""
+  return jnp.sum(action, axis=-1) + obs[:, 0]
+
+
+def _nan_row_gets_the_fallback(arrays, out):
+  """`nearest_safe_action` fails safe: a row whose observation or nominal action holds a NaN
+  gets its fallback action (a NaN score is never accepted)."""
+  poisoned = np.isnan(arrays["obs"]).any(axis=1) | np.isnan(arrays["nominal"]).any(axis=1)
+  np.testing.assert_array_equal(np.asarray(out)[poisoned],
+                                np.asarray(arrays["fallback"])[poisoned])
 
 
 def _option_is_the_sentinel(arrays, out):
@@ -653,6 +667,45 @@ SAFETY_CASES = {
     "safety.hierarchical_shield": Case(
         sf.hierarchical_shield, {"u": "f:D", "A": "f:2,D", "b": "f:2"},
         kw={"units": ((0,), (1,))}, bad={"method": "nope", "units": ((0,),)}),
+    "safety.task_recovery_loss": Case(
+        sf.task_recovery_loss, {"q_task": "f:K,B", "risk": "u:B"},
+        kw={"risk_target": 0.1, "risk_weight": 10.0},
+        bad={"risk_target": 1.5, "risk_weight": 0.0}),
+    "safety.sampling_offsets": Case(
+        sf.sampling_offsets, {}, kw={"num_samples": 4, "low": (-1.0, -1.0), "high": (1.0, 1.0)},
+        bad={"num_samples": 0}),
+    "safety.critic_projection": Case(
+        sf.critic_projection, {"obs": "f:B,D", "nominal": "f:B,A"},
+        kw={"score_fn": _row_score, "limit": 0.0, "low": (-1.0, -1.0), "high": (1.0, 1.0),
+            "num_steps": 2}, dims={"A": 2}, rank=("nominal",), bad={"num_steps": 0},
+        why="the observation is only passed to the row-wise score function"),
+    "safety.safe_sampling": Case(
+        sf.safe_sampling, {"obs": "f:B,D", "nominal": "f:B,A"},
+        kw={"score_fn": _row_score, "limit": 0.0, "low": (-1.0, -1.0), "high": (1.0, 1.0),
+            "num_samples": 4}, dims={"A": 2}, rank=("nominal",), nan=("nominal",),
+        bad={"num_samples": 0},
+        why="a NaN score accepts no candidate, so the nominal action comes back (the caller's "
+            "check, nearest_safe_action's, then rejects it); the observation is only passed to "
+            "the row-wise score function"),
+    "safety.nearest_safe_action": Case(
+        sf.nearest_safe_action, {"obs": "f:B,D", "nominal": "f:B,A", "fallback": "f:B,A"},
+        kw={"score_fn": _row_score, "method": "critic_projection", "threshold": 0.5,
+            "margin": 0.05, "low": (-1.0, -1.0), "high": (1.0, 1.0), "num_steps": 2},
+        dims={"A": 2}, rank=("nominal", "fallback"), nan_check=_nan_row_gets_the_fallback,
+        bad={"method": "nope", "threshold": 1.5, "margin": -1.0},
+        why="the observation is only passed to the row-wise score function"),
+    # ---------------------------------------------------------------- soft_actor_critic
+    "soft_actor_critic.soft_q_target": Case(
+        soft_ac.soft_q_target, {"r_t": "f:B", "discount_t": "u:B", "q_t": "f:K,B",
+                                "log_prob_t": "lp:B", "alpha": "pos:"}),
+    "soft_actor_critic.critic_loss": Case(
+        soft_ac.critic_loss, {"q_tm1": "f:K,B", "target": "f:B"}),
+    "soft_actor_critic.actor_loss": Case(
+        soft_ac.actor_loss, {"log_prob": "lp:B", "q_value": "f:K,B", "alpha": "pos:"},
+        bad={"q_reduction": "max"}),
+    "soft_actor_critic.temperature_loss": Case(
+        soft_ac.temperature_loss, {"log_alpha": "f:", "log_prob": "lp:B"},
+        kw={"target_entropy": -2.0}, bad={"form": "nope", "target_entropy": float("nan")}),
 }
 
 

