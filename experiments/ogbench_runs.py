@@ -6,21 +6,21 @@ training log and each seed's per-task success rates (the numbers of
 Make the dataset first (OGBench's collection protocol, regenerated locally):
 
   python -m experiments.make_dataset --env=pointmaze-medium-navigate-v0 \
-      --out=/tmp/ogb/data/pointmaze-medium-navigate-v0.npz --seed=0
+      --out=data/pointmaze-medium-navigate-v0.npz --seed=0
 
 then, from the repository root:
 
   python -m experiments.ogbench_runs --agent=ota --env=pointmaze-medium-navigate-v0 \
-      --dataset=/tmp/ogb/data/pointmaze-medium-navigate-v0.npz \
+      --dataset=data/pointmaze-medium-navigate-v0.npz \
       --updates=2000 --seeds=3 --eval_episodes=20 --out=medium_ota.json
 
 Defaults are the reduced budget of OGBENCH.md (batch 256, 256x2 networks); everything else is the
 agent's `get_config` (OGBench's hyperparameters), with `discount=0.995` on giant mazes as in
 OGBench's `hyperparameters.sh`. Any other field: `--set=field=value` (repeatable; Python
-literals, e.g. `--set=expectile=0.8 --set=actor_hidden_dims=(512,512,512)`).
+literals, e.g. `--set=expectile=0.8 --set=actor_hidden_sizes=(512,512,512)`).
 
 Seed i is index i of `jax.random.split(jax.random.key(0), seeds)` and is evaluated with
-`evaluate_tasks(..., seed=i)`. `--deadline` (Unix time) stops training at the first chunk
+`hrljax.ogbench_evaluation.evaluate_tasks(..., seed=i)`. `--deadline` (Unix time) stops training at the first chunk
 boundary past it; the updates actually done are recorded.
 
 Long runs: `--workdir` saves an orbax checkpoint of every seed's state every
@@ -31,9 +31,10 @@ batch, networks, chunk length, `--set`) is refused; `--updates` and `--deadline`
 `--eval_every` adds mid-run five-task evaluations (`--mid_eval_episodes` per task), written to
 `--out` as they happen ("finished": false until the final evaluation).
 
-Every evaluation also records `path_values`: for each task, the value along the maze oracle's
-shortest cell path from start to goal and the greedy action's direction there, a diagnostic of
-value quality that needs no simulator (OGBENCH.md, "OTA vs HIQL on giant").
+Every evaluation also records `hrljax.ogbench_evaluation.path_values`: for each task, the value
+along the maze oracle's shortest cell path from start to goal and the greedy action's direction
+there, a diagnostic of value quality that needs no simulator (OGBENCH.md, "OTA vs HIQL on
+giant").
 """
 
 import ast
@@ -121,10 +122,10 @@ def make_config(module):
   c = module.get_config()
   c.env_name, c.dataset_path, c.num_updates = FLAGS.env, FLAGS.dataset, FLAGS.updates
   c.batch_size = FLAGS.batch_size
-  c.value_hidden_dims = c.actor_hidden_dims = tuple(int(d) for d in FLAGS.hidden_dims)
+  c.value_hidden_sizes = c.actor_hidden_sizes = tuple(int(d) for d in FLAGS.hidden_dims)
   c.eval_episodes = FLAGS.eval_episodes
   if "giant" in FLAGS.env:
-    c.discount = 0.995  # OGBench hyperparameters.sh for giant mazes
+    c.gamma = 0.995  # OGBench hyperparameters.sh for giant mazes
   for item in FLAGS.set:
     field, sep, text = item.partition("=")
     if not sep or field not in c:
@@ -175,70 +176,19 @@ def make_runner(learner):
 def evaluate_seeds(state, c, episodes: int, label: str) -> list:
   """OGBench's five-task evaluation of every seed (seed i with `seed=i`), with a progress line."""
   import jax
-  from hrljax.agents import gcivl
+  from hrljax import ogbench_evaluation
   out = []
   for s in range(FLAGS.seeds):
     agent = jax.tree.map(lambda x: x[s], state.agent)
     start = time.time()
-    r = gcivl.evaluate_tasks(agent, c, num_episodes=episodes, seed=s,
-                             max_episode_steps=FLAGS.eval_max_episode_steps)
+    r = ogbench_evaluation.evaluate_tasks(agent, c, num_episodes=episodes, seed=s,
+                                          max_episode_steps=FLAGS.eval_max_episode_steps)
     r["eval_seconds"] = time.time() - start
-    r.update(path_values(agent, c))
+    r.update(ogbench_evaluation.path_values(agent, c.env_name))
     tasks = " / ".join(f"{100 * r[f'task{k}_success']:.0f}" for k in range(1, 6))
     print(f"{label} seed {s + 1}/{FLAGS.seeds}: success {100 * r['success']:.0f}% "
           f"(tasks {tasks}; {episodes} episodes/task), {r['eval_seconds']:.0f} s", flush=True)
     out.append(r)
-  return out
-
-
-def value_fns(agent) -> dict:
-  """The agent's value functions of (obs [B, D], goal [B, D]) -> [B], mean over the twin heads."""
-  import jax.numpy as jnp
-  params = agent.params
-  if FLAGS.agent == "gcivl":
-    return {"v": lambda o, g: jnp.mean(agent.value(params["value"], o, g), axis=-1)}
-  fns = {"v": lambda o, g: jnp.mean(agent.value(params, o, g), axis=-1)}
-  if FLAGS.agent == "ota":
-    fns["vh"] = lambda o, g: jnp.mean(agent.value(params, o, g, level="high"), axis=-1)
-  return fns
-
-
-def path_values(agent, c) -> dict:
-  """Value quality along the shortest path of each evaluation task (a diagnostic, no simulator
-  stepping): the maze oracle's cell path from the task's start cell to its goal cell, the value
-  V(cell centre, goal) at each cell, and how the greedy action at each cell points.
-
-  Per task k: `task<k>_path_cells` (cells on the path, start and goal included),
-  `task<k>_<v>_start` (the value at the start), `task<k>_<v>_rise` (fraction of path steps on
-  which the value increases towards the goal; 1 for a value that orders the path correctly) for
-  each value (`v`; OTA also `vh`, its option-level V^h), and `task<k>_action_cos` (mean cosine
-  between the greedy action at a cell and the direction to the next path cell).
-  """
-  import jax
-  import numpy as np
-  from hrljax.data import pointmaze
-  env = pointmaze.make_env(c.env_name)
-  maze = env.unwrapped
-  table = pointmaze.oracle_next_cells(maze.maze_map)
-  fns = value_fns(agent)
-  out = {}
-  for k, task in enumerate(maze.task_infos, start=1):
-    cells = [tuple(task["init_ij"])]
-    while cells[-1] != tuple(task["goal_ij"]) and len(cells) <= table.shape[0] * table.shape[1]:
-      cells.append(tuple(int(x) for x in table[task["goal_ij"]][cells[-1]]))
-    xy = np.array([maze.ij_to_xy(ij) for ij in cells], np.float32)
-    goal = np.broadcast_to(xy[-1], xy.shape)
-    out[f"task{k}_path_cells"] = len(cells)
-    for name, fn in fns.items():
-      v = np.asarray(fn(xy, goal))
-      out[f"task{k}_{name}_start"] = float(v[0])
-      out[f"task{k}_{name}_rise"] = float(np.mean(np.diff(v) > 0))
-    actions = np.asarray(agent.act(xy[:-1], goal[:-1], jax.random.key(0), 0.0))
-    step = xy[1:] - xy[:-1]
-    cos = np.sum(actions * step, -1) / (np.linalg.norm(actions, axis=-1) *
-                                          np.linalg.norm(step, axis=-1) + 1e-9)
-    out[f"task{k}_action_cos"] = float(np.mean(cos))
-  env.close()
   return out
 
 
@@ -284,7 +234,7 @@ def main(argv):
       print(f"resumed from the checkpoint at update {done} in {checkpointer.directory}",
             flush=True)
   print(f"{FLAGS.agent} on {FLAGS.env}: {FLAGS.updates} updates x {seeds} seed(s), "
-        f"batch {c.batch_size}, hidden {tuple(c.value_hidden_dims)}, discount {c.discount}",
+        f"batch {c.batch_size}, hidden {tuple(c.value_hidden_sizes)}, gamma {c.gamma}",
         flush=True)
   t0, c0 = time.time() - spent, time.process_time()
   while done < FLAGS.updates:
