@@ -20,10 +20,12 @@ Loss (one Adam, lr 3e-4, unweighted sum), on a batch with value goals drawn 0 cu
 0.625 future (geometric) / 0.375 random and skills z ~ Unif(S^{d−1}) drawn fresh every batch:
   representation  IVL (`gc.hilp_representation_loss`, vmapped; τ = 0.95, γ = 0.99) on
                   V_i = −‖φ_i(s) − φ_i(g)‖ with reward 0/−1 and mask 0 at the goal;
-  skill value     mean expectile(min_i Q̄_i(s, z, a) − V(s, z), τ_skill = 0.9) (IQL per residual);
+  skill value     mean expectile(min_i Q̄_i(s, z, a) − V(s, z), τ_skill = 0.9) (IQL per residual,
+                  `gc.hilp_skill_value_loss`);
   skill critic    mean Σ_i (Q_i(s, z, a) − r − γ_skill·V(s', z))², r = (φ_1(s') − φ_1(s))ᵀz with
-                  the stored φ (no gradient); no done mask: the offline trajectories end by a
-                  time limit, so every transition bootstraps (terminated is not truncated);
+                  the stored φ (no gradient; `gc.hilp_skill_critic_loss`); no done mask: the
+                  offline trajectories end by a time limit, so every transition bootstraps
+                  (terminated is not truncated);
   skill actor     AWR, weight min(exp(10·(min_i Q̄_i − V)), 100), values without gradient.
 Acting (goal prompting, recomputed every step): z = (φ_1(g) − φ_1(s)) / ‖φ_1(g) − φ_1(s)‖, then
 the actor's mean (temperature 0) clipped to [−1, 1].
@@ -163,17 +165,15 @@ class HILPAgent(struct.PyTreeNode):
     stored = jax.lax.stop_gradient(params)  # the reference's rewards and advantages
     reward = gc.hilp_intrinsic_reward(self.phi(stored["phi"], obs)[0],
                                       self.phi(stored["phi"], next_obs)[0], z)
-    q_target = jnp.min(self.skill_critic(target["skill_critic"], obs, z, actions), axis=-1)
     v = self.skill_value(params, obs, z)
-    skill_value_loss = jnp.mean(gc.expectile_loss(q_target - v, config.skill_expectile))
-
-    td_target = jax.lax.stop_gradient(
-        reward + config.skill_gamma * self.skill_value(stored, next_obs, z))
+    skill_value_loss, value_extras = gc.hilp_skill_value_loss(
+        self.skill_critic(target["skill_critic"], obs, z, actions), v, config.skill_expectile)
     q = self.skill_critic(params["skill_critic"], obs, z, actions)
-    skill_critic_loss = jnp.mean(jnp.sum(jnp.square(q - td_target[:, None]), axis=-1))
+    skill_critic_loss, _ = gc.hilp_skill_critic_loss(
+        q, reward, config.skill_gamma, self.skill_value(stored, next_obs, z))
 
-    advantage = q_target - self.skill_value(stored, obs, z)
-    dist = self.skill_actor_net.apply(params["skill_actor"], jnp.concatenate([obs, z], axis=-1))
+    advantage = value_extras.q_target - self.skill_value(stored, obs, z)
+    dist = self.skill_actor_net.apply(params["skill_actor"], gcn.pair(obs, z))
     actor_loss, actor_extras = gc.awr_loss(dist.log_prob(actions), advantage,
                                            config.skill_temperature)
     losses = {"representation": repr_loss, "skill_value": skill_value_loss,

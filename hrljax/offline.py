@@ -3,13 +3,14 @@
 An offline agent trains on a fixed dataset instead of interacting: its `Learner.step` draws one
 batch from the dataset with a jittable sampler (`hrljax.data.goal_sampler`) and performs one
 update, so a whole run is one compiled loop with no host round trip and vmaps over seeds.
-`Learner.evaluate` reports the losses on a batch of the validation file; the agent's success in
-the environment comes from the evaluation protocol of its benchmark
-(`hrljax.ogbench_evaluation` for OGBench's mazes).
+`Learner.evaluate` reports the losses on a batch of the validation file; `Learner.host_evaluate`
+adds the success rates on OGBench's five tasks of the maze (`hrljax.ogbench_evaluation`), which
+need the MuJoCo simulator outside jit.
 
 What an agent hands over (duck-typed, so the spine imports no agent):
   * `create_agent(key, observation_dim, action_dim, config)` returning a train state with
-    `.params`, `.update(batch) -> (agent, metrics)` and `.loss(params, batch) -> (loss, metrics)`;
+    `.params`, `.update(batch) -> (agent, metrics)`, `.loss(params, batch) -> (loss, metrics)`,
+    and for the evaluation `.act(obs, goal, key, temperature)` and `.goal_values(obs, goal)`;
   * `sample_batch(key, dataset, batch_size, sampler_config) -> dict`, a pure function of the key.
 
 `env_steps` in the logs counts dataset samples consumed (`batch_size` per update): an offline
@@ -26,6 +27,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
+from hrljax import ogbench_evaluation, training
 from hrljax.data import goal_sampler, pointmaze
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
@@ -42,11 +44,10 @@ class OfflineState(struct.PyTreeNode):
 def default_config(agent: str) -> ml_collections.ConfigDict:
   """The fields this module, the sampler and the evaluation read, with OGBench's defaults
   (`get_config` and the point-maze lines of `hyperparameters.sh`); an agent adds its own."""
-  c = ml_collections.ConfigDict()
+  c = training.run_config(log_every=1000, checkpoint_every=100_000, max_checkpoints=2)
   c.agent = agent
   c.env_name = "pointmaze-medium-navigate-v0"
   c.dataset_path = "data/pointmaze-medium-navigate-v0.npz"  # experiments.make_dataset's output
-  c.seed = 0
   c.num_updates = 1_000_000  # OGBench's train_steps
   c.batch_size = 1024
   c.learning_rate = 3e-4
@@ -61,11 +62,10 @@ def default_config(agent: str) -> ml_collections.ConfigDict:
   c.actor_p_randomgoal = 0.0
   c.actor_geom_sample = False  # future actor goals uniform over the rest of the trajectory
   c.gc_negative = True  # rewards 0 at the goal and −1 elsewhere (False: 1 and 0)
-  c.log_every = 1000
-  c.checkpoint_every = 100_000
-  c.max_checkpoints = 2
-  c.eval_episodes = 50  # per OGBench task
+  c.eval_episodes = 50  # per OGBench task at the final evaluation; 0: no OGBench evaluation
+  c.periodic_eval_episodes = ml_collections.config_dict.placeholder(int)  # None: eval_episodes
   c.eval_temperature = 0.0  # 0: the policy's mean action
+  c.eval_max_episode_steps = ml_collections.config_dict.placeholder(int)  # None: OGBench's 1000
   return c
 
 
@@ -74,8 +74,13 @@ def validate_config(config, num_devices: int) -> None:
 
   The dataset file is checked last, so that a config error is reported before a missing file.
   """
-  checks.positive_int(config, "num_updates", "batch_size", "log_every", "checkpoint_every",
-                      "max_checkpoints", "eval_episodes")
+  checks.positive_int(config, "num_updates", "batch_size")
+  for field in ("eval_episodes", "periodic_eval_episodes"):
+    value = config[field]
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+      raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
+  if config.eval_max_episode_steps is not None:
+    checks.positive_int(config, "eval_max_episode_steps")
   checks.positive(config, "learning_rate", "tau")
   checks.non_negative(config, "eval_temperature")
   checks.in_unit_interval(config, "gamma", "tau")
@@ -83,7 +88,6 @@ def validate_config(config, num_devices: int) -> None:
     raise checks.ConfigError(f"config.gamma: expected a number in [0, 1), got {config.gamma!r}")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.divisible(config, "batch_size", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   try:
     pointmaze.parse_name(config.env_name)
     goal_sampler.SamplerConfig.from_config(config)
@@ -146,4 +150,5 @@ def make_learner(config, create_agent: Callable[..., Any],
     return {f"eval_{name}": value for name, value in metrics.items()}
 
   return Learner(init=init, step=step, evaluate=evaluate, num_updates=config.num_updates,
-                 env_steps_per_update=config.batch_size, sharded_field=None)
+                 env_steps_per_update=config.batch_size, sharded_field=None,
+                 host_evaluate=ogbench_evaluation.host_evaluator(config))

@@ -101,14 +101,32 @@ def path_values(agent, env_name: str) -> dict:
   return out
 
 
-def host_evaluator(config, max_episode_steps: Optional[int] = None
-                   ) -> Callable[[object, int], dict]:
-  """`evaluate(state, seed) -> metrics` for one seed's offline run state (`state.agent`):
-  `evaluate_tasks` with `config.eval_episodes` per task and seed `seed`, its wall time
-  (`eval_seconds`), and `path_values`."""
+def episodes_at(config, update: int) -> int:
+  """Episodes per task of the evaluation at `update`: `eval_episodes` at the end of the run
+  (`num_updates`), `periodic_eval_episodes` (when set) at the evaluations before it."""
+  final = update >= config.num_updates or config.periodic_eval_episodes is None
+  return int(config.eval_episodes if final else config.periodic_eval_episodes)
+
+
+def host_evaluator(config) -> Optional[Callable[[object, int], dict]]:
+  """`evaluate(state, seed) -> metrics` for one seed's offline run state (`state.agent`,
+  `state.update`), or None when `config.eval_episodes` is 0 (no OGBench evaluation).
+
+  Runs `evaluate_tasks` with seed `seed` (`episodes_at` episodes per task, episodes of
+  `config.eval_max_episode_steps` steps when set) and `path_values`, and records the episodes per
+  task (`eval_episodes_per_task`) and the wall time (`eval_seconds`).
+  """
+  if not config.eval_episodes:
+    return None
+
   def evaluate(state, seed: int) -> dict:
+    episodes = episodes_at(config, int(state.update))
+    if not episodes:  # periodic_eval_episodes = 0: the final evaluation only
+      return {}
     start = time.perf_counter()
-    results = evaluate_tasks(state.agent, config, seed=seed, max_episode_steps=max_episode_steps)
+    results = evaluate_tasks(state.agent, config, num_episodes=episodes, seed=seed,
+                             max_episode_steps=config.eval_max_episode_steps)
+    results["eval_episodes_per_task"] = episodes
     results["eval_seconds"] = time.perf_counter() - start
     results.update(path_values(state.agent, config.env_name))
     return results

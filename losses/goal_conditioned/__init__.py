@@ -45,12 +45,16 @@ from hrljax.losses.goal_conditioned.ota import ota_option_indices
 from hrljax.losses.goal_conditioned.ota import ota_option_value_target
 
 # HILP: Hilbert representations and zero-shot prompting.
+from hrljax.losses.goal_conditioned.hilp import SkillCriticExtras
+from hrljax.losses.goal_conditioned.hilp import SkillValueExtras
 from hrljax.losses.goal_conditioned.hilp import hilp_goal_prompt
 from hrljax.losses.goal_conditioned.hilp import hilp_intrinsic_reward
 from hrljax.losses.goal_conditioned.hilp import hilp_plan_midpoint
 from hrljax.losses.goal_conditioned.hilp import hilp_representation_loss
 from hrljax.losses.goal_conditioned.hilp import hilp_reward_prompt
 from hrljax.losses.goal_conditioned.hilp import hilp_sample_skills
+from hrljax.losses.goal_conditioned.hilp import hilp_skill_critic_loss
+from hrljax.losses.goal_conditioned.hilp import hilp_skill_value_loss
 from hrljax.losses.goal_conditioned.hilp import hilp_value
 
 # HIRO: goal transition, low-level reward, off-policy goal correction.
@@ -75,6 +79,8 @@ __all__ = (
     "IVLBatchExtras",
     "IVLExtras",
     "OTAOptionIndices",
+    "SkillCriticExtras",
+    "SkillValueExtras",
     "awr_loss",
     "awr_weights",
     "expectile_loss",
@@ -89,6 +95,8 @@ __all__ = (
     "hilp_representation_loss",
     "hilp_reward_prompt",
     "hilp_sample_skills",
+    "hilp_skill_critic_loss",
+    "hilp_skill_value_loss",
     "hilp_value",
     "hiql_actor_losses",
     "hiql_high_actor_loss",

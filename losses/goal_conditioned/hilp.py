@@ -1,18 +1,18 @@
-"""HILP: Hilbert representations, their value loss, skill rewards and zero-shot prompts.
+"""HILP: Hilbert representations, their value loss, the skill policy's losses, zero-shot prompts.
 
 "Foundation Policies with Hilbert Representations" (Park, Kreiman, Levine, arXiv:2402.15567):
 a representation φ with V(s, g) = −‖φ(s) − φ(g)‖ learned by action-free IQL (Sec. 4), a
 latent-conditioned policy with reward (φ(s') − φ(s))ᵀz (Sec. 5), and zero-shot prompting.
 """
 
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses.goal_conditioned import _arg_checks as checks
-from hrljax.losses.goal_conditioned.value import IVLExtras, ivl_value_loss
+from hrljax.losses import _checks as checks
+from hrljax.losses.goal_conditioned.value import IVLExtras, expectile_loss, ivl_value_loss
 
 Array = chex.Array
 Numeric = chex.Numeric
@@ -96,6 +96,84 @@ def hilp_intrinsic_reward(phi_s: Array, phi_next: Array, z: Array) -> Array:
   chex.assert_equal_shape([phi_s, phi_next, z])
   delta = jax.lax.stop_gradient(phi_next - phi_s)
   return jnp.sum(delta * z, axis=-1)
+
+
+class SkillValueExtras(NamedTuple):
+  """Per-example quantities of `hilp_skill_value_loss`."""
+
+  q_target: Array  # [B] min_i Q̄_i(s, z, a), no gradient.
+  diff: Array  # [B] q_target − V(s, z).
+
+
+def hilp_skill_value_loss(q_tgt: Array, v: Array, expectile: float,
+                          stop_target_gradients: bool = True) -> Tuple[Array, SkillValueExtras]:
+  """HILP's skill value loss: mean_B L₂^τ(min_i Q̄_i(s, z, a) − V(s, z)), IQL's value loss.
+
+  See HILP (Park, Kreiman, Levine, arXiv:2402.15567), Sec. 5: the latent-conditioned policy is
+  trained with IQL ("Offline Reinforcement Learning with Implicit Q-Learning", Kostrikov, Nair,
+  Levine, arXiv:2110.06169, Eq. 5) on the intrinsic reward; reference `hilp_gcrl/src/agents/
+  hilp.py` (the value regresses on the minimum of the twin TARGET critics, τ = 0.9).
+  Batch-level (mean over B); `expectile_loss` per element.
+
+  Args:
+      q_tgt: [B, E] target critics Q̄_i(s, z, a).
+      v: [B] the online skill value V(s, z) (differentiated).
+      expectile: τ in (0, 1).
+      stop_target_gradients: stop the gradient of the critics' minimum (default).
+
+  Returns:
+      (scalar loss, SkillValueExtras).
+  """
+  chex.assert_rank([q_tgt, v], [2, 1])
+  chex.assert_type([q_tgt, v], float)
+  chex.assert_equal_shape_prefix([q_tgt, v], 1)
+  checks.open_unit_interval("expectile", expectile)
+  checks.boolean("stop_target_gradients", stop_target_gradients)
+  q_target = jnp.min(q_tgt, axis=-1)
+  if stop_target_gradients:
+    q_target = jax.lax.stop_gradient(q_target)
+  diff = q_target - v
+  return jnp.mean(expectile_loss(diff, expectile)), SkillValueExtras(q_target=q_target, diff=diff)
+
+
+class SkillCriticExtras(NamedTuple):
+  """Per-example quantities of `hilp_skill_critic_loss`."""
+
+  targets: Array  # [B] r + γ·V(s', z).
+  td_errors: Array  # [B, E] Q_i(s, z, a) − target.
+
+
+def hilp_skill_critic_loss(q_tm1: Array, r_t: Array, discount_t: Numeric, v_t: Array,
+                           stop_target_gradients: bool = True) -> Tuple[Array, SkillCriticExtras]:
+  """HILP's skill critic loss: mean_B Σ_i (Q_i(s, z, a) − r − γ·V(s', z))², IQL's critic loss.
+
+  See HILP (arXiv:2402.15567), Sec. 5, and IQL (arXiv:2110.06169, Eq. 6), as in the reference
+  `hilp_gcrl/src/agents/hilp.py`: the twin critics are summed, not averaged; r is the intrinsic
+  reward `hilp_intrinsic_reward`. The reference applies no done mask (its offline trajectories end
+  by a time limit, so every transition bootstraps: terminated is not truncated); pass
+  `discount_t` = γ·mask to stop the bootstrap at a true termination. Batch-level (mean over B).
+
+  Args:
+      q_tm1: [B, E] online critics Q_i(s, z, a) (differentiated).
+      r_t: [B] rewards.
+      discount_t: scalar γ or [B] γ·mask.
+      v_t: [B] the skill value V(s', z).
+      stop_target_gradients: stop the gradient of the target (default).
+
+  Returns:
+      (scalar loss, SkillCriticExtras).
+  """
+  chex.assert_rank([q_tm1, r_t, v_t], [2, 1, 1])
+  chex.assert_rank(discount_t, {0, 1})
+  chex.assert_type([q_tm1, r_t, v_t], float)
+  chex.assert_equal_shape([r_t, v_t, q_tm1[:, 0]])
+  checks.boolean("stop_target_gradients", stop_target_gradients)
+  targets = r_t + discount_t * v_t
+  if stop_target_gradients:
+    targets = jax.lax.stop_gradient(targets)
+  td_errors = q_tm1 - targets[:, None]
+  loss = jnp.mean(jnp.sum(jnp.square(td_errors), axis=-1))
+  return loss, SkillCriticExtras(targets=targets, td_errors=td_errors)
 
 
 def _normalize(x: Array, scale: float, eps: float) -> Array:

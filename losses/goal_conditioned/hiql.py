@@ -14,7 +14,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses.goal_conditioned import _arg_checks as checks
+from hrljax.losses import _checks as checks
 from hrljax.losses.goal_conditioned.awr import AWRExtras, awr_loss
 
 Array = chex.Array
@@ -90,6 +90,21 @@ def hiql_high_advantage(v_subgoal_g: Array, v_g: Array) -> Array:
   return _mean_head_difference(v_subgoal_g, v_g)
 
 
+def _latent_awr(log_prob_fn: Callable[[Array], Array], rep: Array, stop_rep: bool,
+                advantage: Array, alpha: float, max_weight: Optional[float]
+                ) -> Tuple[Array, AWRExtras]:
+  """AWR on `log_prob_fn(rep)` [B] for a [B, R] representation, the [B] advantage and (when
+  `stop_rep`) the representation under stop-gradient: the body of both HIQL actor losses."""
+  chex.assert_rank(rep, 2)
+  chex.assert_rank(advantage, 1)
+  advantage = jax.lax.stop_gradient(advantage)
+  if stop_rep:
+    rep = jax.lax.stop_gradient(rep)
+  log_prob = log_prob_fn(rep)
+  chex.assert_equal_shape([log_prob, advantage])
+  return awr_loss(log_prob, advantage, alpha, max_weight)
+
+
 def hiql_low_actor_loss(log_prob_fn: Callable[[Array], Array], subgoal_rep: Array, v_next_w: Array,
                         v_w: Array, alpha: float, max_weight: Optional[float] = 100.0,
                         rep_grad: bool = False) -> Tuple[Array, AWRExtras]:
@@ -117,15 +132,9 @@ def hiql_low_actor_loss(log_prob_fn: Callable[[Array], Array], subgoal_rep: Arra
   Returns:
       (loss, AWRExtras).
   """
-  chex.assert_rank(subgoal_rep, 2)
-  chex.assert_rank([v_next_w, v_w], 2)
   checks.boolean("rep_grad", rep_grad)
-  advantage = jax.lax.stop_gradient(hiql_low_advantage(v_next_w, v_w))
-  if not rep_grad:
-    subgoal_rep = jax.lax.stop_gradient(subgoal_rep)
-  log_prob = log_prob_fn(subgoal_rep)
-  chex.assert_equal_shape([log_prob, advantage])
-  return awr_loss(log_prob, advantage, alpha, max_weight)
+  return _latent_awr(log_prob_fn, subgoal_rep, not rep_grad,
+                     hiql_low_advantage(v_next_w, v_w), alpha, max_weight)
 
 
 def hiql_high_actor_loss(log_prob_fn: Callable[[Array], Array], target_rep: Array,
@@ -154,15 +163,9 @@ def hiql_high_actor_loss(log_prob_fn: Callable[[Array], Array], target_rep: Arra
   Returns:
       (loss, AWRExtras).
   """
-  chex.assert_rank(target_rep, 2)
-  chex.assert_rank([v_subgoal_g, v_g], 2)
   checks.boolean("stop_target_gradients", stop_target_gradients)
-  advantage = jax.lax.stop_gradient(hiql_high_advantage(v_subgoal_g, v_g))
-  if stop_target_gradients:
-    target_rep = jax.lax.stop_gradient(target_rep)
-  log_prob = log_prob_fn(target_rep)
-  chex.assert_equal_shape([log_prob, advantage])
-  return awr_loss(log_prob, advantage, alpha, max_weight)
+  return _latent_awr(log_prob_fn, target_rep, stop_target_gradients,
+                     hiql_high_advantage(v_subgoal_g, v_g), alpha, max_weight)
 
 
 class HIQLActorExtras(NamedTuple):
@@ -197,6 +200,8 @@ def hiql_actor_losses(low_log_prob_fn: Callable[[Array], Array], subgoal_rep: Ar
   Returns:
       (low loss + high loss, HIQLActorExtras).
   """
+  checks.nonnegative("low_alpha", low_alpha)
+  checks.nonnegative("high_alpha", high_alpha)
   low_loss, low = hiql_low_actor_loss(low_log_prob_fn, subgoal_rep, v_next_w, v_w, low_alpha,
                                       max_weight, rep_grad=rep_grad)
   high_loss, high = hiql_high_actor_loss(high_log_prob_fn, target_rep, v_subgoal_g, v_g,

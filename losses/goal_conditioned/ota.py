@@ -11,7 +11,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses.goal_conditioned import _arg_checks as checks
+from hrljax.losses import _checks as checks
 from hrljax.losses.goal_conditioned.value import IVLExtras, ivl_value_loss
 
 Array = chex.Array

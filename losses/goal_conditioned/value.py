@@ -15,7 +15,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses.goal_conditioned import _arg_checks as checks
+from hrljax.losses import _checks as checks
 
 Array = chex.Array
 Numeric = chex.Numeric

@@ -542,6 +542,45 @@ def test_hilp_skills_and_reward_gradient():
     gc.hilp_sample_skills(jax.random.PRNGKey(0), 2, 0)
 
 
+def test_hilp_skill_value_loss_vector_and_gradient():
+  # min over the target critics [1, −1]; V = [0.5, −0.5]: diff [0.5, −0.5], weights 0.9 / 0.1,
+  # loss mean(0.9·0.25, 0.1·0.25) = 0.125; dL/dV = −2·w·diff / B = [−0.45, 0.05]; no gradient
+  # into the critics
+  q_tgt = jnp.array([[1.0, 2.0], [0.0, -1.0]])
+  v = jnp.array([0.5, -0.5])
+  loss, extras = gc.hilp_skill_value_loss(q_tgt, v, 0.9)
+  np.testing.assert_allclose(loss, 0.125, rtol=1e-6)
+  np.testing.assert_allclose(extras.q_target, [1.0, -1.0])
+  np.testing.assert_allclose(extras.diff, [0.5, -0.5])
+  grad_q, grad_v = jax.grad(lambda q, v: gc.hilp_skill_value_loss(q, v, 0.9)[0],
+                            argnums=(0, 1))(q_tgt, v)
+  np.testing.assert_allclose(grad_v, [-0.45, 0.05], rtol=1e-6)
+  np.testing.assert_array_equal(grad_q, np.zeros((2, 2)))
+  with pytest.raises(ValueError, match="expectile"):
+    gc.hilp_skill_value_loss(q_tgt, v, 1.0)
+  with pytest.raises(AssertionError):
+    gc.hilp_skill_value_loss(q_tgt, v[:1], 0.9)
+
+
+def test_hilp_skill_critic_loss_vector_gradient_and_mask():
+  # targets r + γ·V(s') = [−1 + 0.5·2, 0.5 + 0.5·1] = [0, 1]; TD errors [[1, 2], [−1, 0]];
+  # Σ_i squares [5, 1], mean 3; dL/dQ = 2·td / B = td; no gradient into V(s')
+  q = jnp.array([[1.0, 2.0], [0.0, 1.0]])
+  r, v_next = jnp.array([-1.0, 0.5]), jnp.array([2.0, 1.0])
+  loss, extras = gc.hilp_skill_critic_loss(q, r, 0.5, v_next)
+  np.testing.assert_allclose(loss, 3.0, rtol=1e-6)
+  np.testing.assert_allclose(extras.targets, [0.0, 1.0])
+  grad_q, grad_v = jax.grad(lambda q, v: gc.hilp_skill_critic_loss(q, r, 0.5, v)[0],
+                            argnums=(0, 1))(q, v_next)
+  np.testing.assert_allclose(grad_q, [[1.0, 2.0], [-1.0, 0.0]], rtol=1e-6)
+  np.testing.assert_array_equal(grad_v, np.zeros(2))
+  # a per-example γ·mask stops the bootstrap of the second transition: targets [0, 0.5]
+  masked, _ = gc.hilp_skill_critic_loss(q, r, jnp.array([0.5, 0.0]), v_next)
+  np.testing.assert_allclose(masked, (5.0 + 0.5) / 2, rtol=1e-6)
+  with pytest.raises(ValueError, match="stop_target_gradients"):
+    gc.hilp_skill_critic_loss(q, r, 0.5, v_next, stop_target_gradients=1)
+
+
 def test_hilp_plan_midpoint_moves_goal_toward_state():
   line = jnp.linspace(0.0, 10.0, 101)[:, None]
   phi_s, phi_goal = jnp.array([0.0]), jnp.array([10.0])

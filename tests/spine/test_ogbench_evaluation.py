@@ -34,3 +34,14 @@ def test_path_values_report_every_value_of_the_agent_on_every_task():
       assert 0.0 <= out[f"task{k}_{name}_rise"] <= 1.0
       assert math.isfinite(out[f"task{k}_{name}_start"])
     assert -1.0 <= out[f"task{k}_action_cos"] <= 1.0
+
+
+def test_final_evaluation_takes_eval_episodes_and_periodic_ones_their_own_count():
+  config, _ = tiny_agent(gcivl, gcivl.GCIVLAgent)
+  config.num_updates, config.eval_episodes = 100, 20
+  assert ogbench_evaluation.episodes_at(config, 50) == 20  # periodic_eval_episodes None
+  config.periodic_eval_episodes = 5
+  assert [ogbench_evaluation.episodes_at(config, u) for u in (50, 100)] == [5, 20]
+  assert ogbench_evaluation.host_evaluator(config) is not None
+  config.eval_episodes = 0
+  assert ogbench_evaluation.host_evaluator(config) is None
