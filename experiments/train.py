@@ -78,33 +78,47 @@ def initialize_processes(argv: list) -> None:
     fail(f"multi-process initialisation failed: {error}")
 
 
+def prepare(config, num_devices=None):
+  """`(agent module, mesh)` for a config that can run; ValueError naming the field otherwise."""
+  from hrljax import agents, distributed, training
+  agent = agents.get(config.agent)
+  mesh = distributed.make_mesh(num_devices)
+  training.validate_run_config(config)
+  agent.validate_config(config, num_devices=mesh.size)
+  return agent, mesh
+
+
+def experiment(config, workdir: str, num_devices=None, tensorboard: bool = False):
+  """What the command line does, without its error handling: validates `config`, builds its
+  agent's learner and trains it in `workdir`; returns the final run state."""
+  import jax
+  from hrljax import training
+  from hrljax.logging import MetricsLogger
+
+  agent, mesh = prepare(config, num_devices)
+  check_workdir(workdir)
+  logger = MetricsLogger(workdir, tensorboard=tensorboard, enabled=jax.process_index() == 0)
+  logger.progress(f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
+                  f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
+                  f"{len(config.seeds)} seed(s), workdir {workdir}")
+  return training.run(agent.make_learner(config), config, workdir, mesh=mesh, logger=logger)
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save step at INFO
   # Imports after flag parsing, so `--help` and flag errors are instant.
-  import jax
-  from hrljax import agents, checkpoint, config_checks, distributed, training
-  from hrljax.logging import MetricsLogger
+  from hrljax import checkpoint, config_checks, training
 
   config = FLAGS.config
   if config is None:
     fail("--config: expected a config file, e.g. experiments/configs/ppo_cartpole.py")
   try:
-    agent = agents.get(config.agent)
-    mesh = distributed.make_mesh(FLAGS.num_devices)
-    training.validate_run_config(config)
-    agent.validate_config(config, num_devices=mesh.size)
+    prepare(config, FLAGS.num_devices)
   except ValueError as error:
     fail(str(error))
-  check_workdir(FLAGS.workdir)
-
-  logger = MetricsLogger(FLAGS.workdir, tensorboard=FLAGS.tensorboard,
-                         enabled=jax.process_index() == 0)
-  logger.progress(f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
-                  f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
-                  f"workdir {FLAGS.workdir}")
   try:
-    training.run(agent.make_learner(config), config, FLAGS.workdir, mesh=mesh, logger=logger)
+    experiment(config, FLAGS.workdir, FLAGS.num_devices, FLAGS.tensorboard)
   except config_checks.ConfigError as error:  # found while building the learner
     fail(str(error))
   except training.TrainingDiverged as error:

@@ -136,10 +136,34 @@ def format_progress(record: dict, total_updates: int) -> str:
   return " | ".join(parts)
 
 
+def seed_curves(records: list, x: str, y: str) -> dict:
+  """`{seed: (xs, ys)}` of the records holding both `x` and `y` (a record without a `seed` field
+  counts as seed 0), in file order."""
+  curves = {}
+  for record in records:
+    if record.get(y) is None or record.get(x) is None:
+      continue
+    xs, ys = curves.setdefault(record.get("seed", 0), ([], []))
+    xs.append(record[x])
+    ys.append(record[y])
+  return curves
+
+
+def mean_curve(curves: dict) -> tuple:
+  """`(xs, mean, low, high)` over the seeds at the x values every seed has (low/high: the range)."""
+  common = sorted(set.intersection(*(set(xs) for xs, _ in curves.values())))
+  values = np.array([[dict(zip(xs, ys))[v] for v in common] for xs, ys in curves.values()],
+                    dtype=float)
+  return np.asarray(common), values.mean(0), values.min(0), values.max(0)
+
+
 def plot_curves(workdirs: Sequence[str], out: str, y: str = "episode_return",
                 x: str = "env_steps", labels: Optional[Iterable[str]] = None,
                 title: Optional[str] = None) -> str:
-  """Draws `y` against `x` for each run's JSONL on one figure and writes a PNG to `out`."""
+  """Draws `y` against `x` for each run's JSONL on one figure and writes a PNG to `out`.
+
+  A run of several seeds is drawn as the mean over its seeds with their range shaded.
+  """
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -148,10 +172,16 @@ def plot_curves(workdirs: Sequence[str], out: str, y: str = "episode_return",
                                                     for w in workdirs]
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
   for workdir, label in zip(workdirs, labels):
-    records = [r for r in read_jsonl(workdir) if r.get(y) is not None and x in r]
-    if not records:
+    curves = seed_curves(read_jsonl(workdir), x, y)
+    if not curves:
       raise ValueError(f"y: no record in {workdir} has both {x!r} and {y!r}")
-    ax.plot([r[x] for r in records], [r[y] for r in records], label=label)
+    if len(curves) == 1:
+      (xs, ys), = curves.values()
+      ax.plot(xs, ys, label=label)
+      continue
+    xs, mean, low, high = mean_curve(curves)
+    line, = ax.plot(xs, mean, label=f"{label} (mean of {len(curves)} seeds)")
+    ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
   ax.set_xlabel(x.replace("_", " "))
   ax.set_ylabel(y.replace("_", " "))
   ax.set_title(title or y.replace("_", " "))

@@ -1,6 +1,6 @@
 """Test-wide JAX settings.
 
-* Implicit rank promotion is an error, as DESIGN.md asks.
+* Implicit rank promotion is an error (a silent broadcast would hide a shape bug).
 * XLA:CPU's multi-threaded Eigen pool is off. With it on, a jitted program occasionally never
   finishes on this 2-core machine: every XLA thread parks in a futex wait and the caller sits in
   `BlockUntilReady` (seen here in a CI run and three times in ArCHer's vmapped init; the same

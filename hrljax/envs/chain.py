@@ -1,4 +1,4 @@
-"""Chain1D: a 1-D chain with a hazard at its right end and exact risk values (spec §10.2).
+"""Chain1D: a 1-D chain with a hazard at its right end and exact risk values.
 
 A point on a line moves with a commanded velocity, `x' = max(x + dt * v_max * u, lower_bound)`,
 u = clip(a, -1, 1), except that with probability `slip_prob` (0 by default) the move fails and
@@ -11,21 +11,21 @@ Its purpose is testing safety critics without an RL loop, against exact values:
 
 - `constant_velocity_qrisk`: under the fixed policy u = +1 (speed v), the number of steps to
   violation is `k(x) = ceil((hazard - x) / (v dt))` and the discounted violation probability is
-  `Q_risk(x, +v) = gamma^(k - 1)` (spec §10.2);
+  `Q_risk(x, +v) = gamma^(k - 1)`;
 - `grid_transition_matrices` / `grid_risk_values`: on the grid `x_n = lower_bound + n v dt`, the
   actions u in {-1, 0, +1} move exactly one cell (or, with probability `slip_prob`, none), so the
   chain is a finite MDP with an absorbing violation state; `grid_risk_values` solves the Bellman
   equation of the discounted first-violation probability for any stochastic policy.
 
-Floating point (spec §10.2's pitfall): a naive `ceil((1 - 0.7) / 0.1)` is 4, not 3. Both the
+Floating point: a naive `ceil((1 - 0.7) / 0.1)` is 4, not 3. Both the
 environment and the closed forms therefore treat `x >= hazard_position - tolerance` as a
 violation (tolerance 1e-5 by default), which makes them agree on and off the grid, including
 after float32 accumulation over a few hundred steps of size >= 0.01.
 
 References: Thananjeyan et al., "Recovery RL: Safe Reinforcement Learning with Learned Recovery
 Zones", arXiv 2010.15920 (Q_risk as the discounted probability of a future violation, episodes
-terminating at the violation). The chain itself is hrljax's own test design (spec §10.2,
-[inferred]); the spec's vectors are reproduced in the tests.
+terminating at the violation). The chain itself is hrljax's own test design, not a
+published benchmark; the tests check the closed forms against hand-computed values.
 """
 
 from typing import Any
@@ -166,7 +166,7 @@ def steps_to_violation(
 
     `k(x) = max(ceil((hazard_position - tolerance - x) / (velocity * dt)), 1)`: the first j >= 1
     with `x + j velocity dt >= hazard_position - tolerance`, the environment's violation test.
-    The tolerance resolves the float pitfall of spec §10.2 (x = 0.7, dt = 0.1 gives 3, not 4).
+    The tolerance resolves the float pitfall above (x = 0.7, dt = 0.1 gives 3, not 4).
     Requires `velocity > 0` and `dt > 0` (Python floats, checked).
     """
     _check_positive_float("velocity", velocity)
@@ -187,7 +187,7 @@ def constant_velocity_qrisk(
 ) -> chex.Array:
     """True `Q_risk(x, +velocity) = gamma^(k(x) - 1)` under the fixed policy u = +velocity.
 
-    Spec §10.2. Elementwise over `x` (float, any shape; states `x < hazard_position`). The
+    Elementwise over `x` (float, any shape; states `x < hazard_position`). The
     violation is counted on arrival with cost 1 and ends the episode, so Q_risk is the discounted
     probability of the first violation (here, deterministic dynamics with `slip_prob = 0`, just
     the discount). `velocity` and `dt`

@@ -47,7 +47,7 @@ def test_smoke_run_logs_checkpoints_evaluates_and_plots(tmp_path):
   workdir = tmp_path / "run"
   result = run(train_command(workdir, *TINY))
   assert result.returncode == 0, result.stderr[-2000:]
-  assert "update 16/16" in result.stdout and "evaluation:" in result.stdout
+  assert "update 16/16" in result.stdout and "evaluation at update 16:" in result.stdout
   records = read_jsonl(str(workdir))
   assert [r["update"] for r in records if r["phase"] == "train"] == [4, 8, 12, 16]
   assert records[-1]["phase"] == "eval" and records[-1]["eval_return"] > 0

@@ -52,7 +52,7 @@ def ppo_sgd_update_difference() -> dict:
 
 
 def shard_map_gradient_scaling() -> dict:
-  """The pitfall of DESIGN.md: under shard_map, grad-then-pmean is N times too large; the
+  """The pitfall of `pmap`-style code: under shard_map, grad-then-pmean is N times too large; the
   gradient of the globally averaged loss (`distributed.global_mean`) is right."""
   mesh = distributed.make_mesh(8)
   x = jnp.arange(32.0).reshape(16, 2) / 10.0
