@@ -11,6 +11,7 @@ duck-typed: `agent.act(obs, goal, key, temperature) -> actions` and, for `path_v
 `agent.goal_values(obs, goal) -> {name: [B] values}`.
 """
 
+import functools
 import time
 from typing import Callable, Optional, Sequence
 
@@ -20,6 +21,13 @@ import numpy as np
 from hrljax.data import pointmaze
 
 TASK_IDS = (1, 2, 3, 4, 5)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _policy(agent, obs, goal, key, temperature: float):
+  # One compiled policy per agent structure and temperature, shared by every evaluation of a
+  # run (every seed, every periodic evaluation).
+  return agent.act(obs, goal, key, temperature)
 
 
 def evaluate_tasks(agent, config, num_episodes: Optional[int] = None,
@@ -37,7 +45,6 @@ def evaluate_tasks(agent, config, num_episodes: Optional[int] = None,
   temperature = float(config.eval_temperature)
   env = pointmaze.make_env(config.env_name, max_episode_steps=max_episode_steps,
                            terminate_at_goal=True)
-  policy = jax.jit(lambda agent, obs, goal, key: agent.act(obs, goal, key, temperature))
   key = jax.random.key(seed)
   np.random.seed(seed)
   results = {}
@@ -50,7 +57,8 @@ def evaluate_tasks(agent, config, num_episodes: Optional[int] = None,
       done, success = False, False
       while not done:
         key, act_key = jax.random.split(key)
-        action = np.asarray(policy(agent, np.asarray(obs, np.float32), goal, act_key))
+        action = np.asarray(_policy(agent, np.asarray(obs, np.float32), goal, act_key,
+                                    temperature))
         obs, _, terminated, truncated, info = env.step(action)
         done = terminated or truncated
         success = bool(info["success"])

@@ -36,7 +36,8 @@ def setup(random_walk_path):
 
 def test_defaults_are_ogbench_pointmaze_settings():
   config = gcivl.get_config()
-  assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (3e-4, 1024, 0.99, 0.005)
+  assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (
+      3e-4, 1024, 0.99, 0.005)
   assert (config.expectile, config.alpha) == (0.9, 10.0)
   assert tuple(config.value_hidden_sizes) == (512, 512, 512) and config.layer_norm
   value_p = (config.value_p_curgoal, config.value_p_trajgoal, config.value_p_randomgoal)

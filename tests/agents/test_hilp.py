@@ -50,7 +50,8 @@ def f64(x):
 def test_defaults_are_the_hilp_gcrl_settings(random_walk_path):
   config = hilp.get_config()
   assert config.agent == "hilp" and "hilp" in agents.AGENTS and agents.get("hilp") is hilp
-  assert (config.expectile, config.gamma, config.tau, config.learning_rate) == (0.95, 0.99, 0.005, 3e-4)
+  assert (config.expectile, config.gamma, config.tau, config.learning_rate) == (
+      0.95, 0.99, 0.005, 3e-4)
   assert (config.skill_dim, config.skill_expectile, config.skill_temperature,
           config.skill_gamma) == (32, 0.9, 10.0, 0.99)
   assert (config.value_p_curgoal, config.value_p_trajgoal, config.value_p_randomgoal) == (

@@ -44,7 +44,8 @@ def test_defaults_are_ogbench_settings():
   config = hiql.get_config()
   assert (config.expectile, config.low_alpha, config.high_alpha) == (0.7, 3.0, 3.0)
   assert (config.subgoal_steps, config.rep_dim, config.low_actor_rep_grad) == (25, 10, False)
-  assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (3e-4, 1024, 0.99, 0.005)
+  assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (
+      3e-4, 1024, 0.99, 0.005)
   assert "alpha" not in config
   bad = config.copy_and_resolve_references()
   bad.subgoal_steps = 0
