@@ -57,7 +57,7 @@ def test_validate_config_names_the_bad_field(setup):
   with pytest.raises(config_checks.ConfigError, match="p_cur \\+ p_traj \\+ p_rand"):
     gcivl.validate_config(bad)
   bad = config.copy_and_resolve_references()
-  bad.discount = 1.0
+  bad.gamma = 1.0
   with pytest.raises(config_checks.ConfigError, match="config.gamma"):
     gcivl.validate_config(bad)
   bad = config.copy_and_resolve_references()

@@ -132,22 +132,25 @@ def test_shared_actor_losses_take_the_high_value_as_an_argument(setup):
 
   @jax.jit
   def run(agent, batch):
-    inputs = agent.nets.actor_inputs(flat, "flat", batch)
-    _, shared = gc.hiql_actor_losses(*inputs, 3.0, 3.0)
-    own, _ = agent.loss_terms(agent.params, batch)
+    _, shared = gc.hiql_actor_losses(*agent.nets.actor_inputs(flat, "flat", batch), 3.0, 3.0)
+    _, own = gc.hiql_actor_losses(*agent.nets.actor_inputs(flat, "value", batch), 3.0, 3.0)
+    terms, _ = agent.loss_terms(agent.params, batch)
     obs = batch["observations"]
     rep = agent.goal_rep(agent.params, obs, batch["high_actor_targets"])
     mean = agent.nets.high_actor.apply(agent.params["high_actor"], jnp.concatenate(
         [obs, batch["high_actor_goals"]], axis=-1)).loc
-    return shared, own, rep, mean
+    return shared, own, terms, rep, mean
 
-  shared, own, rep, mean = run(agent, batch)
+  shared, own, terms, rep, mean = run(agent, batch)
   metrics = shared.summary()
   log_prob = (-0.5 * np.sum((np.asarray(rep, np.float64) - np.asarray(mean)) ** 2, 1)
               - 5 * np.log(2 * np.pi))
   np.testing.assert_allclose(float(shared.high_actor_loss), -np.mean(log_prob), rtol=1e-5)
   assert float(metrics["high_awr_weight"]) == 1.0 and float(metrics["high_advantage"]) == 0.0
-  assert float(shared.low_actor_loss) == float(own["low_actor"])
+  assert float(shared.low_actor_loss) == float(own.low_actor_loss)
+  # the inputs with HIQL's own value heads are the agent's actor losses
+  np.testing.assert_allclose(float(own.high_actor_loss), float(terms["high_actor"]), rtol=1e-6)
+  np.testing.assert_allclose(float(own.low_actor_loss), float(terms["low_actor"]), rtol=1e-6)
 
 
 def test_polyak_averages_only_the_value_heads_with_pre_step_parameters(setup):

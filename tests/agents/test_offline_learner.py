@@ -24,11 +24,13 @@ def tiny_config(module, dataset):
   config = module.get_config()
   config.dataset_path = dataset
   config.seeds = (0, 1)
-  config.num_updates = 3  # a short final chunk after one of log_every = 2
+  config.num_updates = 3
   config.batch_size = 8
   config.value_hidden_sizes = config.actor_hidden_sizes = (8,)
   config.subgoal_steps = 5
-  config.log_every = config.checkpoint_every = config.eval_every = 2
+  config.log_every = config.checkpoint_every = 1
+  config.max_checkpoints = 3  # the "killed" run resumes from update 1
+  config.eval_every = 2
   config.eval_episodes = 2  # the final evaluation
   config.periodic_eval_episodes = 1  # the evaluation at update 2
   config.eval_max_episode_steps = 20
@@ -47,10 +49,11 @@ def whole_run(random_walk_path, tmp_path_factory):
 def test_each_seed_logs_its_updates_and_its_ogbench_evaluations(whole_run):
   _, _, records = whole_run
   train = [(r["seed"], r["update"]) for r in records if r["phase"] == "train"]
-  assert sorted(train) == [(0, 2), (0, 3), (1, 2), (1, 3)]
+  assert sorted(train) == [(s, u) for s in (0, 1) for u in (1, 2, 3)]
   evaluations = [r for r in records if r["phase"] == "eval"]
+  # periodic evaluations (every 2 updates, from update 0) with 1 episode per task, the final with 2
   assert sorted((r["seed"], r["update"], r["eval_episodes_per_task"]) for r in evaluations) == [
-      (0, 2, 1), (0, 3, 2), (1, 2, 1), (1, 3, 2)]
+      (s, u, 2 if u == 3 else 1) for s in (0, 1) for u in (0, 2, 3)]
   for r in evaluations:
     tasks = [r[f"task{i}_success"] for i in range(1, 6)]
     assert all(0.0 <= t <= 1.0 for t in tasks)
@@ -73,7 +76,8 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_uninterrupted_result(whol
   config, workdir, records = whole_run
   killed = str(tmp_path / "killed")
   shutil.copytree(workdir, killed)
-  shutil.rmtree(os.path.join(killed, "checkpoints", "3"))  # killed before the last save
+  for update in ("2", "3"):  # killed after the checkpoint at update 1
+    shutil.rmtree(os.path.join(killed, "checkpoints", update))
   training.train(ota.make_learner(config), config, killed)
   assert without_wall_clock(read_jsonl(killed)) == without_wall_clock(records)
   # the checkpoint of another agent's run is refused, not silently reused

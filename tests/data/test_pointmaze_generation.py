@@ -101,7 +101,7 @@ def test_loader_matches_ogbench_and_feeds_the_sampler(small):
   np.testing.assert_array_equal(np.asarray(data.traj_end)[[0, 148, 149, 297]], [148, 148, 297, 297])
   config = goal_sampler.SamplerConfig(value=goal_sampler.GoalDistribution(0.2, 0.5, 0.3, True),
                                       actor=goal_sampler.GoalDistribution(0.0, 1.0, 0.0, False),
-                                      discount=0.99)
+                                      gamma=0.99)
   batch = goal_sampler.sample_gc_batch(jax.random.key(0), data, 16, config)
   assert batch["value_goals"].shape == (16, 2)
 
