@@ -45,4 +45,4 @@ bench-llm: $(STAMP) $(REF_VENV)/.installed
 	$(PY) -m experiments.benchmarks.llm_grpo_step --reference_python=$(REF_VENV)/bin/python
 
 clean:
-	rm -rf $(VENV) $(REF_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(REF_VENV) runs .pytest_cache .jax_cache

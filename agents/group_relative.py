@@ -57,7 +57,7 @@ from hrljax import envs, rollout, training
 from hrljax.agents import common
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
-from hrljax.networks import MLP, CategoricalHead, GaussianHead, flatten_observation
+from hrljax.networks.policy import MLPPolicy
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
@@ -70,16 +70,15 @@ SINGLETON_MODES = ("zero", "raw")
 
 def get_config() -> ml_collections.ConfigDict:
   """Group-relative hyperparameters; defaults from the GiGPO reference scripts (module doc)."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=10, checkpoint_every=100)
   config.agent = "group_relative"
-  config.env_name = "FourRooms-misc"
-  config.env_kwargs = ml_collections.ConfigDict()
-  config.estimator = "gigpo"
-  config.seed = 0
-  config.total_timesteps = 1_048_576
+  config.env_name = "FourRooms-misc"  # a registered environment (hrljax.envs.make)
+  config.env_kwargs = ml_collections.ConfigDict()  # its keyword arguments
+  config.estimator = "gigpo"  # "grpo", "dr_grpo", "rloo" or "gigpo"
+  config.total_timesteps = 1_048_576  # environment steps
   config.num_groups = 16  # tasks per update
   config.group_size = 8  # episodes per task (verl-agent `env.rollout.n`)
-  config.num_envs = config.get_ref("num_groups") * config.get_ref("group_size")
+  config.num_envs = config.get_ref("num_groups") * config.get_ref("group_size")  # episodes
   config.num_steps = 32  # fixed episode window T
   # Estimators.
   config.gamma = 0.95  # GiGPO Eq. 5 step-return discount
@@ -88,39 +87,35 @@ def get_config() -> ml_collections.ConfigDict:
   config.episode_stat_weighting = "trajectory"  # GiGPO Eq. 3 baseline (paper) or "step"
   config.grpo_scale = "group"  # GRPO std: "group", "batch" (PPO-Lite) or "none"
   config.singleton_mode = "zero"  # advantage of a one-sample group (GRPO/RLOO/GiGPO episode)
-  config.advantage_eps = 1e-6
+  config.advantage_eps = 1e-6  # added to the group std (verl's value)
   # Loss.
-  config.clip_epsilon = 0.2
-  config.clip_epsilon_high = 0.2  # DAPO clip-higher uses 0.28
+  config.clip_epsilon = 0.2  # PPO ratio clip, lower side
+  config.clip_epsilon_high = 0.2  # upper side; DAPO clip-higher uses 0.28
   config.kl_coef = 0.01  # 0 disables the reference policy's forward pass
-  config.kl_estimator = "k3"
-  config.entropy_coef = 0.0
-  config.loss_aggregation = "token_mean"
+  config.kl_estimator = "k3"  # verl's `low_var_kl`
+  config.entropy_coef = 0.0  # entropy bonus
+  config.loss_aggregation = "token_mean"  # verl's default (policy_gradient.AGGREGATION_MODES)
   # Optimisation.
-  config.update_epochs = 1
-  config.num_minibatches = 1
-  config.learning_rate = 3e-4
+  config.update_epochs = 1  # passes over each update's episodes
+  config.num_minibatches = 1  # of episodes, per pass
+  config.learning_rate = 3e-4  # constant
   config.optimizer = "adam"  # or "sgd" (used by the multi-device equivalence test)
-  config.adam_eps = 1e-5
-  config.max_grad_norm = 1.0
+  config.adam_eps = 1e-5  # Adam epsilon
+  config.max_grad_norm = 1.0  # global-norm clip
   # Policy network.
-  config.hidden_sizes = (64, 64)
-  config.activation = "tanh"
+  config.hidden_sizes = (64, 64)  # MLP widths
+  config.activation = "tanh"  # MLP activation
   config.observation_one_hot = 0  # > 0: integer observations one-hot encoded, this many classes
-  config.rollout_unroll = 4
-  # Run-level settings read by the experiment loop.
-  config.log_every = 10
-  config.checkpoint_every = 100
-  config.max_checkpoints = 2
-  config.eval_episodes = 64
+  config.rollout_unroll = 4  # scan unroll of the rollout
+  config.eval_episodes = 64  # episodes per evaluation (sampled actions)
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_groups", "group_size", "num_envs",
-                      "num_steps", "update_epochs", "num_minibatches", "log_every",
-                      "checkpoint_every", "max_checkpoints", "eval_episodes", "rollout_unroll")
+                      "num_steps", "update_epochs", "num_minibatches", "eval_episodes",
+                      "rollout_unroll")
   checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "entropy_coef",
                       "advantage_eps", "observation_one_hot")
@@ -140,43 +135,15 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(
         f"config.num_envs: expected num_groups * group_size ({num_envs}), got {config.num_envs}")
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   if num_envs % config.num_minibatches:
     raise checks.ConfigError(
         f"config.num_minibatches: expected a divisor of num_groups * group_size ({num_envs}), "
         f"got {config.num_minibatches}")
-  checks.at_least(config, "total_timesteps", num_envs * config.num_steps,
-                  "one update of num_groups * group_size * num_steps")
+  training.num_updates(config.total_timesteps, num_envs * config.num_steps)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
   if config.observation_one_hot and not envs.spec(env, env_params).discrete:
     raise checks.ConfigError("config.observation_one_hot: expected 0 for a continuous-action "
                              f"environment, got {config.observation_one_hot!r}")
-
-
-class PolicyNetwork(nn.Module):
-  """An MLP policy: observation -> distrax distribution (categorical or diagonal Gaussian).
-
-  With `one_hot > 0` every entry of an integer observation (grid coordinates, say) is one-hot
-  encoded with `one_hot` classes before the MLP, otherwise the observation is flattened as is.
-  """
-
-  action_dim: int
-  discrete: bool = True
-  observation_ndim: int = 1
-  hidden_sizes: tuple = (64, 64)
-  activation: str = "tanh"
-  one_hot: int = 0
-
-  @nn.compact
-  def __call__(self, obs: Array):
-    if self.one_hot:
-      encoded = jax.nn.one_hot(jnp.asarray(obs).astype(jnp.int32), self.one_hot)
-      x = flatten_observation(encoded, self.observation_ndim + 1)
-    else:
-      x = flatten_observation(obs, self.observation_ndim)
-    features = MLP(tuple(self.hidden_sizes), self.activation)(x)
-    head = CategoricalHead(self.action_dim) if self.discrete else GaussianHead(self.action_dim)
-    return head(features)
 
 
 class GroupBatch(NamedTuple):
@@ -221,11 +188,11 @@ class GroupRelativeAgent(struct.PyTreeNode):
                                    self.config.update_epochs)
 
 
-def make_network(env_spec: envs.EnvSpec, config) -> PolicyNetwork:
-  return PolicyNetwork(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
-                       observation_ndim=len(env_spec.observation_shape),
-                       hidden_sizes=tuple(config.hidden_sizes), activation=config.activation,
-                       one_hot=int(config.observation_one_hot))
+def make_network(env_spec: envs.EnvSpec, config) -> MLPPolicy:
+  return MLPPolicy(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
+                   observation_ndim=len(env_spec.observation_shape),
+                   hidden_sizes=tuple(config.hidden_sizes), activation=config.activation,
+                   one_hot=int(config.observation_one_hot))
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
@@ -389,7 +356,6 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   env_spec = envs.spec(env, env_params)
   env_steps_per_update = config.num_groups * config.group_size * config.num_steps
-  num_updates = config.total_timesteps // env_steps_per_update
 
   def init(key: Array) -> RunnerState:
     agent_key, key = jax.random.split(key)
@@ -412,7 +378,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     return rollout.evaluate(env, env_params, sample, state.agent.params, key,
                             config.eval_episodes, env_params.max_steps_in_episode)
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
+  return Learner(init=init, step=step, evaluate=evaluate,
+                 num_updates=training.num_updates(config.total_timesteps, env_steps_per_update),
                  env_steps_per_update=env_steps_per_update, sharded_field="group_ids")
 
 

@@ -17,7 +17,7 @@ One update = every environment acts for `num_steps` steps, then one gradient ste
   L = critic_coef * L_critic + L_intra_option_pg + L_termination,
 
 all built from `hrljax.losses.options`:
-  * critic: `option_critic_loss` of Q(s_k, w_k) onto the option-aware n-step target
+  * critic: `options.option_critic_loss` of Q(s_k, w_k) onto the option-aware n-step target
     (`option_aware_n_step_returns`, expected-termination form): windows of at most `n_step`
     transitions that stop where the option ends, at a terminal state or truncation, or at the end
     of the rollout, bootstrapping from the arrival value U_c(s', w) = (1 - beta_w(s')) Q(s', w) +
@@ -32,32 +32,21 @@ to the next and is reset at episode ends. Call-and-return execution: the running
 the arrival state with probability beta_w(s'), then the policy over options (epsilon-greedy over Q
 by default) draws the next one.
 
-Deviations, each a config field. From the paper's four-rooms setting (4 options, gamma 0.99,
-epsilon 0.01, zero-initialised tabular parameters, intra-option Q-learning critic, Q baseline are
-kept):
-  * step sizes: the reference command's tabular SGD rates (critic 0.5, intra-option 0.25,
-    termination 0.25, one transition at a time) do not carry over to a batched update: summing
-    the 128 transitions of an update diverged to NaN within 200k steps (a cell visited k times in
-    a batch moves k * 0.5 of its TD error), averaging them gave 280 steps per episode after 400k
-    steps. Default: Adam on the batch mean with rates 0.01 / 0.005 / 0.005 (the same 2:1:1).
-    `optimizer="sgd", loss_reduction="sum"` with the paper's rates is the per-transition
-    tabular step applied to a whole batch at once (the diverging variant above).
-  * xi = 0.01 (`termination_margin`; Bacon et al.'s termination regulariser) instead of the
-    four-rooms script's 0: without it terminations grew everywhere (mean option duration 1.1-1.2
-    steps after 400k steps); with it options last 5-10 steps.
-  * intra-option temperature 1 (script 1e-2, paper text 1e-3): with Adam, 1e-2 collapsed the
-    policies' entropy to 0.001 and learned more slowly (21.8 vs 18.2 steps per episode at 400k).
-  * A2OC's deliberation cost is charged in its code as a reward of -c on the step where an option
-    is re-chosen and in the bootstrap `V - c` after a termination; here it enters the arrival
-    value in expectation, beta (V - c), the form of Harb et al.'s cost-augmented value; with c = 0
-    (the default) both are the plain option-critic target.
-  * A2OC's returns run through option switches (windows of 5..30 steps); here windows stop at
-    option ends (`hrljax.losses.options.intra_option_n_step_targets` semantics).
-  * V(s) is `max_w Q(s, w)` (paper, four-rooms code) or the epsilon-greedy expectation
-    (`value_over_options="expected"`, A2OC).
-  * Termination at s_{k+1} (paper) or at s_k (`state_for_termination="current"`, both codes).
-  * A2OC has one RMSProp for everything (`optimizer="rmsprop"` uses its rho 0.99 and eps 0.1);
-    here each part (critic with the torso, intra-option policies, terminations) has its rate.
+Deviations from the paper's four-rooms setting, each a config field (why, with the runs behind
+each choice: docs/options.md). Kept: 4 options, gamma 0.99, epsilon 0.01, zero-initialised
+tabular parameters, the intra-option Q-learning critic, the Q baseline.
+  * step sizes: Adam on the batch mean at 0.01 / 0.005 / 0.005 (the paper's 2:1:1 ratio), not the
+    reference's per-transition tabular SGD 0.5 / 0.25 / 0.25, which diverges once updates are
+    batched (`optimizer="sgd", loss_reduction="sum"` reproduces that per-transition step).
+  * xi = 0.01 (`termination_margin`, Bacon et al.'s termination regulariser; the script's 0 lets
+    options shrink to one step).
+  * intra-option temperature 1 (script 1e-2, paper text 1e-3).
+  * the deliberation cost enters the arrival value in expectation, beta (V - c), Harb et al.'s
+    cost-augmented value (A2OC's code charges -c as a reward on a switch); c = 0 by default.
+  * n-step windows stop at option ends (A2OC's run through switches).
+  * V(s) is `max_w Q(s, w)` (paper) or the epsilon-greedy expectation (`value_over_options=
+    "expected"`, A2OC); termination at s_{k+1} (paper) or s_k (`state_for_termination=
+    "current"`, both codes); one rate per part (A2OC: one RMSProp, `optimizer="rmsprop"`).
 """
 
 from typing import NamedTuple
@@ -186,7 +175,7 @@ def option_probabilities(q: Array, policy: str, epsilon, temperature) -> Array:
   return jax.vmap(options.epsilon_greedy_option_probs, in_axes=(0, None))(q, epsilon)
 
 
-def value_over_options(q: Array, kind: str, epsilon) -> Array:
+def state_value(q: Array, kind: str, epsilon) -> Array:
   """V(s) for `[..., O]` option values: the max, or the epsilon-greedy expectation (A2OC)."""
   if kind == "expected":
     return (1.0 - epsilon) * jnp.max(q, axis=-1) + epsilon * jnp.mean(q, axis=-1)
@@ -275,7 +264,7 @@ def trajectory_losses(out: OptionCriticOutput, out_next: OptionCriticOutput, tra
   q_next = stop(out_next.q)
   take = lambda x: jnp.take_along_axis(x, option[:, None], axis=1)[:, 0]
   beta_next = take(stop(out_next.beta))
-  v_next = value_over_options(q_next, config.value_over_options, epsilon) - cost
+  v_next = state_value(q_next, config.value_over_options, epsilon) - cost
   # The option of transition k ended on arrival in s_{k+1} iff a new one was drawn there.
   option_end = jnp.concatenate([extras.switched[1:], jnp.zeros((1,), bool)])
   targets = options.option_aware_n_step_returns(
@@ -301,7 +290,7 @@ def trajectory_losses(out: OptionCriticOutput, out_next: OptionCriticOutput, tra
   termination, term_extras = options.trajectory_termination_loss(
       beta_states, q_states, option, traj.terminated, traj.truncated,
       cost + config.termination_margin,
-      v=value_over_options(q_states, config.value_over_options, epsilon),
+      v=state_value(q_states, config.value_over_options, epsilon),
       state_for_termination=config.state_for_termination)
   del termination  # reduced over the whole batch below, from its sum and count
   return TrajectoryLosses(

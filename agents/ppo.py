@@ -25,7 +25,6 @@ import ml_collections
 import optax
 from flax import struct
 
-from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
 from hrljax.agents import common
 from hrljax.losses import policy_gradient as pg
@@ -38,48 +37,12 @@ def get_config() -> ml_collections.ConfigDict:
   """PPO hyperparameters; the defaults are PureJaxRL's PPO CartPole-v1 settings."""
   config = training.run_config(log_every=10, checkpoint_every=100)
   config.agent = "ppo"
-  config.env_name = "CartPole-v1"
-  config.env_kwargs = ml_collections.ConfigDict()
-  config.total_timesteps = 500_000
-  config.num_envs = 4
-  config.num_steps = 128  # rollout length per update
-  config.update_epochs = 4
-  config.num_minibatches = 4
-  config.learning_rate = 2.5e-4
-  config.anneal_lr = True
-  config.optimizer = "adam"  # or "sgd" (used by the multi-device equivalence tests)
-  config.adam_eps = 1e-5
-  config.max_grad_norm = 0.5
-  config.gamma = 0.99
-  config.gae_lambda = 0.95
-  config.clip_epsilon = 0.2
-  config.clip_value = True
-  config.normalize_advantages = True
-  config.entropy_coef = 0.01
-  config.value_coef = 0.5
-  config.hidden_sizes = (64, 64)
-  config.activation = "tanh"
-  config.rollout_unroll = 1  # unrolling was measured: no faster on CPU, slower to compile
-  config.eval_episodes = 32
-  return config
+  return common.add_ppo_fields(config)
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "update_epochs",
-                      "num_minibatches", "eval_episodes", "rollout_unroll")
-  checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
-  checks.non_negative(config, "clip_epsilon", "entropy_coef", "value_coef")
-  checks.in_unit_interval(config, "gamma", "gae_lambda")
-  checks.one_of(config, "optimizer", ("adam", "sgd"))
-  checks.divisible(config, "num_envs", num_devices, "the device count")
-  batch = config.num_envs * config.num_steps
-  if batch % config.num_minibatches:
-    raise checks.ConfigError(
-        f"config.num_minibatches: expected a divisor of num_envs * num_steps ({batch}), "
-        f"got {config.num_minibatches}")
-  checks.at_least(config, "total_timesteps", batch, "one update of num_envs * num_steps")
-  envs.make(config.env_name, **config.env_kwargs)  # unknown names and fields fail here
+  common.validate_ppo_fields(config, num_devices)
 
 
 class PPOAgent(struct.PyTreeNode):
@@ -98,7 +61,7 @@ class PPOAgent(struct.PyTreeNode):
     network = make_network(env_spec, config)
     init_key, key = jax.random.split(key)
     params = common.init_params(network, init_key, env_spec.observation_shape)
-    tx = make_optimizer(config)
+    tx = common.ppo_optimizer(config, num_updates(config))
     return cls(params=params, opt_state=tx.init(params), key=key, network=network, tx=tx,
                config=config)
 
@@ -119,52 +82,27 @@ def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
                      hidden_sizes=tuple(config.hidden_sizes), activation=config.activation)
 
 
-def make_optimizer(config) -> optax.GradientTransformation:
-  """Global-norm clipping, then Adam (or SGD) with PureJaxRL's stepwise linear annealing."""
-  num_updates = training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
-  steps_per_update = config.num_minibatches * config.update_epochs
-
-  def annealed(count):
-    frac = 1.0 - (count // steps_per_update) / num_updates
-    return config.learning_rate * frac
-
-  learning_rate = annealed if config.anneal_lr else config.learning_rate
-  if config.optimizer == "sgd":
-    optimizer = optax.sgd(learning_rate)
-  else:
-    optimizer = optax.adam(learning_rate, eps=config.adam_eps)
-  # One flat vector instead of one small kernel group per parameter leaf: the same arithmetic
-  # (clipping and Adam are element-wise given the global norm), fewer kernels per step.
-  return optax.flatten(optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer))
+def num_updates(config) -> int:
+  return training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
 
 
-def ppo_loss(params: PyTree, network: nn.Module, batch: Batch, config
-             ) -> tuple[Array, dict[str, Array]]:
-  """The PPO objective on one minibatch: clipped surrogate + value loss − entropy bonus."""
+def ppo_objective(params: PyTree, network: nn.Module, batch: Batch, config
+                  ) -> tuple[Array, dict[str, Array]]:
+  """The PPO objective on one minibatch (`policy_gradient.ppo_loss`), advantages normalised
+  over the minibatch first if `config.normalize_advantages`."""
   dist, value = network.apply(params, batch.obs)
-  log_prob = dist.log_prob(batch.action)
   advantage = batch.advantage
   if config.normalize_advantages:
     advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-  policy_loss, extras = pg.clipped_surrogate_loss(log_prob, batch.log_prob, advantage,
-                                                  epsilon=config.clip_epsilon)
-  clip = config.clip_epsilon if config.clip_value else None
-  v_loss = pg.value_loss(value, batch.target, batch.value, clip_epsilon=clip)
-  entropy = dist.entropy()
-  total = (policy_loss.mean() + config.value_coef * v_loss.mean()
-           - config.entropy_coef * entropy.mean())
-  return total, {
-      "loss": total,
-      "policy_loss": policy_loss.mean(),
-      "value_loss": v_loss.mean(),
-      "entropy": entropy.mean(),
-      "approx_kl": extras.approx_kl.mean(),
-      "clip_fraction": extras.clipped.mean(),
-  }
+  loss, parts = pg.ppo_loss(dist.log_prob(batch.action), batch.log_prob, advantage, value,
+                            batch.value, batch.target, dist.entropy(),
+                            clip_epsilon=config.clip_epsilon, clip_value=config.clip_value,
+                            value_coef=config.value_coef, entropy_coef=config.entropy_coef)
+  return loss, {"loss": loss, **parts._asdict()}
 
 
 def _minibatch_step(agent: PPOAgent, minibatch: Batch) -> tuple[PPOAgent, dict[str, Array]]:
-  return common.gradient_step(agent, ppo_loss, agent.network, minibatch, agent.config)
+  return common.gradient_step(agent, ppo_objective, agent.network, minibatch, agent.config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,10 +159,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     return rollout.evaluate(env, env_params, greedy, state.agent.params, key,
                             config.eval_episodes, env_params.max_steps_in_episode)
 
-  steps_per_update = config.num_envs * config.num_steps
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
-                 env_steps_per_update=steps_per_update,
+  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates(config),
+                 env_steps_per_update=config.num_envs * config.num_steps,
                  sharded_field="env")
 
 

@@ -39,6 +39,20 @@ def positive_int(config, *fields: str) -> None:
       _fail(field, "an integer > 0", value)
 
 
+def non_negative_int(config, *fields: str) -> None:
+  for field in fields:
+    value = config[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+      _fail(field, "an integer >= 0", value)
+
+
+def in_open_unit_interval(config, *fields: str) -> None:
+  for field in fields:
+    value = config[field]
+    if not (_finite_number(value) and 0.0 < value < 1.0):
+      _fail(field, "a number in (0, 1)", value)
+
+
 def in_unit_interval(config, *fields: str) -> None:
   for field in fields:
     value = config[field]

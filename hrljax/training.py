@@ -46,7 +46,8 @@ def run_config(*, log_every: int = 10, eval_every: int = 0, checkpoint_every: in
   config = ml_collections.ConfigDict()
   config.seeds = tuple(seeds)  # trained side by side in one program; --config.seeds=0,1,2
   config.log_every = log_every  # updates per compiled chunk, JSONL record and progress line
-  config.eval_every = eval_every  # updates between evaluations (a multiple of log_every); 0: at the end only
+  config.eval_every = eval_every  # updates between evaluations (a multiple of log_every), and one
+  #                                 at update 0; 0: at the end only
   config.checkpoint_every = checkpoint_every  # updates between checkpoints (a multiple of log_every)
   config.max_checkpoints = max_checkpoints  # checkpoints kept
   return config
@@ -208,7 +209,8 @@ def _resume(checkpointer: ckpt.Checkpointer, state: Any, logger: MetricsLogger
             ) -> tuple[Any, int, float]:
   """`(state, updates done, wall seconds spent)` from the latest checkpoint, or from scratch."""
   update = checkpointer.latest_step()
-  if update is None:
+  if update is None:  # a fresh run, or one killed before its first checkpoint: start the log anew
+    logger.truncate_after(0)
     return state, 0, 0.0
   state = checkpointer.restore(like=state, step=update)
   elapsed = float((checkpointer.restore_metadata(update) or {}).get("wall_time", 0.0))
@@ -307,7 +309,8 @@ def _log_evaluation(logger: MetricsLogger, seeds: _Seeds, results: list, update:
                            "env_steps": update * learner.env_steps_per_update,
                            "wall_time": elapsed, **result})
     shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
-                      if k.startswith("eval") and isinstance(v, (int, float)))
+                      if k not in ("seed", "update", "env_steps", "wall_time")
+                      and not k.startswith("task") and isinstance(v, (int, float)))
     lines.append(f"evaluation at update {update}" + (f" (seed {seed})" if seeds.batched else "")
                  + f": {shown}")
   for line in lines:
@@ -357,6 +360,8 @@ def train(learner: Learner, config, workdir: str, mesh=None,
   chunk = chunk.lower(state, jnp.int32(config.log_every)).compile()
   logger.progress(f"compiled the update loop in {time.perf_counter() - start:.1f} s")
   evaluate = _Evaluator(learner, seeds, mesh)
+  if config.eval_every and update == 0:  # a learning curve starts at the initial policy
+    _log_evaluation(logger, seeds, evaluate(state, 0), 0, learner, elapsed)
 
   while update < learner.num_updates:
     length = min(config.log_every, learner.num_updates - update)

@@ -1,5 +1,83 @@
-"""Pure-function losses, one module per family.
+"""Pure-function losses of hierarchical reinforcement learning, one module per family.
 
-Import the module you need, e.g. `from hrljax.losses import policy_gradient`. Modules import only
-jax, chex, rlax and distrax: no network, agent, optimizer or environment.
+    from hrljax.losses import group_relative as gr
+    advantages = gr.grpo_advantages(rewards, group_ids, num_groups)
+
+A loss is a pure function of arrays (no network, optimizer, environment or global state) that
+returns ``(loss, extras)`` or the quantity it names. Temporal losses take one trajectory (the
+caller vmaps); group-relative ones take the flat batch with ``group_ids``. Loss modules import
+only jax, chex, rlax, distrax, optax and each other.
+
+``FAMILIES`` below is the index of the library: every family and its public functions. A family
+module is imported on first use (``hrljax.losses.options`` or ``from hrljax.losses import
+options``), so importing one family does not import the others.
 """
+
+import importlib
+
+FAMILIES = {
+    # clipped surrogates, value loss, KL estimators, entropy, GAE, token aggregation
+    "policy_gradient": (
+        "generalized_advantage_estimation", "clipped_surrogate_loss", "sequence_log_ratio",
+        "value_loss", "ppo_loss", "categorical_entropy", "kl_divergence", "aggregate",
+        "masked_mean",
+    ),
+    # GRPO, Dr. GRPO, RLOO, DAPO pieces, GiGPO, REC/OPMD/AsymRE, HICRA, HBPO, M-GRPO, DisCO,
+    # SALT, SPA-RL, G-RA, Hi-Agent
+    "group_relative": (
+        "segment_count", "segment_mean", "segment_std", "contiguous_group_ids", "group_normalize",
+        "group_normalize_dense", "broadcast_to_tokens", "grpo_advantages", "dr_grpo_advantages",
+        "rloo_advantages", "informative_group_mask", "overlong_penalty", "anchor_state_ids",
+        "observation_words", "observation_hash", "discounted_step_returns",
+        "discounted_grid_returns", "gigpo_advantages", "gigpo_grid_advantages", "rec_advantages",
+        "opmd_advantages", "asymre_advantages", "rec_loss", "opmd_loss", "hicra_advantages",
+        "hicra_verl_port_advantages", "planning_token_mask", "hbpo_reward", "hbpo_advantages",
+        "mgrpo_alignment", "disco_loss", "salt_advantages", "spa_step_rewards", "spa_progress_loss",
+        "gated_reward_accumulation", "foresight_rewards",
+    ),
+    # option-critic: intra-option targets, termination, intra-option policy gradient
+    "options": (
+        "value_over_options", "epsilon_greedy_option_probs", "softmax_option_probs",
+        "sample_option", "select_option", "intra_option_q_target", "option_critic_loss",
+        "option_segment_ends", "option_aware_n_step_returns", "intra_option_n_step_targets",
+        "termination_loss", "trajectory_termination_loss", "intra_option_pg_loss",
+    ),
+    # goal-conditioned values, AWR actors, HIQL, OTA, HILP, HIRO/HAC relabelling
+    "goal_conditioned": (
+        "expectile_loss", "awr_weights", "awr_loss", "ivl_value_loss", "ivl_value_loss_batch",
+        "length_normalize", "hiql_low_advantage", "hiql_high_advantage", "hiql_low_actor_loss",
+        "hiql_high_actor_loss", "ota_option_indices", "ota_option_value_target",
+        "ota_high_value_loss", "hilp_value", "hilp_representation_loss", "hilp_intrinsic_reward",
+        "hilp_goal_prompt", "hilp_reward_prompt", "hilp_sample_skills", "hilp_plan_midpoint",
+        "hiro_goal_transition", "hiro_low_reward", "hiro_candidate_goals", "hiro_propagate_goals",
+        "hiro_relabel", "hac_target", "hac_goal_reward", "hac_hindsight_action",
+        "hac_hindsight_goals", "hac_subgoal_test_penalty",
+    ),
+    # ArCHer utterance-level critics and token-level actor
+    "hierarchical_critics": (
+        "archer_q_targets", "archer_v_targets", "archer_critic_loss", "archer_advantage",
+        "archer_actor_loss", "archer_baseline_actor_loss", "offline_archer_critic_loss",
+        "offline_archer_actor_loss", "filtered_bc_mask", "filtered_bc_loss", "chai_select",
+    ),
+    # safety critics, Lagrange multipliers, shields and projections
+    "safety": (
+        "risk_value", "qrisk_td_target", "qrisk_loss", "reflex_select", "sqrl_target", "sqrl_loss",
+        "sqrl_actor_penalty", "sqrl_lambda_loss", "csc_loss", "lagrange_init", "lagrange_update",
+        "lagrange_multiplier_loss", "pid_lagrange_init", "pid_lagrange_update",
+        "augmented_lagrangian_penalty", "per_step_cost_budget", "ppo_lag_advantage",
+        "lagrangian_combine", "sac_lag_actor_loss", "halfspace_project", "circle_cbf_constraint",
+        "polytope_project", "dalal_safety_layer", "hierarchical_shield",
+    ),
+}
+
+__all__ = tuple(FAMILIES)
+
+
+def __getattr__(name: str):
+  if name in FAMILIES:
+    return importlib.import_module(f"{__name__}.{name}")
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(FAMILIES))

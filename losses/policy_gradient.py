@@ -217,6 +217,62 @@ def value_loss(
   return 0.5 * jnp.maximum(error, jnp.square(clipped_value - target))
 
 
+class PPOExtras(NamedTuple):
+  """The parts of `ppo_loss`, each a scalar mean over the minibatch."""
+
+  policy_loss: Array
+  value_loss: Array
+  entropy: Array
+  approx_kl: Array  # k1 estimate of KL(π_old ‖ π)
+  clip_fraction: Array  # fraction of elements whose clipped branch was active
+
+
+def ppo_loss(
+    logp: Array,
+    old_logp: Array,
+    advantages: Array,
+    value: Array,
+    old_value: Array,
+    target: Array,
+    entropy: Array,
+    *,
+    clip_epsilon: float = 0.2,
+    clip_value: bool = True,
+    value_coef: float = 0.5,
+    entropy_coef: float = 0.01,
+) -> tuple[Array, PPOExtras]:
+  """PPO's objective on a flat minibatch `[B]`: mean clipped surrogate + `value_coef` · mean value
+  loss − `entropy_coef` · mean entropy.
+
+  Schulman et al. 2017 (arXiv:1707.06347), Eq. 9 with the clipped surrogate of Eq. 7 (the sign
+  flipped: a loss to minimise) and, with `clip_value`, the value clipping of OpenAI baselines'
+  PPO2 at the same ε (`value_loss`), as PureJaxRL does. Advantages are used as given: normalise
+  them before the call if you want to (PureJaxRL does, per minibatch).
+
+  Args:
+    logp, old_logp: log-probabilities of the taken actions under the policy being optimised and
+      under the behaviour policy (no gradient into `old_logp`).
+    advantages: advantage estimates (no gradient).
+    value, old_value, target: the critic's value now, at collection time, and its target.
+    entropy: the policy's entropy at each sample.
+    clip_epsilon: ε of the ratio clip and of the value clip.
+    clip_value: clip the value update around `old_value`.
+    value_coef, entropy_coef: the weights of Eq. 9 (c1, c2).
+
+  Returns:
+    `(loss, PPOExtras)`: the scalar objective and its parts.
+  """
+  _checks.boolean("clip_value", clip_value)
+  chex.assert_rank([logp, old_logp, advantages, value, old_value, target, entropy], 1)
+  chex.assert_equal_shape([logp, old_logp, advantages, value, old_value, target, entropy])
+  policy_loss, extras = clipped_surrogate_loss(logp, old_logp, advantages, epsilon=clip_epsilon)
+  v_loss = value_loss(value, target, old_value, clip_epsilon=clip_epsilon if clip_value else None)
+  total = policy_loss.mean() + value_coef * v_loss.mean() - entropy_coef * entropy.mean()
+  return total, PPOExtras(policy_loss=policy_loss.mean(), value_loss=v_loss.mean(),
+                          entropy=entropy.mean(), approx_kl=extras.approx_kl.mean(),
+                          clip_fraction=extras.clipped.mean())
+
+
 def categorical_entropy(logits: Array) -> Array:
   """Entropy of softmax(logits) over the last axis (rank-polymorphic)."""
   chex.assert_type(logits, float)

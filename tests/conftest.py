@@ -12,6 +12,13 @@
 import importlib.util
 import os
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# JAX's persistent compilation cache, shared by the xdist workers and the subprocesses they start
+# (which inherit the variable): a program compiled once in the run (the PPO config of the CLI
+# tests, the tiny learners several files build) is read back instead of compiled again. It starts
+# empty in a clean clone; entries are keyed by the program and the library versions.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))
+
 SINGLE_THREAD_EIGEN = "--xla_cpu_multi_thread_eigen=false"
 if SINGLE_THREAD_EIGEN not in os.environ.get("XLA_FLAGS", ""):
   # Must happen before the CPU backend starts (at the first computation, after this import).

@@ -4,7 +4,7 @@
 
 times the jitted (after compile) GiGPO advantages of `hrljax.losses.group_relative` three ways:
 
-* `gigpo_advantages_dense`: the `[T, N]` grid of the rollout in, observations as anchor keys
+* `gigpo_grid_advantages`: the `[T, N]` grid of the rollout in, observations as anchor keys
   (anchors by direct addressing: each task's observations span a small box of grid cells, so
   (task, observation) numbers its slot with no collision; hash tables when the boxes do not fit;
   returns by a scan over time; no sort). The headline number.
@@ -186,30 +186,30 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
     anchors = gr.anchor_state_ids(obs, group, valid=valid)
     return advantages(reward, traj, step, group, anchors.ids, valid=valid).advantages
 
-  grid = (num_steps, num_traj)
+  shape = (num_steps, num_traj)
 
   @jax.jit
-  def dense(obs, reward, group, valid):
+  def grid(obs, reward, group, valid):
     # Rows are time-major: row t * num_traj + n is step t of trajectory n.
-    return gr.gigpo_advantages_dense(
-        reward.reshape(grid), group.reshape(grid)[0], obs.reshape(grid + obs.shape[1:]),
-        num_groups=num_groups, valid=valid.reshape(grid), gamma=gamma, omega=omega,
+    return gr.gigpo_grid_advantages(
+        reward.reshape(shape), group.reshape(shape)[0], obs.reshape(shape + obs.shape[1:]),
+        num_groups=num_groups, valid=valid.reshape(shape), gamma=gamma, omega=omega,
         norm=norm).advantages.reshape(-1)
 
   device_args = jax.device_put((obs, reward, traj, step, group, valid))
-  dense_args = tuple(device_args[i] for i in (0, 1, 4, 5))
+  grid_args = tuple(device_args[i] for i in (0, 1, 4, 5))
   start = time.perf_counter()
-  compiled_dense = dense.lower(*dense_args).compile()
+  compiled_grid = grid.lower(*grid_args).compile()
   compile_seconds = time.perf_counter() - start
   compiled = with_anchors.lower(*device_args).compile()
   anchor_ids = jax.block_until_ready(
       jax.jit(gr.anchor_state_ids)(device_args[0], device_args[4], valid=device_args[5]).ids)
   only = advantages.lower(*device_args[1:5], anchor_ids, valid=device_args[5]).compile()
-  run_dense = lambda: jax.block_until_ready(compiled_dense(*dense_args))
+  run_grid = lambda: jax.block_until_ready(compiled_grid(*grid_args))
   run_full = lambda: jax.block_until_ready(compiled(*device_args))
   run_only = lambda: jax.block_until_ready(only(*device_args[1:5], anchor_ids,
                                                 valid=device_args[5]))
-  run_dense(), run_full(), run_only()  # warm-up
+  run_grid(), run_full(), run_only()  # warm-up
 
   rows = valid.astype(bool)
   reference_args = (obs[rows], reward[rows], traj[rows], step[rows], group[rows])
@@ -220,28 +220,28 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
     expected = reference_gigpo(*reference_args, gamma=gamma, omega=omega, norm=norm)
 
   times = _interleaved_seconds(
-      {"dense": run_dense, "full": run_full, "only": run_only, "reference": run_reference},
-      {"dense": reps, "full": reps, "only": reps, "reference": reference_reps})
+      {"grid": run_grid, "full": run_full, "only": run_only, "reference": run_reference},
+      {"grid": reps, "full": reps, "only": reps, "reference": reference_reps})
   best = {name: min(t) for name, t in times.items()}
   median = {name: statistics.median(t) for name, t in times.items()}
   got = np.asarray(run_full())
-  got_dense = np.asarray(run_dense())
+  got_grid = np.asarray(run_grid())
   return {
       "trajectories": num_traj, "steps": num_steps, "rows": num_rows, "real_steps": int(rows.sum()),
       "device": jax.devices()[0].device_kind, "platform": jax.devices()[0].platform,
-      "jax_dense_with_anchors_seconds": best["dense"],
+      "jax_grid_with_anchors_seconds": best["grid"],
       "jax_anchor_ids_and_advantages_seconds": best["full"],
       "jax_advantages_only_seconds": best["only"],
-      "jax_dense_compile_seconds": compile_seconds,
+      "jax_grid_compile_seconds": compile_seconds,
       "reference_dictionary_seconds": best["reference"],
-      "speedup_dense_with_anchors": best["reference"] / best["dense"],
+      "speedup_grid_with_anchors": best["reference"] / best["grid"],
       "speedup_with_anchor_ids": best["reference"] / best["full"],
       "speedup_advantages_only": best["reference"] / best["only"],
       "median_seconds": median,
-      "median_speedup_dense_with_anchors": median["reference"] / median["dense"],
+      "median_speedup_grid_with_anchors": median["reference"] / median["grid"],
       "max_abs_difference": float(np.max(np.abs(got[rows] - expected))),
-      "max_abs_difference_dense": float(np.max(np.abs(got_dense[rows] - expected))),
-      "padding_rows_zero": bool(np.all(got[~rows] == 0) and np.all(got_dense[~rows] == 0)),
+      "max_abs_difference_grid": float(np.max(np.abs(got_grid[rows] - expected))),
+      "padding_rows_zero": bool(np.all(got[~rows] == 0) and np.all(got_grid[~rows] == 0)),
   }
 
 
@@ -256,14 +256,14 @@ def main(argv):
         f"({result['real_steps']} real steps), fastest of the interleaved runs:", file=sys.stderr)
   print(f"  reference (NumPy + dictionaries): {result['reference_dictionary_seconds']:.4f} s",
         file=sys.stderr)
-  print(f"  jax dense grid, anchors included: {result['jax_dense_with_anchors_seconds']:.4f} s"
-        f"  ({result['speedup_dense_with_anchors']:.1f}x)", file=sys.stderr)
+  print(f"  jax grid, anchors included: {result['jax_grid_with_anchors_seconds']:.4f} s"
+        f"  ({result['speedup_grid_with_anchors']:.1f}x)", file=sys.stderr)
   full = result["jax_anchor_ids_and_advantages_seconds"]
   print(f"  jax anchor ids + advantages:      {full:.4f} s"
         f"  ({result['speedup_with_anchor_ids']:.1f}x)", file=sys.stderr)
   print(f"  jax advantages (ids given):       {result['jax_advantages_only_seconds']:.4f} s"
         f"  ({result['speedup_advantages_only']:.1f}x)", file=sys.stderr)
-  print(f"  dense, medians: {result['median_speedup_dense_with_anchors']:.1f}x", file=sys.stderr)
+  print(f"  grid, medians: {result['median_speedup_grid_with_anchors']:.1f}x", file=sys.stderr)
   print(json.dumps(result))
 
 

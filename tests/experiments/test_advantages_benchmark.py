@@ -1,5 +1,6 @@
 """Tests of experiments/benchmarks/advantages.py: its dictionary-based GiGPO reference (checked
-against the spec's worked example, then used to check `gigpo_advantages`) and a tiny benchmark run.
+against the worked example of docs/group_relative.md, then used to check `gigpo_advantages`) and
+a tiny benchmark run.
 
 Timings are printed by the benchmark, never asserted here.
 """
@@ -19,15 +20,15 @@ _spec = importlib.util.spec_from_file_location(
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-# Spec section 5.5: one task, trajectories A (s0, s1, s2; rewards 0, 0, 10), B (s0, s1, s3; all 0)
-# and C (s0, s4; rewards 0, 10); gamma 0.95, omega 1.
+# The GiGPO worked example of docs/group_relative.md: one task, trajectories A (s0, s1, s2;
+# rewards 0, 0, 10), B (s0, s1, s3; all 0) and C (s0, s4; rewards 0, 10); gamma 0.95, omega 1.
 _STATES = {"s0": 0, "s1": 1, "s2": 2, "s3": 3, "s4": 4}
 _ROWS = [("A", 0, "s0", 0.0), ("A", 1, "s1", 0.0), ("A", 2, "s2", 10.0),
          ("B", 0, "s0", 0.0), ("B", 1, "s1", 0.0), ("B", 2, "s3", 0.0),
          ("C", 0, "s0", 0.0), ("C", 1, "s4", 10.0)]
 
 
-def _spec_example(order):
+def _worked_example(order):
   rows = [_ROWS[i] for i in order]
   traj = np.array(["ABC".index(t) for t, _, _, _ in rows])
   step = np.array([s for _, s, _, _ in rows])
@@ -40,14 +41,14 @@ def _spec_example(order):
     ("trajectory", [6.1833, 8.0833, 3.3333, -12.8417, -11.4167, -6.6667, 6.6583, 3.3333]),
     ("step", [6.6, 8.5, 3.75, -12.425, -11.0, -6.25, 7.075, 3.75]),
 ])
-def test_reference_reproduces_the_spec_worked_example(weighting, expected):
+def test_reference_reproduces_the_worked_example(weighting, expected):
   order = np.random.default_rng(0).permutation(8)
-  got = bench.reference_gigpo(*_spec_example(order), gamma=0.95, omega=1.0, weighting=weighting)
+  got = bench.reference_gigpo(*_worked_example(order), gamma=0.95, omega=1.0, weighting=weighting)
   np.testing.assert_allclose(got, np.asarray(expected)[order], atol=1e-4)
 
 
-def test_reference_reproduces_the_spec_mean_std_values():
-  obs, r, traj, step, group = _spec_example(range(8))
+def test_reference_reproduces_the_worked_example_mean_std_values():
+  obs, r, traj, step, group = _worked_example(range(8))
   steps_only = bench.reference_gigpo(obs, r, traj, step, group, omega=1.0, norm="mean_std")
   episode_only = bench.reference_gigpo(obs, r, traj, step, group, omega=0.0, norm="mean_std")
   np.testing.assert_allclose(episode_only, [0.5774] * 3 + [-1.1547] * 3 + [0.5774] * 2,
@@ -104,14 +105,14 @@ def test_tiny_benchmark_run_reports_times_and_agreement():
   result = bench.benchmark(num_groups=3, group_size=4, num_steps=8, reps=2, reference_reps=1)
   assert result["trajectories"] == 12 and result["rows"] == 96
   # The headline times are the fastest of the interleaved runs, never above their median.
-  assert result["jax_dense_with_anchors_seconds"] <= result["median_seconds"]["dense"]
-  assert set(result["median_seconds"]) == {"dense", "full", "only", "reference"}
+  assert result["jax_grid_with_anchors_seconds"] <= result["median_seconds"]["grid"]
+  assert set(result["median_seconds"]) == {"grid", "full", "only", "reference"}
   assert 0 < result["real_steps"] <= 96
-  for key in ("jax_dense_with_anchors_seconds", "jax_anchor_ids_and_advantages_seconds",
+  for key in ("jax_grid_with_anchors_seconds", "jax_anchor_ids_and_advantages_seconds",
               "jax_advantages_only_seconds", "reference_dictionary_seconds",
-              "speedup_dense_with_anchors", "speedup_with_anchor_ids",
+              "speedup_grid_with_anchors", "speedup_with_anchor_ids",
               "speedup_advantages_only"):
     assert result[key] > 0, key
   assert result["max_abs_difference"] < 1e-4
-  assert result["max_abs_difference_dense"] < 1e-4
+  assert result["max_abs_difference_grid"] < 1e-4
   assert result["padding_rows_zero"]

@@ -23,6 +23,9 @@ PRESETS = sorted(name[:-3] for name in os.listdir(CONFIG_DIR)
 
 RUN = {"log_every": 2, "checkpoint_every": 2, "eval_every": 0}
 FOUR_ROOMS = {"eval_episodes": 4, "rollout_unroll": 1}
+# the sizes of tests/agents/test_group_relative_agent.py, so the compilation cache shares programs
+GROUPED = {**FOUR_ROOMS, "num_groups": 2, "group_size": 4, "num_steps": 8, "total_timesteps": 128,
+           "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": (16,)}
 
 # preset -> (overrides, a file argument of the config or None). Several presets of one agent
 # share the compiled shapes where they can.
@@ -32,6 +35,8 @@ SMOKE = {
     "ppo_fourrooms": ({**FOUR_ROOMS, "total_timesteps": 16 * 16 * 4, "num_steps": 16,
                        "update_epochs": 1, "num_minibatches": 2}, None),
     "option_critic_fourrooms": ({**FOUR_ROOMS, "total_timesteps": 16 * 8 * 4}, None),
+    "grpo_fourrooms": (GROUPED, None),
+    "gigpo_fourrooms": (GROUPED, None),
 }
 
 

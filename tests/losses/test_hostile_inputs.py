@@ -1,14 +1,16 @@
 """Hostile inputs for every public function of `hrljax.losses` (property-based, hypothesis).
 
-Every public function of every loss module must have a case below (the first test enumerates the
-modules, so a new loss without a case fails). For each case, hypothesis draws shapes and values
+Every public function of every loss family must have a case below (the first test enumerates the
+families, a package's through its `__all__`, so a new loss without a case fails). The cases come
+in one section per family (`<FAMILY>_CASES`); add a new function's case to its family's section.
+For each case, hypothesis draws shapes and values
 and checks: valid inputs give finite results; a wrong rank (one axis added or removed) is an
 error; a NaN reaches the output (or the call raises), never a silent finite value; an Inf gives a
 non-finite output or the finite limit of the function (the value at +-1e30); integer arrays where
 floats are expected raise or give the result of the same values as floats; bad Python options
 raise a ValueError naming the option; out-of-range group ids are not merged into a group, and
-empty groups change nothing. Failures in modules other helpers own are marked xfail(strict=True)
-with the reason, for the lead.
+empty groups change nothing. A known failure is marked xfail(strict=True) with its reason, so
+that a fix is noticed.
 
 A case gives valid inputs as small specs, `"<kind>:<dims>"`, drawn per example:
   f  standard normal float32        u  uniform [0, 1) float32 (probabilities, discounts)
@@ -206,8 +208,9 @@ def _selected_option_is_the_sentinel_or_kept(arrays, out):
     assert option == int(arrays["option_tm1"]), out
 
 
-CASES = {
-    # ---------------------------------------------------------------- goal_conditioned
+# ================================================================================= goal_conditioned
+# Cases of hrljax.losses.goal_conditioned: one per public function; add the new ones here.
+GOAL_CONDITIONED_CASES = {
     "goal_conditioned.expectile_loss": Case(
         gc.expectile_loss, {"diff": "f:B"}, kw={"expectile": 0.7}, rank=(),
         bad={"expectile": 1.5}, why="elementwise, any rank"),
@@ -318,17 +321,25 @@ CASES = {
         bad={"num_goals": 0}, nan=(), why="samples rows of `achieved`: a NaN row may not be drawn"),
     "goal_conditioned.hac_subgoal_test_penalty": Case(
         gc.hac_subgoal_test_penalty, {}, kw={"horizon": 10}, bad={"horizon": 0}),
-    # ---------------------------------------------------------------- group_relative
+}
+
+
+# =================================================================================== group_relative
+# Cases of hrljax.losses.group_relative: one per public function; add the new ones here.
+GROUP_RELATIVE_CASES = {
     "group_relative.segment_count": Case(
         gr.segment_count, {"group_ids": "i<G:B", "valid": "v:B"}, kw={"num_groups": "$G"},
-        groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"}, bad={"num_groups": 0}),
+        groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
+        bad={"num_groups": 0}),
     "group_relative.segment_mean": Case(
         gr.segment_mean, {"values": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
+        kw={"num_groups": "$G"},
+        groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
         bad={"num_groups": 0}),
     "group_relative.segment_std": Case(
         gr.segment_std, {"values": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
+        kw={"num_groups": "$G"},
+        groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
         bad={"num_groups": 0, "ddof": -1}),
     "group_relative.contiguous_group_ids": Case(
         gr.contiguous_group_ids, {}, kw={"num_groups": 2, "group_size": 3},
@@ -375,8 +386,8 @@ CASES = {
         gr.discounted_step_returns, {"rewards": "f:N", "traj_ids": _traj_ids,
                                      "step_index": _step_index, "valid": "v:N"},
         kw={"gamma": 0.9, "num_traj": "$C"}, dims={"N": None}, bad={"gamma": 1.5}),
-    "group_relative.discounted_step_returns_dense": Case(
-        gr.discounted_step_returns_dense, {"rewards": "f:T,C", "valid": "v:T,C"},
+    "group_relative.discounted_grid_returns": Case(
+        gr.discounted_grid_returns, {"rewards": "f:T,C", "valid": "v:T,C"},
         kw={"gamma": 0.9}, bad={"gamma": -0.5}),
     "group_relative.gigpo_advantages": Case(
         gr.gigpo_advantages, {"step_rewards": "f:N", "traj_ids": _traj_ids,
@@ -385,8 +396,8 @@ CASES = {
         kw={"num_groups": "$G", "num_traj": "$C", "num_anchors": "$K"}, dims={"N": None},
         bad={"norm": "nope", "gamma": 2.0, "episode_stat_weighting": "nope",
              "episode_singleton_mode": "nope", "eps": -1.0}),
-    "group_relative.gigpo_advantages_dense": Case(
-        gr.gigpo_advantages_dense, {"step_rewards": "f:T,N", "group_ids": "i<G:N",
+    "group_relative.gigpo_grid_advantages": Case(
+        gr.gigpo_grid_advantages, {"step_rewards": "f:T,N", "group_ids": "i<G:N",
                                     "observations": _obs_dense, "valid": "v:T,N"},
         kw={"num_groups": "$G"}, rank=("step_rewards", "group_ids", "valid"),
         bad={"norm": "nope", "gamma": -1.0, "anchor_method": "nope"}),
@@ -460,7 +471,12 @@ CASES = {
     "group_relative.foresight_rewards": Case(
         gr.foresight_rewards, {"format_rewards": "f:B", "execution_rewards": "f:B"}, rank=(),
         bad={"lam": -1.0}, why="elementwise, any shape"),
-    # ---------------------------------------------------------------- hierarchical_critics
+}
+
+
+# ============================================================================= hierarchical_critics
+# Cases of hrljax.losses.hierarchical_critics: one per public function; add the new ones here.
+HIERARCHICAL_CRITICS_CASES = {
     "hierarchical_critics.archer_q_targets": Case(
         hc.archer_q_targets, {"r": "f:B", "terminated": "b:B", "v_next_tgt": "f:E,B"},
         kw={"gamma": 0.95}, bad={"gamma": 1.5, "heads": "nope"}),
@@ -497,7 +513,12 @@ CASES = {
         hc.filtered_bc_loss, {"token_logp": "lp:B,L", "token_mask": "m:B,L", "keep": "v:B"}),
     "hierarchical_critics.chai_select": Case(
         hc.chai_select, {"q_candidates_tgt": "f:E,B,K"}, output=lambda out: out[1]),
-    # ---------------------------------------------------------------- options
+}
+
+
+# ========================================================================================== options
+# Cases of hrljax.losses.options: one per public function; add the new ones here.
+OPTIONS_CASES = {
     "options.value_over_options": Case(
         op.value_over_options, {"q_s": "f:O", "option_probs": "p:O"}),
     "options.epsilon_greedy_option_probs": Case(
@@ -544,7 +565,12 @@ CASES = {
     "options.intra_option_pg_loss": Case(
         op.intra_option_pg_loss, {"logits_tm1": "f:A", "a_tm1": "i<A:", "target_tm1": "f:",
                                   "baseline_tm1": "f:"}, bad={"entropy_coef": -1.0}),
-    # ---------------------------------------------------------------- policy_gradient
+}
+
+
+# ================================================================================== policy_gradient
+# Cases of hrljax.losses.policy_gradient: one per public function; add the new ones here.
+POLICY_GRADIENT_CASES = {
     "policy_gradient.generalized_advantage_estimation": Case(
         pg.generalized_advantage_estimation, {"r_t": "f:T", "discount_t": "u:T", "v_tm1": "f:T",
                                               "v_t": "f:T", "done_t": "b:T"},
@@ -557,6 +583,10 @@ CASES = {
     "policy_gradient.value_loss": Case(
         pg.value_loss, {"value": "f:B", "target": "f:B", "old_value": "f:B"},
         kw={"clip_epsilon": 0.2}, bad={"clip_epsilon": -0.2}),
+    "policy_gradient.ppo_loss": Case(
+        pg.ppo_loss, {"logp": "lp:B", "old_logp": "lp:B", "advantages": "f:B", "value": "f:B",
+                      "old_value": "f:B", "target": "f:B", "entropy": "f:B"},
+        bad={"clip_value": 1}),
     "policy_gradient.categorical_entropy": Case(
         pg.categorical_entropy, {"logits": "f:B,A"}, rank=(), why="rank-polymorphic"),
     "policy_gradient.kl_divergence": Case(
@@ -567,7 +597,12 @@ CASES = {
         bad={"mode": "nope", "constant": -1.0}),
     "policy_gradient.masked_mean": Case(
         pg.masked_mean, {"x": "f:B,T", "mask": "m:B,T"}),
-    # ---------------------------------------------------------------- safety
+}
+
+
+# =========================================================================================== safety
+# Cases of hrljax.losses.safety: one per public function; add the new ones here.
+SAFETY_CASES = {
     "safety.risk_value": Case(sf.risk_value, {"q1": "f:B", "q2": "f:B"}, rank=(),
                               why="elementwise"),
     "safety.qrisk_td_target": Case(
@@ -634,25 +669,44 @@ CASES = {
 }
 
 
+# Every case, keyed "<family>.<function>".
+CASES = {**GOAL_CONDITIONED_CASES, **GROUP_RELATIVE_CASES, **HIERARCHICAL_CRITICS_CASES,
+         **OPTIONS_CASES, **POLICY_GRADIENT_CASES, **SAFETY_CASES}
+
+
 # ---------------------------------------------------------------------------- the properties
 LETTERS = "BTEDOAGNKMCRL"
 EXAMPLES = 1
 SETTINGS = hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
                                suppress_health_check=list(hypothesis.HealthCheck))
 # Known failures, {(test, case): reason}, each marked xfail(strict=True) so that a fix is
-# noticed; empty since the ten NaN/Inf cases of issue 8 were fixed in their modules.
+# noticed; empty while every family passes.
 XFAIL: dict = {}
 
 
+def loss_families() -> dict:
+  """{family: module} of every public family of `hrljax.losses` (modules and packages)."""
+  return {info.name: importlib.import_module(f"hrljax.losses.{info.name}")
+          for info in pkgutil.iter_modules(hrljax.losses.__path__)
+          if not info.name.startswith("_")}
+
+
+def defined_functions(module) -> dict:
+  """The public functions a module defines (not those it imports)."""
+  return {name: obj for name, obj in vars(module).items()
+          if not name.startswith("_") and inspect.isfunction(obj)
+          and obj.__module__ == module.__name__}
+
+
 def public_functions() -> set:
+  """`family.function` for every public function: a package's public names are its `__all__`."""
   names = set()
-  for info in pkgutil.iter_modules(hrljax.losses.__path__):
-    if info.name.startswith("_"):
-      continue
-    module = importlib.import_module(f"hrljax.losses.{info.name}")
-    for name, obj in vars(module).items():
-      if not name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == module.__name__:
-        names.add(f"{info.name}.{name}")
+  for family, module in loss_families().items():
+    if hasattr(module, "__path__"):
+      functions = {n for n in module.__all__ if inspect.isfunction(getattr(module, n))}
+    else:
+      functions = set(defined_functions(module))
+    names.update(f"{family}.{name}" for name in functions)
   return names
 
 
@@ -661,6 +715,27 @@ def test_every_public_loss_function_has_a_hostile_input_case():
   assert len(functions) > 100
   assert sorted(functions - set(CASES)) == [], "add a Case for these functions"
   assert sorted(set(CASES) - functions) == [], "these cases name no public function"
+
+
+def test_the_losses_index_lists_every_family_and_public_function():
+  indexed = {f"{family}.{name}" for family, names in hrljax.losses.FAMILIES.items()
+             for name in names}
+  assert sorted(hrljax.losses.FAMILIES) == sorted(loss_families())
+  assert sorted(public_functions() - indexed) == [], "add these to hrljax.losses.FAMILIES"
+  assert sorted(indexed - public_functions()) == [], "these index entries name no function"
+
+
+def test_a_family_package_re_exports_every_public_function_of_its_modules():
+  """So that the coverage test above, which reads `__all__`, sees every function."""
+  for family, package in loss_families().items():
+    if not hasattr(package, "__path__"):
+      continue
+    for info in pkgutil.iter_modules(package.__path__):
+      if info.name.startswith("_"):
+        continue
+      module = importlib.import_module(f"{package.__name__}.{info.name}")
+      missing = sorted(set(defined_functions(module)) - set(package.__all__))
+      assert missing == [], f"{family}.{info.name}: add to __all__: {missing}"
 
 
 # Two shape sets: the values, the poisoned argument and position, the rank change and so on

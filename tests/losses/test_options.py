@@ -1,7 +1,10 @@
 """Tests for hrljax.losses.options (option-critic).
 
-Golden values are the spec's (temporal_abstraction.md §3.9 and §2.6); other expected values are
-computed here in float64 NumPy or by hand, never by the functions under test.
+Golden values are computed by hand from the option-critic target (Bacon et al. 2017,
+arXiv:1609.05140, Eq. 2-3: G = r + gamma * ((1 - beta) Q(s', w) + beta max_w' Q(s', w')) = 1.882
+for the vector below) and from OTA's option terminals (Ahn et al. 2025, arXiv:2505.12737,
+Section 4); other expected values are computed here in float64 NumPy, never by the functions
+under test.
 """
 
 import functools
@@ -15,7 +18,7 @@ import rlax
 from hrljax.losses import options
 
 GAMMA = 0.99
-# §3.9 golden vector: option w = 0.
+# The golden vector: option w = 0.
 Q_S = np.array([1.0, 2.0, 0.5], np.float32)
 Q_NEXT_TARGET = np.array([1.5, 0.8, 2.5], np.float32)
 Q_NEXT_ONLINE_DOUBLE = np.array([1.4, 2.9, 2.4], np.float32)
@@ -77,7 +80,7 @@ def _random_trajectory(seed, num_steps=7, num_options=3):
 
 
 # ---------------------------------------------------------------------------------------------
-# §3.9 golden vector.
+# The golden vector.
 
 
 @JIT_OR_NOT
@@ -310,7 +313,7 @@ def test_n_step_target_gradients():
 
 
 def test_segment_ends_reproduce_ota_option_terminals():
-  # §2.6 golden cases, n = 5, traj_end = 100: transitions 0..99, option_end[k] = (k + 1 == goal).
+  # OTA's terminals, n = 5, traj_end = 100: transitions 0..99, option_end[k] = (k + 1 == goal).
   def option_terminal(i, goal):
     flags = jnp.zeros(100, bool) if goal is None else jnp.zeros(100, bool).at[goal - 1].set(True)
     return int(options.option_segment_ends(flags, 5)[i]) + 1

@@ -1,4 +1,4 @@
-"""Tests of hrljax.losses.policy_gradient: spec vectors, hand-computed cases, properties, errors."""
+"""Tests of hrljax.losses.policy_gradient: hand-computed vectors, properties, errors."""
 
 import chex
 import jax
@@ -100,8 +100,8 @@ RATIOS = np.array([0.5, 0.9, 1.0, 1.25, 1.5, 5.0], np.float32)
 
 
 @VARIANTS
-def test_clipped_surrogate_spec_vector_with_dual_clip(transform):
-  """group_relative.md §0.7: eps_low 0.2, eps_high 0.28, c = 3."""
+def test_clipped_surrogate_vector_with_dual_clip(transform):
+  """Hand-computed: eps_low 0.2, eps_high 0.28, c = 3."""
   fn = transform(lambda lp, olp, a: pg.clipped_surrogate_loss(
       lp, olp, a, epsilon=0.2, epsilon_high=0.28, dual_clip=3.0)[0])
   logp = jnp.log(RATIOS)
@@ -162,7 +162,7 @@ def test_surrogate_bad_inputs():
     pg.clipped_surrogate_loss(jnp.zeros(2, jnp.int32), jnp.zeros(2), jnp.zeros(2))
 
 
-def test_sequence_log_ratio_spec_vector():
+def test_sequence_log_ratio_vector():
   logp = jnp.array([[-1.0, -2.0, -0.5, 0.0]])
   old = jnp.array([[-1.1, -1.8, -0.5, 9.0]])
   mask = jnp.array([[1, 1, 1, 0]])
@@ -184,7 +184,7 @@ def test_value_loss_plain_and_clipped():
 
 
 @VARIANTS
-def test_kl_spec_vector(transform):
+def test_kl_vector(transform):
   logp, ref = jnp.log(jnp.array([0.5])), jnp.log(jnp.array([0.25]))
   for estimator, expected in [("k1", 0.693147), ("k2", 0.240227), ("k3", 0.193147),
                               ("abs", 0.693147)]:
@@ -217,8 +217,8 @@ def test_categorical_entropy():
 
 
 @VARIANTS
-def test_aggregation_spec_vector(transform):
-  """group_relative.md §0.6."""
+def test_aggregation_vector(transform):
+  """Hand-computed: one row of 3 valid tokens, one of 1."""
   loss = jnp.array([[1.0, 2.0, 3.0, 7.0], [4.0, 9.0, 9.0, 9.0]])
   mask = jnp.array([[1, 1, 1, 0], [1, 0, 0, 0]])
   expected = {"token_mean": 2.5, "seq_mean_token_sum": 5.0, "seq_mean_token_mean": 3.0,
@@ -247,3 +247,49 @@ def test_masked_mean():
   np.testing.assert_allclose(pg.masked_mean(jnp.array([1.0, 3.0, 5.0]),
                                             jnp.array([True, False, True])), 3.0)
   assert float(pg.masked_mean(jnp.ones(2), jnp.zeros(2, bool))) == 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# PPO's whole objective
+
+
+def _ppo_inputs():
+  return dict(logp=jnp.log(jnp.array([0.5, 0.45])), old_logp=jnp.log(jnp.array([0.4, 0.5])),
+              advantages=jnp.array([1.0, -1.0]), value=jnp.array([1.0, 0.0]),
+              old_value=jnp.array([0.5, 0.5]), target=jnp.array([2.0, 0.0]),
+              entropy=jnp.array([1.0, 0.5]))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_ppo_loss_matches_a_hand_computation(jit):
+  # ratios 1.25 / 0.9; surrogate -min(1.25, 1.2) = -1.2 and -(-0.9) = 0.9, mean -0.15; value
+  # loss 0.5 * max(1, (0.7 - 2)^2) = 0.845 and 0.5 * max(0, 0.3^2) = 0.045, mean 0.445;
+  # total -0.15 + 0.5 * 0.445 - 0.01 * 0.75 = 0.065; k1 KL mean(log .8, log(.5/.45)) = -0.058892.
+  fn = jax.jit(pg.ppo_loss, static_argnames=("clip_value",)) if jit else pg.ppo_loss
+  loss, parts = fn(**_ppo_inputs())
+  np.testing.assert_allclose(float(loss), 0.065, atol=1e-6)
+  np.testing.assert_allclose(float(parts.policy_loss), -0.15, atol=1e-6)
+  np.testing.assert_allclose(float(parts.value_loss), 0.445, atol=1e-6)
+  np.testing.assert_allclose(float(parts.entropy), 0.75, atol=1e-6)
+  np.testing.assert_allclose(float(parts.approx_kl), -0.0588915, atol=1e-6)
+  np.testing.assert_allclose(float(parts.clip_fraction), 0.5, atol=1e-6)
+  unclipped_value, _ = fn(**_ppo_inputs(), clip_value=False)  # value loss 0.5 * (1, 0)
+  np.testing.assert_allclose(float(unclipped_value), -0.15 + 0.5 * 0.25 - 0.0075, atol=1e-6)
+
+
+def test_ppo_loss_gradient_reaches_only_logp_value_and_entropy():
+  inputs = _ppo_inputs()
+  grads = jax.grad(lambda d: pg.ppo_loss(**d)[0])(inputs)
+  for frozen in ("old_logp", "advantages", "old_value", "target"):
+    np.testing.assert_array_equal(np.asarray(grads[frozen]), 0.0)
+  # element 0 is clipped (no surrogate gradient), element 1 is not: d/dlogp = -A*ratio/2 = 0.45
+  np.testing.assert_allclose(np.asarray(grads["logp"]), [0.0, 0.45], atol=1e-6)
+  np.testing.assert_allclose(np.asarray(grads["entropy"]), [-0.005, -0.005], atol=1e-7)
+
+
+def test_ppo_loss_rejects_mismatched_shapes_and_a_non_bool_clip_value():
+  inputs = _ppo_inputs()
+  with pytest.raises(AssertionError):
+    pg.ppo_loss(**{**inputs, "value": jnp.zeros(3)})
+  with pytest.raises(ValueError, match="clip_value: expected a Python bool"):
+    pg.ppo_loss(**inputs, clip_value=1)
