@@ -75,10 +75,9 @@ def validate_config(config, num_devices: int) -> None:
   The dataset file is checked last, so that a config error is reported before a missing file.
   """
   checks.positive_int(config, "num_updates", "batch_size")
-  for field in ("eval_episodes", "periodic_eval_episodes"):
-    value = config[field]
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-      raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
+  checks.non_negative_int(config, "eval_episodes")
+  if config.periodic_eval_episodes is not None:
+    checks.non_negative_int(config, "periodic_eval_episodes")
   if config.eval_max_episode_steps is not None:
     checks.positive_int(config, "eval_max_episode_steps")
   checks.positive(config, "learning_rate", "tau")
