@@ -76,10 +76,10 @@ def validate_config(config, num_devices: int) -> None:
   """
   checks.positive_int(config, "num_updates", "batch_size")
   checks.non_negative_int(config, "eval_episodes")
-  if config.periodic_eval_episodes is not None:
-    checks.non_negative_int(config, "periodic_eval_episodes")
-  if config.eval_max_episode_steps is not None:
-    checks.positive_int(config, "eval_max_episode_steps")
+  for check, optional_field in ((checks.non_negative_int, "periodic_eval_episodes"),
+                                (checks.positive_int, "eval_max_episode_steps")):
+    if config[optional_field] is not None:  # None: the default protocol
+      check(config, optional_field)
   checks.positive(config, "learning_rate", "tau")
   checks.non_negative(config, "eval_temperature")
   checks.in_unit_interval(config, "gamma", "tau")
