@@ -20,10 +20,12 @@ Loss (one Adam, lr 3e-4, unweighted sum), on a batch with value goals drawn 0 cu
 0.625 future (geometric) / 0.375 random and skills z ~ Unif(S^{d−1}) drawn fresh every batch:
   representation  IVL (`gc.hilp_representation_loss`, vmapped; τ = 0.95, γ = 0.99) on
                   V_i = −‖φ_i(s) − φ_i(g)‖ with reward 0/−1 and mask 0 at the goal;
-  skill value     mean expectile(min_i Q̄_i(s, z, a) − V(s, z), τ_skill = 0.9) (IQL per residual);
+  skill value     mean expectile(min_i Q̄_i(s, z, a) − V(s, z), τ_skill = 0.9) (IQL per residual,
+                  `gc.hilp_skill_value_loss`);
   skill critic    mean Σ_i (Q_i(s, z, a) − r − γ_skill·V(s', z))², r = (φ_1(s') − φ_1(s))ᵀz with
-                  the stored φ (no gradient); no done mask: the offline trajectories end by a
-                  time limit, so every transition bootstraps (terminated is not truncated);
+                  the stored φ (no gradient; `gc.hilp_skill_critic_loss`); no done mask: the
+                  offline trajectories end by a time limit, so every transition bootstraps
+                  (terminated is not truncated);
   skill actor     AWR, weight min(exp(10·(min_i Q̄_i − V)), 100), values without gradient.
 Acting (goal prompting, recomputed every step): z = (φ_1(g) − φ_1(s)) / ‖φ_1(g) − φ_1(s)‖, then
 the actor's mean (temperature 0) clipped to [−1, 1].
@@ -33,11 +35,10 @@ Deviations, each deliberate:
     NumPy generator on the host; its jitted variant once froze them, README 2025-09-29);
   * HILP-Plan (test-time midpoint planning, `gc.hilp_plan_midpoint`) is not used in `act`; the
     paper's goal-conditioned numbers use it for some tasks;
-  * everything listed in `hrljax.agents.gcivl` (device sampler, evaluation split, `env_steps`).
+  * the device sampler, the evaluation split and the `env_steps` count of `hrljax.offline`.
 """
 
 import functools
-from typing import Sequence
 
 import flax.linen as nn
 import jax
@@ -47,10 +48,11 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax.agents import gcivl
-from hrljax.agents.gcivl import evaluate_tasks  # noqa: F401  (same OGBench evaluation)
+from hrljax import offline
+from hrljax.agents import common
 from hrljax.data import goal_sampler
 from hrljax.losses import goal_conditioned as gc
+from hrljax.networks import goal_conditioned as gcn
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
@@ -59,20 +61,21 @@ GROUPS = ("phi", "skill_value", "skill_critic", "skill_actor")
 
 def get_config() -> ml_collections.ConfigDict:
   """HILP hyperparameters: `hilp_gcrl`'s `create_learner` defaults and goal mixture."""
-  config = gcivl.get_config()
-  config.agent = "hilp"
-  del config.alpha
+  config = offline.default_config("hilp")
+  config.actor_hidden_sizes = (512, 512, 512)
+  config.value_hidden_sizes = (512, 512, 512)  # φ, skill value and skill critic MLPs
+  config.layer_norm = True  # in the φ, value and critic MLPs
+  config.tau = 0.005  # Polyak rate of the targets φ̄ and Q̄
   config.expectile = 0.95  # representation (IVL) expectile
-  config.skill_dim = 32
+  config.skill_dim = 32  # dimension of φ and of the skills z
   config.skill_expectile = 0.9
   config.skill_temperature = 10.0  # AWR inverse temperature of the skill actor
-  config.skill_discount = 0.99
+  config.skill_gamma = 0.99  # discount of the skill value and critic
   config.actor_final_init_scale = 1.0  # jaxrl_m Policy (OGBench's GCActor uses 1e-2)
   config.const_std = False  # a learned state-independent log_std (jaxrl_m Policy)
-  config.value_p_curgoal = 0.0
+  config.value_p_curgoal = 0.0  # hilp_gcrl's goal mixture for the representation
   config.value_p_trajgoal = 0.625
   config.value_p_randomgoal = 0.375
-  config.value_geom_sample = True
   return config
 
 
@@ -80,8 +83,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "skill_dim")
   checks.positive(config, "skill_temperature", "actor_final_init_scale")
-  checks.in_unit_interval(config, "expectile", "skill_expectile", "skill_discount")
-  gcivl.validate_common(config, num_devices)  # the dataset file is checked last
+  checks.in_unit_interval(config, "expectile", "skill_expectile", "skill_gamma")
+  offline.validate_config(config, num_devices)
 
 
 def sample_hilp_batch(key: Array, data: goal_sampler.GoalDataset, batch_size: int,
@@ -91,22 +94,6 @@ def sample_hilp_batch(key: Array, data: goal_sampler.GoalDataset, batch_size: in
   batch = goal_sampler.sample_gc_batch(batch_key, data, batch_size, config)
   batch["skills"] = gc.hilp_sample_skills(skill_key, batch_size, skill_dim)
   return batch
-
-
-class PhiEnsemble(nn.Module):
-  """`num` independent MLPs s -> R^out_dim: [..., D] -> [num, ..., out_dim]."""
-
-  hidden_dims: Sequence[int]
-  out_dim: int
-  layer_norm: bool = True
-  num: int = 2
-
-  @nn.compact
-  def __call__(self, x: Array) -> Array:
-    members = nn.vmap(gcivl.GoalMLP, variable_axes={"params": 0}, split_rngs={"params": True},
-                      in_axes=None, out_axes=0, axis_size=self.num)
-    return members((*self.hidden_dims, self.out_dim), activate_final=False,
-                   layer_norm=self.layer_norm)(x)
 
 
 class HILPAgent(struct.PyTreeNode):
@@ -126,12 +113,12 @@ class HILPAgent(struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, observation_dim: int, action_dim: int, config) -> "HILPAgent":
     config = ml_collections.FrozenConfigDict(config)
-    hidden = tuple(config.value_hidden_dims)
-    phi_net = PhiEnsemble(hidden, config.skill_dim, config.layer_norm)
-    skill_value_net = gcivl.EnsembleValue(hidden, config.layer_norm, num_heads=1)
-    skill_critic_net = gcivl.EnsembleValue(hidden, config.layer_norm, num_heads=2)
-    skill_actor_net = gcivl.GaussianActor(tuple(config.actor_hidden_dims), action_dim,
-                                          config.const_std, config.actor_final_init_scale)
+    hidden = tuple(config.value_hidden_sizes)
+    phi_net = gcn.PhiEnsemble(hidden, config.skill_dim, config.layer_norm)
+    skill_value_net = gcn.EnsembleValue(hidden, config.layer_norm, num_heads=1)
+    skill_critic_net = gcn.EnsembleValue(hidden, config.layer_norm, num_heads=2)
+    skill_actor_net = gcn.GaussianActor(tuple(config.actor_hidden_sizes), action_dim,
+                                        config.const_std, config.actor_final_init_scale)
     keys = jax.random.split(key, 4)
     obs = jnp.zeros((1, observation_dim), jnp.float32)
     with_z = jnp.zeros((1, observation_dim + config.skill_dim), jnp.float32)
@@ -140,7 +127,7 @@ class HILPAgent(struct.PyTreeNode):
               "skill_value": skill_value_net.init(keys[1], with_z),
               "skill_critic": skill_critic_net.init(keys[2], with_za),
               "skill_actor": skill_actor_net.init(keys[3], with_z)}
-    tx = gcivl.make_optimizer(config)
+    tx = offline.make_optimizer(config)
     target = {"phi": params["phi"], "skill_critic": params["skill_critic"]}
     return cls(params=params, target_params=target, opt_state=tx.init(params), phi_net=phi_net,
                skill_value_net=skill_value_net, skill_critic_net=skill_critic_net,
@@ -172,23 +159,21 @@ class HILPAgent(struct.PyTreeNode):
         in_axes=(1, 1, 1, 1, 1, 0, 0))(
             self.phi(params["phi"], obs), self.phi(params["phi"], goals),
             self.phi(target["phi"], obs), self.phi(target["phi"], next_obs),
-            self.phi(target["phi"], goals), batch["rewards"], config.discount * batch["masks"])
+            self.phi(target["phi"], goals), batch["rewards"], config.gamma * batch["masks"])
     repr_loss = jnp.mean(repr_losses)
 
     stored = jax.lax.stop_gradient(params)  # the reference's rewards and advantages
     reward = gc.hilp_intrinsic_reward(self.phi(stored["phi"], obs)[0],
                                       self.phi(stored["phi"], next_obs)[0], z)
-    q_target = jnp.min(self.skill_critic(target["skill_critic"], obs, z, actions), axis=-1)
     v = self.skill_value(params, obs, z)
-    skill_value_loss = jnp.mean(gc.expectile_loss(q_target - v, config.skill_expectile))
-
-    td_target = jax.lax.stop_gradient(
-        reward + config.skill_discount * self.skill_value(stored, next_obs, z))
+    skill_value_loss, value_extras = gc.hilp_skill_value_loss(
+        self.skill_critic(target["skill_critic"], obs, z, actions), v, config.skill_expectile)
     q = self.skill_critic(params["skill_critic"], obs, z, actions)
-    skill_critic_loss = jnp.mean(jnp.sum(jnp.square(q - td_target[:, None]), axis=-1))
+    skill_critic_loss, _ = gc.hilp_skill_critic_loss(
+        q, reward, config.skill_gamma, self.skill_value(stored, next_obs, z))
 
-    advantage = q_target - self.skill_value(stored, obs, z)
-    dist = self.skill_actor_net.apply(params["skill_actor"], jnp.concatenate([obs, z], axis=-1))
+    advantage = value_extras.q_target - self.skill_value(stored, obs, z)
+    dist = self.skill_actor_net.apply(params["skill_actor"], gcn.pair(obs, z))
     actor_loss, actor_extras = gc.awr_loss(dist.log_prob(actions), advantage,
                                            config.skill_temperature)
     losses = {"representation": repr_loss, "skill_value": skill_value_loss,
@@ -212,12 +197,10 @@ class HILPAgent(struct.PyTreeNode):
 
   def update(self, batch: dict) -> tuple["HILPAgent", dict]:
     """One Adam step, then Polyak of φ̄ and Q̄ with the pre-step online parameters."""
-    grads, metrics = jax.grad(self.loss, has_aux=True)(self.params, batch)
-    updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
-    params = optax.apply_updates(self.params, updates)
+    stepped, metrics = common.gradient_step(self, self.loss, batch)
     online = {"phi": self.params["phi"], "skill_critic": self.params["skill_critic"]}
-    target = gcivl.polyak(self.target_params, online, self.config.tau)
-    return self.replace(params=params, target_params=target, opt_state=opt_state), metrics
+    target = offline.polyak(self.target_params, online, self.config.tau)
+    return stepped.replace(target_params=target), metrics
 
   def goal_skill(self, obs: Array, goal: Array) -> Array:
     """The zero-shot goal prompt z = (φ_1(g) − φ_1(s)) / ‖φ_1(g) − φ_1(s)‖ ([..., skill_dim])."""
@@ -227,13 +210,16 @@ class HILPAgent(struct.PyTreeNode):
   def act(self, obs: Array, goal: Array, key: Array, temperature: float = 0.0) -> Array:
     """Actions in [-1, 1] for observations and goals [..., D], prompted by `goal_skill`."""
     z = self.goal_skill(obs, goal)
-    dist = self.skill_actor_net.apply(self.params["skill_actor"],
-                                      jnp.concatenate([obs, z], axis=-1))
-    noise = jax.random.normal(key, dist.loc.shape)
-    return jnp.clip(dist.loc + temperature * dist.scale_diag * noise, -1.0, 1.0)
+    dist = self.skill_actor_net.apply(self.params["skill_actor"], gcn.pair(obs, z))
+    return jnp.clip(gcn.sample_action(dist, key, temperature), -1.0, 1.0)
+
+  def goal_values(self, obs: Array, goal: Array) -> dict:
+    """{"v": [B] mean over the φ ensemble of −‖φ_i(s) − φ_i(g)‖} (`path_values`)."""
+    phi = self.params["phi"]
+    return {"v": jnp.mean(gc.hilp_value(self.phi(phi, obs), self.phi(phi, goal)), axis=0)}
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """HILP's offline `Learner` (one update per step on a `sample_hilp_batch` batch)."""
   sample = functools.partial(sample_hilp_batch, skill_dim=int(config.skill_dim))
-  return gcivl.make_offline_learner(config, HILPAgent, sample)
+  return offline.make_learner(config, HILPAgent.create, sample)

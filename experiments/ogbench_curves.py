@@ -1,21 +1,23 @@
-r"""Success (or a `path_values` diagnostic) against updates from `experiments.ogbench_runs` JSON files.
+r"""Success (or a `path_values` diagnostic) against updates, from offline run directories.
 
-  python -m experiments.ogbench_curves --runs=medium_ota.json,medium_hiql.json \
-      --out=medium_curves.png [--y=success] [--table]
+  python -m experiments.ogbench_curves runs/medium_ota runs/medium_hiql --out=medium.png \
+      [--y=success] [--table]
 
-Each file contributes its mid-run evaluations (`--eval_every`) and, when the run finished, its final
-evaluation. Files of the same agent on the same maze are one curve: a run continued in a second file
-(e.g. resumed from its `--workdir` with a larger `--updates`, or the JSON of an earlier stop kept
-aside) adds its points; where two files evaluated the same update, the evaluation with more episodes
-per task is kept. The figure shows the mean over seeds (line) and each seed (dots); `--table`
-prints the points as a markdown table (update, episodes per task, per-seed values, mean) for
-`experiments/results/OGBENCH.md`.
+Reads the evaluation records of each workdir written by `python -m experiments.train` with an
+offline agent (`metrics.jsonl`, one record per seed at every `eval_every` updates and at the end;
+`config.json` names the agent and the maze). Workdirs of the same agent on the same maze are one
+curve (e.g. a run continued in a copy of its workdir); where two evaluated the same update, the
+one with more episodes per task is kept. The figure shows the mean over seeds (line) and each
+seed (dots); `--table` prints the points as markdown rows (update, episodes per task, per-seed
+values, mean).
 
-`--y` is `success` (shown in %) or any per-seed number the evaluations record, e.g. `task3_success`
-or `task1_vh_start` (OTA's V^h at task 1's start cell; see `ogbench_runs.path_values`).
+`--y` is `success` (shown in %) or any per-seed number the evaluations record, e.g.
+`task3_success` or `task1_vh_start` (OTA's V^h at task 1's start cell; see
+`hrljax.ogbench_evaluation.path_values`).
 """
 
 import json
+import os
 import sys
 from typing import NamedTuple, Sequence
 
@@ -27,10 +29,14 @@ FLAGS = flags.FLAGS
 def define_flags() -> None:
   """The command line's flags; defined only when run as a script, so that importing this module
   in a test process next to other scripts' flags (`--out`) does not define a flag twice."""
-  flags.DEFINE_list("runs", [], "JSON files written by experiments.ogbench_runs (comma-separated).")
   flags.DEFINE_string("out", "ogbench_curves.png", "PNG path.")
   flags.DEFINE_string("y", "success", "Per-seed evaluation number on the y axis.")
   flags.DEFINE_bool("table", False, "Also print the points as a markdown table.")
+
+
+# Fields of an evaluation record that say where and when it was made, not how the policy did.
+BOOKKEEPING = ("seed", "update", "env_steps", "wall_time", "eval_episodes_per_task",
+               "eval_seconds")
 
 
 class Point(NamedTuple):
@@ -38,23 +44,33 @@ class Point(NamedTuple):
 
   update: int
   episodes: int  # evaluation episodes per task and seed
-  values: tuple  # the --y number of each seed, seed index order
+  values: tuple  # the --y number of each seed, in seed order
 
 
-def evaluation_points(record: dict, y: str) -> list:
-  """The mid-run evaluations of one `ogbench_runs` record, then its final one if it finished."""
-  evaluations = list(record.get("evaluations", []))
-  if record.get("finished"):
-    evaluations.append({"update": record["updates"], "seeds": record["seeds"],
-                        "eval_episodes_per_task": record["eval_episodes_per_task"]})
+def read_run(workdir: str) -> tuple[str, list]:
+  """`("<agent> <maze>", evaluation records)` of one workdir."""
+  from hrljax.logging import read_jsonl
+  with open(os.path.join(workdir, "config.json")) as f:
+    config = json.load(f)
+  label = f"{config['agent']} {config['env_name'].split('-')[1]}"
+  return label, [r for r in read_jsonl(workdir) if r.get("phase") == "eval"]
+
+
+def evaluation_points(records: Sequence[dict], y: str) -> list:
+  """One point per evaluated update (the seeds' records grouped, in seed order) that has `y`."""
+  by_update = {}
+  for record in records:
+    if "success" in record:  # an OGBench evaluation (not only the validation losses)
+      by_update.setdefault(int(record["update"]), []).append(record)
   points = []
-  for evaluation in evaluations:
-    seeds = evaluation["seeds"]
+  for update in sorted(by_update):
+    seeds = sorted(by_update[update], key=lambda r: r.get("seed", 0))
     if any(y not in seed for seed in seeds):
-      known = sorted(k for k in seeds[0] if isinstance(seeds[0][k], (int, float)))
-      raise ValueError(f"y: {y!r} is not recorded by the evaluation at update "
-                       f"{evaluation['update']}; expected one of {known}")
-    points.append(Point(int(evaluation["update"]), int(evaluation["eval_episodes_per_task"]),
+      known = sorted(k for k, v in seeds[0].items()
+                     if isinstance(v, (int, float)) and k not in BOOKKEEPING)
+      raise ValueError(f"y: {y!r} is not recorded by the evaluation at update {update}; "
+                       f"expected one of {known}")
+    points.append(Point(update, int(seeds[0]["eval_episodes_per_task"]),
                         tuple(float(seed[y]) for seed in seeds)))
   return points
 
@@ -68,12 +84,11 @@ def merge_points(points: Sequence[Point]) -> list:
   return [best[u] for u in sorted(best)]
 
 
-def curves(records: Sequence[dict], y: str) -> dict:
-  """`{"<agent> <maze>": [Point, ...]}` over the records, one curve per agent and maze."""
+def curves(runs: Sequence[tuple], y: str) -> dict:
+  """`{"<agent> <maze>": [Point, ...]}` over `(label, records)` runs, one curve per label."""
   grouped = {}
-  for record in records:
-    label = f"{record['agent']} {record['env'].split('-')[1]}"
-    grouped.setdefault(label, []).extend(evaluation_points(record, y))
+  for label, records in runs:
+    grouped.setdefault(label, []).extend(evaluation_points(records, y))
   return {label: merge_points(points) for label, points in grouped.items()}
 
 
@@ -122,24 +137,25 @@ def plot(grouped: dict, y: str, out: str) -> str:
   return out
 
 
+def fail(message: str) -> None:
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
 def main(argv):
-  if len(argv) > 1 or not FLAGS.runs:
-    print("error: --runs: expected one or more JSON files of experiments.ogbench_runs, got "
-          f"{FLAGS.runs or argv[1:]}", file=sys.stderr)
-    sys.exit(2)
-  records = []
-  for path in FLAGS.runs:
+  workdirs = argv[1:]
+  if not workdirs:
+    fail("expected one or more run directories of python -m experiments.train")
+  runs = []
+  for workdir in workdirs:
     try:
-      with open(path) as f:
-        records.append(json.load(f))
-    except (OSError, json.JSONDecodeError) as error:
-      print(f"error: --runs: cannot read {path!r} ({error})", file=sys.stderr)
-      sys.exit(2)
+      runs.append(read_run(workdir))
+    except (OSError, json.JSONDecodeError, KeyError) as error:
+      fail(f"cannot read the run directory {workdir!r} ({error})")
   try:
-    grouped = curves(records, FLAGS.y)
+    grouped = curves(runs, FLAGS.y)
   except ValueError as error:
-    print(f"error: --{error}", file=sys.stderr)
-    sys.exit(2)
+    fail(f"--{error}")
   if FLAGS.table:
     print(markdown_table(grouped, FLAGS.y))
   print(plot(grouped, FLAGS.y, FLAGS.out))

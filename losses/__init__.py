@@ -46,8 +46,9 @@ FAMILIES = {
     "goal_conditioned": (
         "expectile_loss", "awr_weights", "awr_loss", "ivl_value_loss", "ivl_value_loss_batch",
         "length_normalize", "hiql_low_advantage", "hiql_high_advantage", "hiql_low_actor_loss",
-        "hiql_high_actor_loss", "ota_option_indices", "ota_option_value_target",
-        "ota_high_value_loss", "hilp_value", "hilp_representation_loss", "hilp_intrinsic_reward",
+        "hiql_high_actor_loss", "hiql_actor_losses", "ota_option_indices",
+        "ota_option_value_target", "ota_high_value_loss", "hilp_value", "hilp_representation_loss",
+        "hilp_intrinsic_reward", "hilp_skill_value_loss", "hilp_skill_critic_loss",
         "hilp_goal_prompt", "hilp_reward_prompt", "hilp_sample_skills", "hilp_plan_midpoint",
         "hiro_goal_transition", "hiro_low_reward", "hiro_candidate_goals", "hiro_propagate_goals",
         "hiro_relabel", "hac_target", "hac_goal_reward", "hac_hindsight_action",

@@ -1,6 +1,6 @@
 """HIQL update throughput, side by side with OGBench's own JAX HIQL.
 
-  python -m experiments.benchmarks.hiql_throughput --reference_path=/tmp/ogbench_impls/impls
+  python -m experiments.benchmarks.hiql_throughput --reference_path=<ogbench checkout>/impls
 
 times the jitted update of `hrljax.agents.hiql` (one Adam step on the joint value + low actor +
 high actor loss, then the Polyak step) on a fixed random batch, after compile, and the same for

@@ -1,12 +1,12 @@
-"""HILP on OGBench pointmaze-medium-navigate-v0 with a locally generated dataset.
+"""HILP on OGBench's pointmaze-medium-navigate-v0, with a dataset generated locally.
 
   python -m experiments.make_dataset --env=pointmaze-medium-navigate-v0 \
       --out=data/pointmaze-medium-navigate-v0.npz
   python -m experiments.train --config=experiments/configs/hilp_pointmaze.py --workdir=runs/hilp
 
-Other mazes: `--config.env_name=pointmaze-large-navigate-v0 --config.dataset_path=...`. The
-success rates on OGBench's five tasks (goal-prompted skill policy) come from
-`hrljax.agents.hilp.evaluate_tasks(state.agent, config)`.
+Every hyperparameter is the agent's default (OGBench's); other mazes: `--config.env_name=`
+and `--config.dataset_path=`, with `--config.gamma=0.995` on giant mazes (OGBench's
+hyperparameters.sh).
 """
 
 from hrljax.agents import hilp
@@ -14,6 +14,6 @@ from hrljax.agents import hilp
 
 def get_config():
   config = hilp.get_config()
-  config.env_name = "pointmaze-medium-navigate-v0"
-  config.dataset_path = "data/pointmaze-medium-navigate-v0.npz"
+  config.env_name = "pointmaze-medium-navigate-v0"  # OGBench dataset name
+  config.dataset_path = "data/pointmaze-medium-navigate-v0.npz"  # experiments.make_dataset --out
   return config

@@ -1,12 +1,12 @@
-"""HIQL on OGBench pointmaze-medium-navigate-v0 with a locally generated dataset.
+"""HIQL on OGBench's pointmaze-medium-navigate-v0, with a dataset generated locally.
 
   python -m experiments.make_dataset --env=pointmaze-medium-navigate-v0 \
       --out=data/pointmaze-medium-navigate-v0.npz
   python -m experiments.train --config=experiments/configs/hiql_pointmaze.py --workdir=runs/hiql
 
-Other mazes: `--config.env_name=pointmaze-large-navigate-v0 --config.dataset_path=...`; for giant
-also `--config.discount=0.995` (OGBench hyperparameters.sh). The success rates on OGBench's five
-tasks come from `hrljax.agents.hiql.evaluate_tasks(state.agent, config)` after training.
+Every hyperparameter is the agent's default (OGBench's); other mazes: `--config.env_name=`
+and `--config.dataset_path=`, with `--config.gamma=0.995` on giant mazes (OGBench's
+hyperparameters.sh).
 """
 
 from hrljax.agents import hiql
@@ -14,6 +14,6 @@ from hrljax.agents import hiql
 
 def get_config():
   config = hiql.get_config()
-  config.env_name = "pointmaze-medium-navigate-v0"
-  config.dataset_path = "data/pointmaze-medium-navigate-v0.npz"
+  config.env_name = "pointmaze-medium-navigate-v0"  # OGBench dataset name
+  config.dataset_path = "data/pointmaze-medium-navigate-v0.npz"  # experiments.make_dataset --out
   return config

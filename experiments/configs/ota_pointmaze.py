@@ -1,14 +1,14 @@
-"""OTA on OGBench pointmaze-medium-navigate-v0 with a locally generated dataset.
+"""OTA on OGBench's pointmaze-medium-navigate-v0, with a dataset generated locally.
 
   python -m experiments.make_dataset --env=pointmaze-medium-navigate-v0 \
       --out=data/pointmaze-medium-navigate-v0.npz
   python -m experiments.train --config=experiments/configs/ota_pointmaze.py --workdir=runs/ota
 
-Other mazes: `--config.env_name=pointmaze-large-navigate-v0 --config.dataset_path=...`; for giant
-also `--config.discount=0.995` (OGBench hyperparameters.sh; the option-level discount follows it
-unless `--config.high_discount` is set). `--config.abstraction_factor` is the option length n
-(OTA default 5; the paper's per-environment values were not verified). The success rates on
-OGBench's five tasks come from `hrljax.agents.ota.evaluate_tasks(state.agent, config)`.
+Every hyperparameter is the agent's default (OGBench's); other mazes: `--config.env_name=`
+and `--config.dataset_path=`, with `--config.gamma=0.995` on giant mazes (OGBench's
+hyperparameters.sh).
+`--config.abstraction_factor` is the option length n (OTA's default 5); the option-level discount
+follows `gamma` unless `--config.high_gamma` is set.
 """
 
 from hrljax.agents import ota
@@ -16,6 +16,6 @@ from hrljax.agents import ota
 
 def get_config():
   config = ota.get_config()
-  config.env_name = "pointmaze-medium-navigate-v0"
-  config.dataset_path = "data/pointmaze-medium-navigate-v0.npz"
+  config.env_name = "pointmaze-medium-navigate-v0"  # OGBench dataset name
+  config.dataset_path = "data/pointmaze-medium-navigate-v0.npz"  # experiments.make_dataset --out
   return config

@@ -7,8 +7,8 @@ subgoals; OTA (Ahn, Choi, Han, Moon, arXiv:2505.12737) for the option end.
 
 Every sampler is a pure function of a PRNG key and dataset arrays on the device, so it runs inside
 the jitted train step (no host round trip), is reproducible per key and vmaps over seeds. The
-index arithmetic (`subgoal_indices`, `option_end_indices`, the uniform-future formula) is
-separate from the randomness and testable on its own.
+index arithmetic (`subgoal_indices`, the uniform-future formula) is separate from the randomness
+and testable on its own.
 
 Dataset layout: OGBench's "regular" transitions (`hrljax.data.pointmaze.load`): row i holds
 (s_i, a_i, s'_i), and `terminals[i] = 1` on the last transition of each trajectory. For every
@@ -26,7 +26,8 @@ Success is index equality (`goal == i`), as in OGBench, not state equality.
 Deviations from OGBench, each deliberate:
   * randomness from explicit keys instead of the global `np.random`;
   * the uniform-future draw is computed in float32 (exact for datasets below 2**24 rows);
-  * the returned `GoalDraw` also says which branch each goal came from (OTA needs it).
+  * the returned `GoalDraw` also says which branch each goal came from (OTA's option end,
+    `hrljax.losses.goal_conditioned.ota_option_indices`, needs it).
 """
 
 import dataclasses
@@ -36,8 +37,6 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from hrljax.losses import goal_conditioned as gc
 
 Array = chex.Array
 
@@ -187,34 +186,6 @@ def subgoal_indices(idx: Array, traj_end: Array, subgoal_steps: int) -> Array:
   return jnp.minimum(idx + subgoal_steps, traj_end)
 
 
-def option_end_indices(idx: Array, goal_idx: Array, traj_end: Array, n: int) -> Array:
-  """OTA's option end min(i + n, goal, traj_end) for goals in i's trajectory (elementwise).
-
-  A random goal outside the trajectory is not reached by the option: pass `goal_idx = traj_end`
-  there (or use `sample_ota_goals`), which gives the time-out min(i + n, traj_end).
-  """
-  _check_indices(idx, traj_end)
-  chex.assert_equal_shape([idx, goal_idx])
-  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-    raise ValueError(f"n: expected an integer >= 1, got {n!r}")
-  return jnp.minimum(jnp.minimum(idx + n, goal_idx), traj_end)
-
-
-def sample_ota_goals(key: Array, idx: Array, traj_end: Array, dataset_size: int,
-                     dist: GoalDistribution, gamma: float, n: int,
-                     gc_negative: bool = True) -> gc.OTAOptionIndices:
-  """OTA's high-value goal, option end, reward and mask for rows `idx` [B] (batch-level).
-
-  The goal is drawn as in `sample_goal_indices` (one draw decides trajectory vs random, a separate
-  one "current", as in the official code); `hrljax.losses.goal_conditioned
-  .ota_option_indices` then ends the option at min(i + n, goal) for a trajectory goal and at
-  min(i + n, traj_end) otherwise, and turns a "current" goal into the option end.
-  """
-  draw = sample_goal_indices(key, idx, traj_end, dataset_size, dist, gamma, gc_negative)
-  return gc.ota_option_indices(idx, traj_end, draw.drawn_idx, draw.is_traj, draw.is_cur, n,
-                               gc_negative=gc_negative)
-
-
 def high_actor_indices(key: Array, idx: Array, traj_end: Array, dataset_size: int, *,
                        subgoal_steps: int, p_rand: float, geom_sample: bool,
                        gamma: float) -> tuple[Array, Array]:
@@ -243,7 +214,7 @@ class SamplerConfig:
 
   value: GoalDistribution
   actor: GoalDistribution
-  discount: float
+  gamma: float
   gc_negative: bool = True
   subgoal_steps: int = 25
 
@@ -255,12 +226,20 @@ class SamplerConfig:
                                config.value_p_randomgoal, bool(config.value_geom_sample)),
         actor=GoalDistribution(config.actor_p_curgoal, config.actor_p_trajgoal,
                                config.actor_p_randomgoal, bool(config.actor_geom_sample)),
-        discount=config.discount, gc_negative=bool(get("gc_negative", True)),
+        gamma=config.gamma, gc_negative=bool(get("gc_negative", True)),
         subgoal_steps=int(get("subgoal_steps", 25)))
 
 
-def _rows(data: GoalDataset, idx: Array, key: str = "observations") -> Array:
-  return jnp.take(getattr(data, key), idx, axis=0)
+def rows(data: GoalDataset, idx: Array, field: str = "observations") -> Array:
+  """`data.<field>[idx]`: the rows of dataset indices `idx` (any shape)."""
+  return jnp.take(getattr(data, field), idx, axis=0)
+
+
+def transitions(data: GoalDataset, idx: Array) -> dict:
+  """The batch keys every sampler returns: `observations, next_observations, actions`."""
+  return {"observations": rows(data, idx),
+          "next_observations": rows(data, idx, "next_observations"),
+          "actions": rows(data, idx, "actions")}
 
 
 def sample_gc_batch(key: Array, data: GoalDataset, batch_size: int,
@@ -271,34 +250,35 @@ def sample_gc_batch(key: Array, data: GoalDataset, batch_size: int,
   n = data.traj_end.shape[0]
   idx = uniform_indices(idx_key, batch_size, n)
   end = data.traj_end[idx]
-  value = sample_goal_indices(value_key, idx, end, n, config.value, config.discount,
+  value = sample_goal_indices(value_key, idx, end, n, config.value, config.gamma,
                               config.gc_negative)
-  actor = sample_goal_indices(actor_key, idx, end, n, config.actor, config.discount,
+  actor = sample_goal_indices(actor_key, idx, end, n, config.actor, config.gamma,
                               config.gc_negative)
-  return {
-      "observations": _rows(data, idx), "next_observations": _rows(data, idx, "next_observations"),
-      "actions": _rows(data, idx, "actions"), "value_goals": _rows(data, value.goal_idx),
-      "actor_goals": _rows(data, actor.goal_idx), "rewards": value.reward, "masks": value.mask,
-  }
+  return {**transitions(data, idx), "value_goals": rows(data, value.goal_idx),
+          "actor_goals": rows(data, actor.goal_idx), "rewards": value.reward, "masks": value.mask}
+
+
+def sample_hgc_rows(idx_key: Array, value_key: Array, high_key: Array, data: GoalDataset,
+                    batch_size: int, config: SamplerConfig) -> tuple[dict, Array, Array]:
+  """`sample_hgc_batch` from its three keys, with the sampled rows `idx` [B] and their
+  trajectory ends [B] (for samplers that add goals of their own to the HIQL batch)."""
+  n = data.traj_end.shape[0]
+  idx = uniform_indices(idx_key, batch_size, n)
+  end = data.traj_end[idx]
+  value = sample_goal_indices(value_key, idx, end, n, config.value, config.gamma,
+                              config.gc_negative)
+  high_goal, high_target = high_actor_indices(
+      high_key, idx, end, n, subgoal_steps=config.subgoal_steps, p_rand=config.actor.p_rand,
+      geom_sample=config.actor.geom_sample, gamma=config.gamma)
+  batch = {**transitions(data, idx), "value_goals": rows(data, value.goal_idx),
+           "rewards": value.reward, "masks": value.mask,
+           "low_actor_goals": rows(data, subgoal_indices(idx, end, config.subgoal_steps)),
+           "high_actor_goals": rows(data, high_goal), "high_actor_targets": rows(data, high_target)}
+  return batch, idx, end
 
 
 def sample_hgc_batch(key: Array, data: GoalDataset, batch_size: int,
                      config: SamplerConfig) -> dict:
   """One HIQL batch (OGBench `HGCDataset.sample`): adds low-actor subgoals and high-actor
   goals/targets k = `subgoal_steps` rows ahead."""
-  idx_key, value_key, high_key = jax.random.split(key, 3)
-  n = data.traj_end.shape[0]
-  idx = uniform_indices(idx_key, batch_size, n)
-  end = data.traj_end[idx]
-  value = sample_goal_indices(value_key, idx, end, n, config.value, config.discount,
-                              config.gc_negative)
-  high_goal, high_target = high_actor_indices(
-      high_key, idx, end, n, subgoal_steps=config.subgoal_steps, p_rand=config.actor.p_rand,
-      geom_sample=config.actor.geom_sample, gamma=config.discount)
-  return {
-      "observations": _rows(data, idx), "next_observations": _rows(data, idx, "next_observations"),
-      "actions": _rows(data, idx, "actions"), "value_goals": _rows(data, value.goal_idx),
-      "rewards": value.reward, "masks": value.mask,
-      "low_actor_goals": _rows(data, subgoal_indices(idx, end, config.subgoal_steps)),
-      "high_actor_goals": _rows(data, high_goal), "high_actor_targets": _rows(data, high_target),
-  }
+  return sample_hgc_rows(*jax.random.split(key, 3), data, batch_size, config)[0]

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import config_checks
+from hrljax import config_checks, offline
 from hrljax.agents import gcivl
 from hrljax.data import goal_sampler
 
@@ -15,8 +15,8 @@ def tiny_config(path):
   config.dataset_path = path
   config.batch_size = 32
   config.num_updates = 4
-  config.value_hidden_dims = (16, 16)
-  config.actor_hidden_dims = (16, 16)
+  config.value_hidden_sizes = (16, 16)
+  config.actor_hidden_sizes = (16, 16)
   config.log_every = 2
   config.checkpoint_every = 2
   return config
@@ -28,7 +28,7 @@ def setup(random_walk_path):
   config = tiny_config(path)
   learner = gcivl.make_learner(config)
   state = jax.jit(learner.init)(jax.random.key(0))
-  data, _ = gcivl.load_datasets(config)
+  data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   batch = goal_sampler.sample_gc_batch(jax.random.key(1), data, 32, sampler)
   return config, learner, state, batch
@@ -36,9 +36,10 @@ def setup(random_walk_path):
 
 def test_defaults_are_ogbench_pointmaze_settings():
   config = gcivl.get_config()
-  assert (config.lr, config.batch_size, config.discount, config.tau) == (3e-4, 1024, 0.99, 0.005)
+  assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (
+      3e-4, 1024, 0.99, 0.005)
   assert (config.expectile, config.alpha) == (0.9, 10.0)
-  assert tuple(config.value_hidden_dims) == (512, 512, 512) and config.layer_norm
+  assert tuple(config.value_hidden_sizes) == (512, 512, 512) and config.layer_norm
   value_p = (config.value_p_curgoal, config.value_p_trajgoal, config.value_p_randomgoal)
   actor_p = (config.actor_p_curgoal, config.actor_p_trajgoal, config.actor_p_randomgoal)
   assert value_p == (0.2, 0.5, 0.3) and actor_p == (0.0, 1.0, 0.0)
@@ -56,8 +57,8 @@ def test_validate_config_names_the_bad_field(setup):
   with pytest.raises(config_checks.ConfigError, match="p_cur \\+ p_traj \\+ p_rand"):
     gcivl.validate_config(bad)
   bad = config.copy_and_resolve_references()
-  bad.discount = 1.0
-  with pytest.raises(config_checks.ConfigError, match="config.discount"):
+  bad.gamma = 1.0
+  with pytest.raises(config_checks.ConfigError, match="config.gamma"):
     gcivl.validate_config(bad)
   bad = config.copy_and_resolve_references()
   bad.env_name = "antmaze-large-navigate-v0"

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import agents, config_checks
+from hrljax import agents, config_checks, offline
 from hrljax.agents import hilp
 from hrljax.data import goal_sampler
 
@@ -17,8 +17,8 @@ def tiny_config(path):
   config.dataset_path = path
   config.batch_size = 32
   config.num_updates = 4
-  config.value_hidden_dims = (16, 16)
-  config.actor_hidden_dims = (16, 16)
+  config.value_hidden_sizes = (16, 16)
+  config.actor_hidden_sizes = (16, 16)
   config.skill_dim = SKILL_DIM
   config.log_every = 2
   config.checkpoint_every = 2
@@ -35,7 +35,7 @@ def setup(random_walk_path):
   actor = jax.tree.map(lambda x: x, params["skill_actor"])
   actor["params"]["log_stds"] = jnp.array([0.3, -0.4])
   state = state.replace(agent=state.agent.replace(params={**params, "skill_actor": actor}))
-  data, _ = hilp.gcivl.load_datasets(config)
+  data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   sample = jax.jit(hilp.sample_hilp_batch, static_argnums=(2, 3, 4))
   batch = sample(jax.random.key(1), data, 32, sampler, SKILL_DIM)
@@ -50,9 +50,10 @@ def f64(x):
 def test_defaults_are_the_hilp_gcrl_settings(random_walk_path):
   config = hilp.get_config()
   assert config.agent == "hilp" and "hilp" in agents.AGENTS and agents.get("hilp") is hilp
-  assert (config.expectile, config.discount, config.tau, config.lr) == (0.95, 0.99, 0.005, 3e-4)
+  assert (config.expectile, config.gamma, config.tau, config.learning_rate) == (
+      0.95, 0.99, 0.005, 3e-4)
   assert (config.skill_dim, config.skill_expectile, config.skill_temperature,
-          config.skill_discount) == (32, 0.9, 10.0, 0.99)
+          config.skill_gamma) == (32, 0.9, 10.0, 0.99)
   assert (config.value_p_curgoal, config.value_p_trajgoal, config.value_p_randomgoal) == (
       0.0, 0.625, 0.375)
   assert config.value_geom_sample and not config.const_std and "alpha" not in config

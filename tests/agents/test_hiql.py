@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import config_checks
+from hrljax import config_checks, offline
 from hrljax.agents import hiql
 from hrljax.data import goal_sampler
+from hrljax.losses import goal_conditioned as gc
 
 GROUPS = ("goal_rep", "value", "low_actor", "high_actor")
 
@@ -19,8 +20,8 @@ def tiny_config(path):
   config.dataset_path = path
   config.batch_size = 32
   config.num_updates = 4
-  config.value_hidden_dims = (16, 16)
-  config.actor_hidden_dims = (16, 16)
+  config.value_hidden_sizes = (16, 16)
+  config.actor_hidden_sizes = (16, 16)
   config.subgoal_steps = 5
   config.log_every = 2
   config.checkpoint_every = 2
@@ -33,7 +34,7 @@ def setup(random_walk_path):
   config = tiny_config(path)
   learner = hiql.make_learner(config)
   state = jax.jit(learner.init)(jax.random.key(0))
-  data, _ = hiql.gcivl.load_datasets(config)
+  data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   batch = goal_sampler.sample_hgc_batch(jax.random.key(1), data, 32, sampler)
   return config, learner, state, batch
@@ -43,7 +44,8 @@ def test_defaults_are_ogbench_settings():
   config = hiql.get_config()
   assert (config.expectile, config.low_alpha, config.high_alpha) == (0.7, 3.0, 3.0)
   assert (config.subgoal_steps, config.rep_dim, config.low_actor_rep_grad) == (25, 10, False)
-  assert (config.lr, config.batch_size, config.discount, config.tau) == (3e-4, 1024, 0.99, 0.005)
+  assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (
+      3e-4, 1024, 0.99, 0.005)
   assert "alpha" not in config
   bad = config.copy_and_resolve_references()
   bad.subgoal_steps = 0
@@ -101,7 +103,7 @@ def test_losses_match_a_numpy_recomputation(setup):
         vt=agent.value(p, obs, batch["value_goals"], agent.target_params),
         nvt=agent.value(p, batch["next_observations"], batch["value_goals"], agent.target_params),
         rep=agent.goal_rep(p, obs, batch["high_actor_targets"]),
-        high_mean=agent.high_actor_net.apply(p["high_actor"], jnp.concatenate(
+        high_mean=agent.nets.high_actor.apply(p["high_actor"], jnp.concatenate(
             [obs, batch["high_actor_goals"]], axis=-1)).loc,
         vg=agent.value(p, obs, batch["high_actor_goals"]),
         vsub=agent.value(p, batch["high_actor_targets"], batch["high_actor_goals"]))
@@ -121,29 +123,34 @@ def test_losses_match_a_numpy_recomputation(setup):
 
 
 def test_shared_actor_losses_take_the_high_value_as_an_argument(setup):
-  # OTA reuses hierarchical_actor_losses with its V^h: with a value that is the same everywhere
-  # the high advantage is 0, every AWR weight exp(0) = 1 and the loss is the plain NLL of the
-  # target latent; the low actor does not depend on the high value
+  # OTA reuses the actor inputs and losses with its V^h: with a value that is the same
+  # everywhere (all-zero heads) the high advantage is 0, every AWR weight exp(0) = 1 and the loss
+  # is the plain NLL of the target latent; the low actor does not depend on the high value
   _, _, state, batch = setup
   agent = state.agent
-  flat = lambda params, obs, goal: jnp.zeros((obs.shape[0], 2))
+  flat = {**agent.params, "flat": jax.tree.map(jnp.zeros_like, agent.params["value"])}
 
   @jax.jit
   def run(agent, batch):
-    shared, metrics = hiql.hierarchical_actor_losses(agent, agent.params, batch, flat)
-    own, _ = agent.loss_terms(agent.params, batch)
+    _, shared = gc.hiql_actor_losses(*agent.nets.actor_inputs(flat, "flat", batch), 3.0, 3.0)
+    _, own = gc.hiql_actor_losses(*agent.nets.actor_inputs(flat, "value", batch), 3.0, 3.0)
+    terms, _ = agent.loss_terms(agent.params, batch)
     obs = batch["observations"]
     rep = agent.goal_rep(agent.params, obs, batch["high_actor_targets"])
-    mean = agent.high_actor_net.apply(agent.params["high_actor"], jnp.concatenate(
+    mean = agent.nets.high_actor.apply(agent.params["high_actor"], jnp.concatenate(
         [obs, batch["high_actor_goals"]], axis=-1)).loc
-    return shared, metrics, own, rep, mean
+    return shared, own, terms, rep, mean
 
-  shared, metrics, own, rep, mean = run(agent, batch)
+  shared, own, terms, rep, mean = run(agent, batch)
+  metrics = shared.summary()
   log_prob = (-0.5 * np.sum((np.asarray(rep, np.float64) - np.asarray(mean)) ** 2, 1)
               - 5 * np.log(2 * np.pi))
-  np.testing.assert_allclose(float(shared["high_actor"]), -np.mean(log_prob), rtol=1e-5)
+  np.testing.assert_allclose(float(shared.high_actor_loss), -np.mean(log_prob), rtol=1e-5)
   assert float(metrics["high_awr_weight"]) == 1.0 and float(metrics["high_advantage"]) == 0.0
-  assert float(shared["low_actor"]) == float(own["low_actor"])
+  assert float(shared.low_actor_loss) == float(own.low_actor_loss)
+  # the inputs with HIQL's own value heads are the agent's actor losses
+  np.testing.assert_allclose(float(own.high_actor_loss), float(terms["high_actor"]), rtol=1e-6)
+  np.testing.assert_allclose(float(own.low_actor_loss), float(terms["low_actor"]), rtol=1e-6)
 
 
 def test_polyak_averages_only_the_value_heads_with_pre_step_parameters(setup):

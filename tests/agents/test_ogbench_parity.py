@@ -1,4 +1,4 @@
-"""Same-seed parity of GCIVL / HIQL / OTA losses with OGBench's formulas (issue 6).
+"""Same-seed parity of GCIVL / HIQL / OTA losses with OGBench's formulas.
 
 The reference below is written from OGBench's `impls/agents/{gcivl,hiql}.py` and
 `impls/utils/networks.py` (seohongpark/ogbench @1d41409; the OGBench fork vendored in
@@ -21,6 +21,7 @@ import jax
 import numpy as np
 import pytest
 
+from hrljax import offline
 from hrljax.agents import gcivl, hiql, ota
 from hrljax.data import goal_sampler
 
@@ -98,12 +99,12 @@ def perturbed(tree, key):
 def make(module, agent_cls, path, sample, **overrides):
   config = module.get_config()
   config.dataset_path = path
-  config.value_hidden_dims = (16, 16)
-  config.actor_hidden_dims = (16, 16)
+  config.value_hidden_sizes = (16, 16)
+  config.actor_hidden_sizes = (16, 16)
   config.subgoal_steps = 5
   for k, v in overrides.items():
     config[k] = v
-  data, _ = gcivl.load_datasets(config)
+  data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   sample = jax.jit(sample, static_argnums=(2, 3))
   batch = np_tree(sample(jax.random.key(3), data, BATCH, sampler))

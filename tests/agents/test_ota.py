@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import agents, config_checks
+from hrljax import agents, config_checks, offline
 from hrljax.agents import ota
 from hrljax.data import goal_sampler
 
@@ -18,8 +18,8 @@ def tiny_config(path):
   config.dataset_path = path
   config.batch_size = 32
   config.num_updates = 4
-  config.value_hidden_dims = (16, 16)
-  config.actor_hidden_dims = (16, 16)
+  config.value_hidden_sizes = (16, 16)
+  config.actor_hidden_sizes = (16, 16)
   config.subgoal_steps = 5
   config.log_every = 2
   config.checkpoint_every = 2
@@ -31,7 +31,7 @@ def setup(random_walk_path):
   config = tiny_config(random_walk_path)
   learner = ota.make_learner(config)
   state = jax.jit(learner.init)(jax.random.key(0))
-  data, _ = ota.gcivl.load_datasets(config)
+  data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   batch = jax.jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
       jax.random.key(1), data, 32, sampler, N_OPTION)
@@ -43,17 +43,17 @@ def test_defaults_are_hiql_plus_abstraction_factor():
   assert config.agent == "ota" and "ota" in agents.AGENTS and agents.get("ota") is ota
   assert (config.expectile, config.low_alpha, config.high_alpha) == (0.7, 3.0, 3.0)
   assert (config.subgoal_steps, config.rep_dim, config.abstraction_factor) == (25, 10, 5)
-  assert config.high_discount is None and ota.high_discount(config) == 0.99
-  config.discount = 0.995  # giant mazes: the high discount follows, it is not 0.995**5
-  assert ota.high_discount(config) == 0.995
-  config.high_discount = 0.9
-  assert ota.high_discount(config) == 0.9 and config.discount == 0.995
+  assert config.high_gamma is None and ota.high_gamma(config) == 0.99
+  config.gamma = 0.995  # giant mazes: the high discount follows, it is not 0.995**5
+  assert ota.high_gamma(config) == 0.995
+  config.high_gamma = 0.9
+  assert ota.high_gamma(config) == 0.9 and config.gamma == 0.995
 
 
 def test_validate_config_names_the_bad_field(random_walk_path):
   config = tiny_config(random_walk_path)
   ota.validate_config(config)
-  for field, value in (("abstraction_factor", 0), ("high_discount", 1.5), ("subgoal_steps", 0)):
+  for field, value in (("abstraction_factor", 0), ("high_gamma", 1.5), ("subgoal_steps", 0)):
     bad = config.copy_and_resolve_references()
     bad[field] = value
     with pytest.raises(config_checks.ConfigError, match=f"config.{field}"):
@@ -65,7 +65,7 @@ def test_sampled_option_ends_stay_in_the_trajectory(indexed_walk_path):
   every sampled row follow OTA's rule o = min(i + n, goal or traj_end), never leave the episode,
   and a "current" goal is the option end."""
   config = tiny_config(indexed_walk_path)
-  data, _ = ota.gcivl.load_datasets(config)
+  data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   batch = jax.jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
       jax.random.key(7), data, 2048, sampler, N_OPTION)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hrljax.data import goal_sampler as gs
+from hrljax.losses import goal_conditioned as gc
 
 LENGTHS = (7, 30, 1, 12, 50)  # a one-row trajectory included
 
@@ -31,7 +32,7 @@ def reference_ends(terminals, idx):
 
 VALUE = gs.GoalDistribution(0.2, 0.5, 0.3, True)
 ACTOR = gs.GoalDistribution(0.0, 1.0, 0.0, False)
-CONFIG = gs.SamplerConfig(value=VALUE, actor=ACTOR, discount=0.9, subgoal_steps=5)
+CONFIG = gs.SamplerConfig(value=VALUE, actor=ACTOR, gamma=0.9, subgoal_steps=5)
 
 
 def test_trajectory_ends_match_ogbench_formula():
@@ -172,16 +173,20 @@ def test_subgoal_and_option_end_index_arithmetic():
   end = jnp.array([100, 100, 100, 3], jnp.int32)
   np.testing.assert_array_equal(np.asarray(gs.subgoal_indices(idx, end, 25)), [35, 35, 100, 3])
   goal = jnp.array([40, 12, 100, 3], jnp.int32)
-  np.testing.assert_array_equal(np.asarray(gs.option_end_indices(idx, goal, end, 5)),
-                                [15, 12, 100, 3])
+  in_trajectory, never_current = jnp.ones(4, bool), jnp.zeros(4, bool)
+  option = gc.ota_option_indices(idx, end, goal, in_trajectory, never_current, 5)
+  np.testing.assert_array_equal(np.asarray(option.option_idx), [15, 12, 100, 3])
 
 
 def test_ota_goals_end_options_inside_the_trajectory():
+  """The sampler's goal draw, with which branch each goal came from, feeds OTA's option end."""
   raw = synthetic_dataset()
   data = gs.from_arrays(raw)
   n = data.traj_end.shape[0]
   idx = jnp.tile(jnp.arange(n, dtype=jnp.int32), 30)
-  out = gs.sample_ota_goals(jax.random.key(9), idx, data.traj_end[idx], n, VALUE, 0.9, n=5)
+  end = data.traj_end[idx]
+  draw = gs.sample_goal_indices(jax.random.key(9), idx, end, n, VALUE, 0.9)
+  out = gc.ota_option_indices(idx, end, draw.drawn_idx, draw.is_traj, draw.is_cur, 5)
   i = np.asarray(idx)
   end = reference_ends(raw["terminals"], i)
   o = np.asarray(out.option_idx)

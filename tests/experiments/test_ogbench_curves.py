@@ -1,5 +1,5 @@
-"""Tests of experiments.ogbench_curves on synthetic `ogbench_runs` records: which evaluations
-become points, how a continued run's files merge, the markdown rows, the PNG from the command
+"""Tests of experiments.ogbench_curves on synthetic run directories: which evaluations become
+points, how a continued run's directories merge, the markdown rows, the PNG from the command
 line, and the one-line errors."""
 
 import json
@@ -13,6 +13,8 @@ from experiments import ogbench_curves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG = b"\x89PNG\r\n\x1a\n"
+MEDIUM = "pointmaze-medium-navigate-v0"
+GIANT = "pointmaze-giant-navigate-v0"
 
 
 def seed(success, vh=None):
@@ -23,36 +25,48 @@ def seed(success, vh=None):
   return out
 
 
-def record(agent, env, updates, finished, mid, final_seeds, final_episodes=20):
-  """An ogbench_runs JSON record: `mid` is [(update, episodes, [seed dicts])]."""
-  return {"agent": agent, "env": env, "updates": updates, "finished": finished,
-          "eval_episodes_per_task": final_episodes, "seeds": final_seeds if finished else [],
-          "evaluations": [{"update": u, "eval_episodes_per_task": e, "seeds": s}
-                          for u, e, s in mid]}
+def records(evaluations):
+  """Evaluation records of `experiments.train`: `evaluations` is [(update, episodes, [seed
+  dicts])], one record per seed; a validation-loss-only record and a train record are mixed in
+  and must be ignored."""
+  out = [{"phase": "train", "seed": 0, "update": 1, "loss": 1.0}]
+  for update, episodes, seeds in evaluations:
+    for s, numbers in enumerate(seeds):
+      out.append({"phase": "eval", "seed": s, "update": update, "eval_loss": 0.5,
+                  "eval_episodes_per_task": episodes, "eval_seconds": 1.0, **numbers})
+  return out
 
 
-MEDIUM = "pointmaze-medium-navigate-v0"
-GIANT = "pointmaze-giant-navigate-v0"
+def write_run(path, agent, env, evaluations):
+  """A run directory: `config.json` and `metrics.jsonl`."""
+  os.makedirs(path)
+  with open(os.path.join(path, "config.json"), "w") as f:
+    json.dump({"agent": agent, "env_name": env, "seeds": [0]}, f)
+  with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in records(evaluations))
+  return str(path)
 
 
-def test_mid_run_evaluations_then_the_final_one_if_finished():
-  done = record("ota", MEDIUM, 5000, True, [(2500, 5, [seed(0.2), seed(0.4)])],
-                [seed(0.6), seed(0.8)])
-  points = ogbench_curves.evaluation_points(done, "success")
-  assert points == [ogbench_curves.Point(2500, 5, (0.2, 0.4)),
-                    ogbench_curves.Point(5000, 20, (0.6, 0.8))]
-  running = record("ota", MEDIUM, 2500, False, [(2500, 5, [seed(0.2)])], [])
-  assert [p.update for p in ogbench_curves.evaluation_points(running, "success")] == [2500]
+def test_every_evaluation_is_a_point_in_update_order(tmp_path):
+  done = write_run(tmp_path / "done", "ota", MEDIUM, [(5000, 20, [seed(0.6), seed(0.8)]),
+                                                      (2500, 5, [seed(0.2), seed(0.4)])])
+  label, evaluations = ogbench_curves.read_run(done)
+  assert label == "ota medium"
+  assert ogbench_curves.evaluation_points(evaluations, "success") == [
+      ogbench_curves.Point(2500, 5, (0.2, 0.4)), ogbench_curves.Point(5000, 20, (0.6, 0.8))]
+  running = write_run(tmp_path / "running", "ota", MEDIUM, [(2500, 5, [seed(0.2)])])
+  points = ogbench_curves.evaluation_points(ogbench_curves.read_run(running)[1], "success")
+  assert [p.update for p in points] == [2500]
 
 
 def test_continued_run_merges_and_keeps_the_evaluation_with_more_episodes():
-  # the run stopped at 20,500 (final, 20 episodes); its continuation re-records the mid-run
-  # evaluations up to 20,000 from the checkpoint and adds 25,000 (8 episodes)
-  first = record("ota", GIANT, 20500, True, [(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)])],
-                 [seed(0.0)])
-  second = record("ota", GIANT, 25000, False,
-                  [(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)]), (25000, 8, [seed(0.3)])], [])
-  hiql = record("hiql", GIANT, 20000, True, [], [seed(0.0)])
+  # the run stopped at 20,500 (final, 20 episodes); its continuation re-records the evaluations
+  # up to 20,000 and adds 25,000 (8 episodes)
+  first = ("ota giant", records([(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)]),
+                                 (20500, 20, [seed(0.0)])]))
+  second = ("ota giant", records([(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)]),
+                                  (25000, 8, [seed(0.3)])]))
+  hiql = ("hiql giant", records([(20000, 20, [seed(0.0)])]))
   grouped = ogbench_curves.curves([first, second, hiql], "success")
   assert list(grouped) == ["ota giant", "hiql giant"]
   assert [(p.update, p.episodes) for p in grouped["ota giant"]] == [
@@ -63,7 +77,7 @@ def test_continued_run_merges_and_keeps_the_evaluation_with_more_episodes():
 
 
 def test_markdown_rows_show_success_in_percent_and_other_numbers_as_recorded():
-  runs = [record("gcivl", MEDIUM, 5000, True, [], [seed(0.05, -12.34), seed(0.25, -20.0)])]
+  runs = [("gcivl medium", records([(5000, 20, [seed(0.05, -12.34), seed(0.25, -20.0)])]))]
   table = ogbench_curves.markdown_table(ogbench_curves.curves(runs, "success"), "success")
   assert table.splitlines()[-1] == "| gcivl medium | 5,000 | 20 | 5 / 25 | 15 |"
   table = ogbench_curves.markdown_table(ogbench_curves.curves(runs, "task1_vh_start"),
@@ -72,9 +86,10 @@ def test_markdown_rows_show_success_in_percent_and_other_numbers_as_recorded():
 
 
 def test_unrecorded_metric_names_the_flag_and_the_known_ones():
-  runs = [record("hiql", MEDIUM, 5000, True, [], [seed(0.5)])]
+  runs = [("hiql medium", records([(5000, 20, [seed(0.5)])]))]
   with pytest.raises(ValueError, match=r"y: 'task1_vh_start' is not recorded .* update 5000; "
-                                       r"expected one of \['success', 'task1_success'\]"):
+                                       r"expected one of \['eval_loss', 'success', "
+                                       r"'task1_success'\]"):
     ogbench_curves.curves(runs, "task1_vh_start")
 
 
@@ -83,26 +98,20 @@ def run_cli(*args):
                         capture_output=True, text=True, timeout=300)
 
 
-def test_command_line_writes_the_png_and_the_table(tmp_path):
-  paths = []
-  for agent, s in (("ota", 0.4), ("hiql", 0.2)):
-    path = tmp_path / f"{agent}.json"
-    path.write_text(json.dumps(record(agent, MEDIUM, 5000, True, [(2500, 5, [seed(0.0)])],
-                                      [seed(s)])))
-    paths.append(str(path))
+def test_command_line_writes_the_png_and_the_table_and_names_an_unreadable_run(tmp_path):
+  workdirs = [write_run(tmp_path / agent, agent, MEDIUM, [(2500, 5, [seed(0.0)]),
+                                                          (5000, 20, [seed(s)])])
+              for agent, s in (("ota", 0.4), ("hiql", 0.2))]
   out = tmp_path / "curves.png"
-  result = run_cli(f"--runs={','.join(paths)}", f"--out={out}", "--table")
+  result = run_cli(*workdirs, f"--out={out}", "--table")
   assert result.returncode == 0, result.stderr[-2000:]
   lines = result.stdout.strip().splitlines()
   assert "| ota medium | 5,000 | 20 | 40 | 40 |" in lines
   assert "| hiql medium | 2,500 | 5 | 0 | 0 |" in lines
   assert lines[-1] == str(out)
   assert out.read_bytes()[:8] == PNG
-
-
-def test_command_line_unreadable_file_is_one_line(tmp_path):
-  missing = tmp_path / "none.json"
-  result = run_cli(f"--runs={missing}", f"--out={tmp_path / 'c.png'}")
+  missing = tmp_path / "none"
+  result = run_cli(str(missing), f"--out={tmp_path / 'c.png'}")
   assert result.returncode == 2
   (line,) = result.stderr.strip().splitlines()
-  assert line.startswith(f"error: --runs: cannot read '{missing}'")
+  assert line.startswith(f"error: cannot read the run directory '{missing}'")

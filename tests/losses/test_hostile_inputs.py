@@ -255,6 +255,12 @@ GOAL_CONDITIONED_CASES = {
     "goal_conditioned.hiql_high_actor_loss": Case(
         gc.hiql_high_actor_loss, {"target_rep": "f:B,R", "v_subgoal_g": "f:B,E", "v_g": "f:B,E"},
         kw={"log_prob_fn": _log_prob_fn, "alpha": 3.0}, bad={"alpha": -1.0}),
+    "goal_conditioned.hiql_actor_losses": Case(
+        gc.hiql_actor_losses, {"subgoal_rep": "f:B,R", "v_next_w": "f:B,E", "v_w": "f:B,E",
+                               "target_rep": "f:B,R", "v_subgoal_g": "f:B,E", "v_g": "f:B,E"},
+        kw={"low_log_prob_fn": _log_prob_fn, "high_log_prob_fn": _log_prob_fn,
+            "low_alpha": 3.0, "high_alpha": 3.0},
+        bad={"low_alpha": -1.0, "high_alpha": -1.0}),
     "goal_conditioned.ota_option_indices": Case(
         gc.ota_option_indices, {"idx": "i<5:B", "traj_end": "i<3:B", "goal_idx": "i<9:B",
                                 "traj_mask": "b:B", "cur_mask": "b:B"},
@@ -275,6 +281,13 @@ GOAL_CONDITIONED_CASES = {
         {"phi_s": "f:E,D", "phi_g": "f:E,D", "phi_tgt_s": "f:E,D", "phi_tgt_next": "f:E,D",
          "phi_tgt_g": "f:E,D", "r_t": "f:", "discount_t": "u:"},
         kw={"expectile": 0.95}, bad={"expectile": -0.5, "eps_sq": -1.0}),
+    "goal_conditioned.hilp_skill_value_loss": Case(
+        gc.hilp_skill_value_loss, {"q_tgt": "f:B,E", "v": "f:B"}, kw={"expectile": 0.9},
+        bad={"expectile": 1.0, "stop_target_gradients": 1}),
+    "goal_conditioned.hilp_skill_critic_loss": Case(
+        gc.hilp_skill_critic_loss, {"q_tm1": "f:B,E", "r_t": "f:B", "discount_t": "u:B",
+                                    "v_t": "f:B"}, bad={"stop_target_gradients": 1},
+        rank=("q_tm1", "r_t", "v_t"), why="discount_t is a scalar γ or a [B] γ·mask"),
     "goal_conditioned.hilp_intrinsic_reward": Case(
         gc.hilp_intrinsic_reward, {"phi_s": "f:B,D", "phi_next": "f:B,D", "z": "f:B,D"}, rank=(),
         why="rank-polymorphic over leading axes"),
