@@ -1,4 +1,5 @@
-"""Utterance-level critics and token-level actors: ArCHer, Offline ArCHer, filtered BC, CHAI.
+"""Utterance-level critics and token-level actors: ArCHer, Offline ArCHer, filtered BC, CHAI,
+and the token-level credit assignment of ArCHer's flat baseline (token-level PPO).
 
 See "ArCHer: Training Language Model Agents via Hierarchical Multi-Turn RL" by Zhou, Zanette, Pan,
 Levine, Kumar (arXiv 2402.19446, ICML 2024). The high level is an off-policy TD critic over
@@ -36,6 +37,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from hrljax.losses import policy_gradient
 from hrljax.losses.goal_conditioned import awr_weights, expectile_loss
 
 Array = chex.Array
@@ -114,9 +116,9 @@ def _is_python_number(value) -> bool:
   return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_gamma(gamma) -> None:
-  if not _is_python_number(gamma) or not math.isfinite(gamma) or not 0.0 <= gamma <= 1.0:
-    raise ValueError(f"gamma: expected a float in [0, 1], got {gamma!r}")
+def _check_unit_interval(name: str, value) -> None:
+  if not _is_python_number(value) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+    raise ValueError(f"{name}: expected a float in [0, 1], got {value!r}")
 
 
 def _check_mode(name: str, value, allowed: Tuple[str, ...]) -> None:
@@ -226,7 +228,7 @@ def archer_q_targets(
   Returns:
     float [E, B] targets.
   """
-  _check_gamma(gamma)
+  _check_unit_interval("gamma", gamma)
   _check_mode("heads", heads, HEAD_MODES)
   chex.assert_rank([r, terminated, v_next_tgt], [1, 1, 2])
   chex.assert_type([r, v_next_tgt], float)
@@ -723,3 +725,125 @@ def chai_select(q_candidates_tgt: Array) -> Tuple[Array, Array]:
   index = jnp.argmax(min_q, axis=-1).astype(jnp.int32)
   chosen = jnp.take_along_axis(min_q, index[:, None], axis=-1)[:, 0]
   return index, chosen
+
+
+# ----------------------------------------------------------------------------------------------
+# Token-level PPO on utterance-level transitions (the flat baseline of the ArCHer paper).
+# ----------------------------------------------------------------------------------------------
+
+
+class TokenStream(NamedTuple):
+  """One trajectory of `T` utterances as `T * L` token steps, every field `[T * L]`: the inputs
+  of `policy_gradient.generalized_advantage_estimation`."""
+
+  reward: Array
+  discount: Array
+  value: Array
+  next_value: Array
+  lambda_: Array
+  done: Array
+
+
+def token_stream(
+    reward: Array,
+    terminated: Array,
+    done: Array,
+    value: Array,
+    next_dialogue_value: Array,
+    mask: Array,
+    gamma: float,
+    gae_lambda: float,
+    token_gamma: float = 1.0,
+) -> TokenStream:
+  """Turns one trajectory of `T` utterances into `T * L` token steps (per trajectory).
+
+  ArCHer (Zhou et al., arXiv 2402.19446) compares against flat token-level PPO (Schulman et al.,
+  arXiv 1707.06347), where every token is an action; this is that MDP built from utterance-level
+  transitions. Inside an utterance every read token (a prefix of the row, `mask`) is one action
+  taken in the state "dialogue + the utterance's earlier tokens"; the utterance's reward arrives
+  at its last read token. Unread tokens are not actions: reward 0, values 0, discount 1 and λ 1
+  pass the next utterance's advantage through to the last read token unchanged.
+
+  Discounts: `token_gamma` between the read tokens of an utterance (1: token-level returns equal
+  the utterance-level returns of ArCHer's critic; `gamma`: plain token-level discounting) and
+  `gamma · (1 − terminated)` from an utterance's last read token to the next utterance, so a
+  termination cuts the bootstrap and a time-limit truncation bootstraps from the true next
+  dialogue (`next_dialogue_value`). λ is `gae_lambda` after every read token; `done` (terminated
+  or truncated) stops the recursion at the utterance's last read token.
+
+  Args:
+    reward, terminated, done: `[T]` utterance-level reward (float) and flags (bool or 0/1).
+    value: float `[T, L]` V of the state before each token.
+    next_dialogue_value: float `[T]` V of the true next dialogue (before any auto-reset).
+    mask: bool `[T, L]`, the tokens the environment reads (a prefix of each row, at least one).
+    gamma: utterance-level discount in [0, 1].
+    gae_lambda: GAE λ in [0, 1].
+    token_gamma: discount between the tokens of one utterance, in [0, 1].
+
+  Returns:
+    `TokenStream` of `[T * L]` arrays.
+  """
+  for name, number in (("gamma", gamma), ("gae_lambda", gae_lambda),
+                       ("token_gamma", token_gamma)):
+    _check_unit_interval(name, number)
+  chex.assert_rank([reward, terminated, done, value, next_dialogue_value, mask],
+                   [1, 1, 1, 2, 1, 2])
+  chex.assert_type([reward, value, next_dialogue_value], float)
+  chex.assert_equal_shape([value, mask])
+  chex.assert_equal_shape([reward, terminated, done, next_dialogue_value, value[:, 0]])
+  num_tokens = mask.shape[1]
+  mask = mask.astype(bool)
+  length = mask.sum(axis=1)
+  is_last = jnp.arange(num_tokens)[None, :] == (length - 1)[:, None]
+  # Within an utterance the successor of token j is the state before token j + 1.
+  shifted = jnp.concatenate([value[:, 1:], jnp.zeros_like(value[:, :1])], axis=1)
+  next_value = jnp.where(is_last, next_dialogue_value[:, None], shifted)
+  last_discount = gamma * (1.0 - terminated.astype(jnp.float32))
+  discount = jnp.where(is_last, last_discount[:, None], token_gamma)
+  step_reward = jnp.where(is_last, reward[:, None], 0.0)
+  return TokenStream(
+      reward=jnp.where(mask, step_reward, 0.0).reshape(-1),
+      discount=jnp.where(mask, discount, 1.0).reshape(-1),
+      value=jnp.where(mask, value, 0.0).reshape(-1),
+      next_value=jnp.where(mask, next_value, 0.0).reshape(-1),
+      lambda_=jnp.where(mask, gae_lambda, 1.0).reshape(-1),
+      done=(is_last & done.astype(bool)[:, None]).reshape(-1))
+
+
+def token_level_advantages(
+    reward: Array,
+    terminated: Array,
+    done: Array,
+    value: Array,
+    next_dialogue_value: Array,
+    mask: Array,
+    gamma: float,
+    gae_lambda: float,
+    token_gamma: float = 1.0,
+) -> Array:
+  """Token-level GAE `[T, L]` of one trajectory of `T` utterances (0 on unread tokens).
+
+  GAE (Schulman et al., arXiv 1506.02438, Eq. 16) over the `token_stream` of the trajectory:
+  `policy_gradient.generalized_advantage_estimation` with the stream's per-token discounts and
+  λ. Per trajectory (the caller vmaps over environments); arguments as in `token_stream`. The
+  value targets are `advantages + value`.
+  """
+  num_steps, num_tokens = mask.shape
+  stream = token_stream(reward, terminated, done, value, next_dialogue_value, mask, gamma,
+                        gae_lambda, token_gamma)
+  advantage = policy_gradient.generalized_advantage_estimation(
+      stream.reward, stream.discount, stream.value, stream.next_value, stream.lambda_,
+      stream.done)
+  return jnp.where(mask, advantage.reshape(num_steps, num_tokens), 0.0)
+
+
+def normalize_token_advantages(advantage: Array, mask: Array, eps: float = 1e-8) -> Array:
+  """(A − mean) / (std + eps) over the masked tokens (0 elsewhere): PPO's per-minibatch
+  advantage standardisation (as in the reference PPO implementations) restricted to the tokens
+  that are actions. Batch-level; any shape, `mask` of the same shape."""
+  _check_nonnegative("eps", eps)
+  chex.assert_type(advantage, float)
+  chex.assert_equal_shape([advantage, mask])
+  mean = policy_gradient.masked_mean(advantage, mask)
+  std = jnp.sqrt(policy_gradient.masked_mean(jnp.square(advantage - mean), mask))
+  return jnp.where(mask, (advantage - mean) / (std + eps), 0.0)

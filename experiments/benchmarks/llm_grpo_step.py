@@ -82,10 +82,10 @@ def grpo_config(num_prompts: int, samples_per_prompt: int, max_new_tokens: int, 
 
 def make_agent(config):
   """The GRPO agent on a model that never stops early: every completion has N tokens."""
-  from hrljax.agents import llm_grpo
+  from hrljax.agents import llm_common, llm_grpo
 
-  lm = llm_grpo.load_language_model(config.num_layers, config.dtype, config.lora_rank,
-                                    config.lora_alpha)
+  lm = llm_common.load_language_model(config.num_layers, config.dtype, config.lora_rank,
+                                      config.lora_alpha)
   return llm_grpo.LLMGRPO(config, lm._replace(eos_id=None))
 
 
@@ -141,7 +141,7 @@ def reference_spec(config, problems, threads: int) -> dict:
           "num_generations": config.samples_per_prompt,
           "max_completion_length": config.max_new_tokens, "lora_rank": config.lora_rank,
           "lora_alpha": config.lora_alpha, "learning_rate": config.learning_rate,
-          "beta": config.kl_coef, "epsilon": config.epsilon, "temperature": config.temperature,
+          "beta": config.kl_coef, "epsilon": config.clip_epsilon, "temperature": config.temperature,
           "max_grad_norm": config.max_grad_norm, "seed": config.seed, "threads": threads,
           "num_layers": config.num_layers}
 

@@ -138,8 +138,9 @@ def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 
     raise ValueError(f"reps: expected an int >= 1, got {reps!r}")
   if dtype not in DTYPES:
     raise ValueError(f"dtype: expected one of {DTYPES}, got {dtype!r}")
-  config, params = llm_weights.load_smollm2(num_layers=num_layers or None,
+  fields, params = llm_weights.load_smollm2(num_layers=num_layers or None,
                                             dtype=getattr(jnp, dtype))
+  config = llama.LlamaConfig(**fields, dtype=getattr(jnp, dtype))
   tokenizer = llm_weights.load_tokenizer()
   input_ids = prompts(tokenizer, batch, prompt_len)
   tokens = jnp.asarray(input_ids, jnp.int32)

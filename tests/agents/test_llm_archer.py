@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hrljax import config_checks, llm_weights
-from hrljax.agents import llm_archer, llm_grpo
+from hrljax.agents import llm_archer, llm_common
 from hrljax.envs import text_tasks, token_game
 from hrljax.networks import llama
 
@@ -20,7 +20,7 @@ TINY = llama.LlamaConfig(vocab_size=49152, dim=16, num_layers=1, num_heads=2, nu
 @pytest.fixture(scope="module")
 def tiny_lm():
   params = llama.init_params(TINY, jax.random.key(0))
-  return llm_grpo.LanguageModel(TINY, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
+  return llm_common.LanguageModel(TINY, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
                                 llm_weights.PAD_ID)
 
 
@@ -37,7 +37,7 @@ def small_config(**overrides):
   config.eval_episodes = 4  # = num_envs: evaluation reuses the training shapes
   config.eval_every = 3
   config.checkpoint_every = 1
-  config.num_iterations = 2
+  config.num_updates = 2
   for key, value in overrides.items():
     config[key] = value
   return config
@@ -99,7 +99,7 @@ def test_actor_gradient_is_advantage_weighted_reinforce(tiny_lm):
   advantage = np.min(np.asarray(out.q), 0) - np.min(np.asarray(out.v), 0)
 
   def reference(l):
-    logp = llm_grpo.response_logprobs(TINY, tiny_lm.params, l, batch.prompt_tokens,
+    logp = llm_common.response_logprobs(TINY, tiny_lm.params, l, batch.prompt_tokens,
                                       batch.prompt_mask, batch.response, batch.response_mask,
                                       temperature=0.7)
     return -jnp.mean(jnp.asarray(advantage) * logp.sum(1))
@@ -110,9 +110,9 @@ def test_actor_gradient_is_advantage_weighted_reinforce(tiny_lm):
 
 
 def test_run_logs_and_resumes_exactly(tiny_lm, tmp_path):
-  straight = llm_archer.run(small_config(num_iterations=3), str(tmp_path / "a"), lm=tiny_lm)
-  llm_archer.run(small_config(num_iterations=2), str(tmp_path / "b"), lm=tiny_lm)
-  resumed = llm_archer.run(small_config(num_iterations=3), str(tmp_path / "b"), lm=tiny_lm)
+  straight = llm_archer.run(small_config(num_updates=3), str(tmp_path / "a"), lm=tiny_lm)
+  llm_archer.run(small_config(num_updates=2), str(tmp_path / "b"), lm=tiny_lm)
+  resumed = llm_archer.run(small_config(num_updates=3), str(tmp_path / "b"), lm=tiny_lm)
   assert int(resumed.update) == 3
   for a, b in zip(jax.tree.leaves((straight.lora, straight.critic_params,
                                    straight.buffer.storage)),
@@ -178,6 +178,6 @@ def test_prompts_never_exceed_the_fixed_width(tiny_lm):
         spoken = move[:move.index(token_game.END) + 1]
         tokens += spoken + [token_game.NO]
       obs[:len(tokens)] = tokens
-      prompt, _ = llm_grpo.encode_prompts(tiny_lm, [
+      prompt, _ = llm_common.encode_prompts(tiny_lm, [
         text_tasks.game_prompt(obs, game)])
       assert prompt.shape[1] <= agent.prompt_width

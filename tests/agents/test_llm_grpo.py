@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hrljax import checkpoint, config_checks, llm_weights
-from hrljax.agents import llm_grpo
+from hrljax.agents import llm_common, llm_grpo
 from hrljax.networks import llama
 
 TINY = llama.LlamaConfig(vocab_size=49152, dim=16, num_layers=1, num_heads=2, num_kv_heads=1,
@@ -23,7 +23,7 @@ TINY = llama.LlamaConfig(vocab_size=49152, dim=16, num_layers=1, num_heads=2, nu
 @pytest.fixture(scope="module")
 def tiny_lm():
   params = llama.init_params(TINY, jax.random.key(0))
-  return llm_grpo.LanguageModel(TINY, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
+  return llm_common.LanguageModel(TINY, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
                                 llm_weights.PAD_ID)
 
 
@@ -48,8 +48,8 @@ def small_config(**overrides):
 
 
 @pytest.mark.parametrize("field, value, match", [
-  ("aggregation", "mean", "config.aggregation"),
-  ("advantage_estimator", "ppo", "config.advantage_estimator"),
+  ("loss_aggregation", "mean", "config.loss_aggregation"),
+  ("estimator", "ppo", "config.estimator"),
   ("samples_per_prompt", 1, "config.samples_per_prompt"),
   ("learning_rate", 0.0, "config.learning_rate"),
   ("num_layers", -1, "config.num_layers"),
@@ -76,10 +76,10 @@ def test_validate_config_task_and_devices():
 
 def test_paper_defaults():
   config = llm_grpo.get_config()
-  assert (config.epsilon, config.kl_coef, config.kl_estimator, config.ppo_epochs) == (
+  assert (config.clip_epsilon, config.kl_coef, config.kl_estimator, config.update_epochs) == (
     0.2, 0.04, "k3", 1)
-  assert config.aggregation == "seq_mean_token_mean"
-  assert config.advantage_estimator == "grpo"
+  assert config.loss_aggregation == "seq_mean_token_mean"
+  assert config.estimator == "grpo"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -110,12 +110,12 @@ def test_grpo_advantages_hand_computed():
 def test_dr_grpo_rloo_and_dapo_filter():
   response = jnp.zeros((8, 3), jnp.int32)
   adv, keep = llm_grpo.grpo_token_advantages(
-    _advantage_config(advantage_estimator="dr_grpo", dynamic_sampling=True), REWARDS,
+    _advantage_config(estimator="dr_grpo", dynamic_sampling=True), REWARDS,
     response, MASK, *NO_PATTERN)
   np.testing.assert_allclose(adv[:, 0], [0.75, -0.25, -0.25, -0.25, 0, 0, 0, 0], atol=1e-7)
   np.testing.assert_array_equal(keep, [True] * 4 + [False] * 4)  # group 1 is uninformative
   adv, _ = llm_grpo.grpo_token_advantages(
-    _advantage_config(advantage_estimator="rloo"), REWARDS, response, MASK, *NO_PATTERN)
+    _advantage_config(estimator="rloo"), REWARDS, response, MASK, *NO_PATTERN)
   # Leave-one-out: 1 - 0 = 1 and 0 - 1/3.
   np.testing.assert_allclose(adv[:4, 0], [1.0, -1 / 3, -1 / 3, -1 / 3], rtol=1e-6)
 
@@ -125,7 +125,7 @@ def test_hicra_amplifies_planning_tokens():
   patterns, lengths = jnp.array([[8, 9]], jnp.int32), jnp.array([2], jnp.int32)
   mask = jnp.ones((8, 3), bool)
   adv, _ = llm_grpo.grpo_token_advantages(
-    _advantage_config(advantage_estimator="dr_grpo", hicra_alpha=0.2), REWARDS, response,
+    _advantage_config(estimator="dr_grpo", hicra_alpha=0.2), REWARDS, response,
     mask, patterns, lengths)
   # Tokens 8, 9 are the planning phrase: A + 0.2 |A|; token 7 unchanged.
   np.testing.assert_allclose(adv[0], [0.75, 0.9, 0.9], rtol=1e-6)
@@ -145,10 +145,10 @@ def test_phrase_patterns_tokenise_both_spacings(tiny_lm):
 def test_encode_prompts_bucket_one_pads_to_the_longest(tiny_lm):
   texts = ["What is 2 + 3?", "What is 12 - 7 after you add 4 to it?"]
   lengths = [len(llm_weights.chat_prompt(tiny_lm.tokenizer, t)) for t in texts]
-  tokens, mask = llm_grpo.encode_prompts(tiny_lm, texts, bucket=1)
+  tokens, mask = llm_common.encode_prompts(tiny_lm, texts, bucket=1)
   assert tokens.shape == (2, max(lengths)) and list(mask.sum(1)) == lengths
   assert not mask[np.argmin(lengths), 0] and mask[:, -1].all()  # left padding
-  tokens16, _ = llm_grpo.encode_prompts(tiny_lm, texts)
+  tokens16, _ = llm_common.encode_prompts(tiny_lm, texts)
   assert tokens16.shape[1] == -(-max(lengths) // 16) * 16
 
 
@@ -170,7 +170,7 @@ def test_response_logprobs_match_token_logprobs(tiny_lm):
   batch = _tiny_batch([0, 1, 0, 1])
   lora = llama.init_lora(TINY, jax.random.key(1))
   lora = jax.tree.map(lambda x: x + 0.1, lora)  # non-zero adapters
-  ours = llm_grpo.response_logprobs(TINY, tiny_lm.params, lora, batch.prompt_tokens,
+  ours = llm_common.response_logprobs(TINY, tiny_lm.params, lora, batch.prompt_tokens,
                                     batch.prompt_mask, batch.response, batch.response_mask)
   tokens = jnp.concatenate([batch.prompt_tokens, batch.response], 1)
   mask = jnp.concatenate([batch.prompt_mask, batch.response_mask], 1)
@@ -185,14 +185,14 @@ def test_grpo_gradient_is_the_policy_gradient(tiny_lm):
   lora = jax.tree.map(lambda x: x + 0.05, llama.init_lora(TINY, jax.random.key(1)))
   adv, keep = llm_grpo.grpo_token_advantages(config, batch.rewards, batch.response,
                                              batch.response_mask, *NO_PATTERN)
-  grads = jax.grad(lambda l: llm_grpo.grpo_loss(l, tiny_lm.params, TINY, config, batch, adv,
+  grads = jax.grad(lambda l: llm_grpo.llm_grpo_objective(l, tiny_lm.params, TINY, config, batch, adv,
                                                 batch.response_mask, None, None)[0])(lora)
   # Advantages by hand: each group (1, 0) / (0, 2) is ±1/sqrt(2)·... z-scores ±0.7071 / std.
   a = np.array([0.5, -0.5, -1.0, 1.0]) / (np.array([0.5, 0.5, 1.0, 1.0]) * np.sqrt(2) + 1e-6)
   lengths = np.asarray(batch.response_mask.sum(1), np.float64)
 
   def reference(l):
-    logp = llm_grpo.response_logprobs(TINY, tiny_lm.params, l, batch.prompt_tokens,
+    logp = llm_common.response_logprobs(TINY, tiny_lm.params, l, batch.prompt_tokens,
                                       batch.prompt_mask, batch.response, batch.response_mask)
     return -jnp.sum(jnp.asarray(a / lengths, jnp.float32) * logp.sum(1)) / 4
 
@@ -205,15 +205,15 @@ def test_kl_term_is_zero_at_the_reference_and_positive_away(tiny_lm):
   config = _advantage_config(num_prompts=2, samples_per_prompt=2, kl_coef=1.0)
   batch = _tiny_batch([0.0, 0.0, 0.0, 0.0])  # zero advantages: the loss is the KL alone
   zero_adv = jnp.zeros((4, 4))
-  ref = llm_grpo.response_logprobs(TINY, tiny_lm.params, None, batch.prompt_tokens,
+  ref = llm_common.response_logprobs(TINY, tiny_lm.params, None, batch.prompt_tokens,
                                    batch.prompt_mask, batch.response, batch.response_mask,
                                    use_lora=False)
   lora0 = llama.init_lora(TINY, jax.random.key(1))  # b = 0: the reference policy
-  loss0, m0 = llm_grpo.grpo_loss(lora0, tiny_lm.params, TINY, config, batch, zero_adv,
+  loss0, m0 = llm_grpo.llm_grpo_objective(lora0, tiny_lm.params, TINY, config, batch, zero_adv,
                                  batch.response_mask, None, ref)
   assert abs(float(loss0)) < 1e-6 and abs(m0["kl"]) < 1e-6
   lora1 = jax.tree.map(lambda x: x + 0.2, lora0)
-  loss1, m1 = llm_grpo.grpo_loss(lora1, tiny_lm.params, TINY, config, batch, zero_adv,
+  loss1, m1 = llm_grpo.llm_grpo_objective(lora1, tiny_lm.params, TINY, config, batch, zero_adv,
                                  batch.response_mask, None, ref)
   assert float(loss1) > 1e-4 and float(m1["kl"]) > 1e-4
 

@@ -1,7 +1,8 @@
 """Tests for hrljax.losses.hierarchical_critics (ArCHer, Offline ArCHer, filtered BC, CHAI).
 
-Expected values are the spec's vectors (specs/hierarchical_critics.md §1.7, §2.6) or recomputed
-here in NumPy float64, never produced by the code under test.
+Expected values are vectors computed by hand from the reference code's formulas (the ArCHer and
+Offline ArCHer critics and actors; docs/hierarchical_critics.md) or recomputed here in NumPy
+float64, never produced by the code under test.
 """
 
 import functools
@@ -15,7 +16,7 @@ from hrljax.losses import hierarchical_critics as hc
 
 GAMMA = 0.95
 
-# Spec §1.7 vector (γ = 0.95, B = 2, E = 2), ensemble-first [E, B].
+# A hand-computed vector (γ = 0.95, B = 2, E = 2), ensemble-first [E, B].
 R = np.array([-1.0, 0.0])
 DONE = np.array([0.0, 1.0])
 Q = np.array([[-3.0, -0.5], [-2.8, -0.4]])
@@ -49,13 +50,13 @@ def numpy_critic_loss(q, v, v_next, q_pi_tgt, r, done, gamma):
 # ----------------------------------------------------------------------------------------------
 
 
-def test_q_targets_match_spec_vector():
+def test_q_targets_match_the_hand_computed_vector():
   y = hc.archer_q_targets(f32(R), f32(DONE), f32(V_NEXT_TGT), GAMMA)
   np.testing.assert_allclose(y, [[-2.9, 0.0], [-3.09, 0.0]], atol=1e-6)
 
 
 @IDENTITY_OR_JIT
-def test_critic_loss_matches_spec_vector(wrap):
+def test_critic_loss_matches_the_hand_computed_vector(wrap):
   loss_fn = wrap(functools.partial(hc.archer_critic_loss, gamma=GAMMA))
   q, v, vn, qpt, r, d = critic_args()
   loss, extras = loss_fn(q, v, vn, qpt, r, terminated=d)
@@ -147,7 +148,7 @@ def test_valid_mask_ignores_padding_examples():
 # ----------------------------------------------------------------------------------------------
 
 
-def test_advantage_matches_spec_vector_and_has_no_gradient():
+def test_advantage_matches_the_hand_computed_vector_and_has_no_gradient():
   adv = hc.archer_advantage(f32(Q_PI_ONLINE), f32(V))
   np.testing.assert_allclose(adv, [0.1, 0.15], atol=1e-6)
   g = jax.grad(lambda q, v: jnp.sum(hc.archer_advantage(q, v)), argnums=(0, 1))(
@@ -157,7 +158,7 @@ def test_advantage_matches_spec_vector_and_has_no_gradient():
 
 
 @IDENTITY_OR_JIT
-def test_actor_loss_matches_spec_vector(wrap):
+def test_actor_loss_matches_the_hand_computed_vector(wrap):
   loss, extras = wrap(hc.archer_actor_loss)(
     f32(TOKEN_LOGP), jnp.asarray(TOKEN_MASK), f32(Q_PI_ONLINE), f32(V))
   np.testing.assert_allclose(loss, 1.1625, atol=1e-6)
@@ -249,7 +250,7 @@ def test_zero_baseline_reduces_to_plain_actor_loss():
 # ----------------------------------------------------------------------------------------------
 
 
-def test_offline_critic_expectile_matches_spec_vector():
+def test_offline_critic_expectile_matches_the_hand_computed_vector():
   # Q is at its target (terminal, r = 0, Q = 0), so only the expectile V term remains.
   zeros = jnp.zeros((1, 2))
   loss, extras = hc.offline_archer_critic_loss(
@@ -282,7 +283,7 @@ SEQ_LOGP = np.array([-2.0, -1.0, -3.0, -0.5])
   [(1.0, None, [0.367879, 1.0, 1.648721, 7.389056]),
      (3.0, 100.0, [0.049787, 1.0, 4.481689, 100.0])],
 )
-def test_offline_actor_awr_weights_match_spec_vector(inv_temp, max_weight, weights):
+def test_offline_actor_awr_weights_match_the_hand_computed_vector(inv_temp, max_weight, weights):
   v = jnp.zeros((2, 4))
   q_data = f32(np.stack([ADV, ADV + 1.0]))  # min over heads is ADV
   logp = f32(np.stack([SEQ_LOGP, np.zeros(4)], axis=1))
@@ -314,7 +315,7 @@ def test_offline_actor_zero_temperature_is_behaviour_cloning():
 # ----------------------------------------------------------------------------------------------
 
 
-def test_filtered_bc_mask_matches_spec_vector():
+def test_filtered_bc_mask_matches_the_hand_computed_vector():
   keep = hc.filtered_bc_mask(f32([-20.0, -5.0, -3.0, 0.0, -1.0]), top_fraction=0.1)
   np.testing.assert_array_equal(keep, [False, False, False, True, False])
 
@@ -412,3 +413,103 @@ def test_bad_shapes_and_dtypes_raise():
     hc.filtered_bc_loss(jnp.zeros((2, 3), jnp.int32), TOKEN_MASK, jnp.ones(2, bool))
   with pytest.raises(AssertionError):  # CHAI needs [E, B, K]
     hc.chai_select(q)
+
+
+# ----------------------------------------------------------------------------------------------
+# Token-level PPO's credit assignment (token_stream, token_level_advantages).
+# ----------------------------------------------------------------------------------------------
+
+
+def reference_token_gae(reward, terminated, done, value, next_value, mask, gamma, lam,
+                        token_gamma):
+  """GAE over the read tokens only, in float64, written over the compacted stream of read
+  tokens: returns `[T, L]` advantages (0 on unread tokens)."""
+  steps = []
+  for t in range(mask.shape[0]):
+    n = int(mask[t].sum())
+    for j in range(n):
+      last = j == n - 1
+      steps.append(dict(
+          index=(t, j),
+          r=reward[t] if last else 0.0,
+          discount=gamma * (1.0 - terminated[t]) if last else token_gamma,
+          v=value[t, j],
+          v_next=next_value[t] if last else value[t, j + 1],
+          done=bool(done[t]) if last else False))
+  out = np.zeros(mask.shape)
+  advantage = 0.0
+  for s in reversed(steps):
+    delta = s["r"] + s["discount"] * s["v_next"] - s["v"]
+    advantage = delta + s["discount"] * lam * (1.0 - s["done"]) * advantage
+    out[s["index"]] = advantage
+  return out
+
+
+def prefix_mask(lengths, num_tokens):
+  return np.arange(num_tokens)[None, :] < np.asarray(lengths)[:, None]
+
+
+@pytest.mark.parametrize("token_gamma", [1.0, 0.9], ids=["utterance", "token"])
+def test_token_level_advantages_match_the_compacted_reference(token_gamma):
+  """Two trajectories: one terminates at step 1 (a new game after), one is truncated at step 2
+  (bootstraps from its true next dialogue, recursion cut)."""
+  rng = np.random.default_rng(0)
+  masks = [prefix_mask([4, 2, 3, 1], 4), prefix_mask([3, 3, 4, 2], 4)]
+  terminated = [np.array([0, 1, 0, 0], bool), np.zeros(4, bool)]
+  done = [np.array([0, 1, 0, 0], bool), np.array([0, 0, 1, 0], bool)]
+  for mask, term, stop in zip(masks, terminated, done):
+    reward, next_value = rng.normal(size=4), rng.normal(size=4)
+    value = rng.normal(size=(4, 4))
+    got = hc.token_level_advantages(f32(reward), jnp.asarray(term), jnp.asarray(stop),
+                                    f32(value), f32(next_value), jnp.asarray(mask), 0.9, 0.8,
+                                    token_gamma)
+    want = reference_token_gae(reward, term, stop, value, next_value, mask, 0.9, 0.8,
+                               token_gamma)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_token_level_advantages_of_a_terminal_utterance_hand_computed():
+  """One utterance of 3 read tokens, reward 1, terminated, λ = 1: A_j = 1 − V_j; unread 0."""
+  got = hc.token_level_advantages(
+      jnp.ones(1), jnp.ones(1, bool), jnp.ones(1, bool), f32([[0.1, 0.2, 0.3, 0.4]]),
+      f32([5.0]), jnp.array([[True, True, True, False]]), 0.9, 1.0)
+  np.testing.assert_allclose(np.asarray(got[0]), [0.9, 0.8, 0.7, 0.0], atol=1e-6)
+
+
+def test_token_level_truncation_bootstraps_from_the_next_dialogue():
+  """Truncated (done, not terminated): the last token bootstraps γ·V(next); nothing beyond."""
+  got = hc.token_level_advantages(
+      f32([0.0, 7.0]), jnp.zeros(2, bool), jnp.array([True, False]), jnp.zeros((2, 4)),
+      f32([2.0, 0.0]), jnp.asarray(prefix_mask([1, 1], 4)), 0.5, 1.0)
+  np.testing.assert_allclose(np.asarray(got[:, 0]), [1.0, 7.0], atol=1e-6)
+
+
+def test_token_stream_marks_unread_tokens_as_pass_through_steps():
+  """Unread tokens: reward 0, value 0, discount 1, λ 1, not done (the next utterance's advantage
+  passes through them unchanged); the last read token carries the reward and γ(1 − terminated)."""
+  stream = hc.token_stream(f32([2.0]), jnp.ones(1, bool), jnp.ones(1, bool),
+                           f32([[0.5, 0.6, 0.7]]), f32([9.0]), jnp.array([[True, True, False]]),
+                           0.9, 0.8, token_gamma=0.7)
+  np.testing.assert_allclose(stream.reward, [0.0, 2.0, 0.0])
+  np.testing.assert_allclose(stream.discount, [0.7, 0.0, 1.0], atol=1e-7)
+  np.testing.assert_allclose(stream.value, [0.5, 0.6, 0.0])
+  np.testing.assert_allclose(stream.next_value, [0.6, 9.0, 0.0])
+  np.testing.assert_allclose(stream.lambda_, [0.8, 0.8, 1.0], atol=1e-7)
+  np.testing.assert_array_equal(stream.done, [False, True, False])
+
+
+def test_normalize_token_advantages_uses_the_masked_tokens_only():
+  adv = jnp.array([[1.0, 3.0, 100.0]])
+  mask = jnp.array([[True, True, False]])
+  np.testing.assert_allclose(np.asarray(hc.normalize_token_advantages(adv, mask)),
+                             [[-1.0, 1.0, 0.0]], atol=1e-6)
+
+
+@pytest.mark.parametrize("name, value", [("gamma", 1.5), ("gae_lambda", -0.1),
+                                         ("token_gamma", 2.0)])
+def test_token_level_discounts_outside_the_unit_interval_raise(name, value):
+  kwargs = dict(gamma=0.9, gae_lambda=0.9, token_gamma=1.0)
+  kwargs[name] = value
+  with pytest.raises(ValueError, match=name):
+    hc.token_level_advantages(f32([1.0]), jnp.ones(1, bool), jnp.ones(1, bool),
+                              f32([[0.1, 0.2]]), f32([0.0]), jnp.ones((1, 2), bool), **kwargs)

@@ -1,8 +1,8 @@
 """Can ArCHer's token-level actor improve on its BC start when its advantage is right?
 
-  python -m experiments.archer_actor_diagnostic --config=archer_token_game \
-      --warm_start_cache=/tmp/h1/bc_cache --optimizer=adam --learning_rate=1e-4 \
-      --iterations=100 --eval_every=10 --out=/tmp/h1b/oracle_adam.jsonl
+  python -m experiments.diagnostics.archer_actor --config=archer_token_game \
+      --warm_start_cache=runs/bc_cache --optimizer=adam --learning_rate=1e-4 \
+      --iterations=100 --eval_every=10 --out=runs/diagnostics/actor_oracle_adam.jsonl
 
 ArCHer (Zhou et al., arXiv 2402.19446) moves its token policy with REINFORCE weighted by an
 utterance-level advantage from a learned critic. On the token game no ArCHer run has improved on
@@ -18,7 +18,7 @@ with the advantage computed from the game's exact values instead of a critic:
   the way token PPO counts its `num_envs * num_steps` (steps after an early guess are played but
   not trained on);
 * the return of an utterance: `--advantage=oracle` replaces the final reward of its episode by
-  its expectation given the final dialogue, Q*(s_T, a_T) (`archer_critic_diagnostic.oracle_q`:
+  its expectation given the final dialogue, Q*(s_T, a_T) (`archer_critic.oracle_q`:
   1 / #consistent items for a guess of a consistent item, else 0; every guess ends the game), and
   discounts it by gamma per utterance: R_t = gamma^(T - t) Q*(s_T, a_T). For the final guess this
   is exactly its Q*; for a question it is the Monte-Carlo return with the target's coin flip at
@@ -106,12 +106,12 @@ def turn_baseline_advantage(returns, valid):
 
 def utterance_returns(transitions, valid, env_params, gamma, advantage):
   """The per-utterance return `[T, N]` of `advantage` ("oracle" or "monte_carlo")."""
-  from experiments import archer_critic_diagnostic
-  from hrljax.agents import archer
+  from experiments.diagnostics import archer_critic
+  from hrljax.agents import token_common as tc
 
   if advantage == "oracle":
-    flat = archer.transitions_from_rollout(transitions)
-    final_value = archer_critic_diagnostic.oracle_q(flat, env_params).reshape(
+    flat = tc.transitions_from_rollout(transitions)
+    final_value = archer_critic.oracle_q(flat, env_params).reshape(
         transitions.reward.shape)
   else:
     final_value = transitions.reward
@@ -122,14 +122,14 @@ def actor_minibatch_loss(policy_params, policy, rows, temperature):
   """`archer_actor_loss` on `rows` (dialogue, utterance, advantage, valid), the advantage fed as
   a single Q head with V = 0 (as `archer.actor_objective` feeds a standardised advantage)."""
   import jax.numpy as jnp
-  from hrljax.agents import token_bc
+  from hrljax.agents import token_common as tc
   from hrljax.losses import hierarchical_critics as hc
   from hrljax.networks import transformer
 
   dialogue, utterance, advantage, valid = rows
   token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, utterance,
                                                temperature)
-  loss, _ = hc.archer_actor_loss(token_logp, token_bc.token_mask(utterance), advantage[None],
+  loss, _ = hc.archer_actor_loss(token_logp, tc.token_mask(utterance), advantage[None],
                                  jnp.zeros_like(advantage)[None], valid=valid)
   return loss
 
@@ -152,20 +152,20 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
   `advantage_noise` = sigma > 0 adds independent N(0, sigma^2) noise to every standardised
   advantage, so the actor's weight correlates with the right one by 1 / sqrt(1 + sigma^2): a
   stand-in for a critic whose advantage is only that well correlated with the exact one
-  (`archer_critic_diagnostic.advantage_agreement` measures the learned critic's).
+  (`archer_critic.advantage_agreement` measures the learned critic's).
   """
   import jax
   import jax.numpy as jnp
   import optax
   from hrljax import envs, rollout
-  from hrljax.agents import token_bc, token_ppo
+  from hrljax.agents import token_common as tc
 
   if num_games % minibatches:
     raise ValueError(f"minibatches: expected a divisor of num_games ({num_games}), got "
                      f"{minibatches}")
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
-  sample = token_ppo.sampling_policy(policy, env_params.utterance_len, config.temperature)
+  policy = tc.make_policy(env_params, config)
+  sample = tc.sampling_policy(policy, env_params.utterance_len, config.temperature)
   group_ids = rollout.grouped_ids(num_games, 1)
   max_turns = env_params.max_turns
 
@@ -180,7 +180,7 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
     if advantage_noise:
       noise = jax.random.normal(jax.random.fold_in(shuffle_key, 1), adv.shape)
       adv = jnp.where(valid, adv + advantage_noise * noise, 0.0)
-    rows = tuple(token_ppo.flatten_steps(x) for x in
+    rows = tuple(tc.flatten_steps(x) for x in
                  (transitions.obs, transitions.action, adv, valid))
 
     def epoch(carry, epoch_key):
@@ -210,9 +210,11 @@ def run(config, num_seeds, advantage, optimizer, learning_rate, adam_eps, num_ga
         minibatches, iterations, eval_every, cache_dir, out, advantage_noise=0.0):
   """Trains the actor of every seed against the `advantage` returns; writes the curve to `out`."""
   import jax
-  from experiments import archer_critic_diagnostic, token_game_curves
+  from experiments import token_game_curves
+  from experiments.diagnostics import archer_critic
   from hrljax import envs
-  from hrljax.agents import archer, token_bc, token_ppo
+  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
 
   archer.validate_config(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
@@ -233,8 +235,8 @@ def run(config, num_seeds, advantage, optimizer, learning_rate, adam_eps, num_ga
     carry, metrics = jax.vmap(one_seed)(carry, run_keys)
     return carry, jax.tree.map(lambda m: m.mean(axis=1), metrics)
 
-  policy = token_bc.make_policy(env_params, config)
-  evaluate = jax.jit(jax.vmap(token_ppo.greedy_evaluation(env, env_params, policy,
+  policy = tc.make_policy(env_params, config)
+  evaluate = jax.jit(jax.vmap(tc.greedy_evaluation(env, env_params, policy,
                                                           config.eval_episodes)))
   eval_keys = token_game_curves.eval_keys(0, num_seeds, True)
   utterances_per_iteration = num_games * env_params.max_turns
@@ -248,7 +250,7 @@ def run(config, num_seeds, advantage, optimizer, learning_rate, adam_eps, num_ga
       row = token_game_curves.curve_row(done, done * utterances_per_iteration, greedy, {})
       for name, values in metrics.items():
         row[name] = [round(float(v), 4) for v in values]
-      archer_critic_diagnostic.emit_row(f, row)
+      archer_critic.emit_row(f, row)
 
 
 def main(argv):

@@ -1,8 +1,7 @@
 """Does ArCHer's critic learn the token game? The critic alone, on a fixed buffer, vs critic steps.
 
-  python -m experiments.archer_critic_diagnostic --config=archer_token_game \
-      --warm_start_cache=/tmp/h1/bc_cache --steps=400 --out=/tmp/h1/critic_mean.jsonl \
-      --config.critic_readout=last
+  python -m experiments.diagnostics.archer_critic --config=archer_token_game \
+      --warm_start_cache=runs/bc_cache --steps=400 --out=runs/diagnostics/critic.jsonl
 
 ArCHer (Zhou et al., arXiv 2402.19446) moves its token policy with the advantage of an
 utterance-level critic, so the actor can only improve once the critic ranks utterances. On the
@@ -15,7 +14,7 @@ at the behaviour-cloned start of seed `--seed_index` of `split(key(config.seed),
 
 1. a training buffer of `--buffer_iterations` ArCHer iterations of the BC policy (num_envs games x
    num_steps utterances each; games continue across iterations, as in the run), with
-   `--warm_start_data` also the seed's behaviour-cloning dataset (`archer.warm_start_transitions`,
+   `--warm_start_data` also the seed's behaviour-cloning dataset (`tc.warm_start_transitions`,
    the scripted questioner's games that `config.critic_pretrain_steps` pretrains on), and a
    held-out buffer of `--held_out_iterations` iterations of the BC policy from other games;
 2. `--steps` critic steps of `archer.ArcherAgent.critic_step` (the run's critic update: twin Q on
@@ -66,16 +65,16 @@ def collect(config, policy_params, key, iterations: int):
   """`iterations` x num_envs x num_steps utterance transitions of the sampling policy, flat."""
   import jax
   from hrljax import envs, rollout
-  from hrljax.agents import archer, token_bc
+  from hrljax.agents import token_common as tc
 
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  sampled = archer.sampling_policy(token_bc.make_policy(env_params, config), config,
-                                   env_params.utterance_len)
+  sampled = tc.sampling_policy(tc.make_policy(env_params, config), env_params.utterance_len,
+                               config.temperature)
   reset_key, rollout_key = jax.random.split(key)
   carry = rollout.reset(env, env_params, reset_key, config.num_envs)
   _, traj = rollout.rollout(env, env_params, sampled, policy_params, carry, rollout_key,
                             iterations * config.num_steps)
-  return archer.transitions_from_rollout(traj)
+  return tc.transitions_from_rollout(traj)
 
 
 def oracle_q(batch, env_params):
@@ -97,8 +96,8 @@ def oracle_q(batch, env_params):
 
 def outcome_gap(values, batch):
   """Mean of `values` over correct guesses minus over failed final utterances."""
-  from hrljax.agents import archer
-  return archer.outcome_means(values, batch)["q_gap"]
+  from hrljax.agents import token_common as tc
+  return tc.outcome_means(values, batch)["q_gap"]
 
 
 def critic_report(agent, train, held_out, oracle_train, oracle_held_out, sample_key=None,
@@ -138,7 +137,8 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
   """
   import jax
   import jax.numpy as jnp
-  from hrljax.agents import archer, token_bc
+  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
   from hrljax.envs import token_game
   from hrljax.losses import hierarchical_critics as hc
   from hrljax.networks import transformer
@@ -149,9 +149,9 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
                                       num_tokens=agent.utterance_len,
                                       temperature=agent.config.temperature)
   out = agent.critic.apply(agent.critic_params, repeated, utterance,
-                           token_bc.token_mask(utterance))
+                           tc.token_mask(utterance))
   critic = hc.archer_advantage(out.q, out.v).reshape(num_samples, batch_size)
-  samples = archer.UtteranceTransition(
+  samples = tc.UtteranceTransition(
       dialogue=repeated, utterance=utterance, reward=jnp.zeros((repeated.shape[0],)),
       next_dialogue=repeated, terminated=jnp.ones((repeated.shape[0],), bool))
   q_star = oracle_q(samples, env_params).reshape(num_samples, batch_size)
@@ -206,7 +206,7 @@ def training_buffer(config, policy_params, key, seed_key, buffer_iterations, war
   import jax
   import jax.numpy as jnp
   from hrljax import envs
-  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
 
   parts = []
   if buffer_iterations:
@@ -214,8 +214,8 @@ def training_buffer(config, policy_params, key, seed_key, buffer_iterations, war
                                                                                  key))
   if warm_start_data:
     env, env_params = envs.make(config.env_name, **config.env_kwargs)
-    bc_key = archer.bc_key_of(jax.random.split(seed_key, 3)[0])
-    parts.append(jax.jit(lambda k: archer.warm_start_transitions(k, env, env_params, config))(
+    bc_key = tc.bc_key_of(jax.random.split(seed_key, 3)[0])
+    parts.append(jax.jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(
         bc_key))
   return jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
 
