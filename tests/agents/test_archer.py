@@ -4,7 +4,6 @@ diagnostics, the replayed transitions, a smoke run with determinism, the experim
 separately computed warm start, critic pretraining, the q_gap gates of the warm-up and the
 8-device equivalence. The shared warm start and helpers: test_token_common.py."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -87,17 +86,9 @@ def _replayed(state) -> tc.UtteranceTransition:
 # ----------------------------------------------------------------------------------------------
 
 
-def _load_config_module(name: str):
-  path = os.path.join(ROOT, "experiments", "configs", f"{name}.py")
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-def test_default_and_experiment_configs_validate():
+def test_default_and_experiment_configs_validate(experiment_config):
   archer.validate_config(archer.get_config())
-  config = _load_config_module("archer_token_game").get_config()
+  config = experiment_config("archer_token_game")
   archer.validate_config(config, num_devices=2)
   assert config.agent == "archer"
 

@@ -38,8 +38,7 @@ def small_config(**overrides):
   config.eval_every = 3
   config.checkpoint_every = 1
   config.num_updates = 2
-  for key, value in overrides.items():
-    config[key] = value
+  config.update(overrides)
   return config
 
 
