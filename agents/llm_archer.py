@@ -402,9 +402,10 @@ class LLMArcher:
             "eval_valid_move_fraction": float(np.mean(valid_moves))}
 
 
-def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
-        lm: Optional[llm_common.LanguageModel] = None) -> TrainState:
-  """Trains for `config.num_updates` iterations in `workdir`, resuming from a checkpoint."""
+def make_learner(config: ml_collections.ConfigDict,
+                 lm: Optional[llm_common.LanguageModel] = None) -> training.HostLearner:
+  """A host-driven learner whose `step` is one ArCHer iteration (lines are parsed on the host).
+  `lm` may pass an already loaded model (tests pass a tiny one)."""
   agent = LLMArcher(config, lm)
 
   def step(state):
@@ -414,12 +415,18 @@ def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
                                  else float("nan"))
     return state, metrics
 
-  learner = training.HostLearner(
+  return training.HostLearner(
       init=agent.init, step=step,
       evaluate=((lambda state: agent.evaluate(state.lora, config.eval_episodes))
                 if config.eval_episodes else None),
       num_updates=config.num_updates, env_steps_per_update=config.num_envs,
       progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
+
+
+def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
+        lm: Optional[llm_common.LanguageModel] = None) -> TrainState:
+  """Trains for `config.num_updates` iterations in `workdir`, resuming from a checkpoint."""
+  learner = make_learner(config, lm)
   return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
                                 checkpoint_every=config.checkpoint_every,
                                 max_checkpoints=config.max_checkpoints,

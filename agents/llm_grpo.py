@@ -381,20 +381,27 @@ class LLMGRPO:
             "eval_formatted": float(formatted.mean())}
 
 
-def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
-        lm: Optional[llm_common.LanguageModel] = None) -> TrainState:
-  """Trains for `config.num_updates` updates in `workdir`, resuming from its latest checkpoint.
-
-  Writes `metrics.jsonl` (one record per `log_every` updates, evaluation records with
-  `phase="eval"`), `config.json` and `checkpoints/`. `lm` may pass an already loaded model.
-  """
+def make_learner(config: ml_collections.ConfigDict,
+                 lm: Optional[llm_common.LanguageModel] = None) -> training.HostLearner:
+  """A host-driven learner whose `step` is one GRPO update (rewards are scored on the host).
+  `lm` may pass an already loaded model (tests pass a tiny one)."""
   agent = LLMGRPO(config, lm)
-  learner = training.HostLearner(
+  return training.HostLearner(
       init=agent.init, step=agent.step,
       evaluate=(lambda state: agent.evaluate(state.lora)) if config.eval_problems else None,
       num_updates=config.num_updates,
       env_steps_per_update=config.num_prompts * config.samples_per_prompt,
       progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
+
+
+def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
+        lm: Optional[llm_common.LanguageModel] = None) -> TrainState:
+  """Trains for `config.num_updates` updates in `workdir`, resuming from its latest checkpoint.
+
+  Writes `metrics.jsonl` (one record per `log_every` updates, evaluation records with
+  `phase="eval"`), `config.json` and `checkpoints/`.
+  """
+  learner = make_learner(config, lm)
   return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
                                 checkpoint_every=config.checkpoint_every,
                                 max_checkpoints=config.max_checkpoints,

@@ -256,6 +256,21 @@ def archer_v_targets(q_pi_tgt: Array, *, heads: str = "per_head") -> Array:
   return _reduce_heads(q_pi_tgt, heads)
 
 
+def _twin_critic_targets(r: Array, terminated: Array, v_next_tgt: Array, q_at_a_tgt: Array,
+                         gamma: float, q_target_heads: str, v_target_heads: str,
+                         stop_target_gradients: bool) -> Tuple[Array, Array]:
+  """The Q-targets y (`archer_q_targets`) and V-targets z (`archer_v_targets` of the target
+  critic's Q at a_π or at the data action), both `[E, B]`, optionally without gradient."""
+  _check_mode("q_target_heads", q_target_heads, HEAD_MODES)
+  _check_mode("v_target_heads", v_target_heads, HEAD_MODES)
+  q_target = archer_q_targets(r, terminated, v_next_tgt, gamma, heads=q_target_heads)
+  v_target = archer_v_targets(q_at_a_tgt, heads=v_target_heads)
+  if stop_target_gradients:
+    q_target = jax.lax.stop_gradient(q_target)
+    v_target = jax.lax.stop_gradient(v_target)
+  return q_target, v_target
+
+
 def _twin_critic_loss(
     q: Array,
     v: Array,
@@ -335,13 +350,9 @@ def archer_critic_loss(
   """
   _check_ensemble(q, v, v_next_tgt, q_pi_tgt)
   valid = _valid_mask(valid, q.shape[1])
-  _check_mode("q_target_heads", q_target_heads, HEAD_MODES)
-  _check_mode("v_target_heads", v_target_heads, HEAD_MODES)
-  q_target = archer_q_targets(r, terminated, v_next_tgt, gamma, heads=q_target_heads)
-  v_target = archer_v_targets(q_pi_tgt, heads=v_target_heads)
-  if stop_target_gradients:
-    q_target = jax.lax.stop_gradient(q_target)
-    v_target = jax.lax.stop_gradient(v_target)
+  q_target, v_target = _twin_critic_targets(r, terminated, v_next_tgt, q_pi_tgt, gamma,
+                                            q_target_heads, v_target_heads,
+                                            stop_target_gradients)
   v_term = jnp.square(v_target - v)
   return _twin_critic_loss(q, v, q_target, v_target, v_term, valid)
 
@@ -549,13 +560,9 @@ def offline_archer_critic_loss(
   _check_open_unit_interval("expectile", expectile)
   _check_ensemble(q, v, v_next_tgt, q_data_tgt)
   valid = _valid_mask(valid, q.shape[1])
-  _check_mode("q_target_heads", q_target_heads, HEAD_MODES)
-  _check_mode("v_target_heads", v_target_heads, HEAD_MODES)
-  q_target = archer_q_targets(r, terminated, v_next_tgt, gamma, heads=q_target_heads)
-  v_target = archer_v_targets(q_data_tgt, heads=v_target_heads)
-  if stop_target_gradients:
-    q_target = jax.lax.stop_gradient(q_target)
-    v_target = jax.lax.stop_gradient(v_target)
+  q_target, v_target = _twin_critic_targets(r, terminated, v_next_tgt, q_data_tgt, gamma,
+                                            q_target_heads, v_target_heads,
+                                            stop_target_gradients)
   v_term = expectile_loss(v_target - v, expectile)
   return _twin_critic_loss(q, v, q_target, v_target, v_term, valid)
 
