@@ -89,11 +89,10 @@ NO_OPTION = -1  # the option slot of an environment whose episode has just start
 
 def get_config() -> ml_collections.ConfigDict:
   """Option-critic on four rooms with the paper's settings, batched as in A2OC."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=50, checkpoint_every=500)
   config.agent = "option_critic"
   config.env_name = four_rooms.ENV_NAME
   config.env_kwargs = ml_collections.ConfigDict({"observation": "one_hot"})
-  config.seed = 0
   config.total_timesteps = 1_000_000
   config.num_envs = 16
   config.num_steps = 8  # rollout length per update
@@ -102,9 +101,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.gamma = 0.99  # paper
   # Not the reference's tabular SGD rates 0.5 / 0.25 / 0.25 (see the module docstring).
   config.optimizer = "adam"
-  config.critic_lr = 0.01
-  config.intra_option_lr = 0.005
-  config.termination_lr = 0.005
+  config.critic_learning_rate = 0.01
+  config.intra_option_learning_rate = 0.005
+  config.termination_learning_rate = 0.005
   config.loss_reduction = "mean"  # A2OC's
   config.max_grad_norm = 0.0  # 0 disables clipping (A2OC: 40, global norm)
   config.critic_coef = 1.0
@@ -129,11 +128,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.transfer_after = 0
   config.env_kwargs.transfer_after_steps = (config.get_ref("transfer_after")
                                             // config.get_ref("num_envs"))
-  config.env_kwargs.transfer_seed = config.get_ref("seed")
-  # Run-level settings read by the experiment loop.
-  config.log_every = 50
-  config.checkpoint_every = 500
-  config.max_checkpoints = 2
+  config.env_kwargs.transfer_seed = 0  # seed of the moved goal's draw (part of the task)
   config.eval_episodes = 32
   return config
 
@@ -141,10 +136,9 @@ def get_config() -> ml_collections.ConfigDict:
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "n_step",
-                      "num_options", "log_every", "checkpoint_every", "max_checkpoints",
-                      "eval_episodes", "rollout_unroll")
-  checks.positive(config, "critic_lr", "intra_option_lr", "termination_lr", "temperature",
-                  "option_temperature")
+                      "num_options", "eval_episodes", "rollout_unroll")
+  checks.positive(config, "critic_learning_rate", "intra_option_learning_rate",
+                  "termination_learning_rate", "temperature", "option_temperature")
   checks.non_negative(config, "max_grad_norm", "critic_coef", "entropy_coef",
                       "deliberation_cost", "termination_margin", "transfer_after")
   checks.in_unit_interval(config, "gamma", "option_epsilon", "eval_option_epsilon")
@@ -164,7 +158,6 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(
         f"config.transfer_after: expected an integer >= 0, got {config.transfer_after!r}")
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
                   "one update of num_envs * num_steps")
   env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
@@ -318,7 +311,7 @@ def trajectory_losses(out: OptionCriticOutput, out_next: OptionCriticOutput, tra
       advantage=term_extras.advantage)
 
 
-def option_critic_loss(params: PyTree, network: nn.Module, traj: Transition, config
+def option_critic_objective(params: PyTree, network: nn.Module, traj: Transition, config
                        ) -> tuple[Array, dict[str, Array]]:
   """The A2OC objective on a `[T, N]` rollout (batch-level: reduces over time and envs)."""
   out = network.apply(params, traj.obs)
@@ -367,8 +360,9 @@ def make_optimizer(config) -> optax.GradientTransformation:
       return optax.adam(learning_rate)
     return optax.sgd(learning_rate)
   per_part = optax.multi_transform(
-      {"critic": optimizer(config.critic_lr), "policy": optimizer(config.intra_option_lr),
-       "termination": optimizer(config.termination_lr)}, param_labels)
+      {"critic": optimizer(config.critic_learning_rate),
+       "policy": optimizer(config.intra_option_learning_rate),
+       "termination": optimizer(config.termination_learning_rate)}, param_labels)
   if config.max_grad_norm > 0:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), per_part)
   return per_part
@@ -412,7 +406,7 @@ class OptionCriticAgent(struct.PyTreeNode):
 
   def update(self, traj: Transition) -> tuple["OptionCriticAgent", dict[str, Array]]:
     """One gradient step on a `[T, N]` rollout whose `policy_extras` are `OptionExtras`."""
-    return common.gradient_step(self, option_critic_loss, self.network, traj, self.config)
+    return common.gradient_step(self, option_critic_objective, self.network, traj, self.config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -487,7 +481,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   env_spec = envs.spec(env, env_params)
   steps_per_update = config.num_envs * config.num_steps
-  num_updates = config.total_timesteps // steps_per_update
+  num_updates = training.num_updates(config.total_timesteps, steps_per_update)
   network = make_network(env_spec, config)
 
   def init(key: Array) -> RunnerState:

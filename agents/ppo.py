@@ -36,11 +36,10 @@ from hrljax.types import Array, Batch, EnvCarry, PyTree
 
 def get_config() -> ml_collections.ConfigDict:
   """PPO hyperparameters; the defaults are PureJaxRL's PPO CartPole-v1 settings."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=10, checkpoint_every=100)
   config.agent = "ppo"
   config.env_name = "CartPole-v1"
   config.env_kwargs = ml_collections.ConfigDict()
-  config.seed = 0
   config.total_timesteps = 500_000
   config.num_envs = 4
   config.num_steps = 128  # rollout length per update
@@ -61,10 +60,6 @@ def get_config() -> ml_collections.ConfigDict:
   config.hidden_sizes = (64, 64)
   config.activation = "tanh"
   config.rollout_unroll = 1  # unrolling was measured: no faster on CPU, slower to compile
-  # Run-level settings read by the experiment loop.
-  config.log_every = 10  # updates per compiled chunk / JSONL record
-  config.checkpoint_every = 100  # updates; a multiple of log_every
-  config.max_checkpoints = 2
   config.eval_episodes = 32
   return config
 
@@ -72,14 +67,12 @@ def get_config() -> ml_collections.ConfigDict:
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "update_epochs",
-                      "num_minibatches", "log_every", "checkpoint_every", "max_checkpoints",
-                      "eval_episodes", "rollout_unroll")
+                      "num_minibatches", "eval_episodes", "rollout_unroll")
   checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
   checks.non_negative(config, "clip_epsilon", "entropy_coef", "value_coef")
   checks.in_unit_interval(config, "gamma", "gae_lambda")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   batch = config.num_envs * config.num_steps
   if batch % config.num_minibatches:
     raise checks.ConfigError(
@@ -128,7 +121,7 @@ def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
 
 def make_optimizer(config) -> optax.GradientTransformation:
   """Global-norm clipping, then Adam (or SGD) with PureJaxRL's stepwise linear annealing."""
-  num_updates = config.total_timesteps // (config.num_envs * config.num_steps)
+  num_updates = training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
   steps_per_update = config.num_minibatches * config.update_epochs
 
   def annealed(count):
@@ -193,7 +186,6 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   config = ml_collections.FrozenConfigDict(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   env_spec = envs.spec(env, env_params)
-  num_updates = config.total_timesteps // (config.num_envs * config.num_steps)
 
   def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)
@@ -229,8 +221,10 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     return rollout.evaluate(env, env_params, greedy, state.agent.params, key,
                             config.eval_episodes, env_params.max_steps_in_episode)
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
-                 env_steps_per_update=config.num_envs * config.num_steps,
+  steps_per_update = config.num_envs * config.num_steps
+  return Learner(init=init, step=step, evaluate=evaluate,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+                 env_steps_per_update=steps_per_update,
                  sharded_field="env")
 
 

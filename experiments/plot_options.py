@@ -15,12 +15,14 @@ had a transfer) T.
 import json
 import os
 import sys
+from typing import Optional
 
 import numpy as np
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out", None, "PNG path (default: <workdir>/options.png).")
+flags.DEFINE_integer("seed", None, "Which seed of a several-seed run (default: its first).")
 
 
 def load_config(workdir: str):
@@ -33,19 +35,20 @@ def load_config(workdir: str):
   if config.get("agent") != "option_critic":
     raise ValueError(f"config.agent: expected 'option_critic', got {config.get('agent')!r}")
   config.hidden_sizes = tuple(config.hidden_sizes)
+  config.seeds = tuple(config.seeds)
   return config
 
 
-def restore_state(workdir: str, config):
-  """The final run state of the run in `workdir`."""
-  import jax
+def restore_state(workdir: str, config, seed: Optional[int] = None):
+  """The final run state of one seed (the first by default) of the run in `workdir`."""
+  from hrljax import training
   from hrljax.agents import option_critic
-  from hrljax.checkpoint import Checkpointer
-  learner = option_critic.make_learner(config)
-  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"))
-  state = checkpointer.restore(like=learner.init(jax.random.key(0)))
-  checkpointer.close()
-  return state
+  states = dict(training.seed_states(config, training.restore(
+      option_critic.make_learner(config), config, workdir)))
+  seed = config.seeds[0] if seed is None else seed
+  if seed not in states:
+    raise ValueError(f"--seed: expected one of the run's seeds {list(states)}, got {seed}")
+  return states[seed]
 
 
 def option_maps(agent, env, env_params) -> dict[str, np.ndarray]:
@@ -109,14 +112,14 @@ def draw(maps: dict, goals: dict, out: str, title: str = "") -> str:
   return out
 
 
-def plot_workdir(workdir: str, out: str = None) -> str:
-  """Restores the run in `workdir` and writes the PNG; returns its path."""
+def plot_workdir(workdir: str, out: str = None, seed: Optional[int] = None) -> str:
+  """Restores the run in `workdir` (one seed of it) and writes the PNG; returns its path."""
   from hrljax import envs
   from hrljax.envs import four_rooms
   config = load_config(workdir)
   if config.env_name != four_rooms.ENV_NAME:
     raise ValueError(f"config.env_name: expected {four_rooms.ENV_NAME!r}, got {config.env_name!r}")
-  state = restore_state(workdir, config)
+  state = restore_state(workdir, config, seed)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   maps = option_maps(state.agent, env, env_params)
   goals = {"G": tuple(int(x) for x in env_params.goal)}
@@ -133,7 +136,7 @@ def main(argv):
           file=sys.stderr)
     sys.exit(2)
   try:
-    print(plot_workdir(argv[1], FLAGS.out))
+    print(plot_workdir(argv[1], FLAGS.out, FLAGS.seed))
   except (FileNotFoundError, ValueError) as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)

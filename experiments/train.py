@@ -2,9 +2,11 @@
 
   python -m experiments.train --config=experiments/configs/ppo_cartpole.py --workdir=runs/ppo
 
-Any hyperparameter is a `--config.<field>=` override (e.g. `--config.seed=3`). Started again with
-the same workdir, a run resumes from its latest checkpoint. Writes `metrics.jsonl`,
-`config.json` and `checkpoints/` in the workdir; `python -m experiments.plot WORKDIR` draws it.
+Any hyperparameter is a `--config.<field>=` override (e.g. `--config.learning_rate=1e-3`);
+`--config.seeds=0,1,2` trains three seeds side by side in one program. Started again with the same
+workdir, a run resumes from its latest checkpoint. Writes `metrics.jsonl` (one record per seed
+per log step and per evaluation), `config.json` and `checkpoints/` in the workdir;
+`python -m experiments.plot WORKDIR` draws it.
 """
 
 import os
@@ -81,7 +83,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every save step at INFO
   # Imports after flag parsing, so `--help` and flag errors are instant.
   import jax
-  from hrljax import agents, checkpoint, distributed, training
+  from hrljax import agents, checkpoint, config_checks, distributed, training
   from hrljax.logging import MetricsLogger
 
   config = FLAGS.config
@@ -90,6 +92,7 @@ def main(argv):
   try:
     agent = agents.get(config.agent)
     mesh = distributed.make_mesh(FLAGS.num_devices)
+    training.validate_run_config(config)
     agent.validate_config(config, num_devices=mesh.size)
   except ValueError as error:
     fail(str(error))
@@ -101,13 +104,9 @@ def main(argv):
                   f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
                   f"workdir {FLAGS.workdir}")
   try:
-    if hasattr(agent, "run"):  # host-driven loops (the LLM agents score text on the host)
-      agent.run(config, FLAGS.workdir, logger=logger)
-      return
-    learner = agent.make_learner(config)
-    training.train(learner, config, FLAGS.workdir, mesh=mesh, logger=logger,
-                   log_every=config.log_every, checkpoint_every=config.checkpoint_every,
-                   max_checkpoints=config.max_checkpoints, seed=config.seed)
+    training.run(agent.make_learner(config), config, FLAGS.workdir, mesh=mesh, logger=logger)
+  except config_checks.ConfigError as error:  # found while building the learner
+    fail(str(error))
   except training.TrainingDiverged as error:
     fail(str(error), code=1)
   except checkpoint.CheckpointError as error:  # full or unwritable disk, at the first save

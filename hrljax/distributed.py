@@ -58,17 +58,21 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def data_sharded(mesh: Mesh) -> NamedSharding:
-  """Leading axis split along the data axis, the rest unsplit."""
-  return NamedSharding(mesh, P(mesh.axis_names[0]))
+def data_sharded(mesh: Mesh, axis: int = 0) -> NamedSharding:
+  """Axis `axis` split along the data axis (the leading one by default), the rest unsplit."""
+  return NamedSharding(mesh, P(*([None] * axis), mesh.axis_names[0]))
 
 
-def data_parallel_shardings(state: Any, mesh: Mesh, sharded_field: Optional[str]) -> Any:
-  """Shardings for a run state: `state.<sharded_field>` split on its leading axis, rest replicated."""
+def data_parallel_shardings(state: Any, mesh: Mesh, sharded_field: Optional[str],
+                            seed_axis: bool = False) -> Any:
+  """Shardings for a run state: `state.<sharded_field>` split on its environment axis, the rest
+  replicated. With `seed_axis` every leaf has a leading seed axis and the environment axis is
+  the second one."""
   shardings = jax.tree.map(lambda _: replicated(mesh), state)
   if sharded_field is None:
     return shardings
-  per_env = jax.tree.map(lambda _: data_sharded(mesh), getattr(state, sharded_field))
+  per_env = jax.tree.map(lambda _: data_sharded(mesh, axis=int(seed_axis)),
+                         getattr(state, sharded_field))
   return shardings.replace(**{sharded_field: per_env})
 
 

@@ -3,25 +3,77 @@
 An algorithm hands the loop a `Learner`: a pure `init(key)`, a pure `step(state)` that performs one
 update and returns scalar metrics, and a pure `evaluate(state, key)`. The loop compiles
 `log_every` steps into one `lax.scan` program placed on the device mesh, and between chunks
-writes a JSONL record, prints a progress line, saves an orbax checkpoint every
-`checkpoint_every` updates, and stops with a message if a metric or a parameter became NaN or
-infinite (keeping the last good checkpoint). Started again with the same workdir, it resumes
-from the latest checkpoint and reproduces the uninterrupted run exactly.
+writes a JSONL record, prints a progress line, evaluates every `eval_every` updates, saves an
+orbax checkpoint every `checkpoint_every` updates, and stops with a message if a metric or a
+parameter became NaN or infinite (keeping the last good checkpoint). Started again with the same
+workdir, it resumes from the latest checkpoint and reproduces the uninterrupted run exactly.
+
+Seeds are an axis of the one program: with `config.seeds = (0, 1, 2)` the learner's `init`, `step`
+and `evaluate` are `vmap`ped over the seeds and every record carries its `seed`. Seed `s` starts
+from `jax.random.split(jax.random.key(s))[0]`, so a one-seed run is the run of that seed alone
+(several seeds in one program can round differently from the runs one by one).
+
+The run-level config fields are defined here, once (`run_config`), and merged into every agent's
+config; language-model agents, whose update runs host code, hand over a `HostLearner` instead and
+`run` dispatches to `train_on_host`.
 """
 
 import json
 import math
 import os
 import time
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from hrljax import checkpoint as ckpt
+from hrljax import config_checks as checks
 from hrljax import distributed
 from hrljax.logging import MetricsLogger, format_progress, write_environment
+
+RUN_FIELDS = ("seeds", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
+
+
+def run_config(*, log_every: int = 10, eval_every: int = 0, checkpoint_every: int = 100,
+               max_checkpoints: int = 2, seeds: tuple = (0,)) -> ml_collections.ConfigDict:
+  """The run-level fields every experiment config carries, with an agent's defaults.
+
+  An agent's `get_config()` starts from this and adds its own fields.
+  """
+  config = ml_collections.ConfigDict()
+  config.seeds = tuple(seeds)  # trained side by side in one program; --config.seeds=0,1,2
+  config.log_every = log_every  # updates per compiled chunk, JSONL record and progress line
+  config.eval_every = eval_every  # updates between evaluations (a multiple of log_every); 0: at the end only
+  config.checkpoint_every = checkpoint_every  # updates between checkpoints (a multiple of log_every)
+  config.max_checkpoints = max_checkpoints  # checkpoints kept
+  return config
+
+
+def validate_run_config(config) -> None:
+  """Raises `ConfigError` naming the first run-level field that cannot run."""
+  seeds = config.seeds
+  if not (isinstance(seeds, tuple) and seeds and len(set(seeds)) == len(seeds) and all(
+      isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+    raise checks.ConfigError(f"config.seeds: expected distinct integers >= 0 (e.g. 0,1,2), "
+                             f"got {seeds!r}")
+  checks.positive_int(config, "log_every", "checkpoint_every", "max_checkpoints")
+  eval_every = config.eval_every
+  if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 0:
+    raise checks.ConfigError(f"config.eval_every: expected an integer >= 0 (0: evaluate at the "
+                             f"end only), got {eval_every!r}")
+  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
+  checks.divisible(config, "eval_every", config.log_every, "config.log_every")
+
+
+def num_updates(total: int, per_update: int, field: str = "total_timesteps") -> int:
+  """How many updates of `per_update` fit a budget of `total`: the one formula for it."""
+  if total < per_update:
+    raise checks.ConfigError(f"config.{field}: expected at least {per_update} (one update), "
+                             f"got {total}")
+  return total // per_update
 
 
 class Learner(NamedTuple):
@@ -33,6 +85,9 @@ class Learner(NamedTuple):
   num_updates: int
   env_steps_per_update: int
   sharded_field: Optional[str] = None  # the run-state field holding per-environment data
+  # Evaluation that cannot be compiled (a simulator driven from Python): (state of one seed,
+  # seed) -> scalar metrics, run on the host after `evaluate` at every evaluation.
+  host_evaluate: Optional[Callable[[Any, int], dict]] = None
 
 
 def whole_run(learner: Learner) -> Callable[[jax.Array], tuple[Any, dict]]:
@@ -114,18 +169,18 @@ def first_non_finite(metrics: dict, state: Any,
   return None
 
 
-def _chunk_fn(learner: Learner, example_state: Any) -> Callable:
+def _chunk_fn(step: Callable, example_state: Any) -> Callable:
   """`chunk(state, n) -> (state, metric sums)`: n updates in one compiled loop.
 
   The trip count is a traced argument, so one compiled program serves every chunk length
   (a final partial chunk costs no second compile); metrics are summed in the loop carry.
   """
-  metric_shapes = jax.eval_shape(learner.step, example_state)[1]
+  metric_shapes = jax.eval_shape(step, example_state)[1]
 
   def chunk(state, num_updates):
     def body(_, carry):
       state, sums = carry
-      state, metrics = learner.step(state)
+      state, metrics = step(state)
       return state, jax.tree.map(jnp.add, sums, metrics)
     zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
     return jax.lax.fori_loop(0, num_updates, body, (state, zeros))
@@ -162,61 +217,186 @@ def _resume(checkpointer: ckpt.Checkpointer, state: Any, logger: MetricsLogger
   return state, update, elapsed
 
 
-def train(learner: Learner, config, workdir: str, mesh=None, logger: Optional[MetricsLogger] = None,
-          log_every: int = 10, checkpoint_every: int = 100, max_checkpoints: int = 2,
-          seed: int = 0) -> Any:
-  """Runs (or resumes) a whole experiment in `workdir`; returns the final run state."""
+class _Seeds(NamedTuple):
+  """The seed axis of a compiled run: one seed runs the learner as it is, several `vmap` it."""
+
+  seeds: tuple
+  init_keys: jax.Array  # [] for one seed, [S] for several
+  eval_keys: jax.Array
+
+  @classmethod
+  def of(cls, seeds) -> "_Seeds":
+    pairs = [jax.random.split(jax.random.key(s)) for s in seeds]
+    init_keys = jnp.stack([p[0] for p in pairs])
+    eval_keys = jnp.stack([p[1] for p in pairs])
+    if len(seeds) == 1:
+      init_keys, eval_keys = init_keys[0], eval_keys[0]
+    return cls(tuple(seeds), init_keys, eval_keys)
+
+  @property
+  def batched(self) -> bool:
+    return len(self.seeds) > 1
+
+  def map(self, fn: Callable) -> Callable:
+    return jax.vmap(fn) if self.batched else fn
+
+  def per_seed(self, tree: Any) -> list:
+    """`[(seed, tree of that seed)]`: the slices of a batched tree, or the tree itself."""
+    if not self.batched:
+      return [(self.seeds[0], tree)]
+    return [(s, jax.tree.map(lambda x, i=i: x[i], tree)) for i, s in enumerate(self.seeds)]
+
+  def keys_at(self, keys: jax.Array, update: Optional[int]) -> jax.Array:
+    """The evaluation keys at `update` (the final evaluation, `None`, uses the keys themselves)."""
+    if update is None:
+      return keys
+    return self.map(lambda k: jax.random.fold_in(k, update))(keys)
+
+
+def _chunk_records(seeds: _Seeds, metric_sums: dict, length: int, update: int,
+                   learner: Learner, elapsed: float, seconds: float) -> list:
+  """One train record per seed from a chunk's metric sums."""
+  records = []
+  for seed, sums in seeds.per_seed(metric_sums):
+    records.append({"phase": "train", "seed": seed, "update": update,
+                    "env_steps": update * learner.env_steps_per_update, "wall_time": elapsed,
+                    "env_steps_per_second": length * learner.env_steps_per_update
+                    / max(seconds, 1e-9), **summarize(sums, length)})
+  return records
+
+
+def _first_problem(seeds: _Seeds, records: list, metric_sums: dict, state: Any) -> Optional[str]:
+  """The first non-finite metric (naming its seed when there are several) or state leaf."""
+  for (seed, sums), record in zip(seeds.per_seed(metric_sums), records):
+    metrics = {k: v for k, v in record.items() if k not in ("phase", "seed", "update")}
+    problem = first_non_finite(metrics, {}, ignore=NAN_WHEN_NO_EPISODE_ENDED
+                               + undefined_episode_means(sums))
+    if problem is not None:
+      return f"{problem} (seed {seed})" if seeds.batched else problem
+  return first_non_finite({}, state)
+
+
+class _Evaluator:
+  """Compiled (`Learner.evaluate`) and host (`Learner.host_evaluate`) evaluation of every seed."""
+
+  def __init__(self, learner: Learner, seeds: _Seeds, mesh):
+    self.learner, self.seeds = learner, seeds
+    self.compiled = None
+    if learner.evaluate is not None:
+      self.compiled = distributed.jit_replicated_output(seeds.map(learner.evaluate), mesh)
+
+  def __call__(self, state: Any, update: Optional[int]) -> list:
+    """One dict of metrics per seed, in the order of `seeds`."""
+    results = [dict() for _ in self.seeds.seeds]
+    if self.compiled is not None:
+      keys = self.seeds.keys_at(self.seeds.eval_keys, update)
+      metrics = jax.device_get(self.compiled(state, keys))
+      for i, (_, m) in enumerate(self.seeds.per_seed(metrics)):
+        results[i].update({k: float(v) for k, v in m.items()})
+    if self.learner.host_evaluate is not None:
+      for i, (seed, one) in enumerate(self.seeds.per_seed(state)):
+        results[i].update(self.learner.host_evaluate(one, seed))
+    return results
+
+
+def _log_evaluation(logger: MetricsLogger, seeds: _Seeds, results: list, update: int,
+                    learner: Learner, elapsed: float) -> None:
+  lines = []
+  for seed, result in zip(seeds.seeds, results):
+    record = logger.write({"phase": "eval", "seed": seed, "update": update,
+                           "env_steps": update * learner.env_steps_per_update,
+                           "wall_time": elapsed, **result})
+    shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
+                      if k.startswith("eval") and isinstance(v, (int, float)))
+    lines.append(f"evaluation at update {update}" + (f" (seed {seed})" if seeds.batched else "")
+                 + f": {shown}")
+  for line in lines:
+    logger.progress(line)
+
+
+def _progress_record(records: list) -> dict:
+  """The record the progress line shows: the only seed's, or the mean over the seeds."""
+  if len(records) == 1:
+    return records[0]
+  mean = dict(records[0])
+  for key, value in records[0].items():
+    if isinstance(value, float) and key != "wall_time":
+      values = [r[key] for r in records if isinstance(r.get(key), float)]
+      mean[key] = float(np.nanmean(values)) if values and not all(map(math.isnan, values)) \
+          else math.nan
+  return mean
+
+
+def train(learner: Learner, config, workdir: str, mesh=None,
+          logger: Optional[MetricsLogger] = None) -> Any:
+  """Runs (or resumes) a whole experiment in `workdir`; returns the final run state.
+
+  The run-level fields come from `config` (`run_config`): `seeds`, `log_every`, `eval_every`,
+  `checkpoint_every`, `max_checkpoints`. With several seeds, the state has a leading seed axis.
+  """
+  validate_run_config(config)
   mesh = distributed.make_mesh() if mesh is None else mesh
   is_writer = jax.process_index() == 0
   logger = logger or MetricsLogger(workdir, enabled=is_writer)
   ckpt.probe_writable(workdir)  # a clear CheckpointError naming the workdir, before any work
 
-  key = jax.random.key(seed)
-  init_key, eval_key = jax.random.split(key)
-  state = jax.jit(learner.init)(init_key)
-  shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field)
+  seeds = _Seeds.of(config.seeds)
+  state = jax.jit(seeds.map(learner.init))(seeds.init_keys)
+  shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field,
+                                                  seed_axis=seeds.batched)
   state = distributed.place(state, shardings)
 
-  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), max_checkpoints)
+  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
   state, update, elapsed = _resume(checkpointer, state, logger)
   if is_writer:  # after the resume: a checkpoint that does not fit keeps the config it came from
     _write_config(workdir, config)
 
   start = time.perf_counter()
-  chunk = distributed.jit_step(_chunk_fn(learner, state), shardings, num_other_args=1)
-  chunk = chunk.lower(state, jnp.int32(log_every)).compile()
+  chunk = distributed.jit_step(_chunk_fn(seeds.map(learner.step), state), shardings,
+                               num_other_args=1)
+  chunk = chunk.lower(state, jnp.int32(config.log_every)).compile()
   logger.progress(f"compiled the update loop in {time.perf_counter() - start:.1f} s")
+  evaluate = _Evaluator(learner, seeds, mesh)
 
   while update < learner.num_updates:
-    length = min(log_every, learner.num_updates - update)
+    length = min(config.log_every, learner.num_updates - update)
     start = time.perf_counter()
     state, metric_sums = chunk(state, jnp.int32(length))
     metric_sums = jax.device_get(metric_sums)
-    metrics = summarize(metric_sums, length)
     seconds = time.perf_counter() - start
     update += length
     elapsed += seconds
-    problem = first_non_finite(metrics, state, ignore=NAN_WHEN_NO_EPISODE_ENDED
-                               + undefined_episode_means(metric_sums))
+    records = _chunk_records(seeds, metric_sums, length, update, learner, elapsed, seconds)
+    problem = _first_problem(seeds, records, metric_sums, state)
     if problem is not None:
       raise _diverged(f"{problem} in the chunk ending", update, checkpointer)
-    record = {"phase": "train", "update": update,
-              "env_steps": update * learner.env_steps_per_update, "wall_time": elapsed,
-              "env_steps_per_second": length * learner.env_steps_per_update / max(seconds, 1e-9),
-              **metrics}
-    logger.progress(format_progress(logger.write(record), learner.num_updates))
-    if update % checkpoint_every == 0 or update == learner.num_updates:
+    for record in records:
+      logger.write(record)
+    logger.progress(format_progress(_progress_record(records), learner.num_updates))
+    if config.eval_every and update % config.eval_every == 0 and update < learner.num_updates:
+      _log_evaluation(logger, seeds, evaluate(state, update), update, learner, elapsed)
+    if update % config.checkpoint_every == 0 or update == learner.num_updates:
       checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
 
   checkpointer.close()
-  evaluate = distributed.jit_replicated_output(learner.evaluate, mesh)
-  evaluation = {k: float(v) for k, v in jax.device_get(evaluate(state, eval_key)).items()}
-  record = logger.write({"phase": "eval", "update": update,
-                         "env_steps": update * learner.env_steps_per_update,
-                         "wall_time": elapsed, **evaluation})
-  logger.progress("evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in record.items()
-                                             if k.startswith("eval")))
+  _log_evaluation(logger, seeds, evaluate(state, None), update, learner, elapsed)
   return state
+
+
+def restore(learner: Learner, config, workdir: str, step: Optional[int] = None) -> Any:
+  """The run state saved in `workdir` (the latest checkpoint, or `step`), with its seed axis."""
+  seeds = _Seeds.of(tuple(config.seeds))
+  like = jax.eval_shape(seeds.map(learner.init), seeds.init_keys)
+  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"))
+  try:
+    return checkpointer.restore(like=like, step=step)
+  finally:
+    checkpointer.close()
+
+
+def seed_states(config, state: Any) -> list:
+  """`[(seed, run state of that seed)]` of a state `train` returned or `restore` read."""
+  return _Seeds.of(tuple(config.seeds)).per_seed(state)
 
 
 class HostLearner(NamedTuple):
@@ -225,10 +405,10 @@ class HostLearner(NamedTuple):
   Language-model agents score their samples in Python (parsing text, checking answers), so one
   update cannot be a pure `step` compiled into `train`'s chunks. Their `step` is a host
   function calling jitted pieces; `train_on_host` gives it the same logging, checkpointing,
-  resume and NaN stop as `train`.
+  resume and NaN stop as `train`. A host-driven run trains one seed.
   """
 
-  init: Callable[[], Any]  # () -> run state (with an integer `update` field)
+  init: Callable[[int], Any]  # seed -> run state (with an integer `update` field)
   step: Callable[[Any], tuple[Any, dict]]  # run state -> (run state, metrics); str values are
   #                                          examples shown in the progress line, never logged
   evaluate: Optional[Callable[[Any], dict]]  # run state -> scalar metrics, or None
@@ -237,25 +417,36 @@ class HostLearner(NamedTuple):
   progress: Callable[[dict, dict], str]  # (logged record, str metrics) -> one progress line
 
 
-def train_on_host(learner: HostLearner, config, workdir: str, logger: Optional[MetricsLogger] = None,
-                  log_every: int = 1, checkpoint_every: int = 10, max_checkpoints: int = 2,
-                  eval_every: int = 10) -> Any:
+def train_on_host(learner: HostLearner, config, workdir: str,
+                  logger: Optional[MetricsLogger] = None) -> Any:
   """Runs (or resumes) a `HostLearner` in `workdir`; returns the final run state.
 
   Writes `config.json`, `metrics.jsonl` (an evaluation record with `phase="eval"` at update 0,
   every `eval_every` updates and at the end) and `checkpoints/`. A NaN or infinite metric or
   state leaf stops the run before it is saved, naming the update and the quantity.
   """
+  validate_run_config(config)
+  if len(config.seeds) != 1:
+    raise checks.ConfigError(f"config.seeds: a host-driven agent trains one seed per run (one "
+                             f"workdir each), got {config.seeds!r}")
+  seed = config.seeds[0]
   os.makedirs(workdir, exist_ok=True)
   ckpt.probe_writable(workdir)
   logger = logger or MetricsLogger(workdir)
-  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), max_checkpoints)
-  state, update, elapsed = _resume(checkpointer, learner.init(), logger)
+  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
+  state, update, elapsed = _resume(checkpointer, learner.init(seed), logger)
   _write_config(workdir, config)  # after the resume, as in `train`
 
   def log_evaluation():
-    logger.write(dict(phase="eval", update=update, env_steps=update * learner.env_steps_per_update,
-                      wall_time=elapsed, **learner.evaluate(state)))
+    logger.write(dict(phase="eval", seed=seed, update=update,
+                      env_steps=update * learner.env_steps_per_update, wall_time=elapsed,
+                      **learner.evaluate(state)))
+
+  def evaluation_due() -> bool:
+    if learner.evaluate is None:
+      return False
+    periodic = config.eval_every and update % config.eval_every == 0
+    return bool(periodic) or update == learner.num_updates
 
   if learner.evaluate is not None and update == 0:
     log_evaluation()
@@ -269,15 +460,22 @@ def train_on_host(learner: HostLearner, config, workdir: str, logger: Optional[M
     problem = first_non_finite(numbers, state)
     if problem is not None:
       raise _diverged(problem, update, checkpointer)
-    record = dict(phase="train", update=update,
+    record = dict(phase="train", seed=seed, update=update,
                   env_steps=update * learner.env_steps_per_update, wall_time=elapsed, **numbers)
-    if update % log_every == 0:
+    if update % config.log_every == 0:
       logger.write(record)
       logger.progress(learner.progress(record, texts))
-    if learner.evaluate is not None and (update % eval_every == 0
-                                         or update == learner.num_updates):
+    if evaluation_due():
       log_evaluation()
-    if update % checkpoint_every == 0 or update == learner.num_updates:
+    if update % config.checkpoint_every == 0 or update == learner.num_updates:
       checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
   checkpointer.close()
   return state
+
+
+def run(learner: Union[Learner, HostLearner], config, workdir: str, mesh=None,
+        logger: Optional[MetricsLogger] = None) -> Any:
+  """Trains either kind of learner in `workdir` (`train` or `train_on_host`)."""
+  if isinstance(learner, HostLearner):
+    return train_on_host(learner, config, workdir, logger=logger)
+  return train(learner, config, workdir, mesh=mesh, logger=logger)

@@ -22,12 +22,13 @@ advantage with a clipped surrogate, a KL estimator and an aggregation mode is th
 method (REC, OPMD, DisCO, the SPA progress estimator).
 """
 
-import math
-from typing import Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import chex
 import jax
 import jax.numpy as jnp
+
+from hrljax.losses import _checks
 
 Array = chex.Array
 
@@ -36,39 +37,8 @@ _SINGLETON_MODES = ("zero", "raw")
 
 
 # ------------------------------------------------------------------------------------------------
-# Argument validation.
+# Array checks and safe arithmetic.
 # ------------------------------------------------------------------------------------------------
-
-
-def _check_count(name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected a Python int >= {minimum}, got {value!r}")
-
-
-def _check_float(name: str, value, *, minimum: Optional[float] = None,
-                 maximum: Optional[float] = None, strict_minimum: bool = False,
-                 allow_inf: bool = False) -> None:
-    """Raises ValueError unless `value` is a real number in the stated range."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and not math.isnan(value) and (allow_inf or math.isfinite(value))
-    if ok and minimum is not None:
-        ok = value > minimum if strict_minimum else value >= minimum
-    if ok and maximum is not None:
-        ok = value <= maximum
-    if not ok:
-        bounds = []
-        if minimum is not None:
-            bounds.append(f"{'>' if strict_minimum else '>='} {minimum}")
-        if maximum is not None:
-            bounds.append(f"<= {maximum}")
-        kind = "float" if allow_inf else "finite float"
-        expected = f"a {kind}" + (" " + " and ".join(bounds) if bounds else "")
-        raise ValueError(f"{name}: expected {expected}, got {value!r}")
-
-
-def _check_mode(name: str, value, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}: expected one of {tuple(allowed)}, got {value!r}")
 
 
 def _rows(name_values, *, float_names=(), int_names=(), bool_names=()) -> None:
@@ -144,7 +114,7 @@ def _std_from_moments(m: _Moments, ddof: int) -> Array:
 
 def _check_segment_args(values: Array, group_ids: Array, num_groups: int,
                         valid: Optional[Array]) -> Array:
-    _check_count("num_groups", num_groups)
+    _checks.integer("num_groups", num_groups)
     named = [("values", values), ("group_ids", group_ids)]
     if valid is not None:
         named.append(("valid", valid))
@@ -163,7 +133,7 @@ def segment_count(group_ids: Array, num_groups: int, valid: Optional[Array] = No
     Returns:
         int32 ``[num_groups]``.
     """
-    _check_count("num_groups", num_groups)
+    _checks.integer("num_groups", num_groups)
     named = [("group_ids", group_ids)] + ([("valid", valid)] if valid is not None else [])
     _rows(named, int_names=("group_ids",), bool_names=("valid",))
     valid = _valid_or_all(valid, group_ids)
@@ -212,7 +182,7 @@ def segment_std(values: Array, group_ids: Array, num_groups: int, *, ddof: int =
     Returns:
         ``[num_groups]``, dtype of ``values``.
     """
-    _check_count("ddof", ddof, minimum=0)
+    _checks.integer("ddof", ddof, low=0)
     valid = _check_segment_args(values, group_ids, num_groups, valid)
     std = _std_from_moments(_shifted_moments(values, group_ids, num_groups, valid), ddof)
     non_finite = jax.ops.segment_sum((valid & ~jnp.isfinite(values)).astype(jnp.int32),
@@ -226,8 +196,8 @@ def contiguous_group_ids(num_groups: int, group_size: int) -> Array:
     ``x.reshape(-1)`` of a ``[num_groups, group_size]`` array (TRL, OpenRLHF, oat and Tunix layout)
     together with these ids feeds any segment function of this module.
     """
-    _check_count("num_groups", num_groups)
-    _check_count("group_size", group_size)
+    _checks.integer("num_groups", num_groups)
+    _checks.integer("group_size", group_size)
     return jnp.repeat(jnp.arange(num_groups, dtype=jnp.int32), group_size)
 
 
@@ -267,11 +237,11 @@ def group_normalize(rewards: Array, group_ids: Array, num_groups: int, *,
     Deviation: verl's vectorised path floors the *variance* at eps and then also adds eps
     (``sqrt(max(var, eps)) + eps``); use ``std_floor=sqrt(eps)`` to approximate it.
     """
-    _check_mode("scale", scale, _SCALES)
-    _check_mode("singleton_mode", singleton_mode, _SINGLETON_MODES)
-    _check_float("eps", eps, minimum=0.0)
-    _check_float("std_floor", std_floor, minimum=0.0)
-    _check_count("ddof", ddof, minimum=0)
+    _checks.choice("scale", scale, _SCALES)
+    _checks.choice("singleton_mode", singleton_mode, _SINGLETON_MODES)
+    _checks.nonnegative("eps", eps)
+    _checks.nonnegative("std_floor", std_floor)
+    _checks.integer("ddof", ddof, low=0)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
 
     moments = _shifted_moments(rewards, group_ids, num_groups, valid)
@@ -373,7 +343,7 @@ def rloo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     Returns:
         ``[B]`` under ``stop_gradient``.
     """
-    _check_mode("singleton_mode", singleton_mode, _SINGLETON_MODES)
+    _checks.choice("singleton_mode", singleton_mode, _SINGLETON_MODES)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
     moments = _shifted_moments(rewards, group_ids, num_groups, valid)
     n = moments.count[group_ids]
@@ -418,7 +388,7 @@ def informative_group_mask(rewards: Array, group_ids: Array, num_groups: int, *,
         bool ``[num_groups]``. Groups with no valid row are never kept. Row mask:
         ``keep[group_ids]``.
     """
-    _check_mode("rule", rule, _FILTER_RULES)
+    _checks.choice("rule", rule, _FILTER_RULES)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
     moments = _shifted_moments(rewards, group_ids, num_groups, valid)
     non_empty = moments.count > 0
@@ -430,8 +400,8 @@ def informative_group_mask(rewards: Array, group_ids: Array, num_groups: int, *,
         if len(reward_range) != 2:
             raise ValueError(f"reward_range: expected a pair (lo, hi), got {reward_range!r}")
         lo, hi = reward_range
-        _check_float("reward_range[0]", lo, allow_inf=True)
-        _check_float("reward_range[1]", hi, allow_inf=True)
+        _checks.number("reward_range[0]", lo, finite=False)
+        _checks.number("reward_range[1]", hi, finite=False)
         keep = (moments.mean > lo) & (moments.mean < hi)
     return keep & non_empty
 
@@ -457,11 +427,11 @@ def overlong_penalty(lengths: Array, *, max_len: int = 20480, cache_len: int = 4
     Returns:
         float32 penalties, shape of ``lengths`` (<= 0).
     """
-    _check_count("max_len", max_len)
-    _check_count("cache_len", cache_len)
+    _checks.integer("max_len", max_len)
+    _checks.integer("cache_len", cache_len)
     if cache_len > max_len:
         raise ValueError(f"cache_len: expected <= max_len={max_len}, got {cache_len!r}")
-    _check_float("factor", factor, minimum=0.0)
+    _checks.nonnegative("factor", factor)
     lengths = jnp.asarray(lengths).astype(jnp.float32)
     start = float(max_len - cache_len)
     penalty = jnp.minimum((start - lengths) / cache_len, 0.0)
@@ -650,8 +620,8 @@ def _anchor_heads(observations: Array, group_ids: Array, valid: Optional[Array],
                   hash_fn: Callable[[Array], Array], method: str,
                   max_probe_rounds: int) -> Array:
     """Row index of the first row (lowest index) with the same anchor key, for every row."""
-    _check_mode("method", method, _ANCHOR_METHODS)
-    _check_count("max_probe_rounds", max_probe_rounds)
+    _checks.choice("method", method, _ANCHOR_METHODS)
+    _checks.integer("max_probe_rounds", max_probe_rounds)
     keys, hashes = _anchor_keys(observations, group_ids, valid, hash_fn)
     if method == "sort":
         return _heads_by_sort(keys, hashes)
@@ -862,9 +832,9 @@ def discounted_step_returns(rewards: Array, traj_ids: Array, step_index: Array, 
     Returns:
         ``[N]`` returns in the original row order, dtype of ``rewards``.
     """
-    _check_float("gamma", gamma, minimum=0.0, maximum=1.0)
+    _checks.discount("gamma", gamma)
     if num_traj is not None:
-        _check_count("num_traj", num_traj)
+        _checks.integer("num_traj", num_traj)
     named = [("rewards", rewards), ("traj_ids", traj_ids), ("step_index", step_index)]
     if valid is not None:
         named.append(("valid", valid))
@@ -898,7 +868,7 @@ def discounted_step_returns_dense(rewards: Array, *, gamma: float,
     Returns:
         ``[T, num_traj]`` returns, dtype of ``rewards``.
     """
-    _check_float("gamma", gamma, minimum=0.0, maximum=1.0)
+    _checks.discount("gamma", gamma)
     chex.assert_rank(rewards, 2)
     chex.assert_type(rewards, float)
     valid = _valid_or_all(valid, rewards)
@@ -996,12 +966,12 @@ def gigpo_advantages(step_rewards: Array, traj_ids: Array, step_index: Array, gr
     """
     for name, value in (("num_groups", num_groups), ("num_traj", num_traj),
                         ("num_anchors", num_anchors)):
-        _check_count(name, value)
-    _check_float("omega", omega)
-    _check_float("eps", eps, minimum=0.0)
-    _check_mode("norm", norm, _GIGPO_NORMS)
-    _check_mode("episode_stat_weighting", episode_stat_weighting, _EPISODE_WEIGHTINGS)
-    _check_mode("episode_singleton_mode", episode_singleton_mode, _SINGLETON_MODES)
+        _checks.integer(name, value)
+    _checks.number("omega", omega)
+    _checks.nonnegative("eps", eps)
+    _checks.choice("norm", norm, _GIGPO_NORMS)
+    _checks.choice("episode_stat_weighting", episode_stat_weighting, _EPISODE_WEIGHTINGS)
+    _checks.choice("episode_singleton_mode", episode_singleton_mode, _SINGLETON_MODES)
     named = [("step_rewards", step_rewards), ("traj_ids", traj_ids), ("step_index", step_index),
              ("group_ids", group_ids), ("anchor_ids", anchor_ids)]
     if episode_returns is not None:
@@ -1099,14 +1069,14 @@ def gigpo_advantages_dense(step_rewards: Array, group_ids: Array, observations: 
         ``GigpoAdvantages`` of ``[T, num_traj]`` arrays, all under ``stop_gradient``; a NaN
         reward marks the same rows NaN as in :func:`gigpo_advantages`.
     """
-    _check_count("num_groups", num_groups)
-    _check_float("omega", omega)
-    _check_float("eps", eps, minimum=0.0)
-    _check_mode("norm", norm, _GIGPO_NORMS)
-    _check_mode("episode_stat_weighting", episode_stat_weighting, _EPISODE_WEIGHTINGS)
-    _check_mode("episode_singleton_mode", episode_singleton_mode, _SINGLETON_MODES)
-    _check_mode("anchor_method", anchor_method, _DENSE_ANCHOR_METHODS)
-    _check_count("max_probe_rounds", max_probe_rounds)
+    _checks.integer("num_groups", num_groups)
+    _checks.number("omega", omega)
+    _checks.nonnegative("eps", eps)
+    _checks.choice("norm", norm, _GIGPO_NORMS)
+    _checks.choice("episode_stat_weighting", episode_stat_weighting, _EPISODE_WEIGHTINGS)
+    _checks.choice("episode_singleton_mode", episode_singleton_mode, _SINGLETON_MODES)
+    _checks.choice("anchor_method", anchor_method, _DENSE_ANCHOR_METHODS)
+    _checks.integer("max_probe_rounds", max_probe_rounds)
     chex.assert_rank([step_rewards, group_ids], [2, 1])
     chex.assert_type([step_rewards, group_ids], [float, int])
     num_steps, num_traj = step_rewards.shape
@@ -1215,8 +1185,8 @@ def rec_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     Fixes Trinity's ``NameError`` on a one-experience group (``rewards`` referenced before
     assignment at @d4baca6): such a group gets ``A = r``, like any group with one kept row.
     """
-    _check_mode("drop", drop, _REC_DROPS)
-    _check_float("eps", eps, minimum=0.0)
+    _checks.choice("drop", drop, _REC_DROPS)
+    _checks.nonnegative("eps", eps)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
     kept = valid
     if drop == "balance":
@@ -1268,8 +1238,8 @@ def opmd_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
         ``[B]`` under ``stop_gradient``. One-row groups use ``b = 0`` (Trinity), i.e. ``A = r``.
         All-equal groups give exactly 0 under both baselines.
     """
-    _check_mode("baseline", baseline, _OPMD_BASELINES)
-    _check_float("tau", tau, minimum=0.0, strict_minimum=True)
+    _checks.choice("baseline", baseline, _OPMD_BASELINES)
+    _checks.positive("tau", tau)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
     moments = _shifted_moments(rewards, group_ids, num_groups, valid)
     if baseline == "mean":
@@ -1302,7 +1272,7 @@ def asymre_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     Returns:
         ``[B]`` under ``stop_gradient``. One-row groups use baseline 0 (Trinity): ``A = r``.
     """
-    _check_float("baseline_shift", baseline_shift)
+    _checks.number("baseline_shift", baseline_shift)
     valid = _check_segment_args(rewards, group_ids, num_groups, valid)
     moments = _shifted_moments(rewards, group_ids, num_groups, valid)
     advantages = moments.centred - baseline_shift
@@ -1384,17 +1354,16 @@ def rec_loss(logp: Array, old_logp: Array, advantages: Array, mask: Array, *,
     defined. The ``truncated_importance_sampling`` weight named in the spec is not in the Trinity
     code read (@1d7fae4 and an older copy), so it is not offered.
     """
-    _check_mode("clip_mode", clip_mode, _REC_CLIP_MODES)
-    _check_mode("weight", weight, _REC_WEIGHTS)
-    _check_mode("regularizer", regularizer, _REC_REGULARIZERS)
-    _check_float("eps_low", eps_low, minimum=0.0, maximum=1.0, strict_minimum=True)
-    _check_float("eps_high", eps_high, minimum=0.0, strict_minimum=True)
-    _check_float("eps_low_outer", eps_low_outer, minimum=0.0, maximum=1.0, strict_minimum=True)
-    _check_float("eps_high_outer", eps_high_outer, minimum=0.0, strict_minimum=True)
-    _check_float("reg_coef", reg_coef, minimum=0.0)
-    _check_float("temp", temp, minimum=0.0, strict_minimum=True)
-    _check_float("log_ratio_clamp", log_ratio_clamp, minimum=0.0, strict_minimum=True,
-                 allow_inf=True)
+    _checks.choice("clip_mode", clip_mode, _REC_CLIP_MODES)
+    _checks.choice("weight", weight, _REC_WEIGHTS)
+    _checks.choice("regularizer", regularizer, _REC_REGULARIZERS)
+    _checks.number("eps_low", eps_low, low=0.0, high=1.0, low_open=True)
+    _checks.positive("eps_high", eps_high)
+    _checks.number("eps_low_outer", eps_low_outer, low=0.0, high=1.0, low_open=True)
+    _checks.positive("eps_high_outer", eps_high_outer)
+    _checks.nonnegative("reg_coef", reg_coef)
+    _checks.positive("temp", temp)
+    _checks.positive("log_ratio_clamp", log_ratio_clamp, finite=False)
     m = _check_token_args(logp, old_logp, advantages, mask)
 
     log_ratio = jax.lax.stop_gradient(
@@ -1464,7 +1433,7 @@ def opmd_loss(logp: Array, advantages: Array, mask: Array, *,
     Returns:
         ``(loss, TokenLossExtras)``.
     """
-    _check_float("tau", tau, minimum=0.0)
+    _checks.nonnegative("tau", tau)
     m = _check_token_args(logp, None, advantages, mask)
     per_token = -jax.lax.stop_gradient(advantages) * logp * m / (1.0 + tau)
     loss_sum, denominator = jnp.sum(per_token), jnp.sum(m)
@@ -1500,7 +1469,7 @@ def hicra_advantages(token_advantages: Array, planning_mask: Array, *,
     Returns:
         Amplified advantages under ``stop_gradient``.
     """
-    _check_float("alpha", alpha, minimum=0.0, maximum=1.0)
+    _checks.number("alpha", alpha, low=0.0, high=1.0)
     chex.assert_equal_shape([token_advantages, planning_mask])
     chex.assert_type(token_advantages, float)
     a = jax.lax.stop_gradient(token_advantages)
@@ -1536,8 +1505,8 @@ def hicra_verl_port_advantages(sequence_advantages: Array, mask: Array, entropie
     Returns:
       float ``[B, T]`` token advantages (0 off the mask), under ``stop_gradient``.
     """
-    _check_float("alpha", alpha, minimum=0.0, maximum=1.0)
-    _check_float("top_fraction", top_fraction, minimum=0.0, maximum=1.0, strict_minimum=True)
+    _checks.number("alpha", alpha, low=0.0, high=1.0)
+    _checks.number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
     chex.assert_rank([sequence_advantages, mask, entropies], [1, 2, 2])
     chex.assert_equal_shape([mask, entropies])
     chex.assert_equal_shape_prefix([sequence_advantages, mask], 1)
@@ -1647,11 +1616,11 @@ def hbpo_reward(lengths: Array, budgets: Array, correct: Array, *, beta: float =
     Returns:
         float32 ``[B]``.
     """
-    _check_mode("form", form, _HBPO_FORMS)
-    _check_float("beta", beta, minimum=0.0)
-    _check_float("alpha", alpha, minimum=0.0)
-    _check_count("max_len", max_len)
-    _check_float("incorrect_reward", incorrect_reward)
+    _checks.choice("form", form, _HBPO_FORMS)
+    _checks.nonnegative("beta", beta)
+    _checks.nonnegative("alpha", alpha)
+    _checks.integer("max_len", max_len)
+    _checks.number("incorrect_reward", incorrect_reward)
     _rows([("lengths", lengths), ("budgets", budgets), ("correct", correct)],
           bool_names=("correct",))
     n = lengths.astype(jnp.float32)
@@ -1694,9 +1663,9 @@ def hbpo_advantages(rewards: Array, budget_ids: Array, group_ids: Array, num_gro
     Returns:
         ``HbpoAdvantages`` under ``stop_gradient``.
     """
-    _check_count("num_groups", num_groups)
-    _check_float("beta", beta, minimum=0.0)
-    _check_count("max_len", max_len)
+    _checks.integer("num_groups", num_groups)
+    _checks.nonnegative("beta", beta)
+    _checks.integer("max_len", max_len)
     chex.assert_rank(budget_values, 1)
     num_budgets = budget_values.shape[0]
     named = [("rewards", rewards), ("budget_ids", budget_ids), ("group_ids", group_ids)]
@@ -1750,8 +1719,8 @@ def mgrpo_alignment(rollout_ids: Array, num_rollouts: int, slots_per_rollout: in
     Returns:
         ``Alignment(index, slot_valid)``; slot ``k * D + s`` belongs to rollout ``k``.
     """
-    _check_count("num_rollouts", num_rollouts)
-    _check_count("slots_per_rollout", slots_per_rollout)
+    _checks.integer("num_rollouts", num_rollouts)
+    _checks.integer("slots_per_rollout", slots_per_rollout)
     chex.assert_rank(rollout_ids, 1)
     chex.assert_type(rollout_ids, int)
     valid = _valid_or_all(valid, rollout_ids)
@@ -1844,17 +1813,16 @@ def disco_loss(logp: Array, old_logp: Array, mask: Array, rewards: Array, group_
     Returns:
         ``(loss, DiscoExtras)``.
     """
-    _check_count("num_groups", num_groups)
-    _check_mode("score", score, _DISCO_SCORES)
-    _check_mode("variant", variant, _DISCO_VARIANTS)
-    _check_mode("kl_estimator", kl_estimator, _DISCO_KLS)
+    _checks.integer("num_groups", num_groups)
+    _checks.choice("score", score, _DISCO_SCORES)
+    _checks.choice("variant", variant, _DISCO_VARIANTS)
+    _checks.choice("kl_estimator", kl_estimator, _DISCO_KLS)
     if tau is None:
         tau = 10.0 if score == "logL" else 1.0
-    _check_float("tau", tau, minimum=0.0, strict_minimum=True)
-    _check_float("delta", delta, minimum=0.0)
-    _check_float("beta", beta, minimum=0.0)
-    _check_float("log_ratio_clamp", log_ratio_clamp, minimum=0.0, strict_minimum=True,
-                 allow_inf=True)
+    _checks.positive("tau", tau)
+    _checks.nonnegative("delta", delta)
+    _checks.nonnegative("beta", beta)
+    _checks.positive("log_ratio_clamp", log_ratio_clamp, finite=False)
     chex.assert_rank([logp, old_logp, mask], 2)
     chex.assert_equal_shape([logp, old_logp, mask])
     chex.assert_type([logp, old_logp], float)
@@ -1940,7 +1908,7 @@ def salt_advantages(trajectory_advantages: Array, node_ids: Array, traj_ids: Arr
     Returns:
         ``[N]`` node advantage of each row's node, under ``stop_gradient``.
     """
-    _check_count("num_nodes", num_nodes)
+    _checks.integer("num_nodes", num_nodes)
     named = [("trajectory_advantages", trajectory_advantages), ("node_ids", node_ids),
              ("traj_ids", traj_ids)]
     if valid is not None:
@@ -1989,8 +1957,8 @@ def spa_step_rewards(progress: Array, executable: Array, is_last: Array, *, alph
     Returns:
         ``[N]`` under ``stop_gradient``.
     """
-    _check_float("alpha", alpha)
-    _check_float("beta", beta)
+    _checks.number("alpha", alpha)
+    _checks.number("beta", beta)
     _rows([("progress", progress), ("executable", executable), ("is_last", is_last)],
           float_names=("progress",), bool_names=("executable", "is_last"))
     grounded = (executable | is_last).astype(progress.dtype)
@@ -2021,7 +1989,7 @@ def spa_progress_loss(progress: Array, traj_ids: Array, traj_returns: Array, num
     Returns:
         ``(loss, SpaExtras)``.
     """
-    _check_count("num_traj", num_traj)
+    _checks.integer("num_traj", num_traj)
     named = [("progress", progress), ("traj_ids", traj_ids)]
     if valid is not None:
         named.append(("valid", valid))
@@ -2063,7 +2031,7 @@ def gated_reward_accumulation(low_rewards: Array, high_rewards: Array, traj_ids:
     Returns:
         ``GatedRewards(step_rewards, returns)``.
     """
-    _check_float("threshold", threshold, allow_inf=True)
+    _checks.number("threshold", threshold, finite=False)
     named = [("low_rewards", low_rewards), ("traj_ids", traj_ids)]
     if valid is not None:
         named.append(("valid", valid))
@@ -2097,7 +2065,7 @@ def foresight_rewards(format_rewards: Array, execution_rewards: Array, *,
     Returns:
         Rewards of the same shape.
     """
-    _check_float("lam", lam, minimum=0.0)
+    _checks.nonnegative("lam", lam)
     chex.assert_equal_shape([format_rewards, execution_rewards])
     chex.assert_type([format_rewards, execution_rewards], float)
     return format_rewards + lam * execution_rewards

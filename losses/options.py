@@ -33,7 +33,6 @@ their window there (`truncated_t`) so a return never runs into the next episode.
 Losses are per-example or per-trajectory (each docstring says which); callers vmap over the batch.
 """
 
-import math
 from typing import NamedTuple, Optional, Union
 
 import chex
@@ -41,6 +40,8 @@ import distrax
 import jax
 import jax.numpy as jnp
 import rlax
+
+from hrljax.losses import _checks
 
 Array = chex.Array
 Numeric = chex.Numeric
@@ -82,35 +83,7 @@ class PolicyGradientExtras(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument validation for Python-valued arguments (traced values are left to the caller).
-
-
-def _is_python_number(value) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_float(name: str, value, *, minimum: float, maximum: Optional[float] = None,
-                 strict_minimum: bool = False) -> None:
-  """Checks a Python-valued coefficient; arrays (possibly traced) are not checked."""
-  if not _is_python_number(value):
-    return
-  low_ok = value > minimum if strict_minimum else value >= minimum
-  high_ok = maximum is None or value <= maximum
-  if not (math.isfinite(value) and low_ok and high_ok):
-    bound = f"> {minimum}" if strict_minimum else f">= {minimum}"
-    if maximum is not None:
-      bound += f" and <= {maximum}"
-    raise ValueError(f"{name}: expected a finite float {bound}, got {value!r}")
-
-
-def _check_positive_int(name: str, value) -> None:
-  if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-    raise ValueError(f"{name}: expected a Python int >= 1, got {value!r}")
-
-
-def _check_choice(name: str, value, allowed) -> None:
-  if value not in allowed:
-    raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
+# Helpers.
 
 
 def _maybe_stop_gradient(x: Array, stop: bool) -> Array:
@@ -163,7 +136,7 @@ def epsilon_greedy_option_probs(q_s: Array, epsilon: Numeric) -> Array:
   """
   chex.assert_rank(q_s, 1)
   chex.assert_type(q_s, float)
-  _check_float("epsilon", epsilon, minimum=0.0, maximum=1.0)
+  _checks.discount("epsilon", epsilon, arrays=True)
   probs = distrax.EpsilonGreedy(q_s, epsilon).probs
   return jnp.where(jnp.any(jnp.isnan(q_s)), jnp.asarray(jnp.nan, probs.dtype), probs)
 
@@ -183,7 +156,7 @@ def softmax_option_probs(q_s: Array, temperature: Numeric = 1.0) -> Array:
   """
   chex.assert_rank(q_s, 1)
   chex.assert_type(q_s, float)
-  _check_float("temperature", temperature, minimum=0.0, strict_minimum=True)
+  _checks.positive("temperature", temperature, arrays=True)
   return jax.nn.softmax(q_s / temperature)
 
 
@@ -340,8 +313,8 @@ def option_critic_loss(
   Returns:
     `(loss, CriticExtras(td_error, target))`, loss a scalar.
   """
-  _check_choice("loss_type", loss_type, _LOSS_TYPES)
-  _check_float("huber_delta", huber_delta, minimum=0.0, strict_minimum=True)
+  _checks.choice("loss_type", loss_type, _LOSS_TYPES)
+  _checks.positive("huber_delta", huber_delta, arrays=True)
   chex.assert_rank([q_tm1, option_tm1, target_tm1], [1, 0, 0])
   chex.assert_type([q_tm1, option_tm1, target_tm1], [float, int, float])
   target_tm1 = _maybe_stop_gradient(jnp.asarray(target_tm1), stop_target_gradients)
@@ -382,7 +355,7 @@ def option_segment_ends(option_end_t: Array, n: int, *,
   Returns:
     `[T]` int32 end indices.
   """
-  _check_positive_int("n", n)
+  _checks.integer("n", n)
   chex.assert_rank(option_end_t, 1)
   stops = option_end_t.astype(bool)
   if episode_end_t is not None:
@@ -451,7 +424,7 @@ def option_aware_n_step_returns(
   Returns:
     `[T]` float returns.
   """
-  _check_positive_int("n", n)
+  _checks.integer("n", n)
   if (beta_t is None) != (v_t is None):
     raise ValueError(
         "beta_t, v_t: expected both (expected-termination form) or neither (plain form), got "
@@ -528,7 +501,7 @@ def intra_option_n_step_targets(
   Returns:
     `[T]` float targets.
   """
-  _check_positive_int("n", n)
+  _checks.integer("n", n)
   chex.assert_rank([r_t, discount_t, q_t, beta_t, option_tm1, option_end_t], [1, 1, 2, 1, 1, 1])
   chex.assert_type([q_t, option_tm1], [float, int])
   chex.assert_equal_shape([r_t, discount_t, beta_t, option_tm1, option_end_t])
@@ -580,7 +553,7 @@ def termination_loss(beta: Array, q_option: Numeric, v: Numeric, xi: Numeric,
   Returns:
     `(loss, TerminationExtras(advantage))`, loss a scalar.
   """
-  _check_float("xi", xi, minimum=0.0)
+  _checks.nonnegative("xi", xi, arrays=True)
   chex.assert_rank([beta, q_option, v, mask], 0)
   chex.assert_type([beta, q_option, v], float)
   advantage = jax.lax.stop_gradient(jnp.asarray(q_option) - v)
@@ -627,8 +600,8 @@ def trajectory_termination_loss(
   Returns:
     `(loss, TrajectoryTerminationExtras)`.
   """
-  _check_choice("state_for_termination", state_for_termination, _TERMINATION_STATES)
-  _check_float("xi", xi, minimum=0.0)
+  _checks.choice("state_for_termination", state_for_termination, _TERMINATION_STATES)
+  _checks.nonnegative("xi", xi, arrays=True)
   chex.assert_rank([beta, q, option_tm1, terminated_t, truncated_t], [2, 2, 1, 1, 1])
   chex.assert_type([beta, q, option_tm1], [float, float, int])
   chex.assert_equal_shape([beta, q])
@@ -693,7 +666,7 @@ def intra_option_pg_loss(
   Returns:
     `(loss, PolicyGradientExtras(advantage, log_prob, entropy))`.
   """
-  _check_float("entropy_coef", entropy_coef, minimum=0.0)
+  _checks.nonnegative("entropy_coef", entropy_coef, arrays=True)
   chex.assert_rank([logits_tm1, a_tm1, target_tm1, baseline_tm1], [1, 0, 0, 0])
   chex.assert_type([logits_tm1, a_tm1, target_tm1, baseline_tm1], [float, int, float, float])
   log_probs = jax.nn.log_softmax(logits_tm1)

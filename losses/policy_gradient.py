@@ -1,6 +1,6 @@
 """Policy-gradient losses: clipped surrogates, value loss, KL estimators, entropy, GAE, aggregation.
 
-Conventions (see DESIGN.md):
+Conventions:
 
 * `generalized_advantage_estimation` is per trajectory (`[T]`, the caller vmaps over envs).
 * The surrogate, value and KL functions are element-wise: they take arrays of any (equal) shape,
@@ -28,6 +28,8 @@ from typing import NamedTuple, Optional
 import chex
 import jax
 import jax.numpy as jnp
+
+from hrljax.losses import _checks
 
 Array = chex.Array
 
@@ -85,8 +87,7 @@ def generalized_advantage_estimation(
   chex.assert_rank([r_t, discount_t, v_tm1, v_t], 1)
   chex.assert_type([r_t, discount_t, v_tm1, v_t], float)
   chex.assert_equal_shape([r_t, discount_t, v_tm1, v_t])
-  if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
-    raise ValueError(f"unroll: expected a Python int >= 1, got {unroll!r}")
+  _checks.integer("unroll", unroll)
   if done_t is None:
     done_t = discount_t == 0
   chex.assert_equal_shape([r_t, done_t])
@@ -114,11 +115,6 @@ class SurrogateExtras(NamedTuple):
   clipped: Array  # float: the clipped branch was active (no gradient flows)
   dual_clipped: Array  # float: the dual-clip cap was active (A < 0 and ρ·|A| above c·|A|)
   approx_kl: Array  # old_logp − logp, the k1 estimate of KL(π_old ‖ π)
-
-
-def _check_epsilon(name: str, value: float) -> None:
-  if not value >= 0.0:
-    raise ValueError(f"{name}: expected a float >= 0, got {value!r}")
 
 
 def clipped_surrogate_loss(
@@ -151,11 +147,10 @@ def clipped_surrogate_loss(
   Returns:
     `(loss, extras)`: per-element losses (to be aggregated by the caller) and `SurrogateExtras`.
   """
-  _check_epsilon("epsilon", epsilon)
+  _checks.nonnegative("epsilon", epsilon, finite=False, arrays=True)
   epsilon_high = epsilon if epsilon_high is None else epsilon_high
-  _check_epsilon("epsilon_high", epsilon_high)
-  if dual_clip is not None and not dual_clip > 1.0:
-    raise ValueError(f"dual_clip: expected a float > 1 or None, got {dual_clip!r}")
+  _checks.nonnegative("epsilon_high", epsilon_high, finite=False, arrays=True)
+  _checks.number("dual_clip", dual_clip, low=1.0, low_open=True, finite=False, optional=True)
   chex.assert_type([logp, old_logp, advantages], float)
   chex.assert_equal_shape([logp, old_logp, advantages])
   old_logp = jax.lax.stop_gradient(old_logp)
@@ -213,7 +208,7 @@ def value_loss(
   error = jnp.square(value - target)
   if clip_epsilon is None:
     return 0.5 * error
-  _check_epsilon("clip_epsilon", clip_epsilon)
+  _checks.nonnegative("clip_epsilon", clip_epsilon, finite=False, arrays=True)
   if old_value is None:
     raise ValueError("old_value: expected an array when clip_epsilon is set, got None")
   chex.assert_equal_shape([value, old_value])
@@ -250,10 +245,8 @@ def kl_divergence(
   estimator); d itself is clamped to ±20 before `exp` so k3 cannot overflow.
   No gradient flows into `ref_logp`.
   """
-  if estimator not in KL_ESTIMATORS:
-    raise ValueError(f"estimator: expected one of {KL_ESTIMATORS}, got {estimator!r}")
-  if clamp is not None and not clamp > 0:
-    raise ValueError(f"clamp: expected a float > 0 or None, got {clamp!r}")
+  _checks.choice("estimator", estimator, KL_ESTIMATORS)
+  _checks.positive("clamp", clamp, finite=False, optional=True)
   chex.assert_type([logp, ref_logp], float)
   chex.assert_equal_shape([logp, ref_logp])
   d = jnp.clip(jax.lax.stop_gradient(ref_logp) - logp, -20.0, 20.0)
@@ -309,10 +302,8 @@ def aggregate(
   Returns:
     `(value, Aggregate(total, denominator))` with `value = total / denominator`.
   """
-  if mode not in AGGREGATION_MODES:
-    raise ValueError(f"mode: expected one of {AGGREGATION_MODES}, got {mode!r}")
-  if constant is not None and not constant > 0:
-    raise ValueError(f"constant: expected a float > 0 or None, got {constant!r}")
+  _checks.choice("mode", mode, AGGREGATION_MODES)
+  _checks.positive("constant", constant, finite=False, optional=True)
   chex.assert_rank([loss, mask], 2)
   chex.assert_type(loss, float)
   chex.assert_equal_shape([loss, mask])

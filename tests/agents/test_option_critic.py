@@ -105,7 +105,7 @@ def test_four_rooms_bad_arguments(kwargs, message):
 def test_config_transfer_flag_reaches_the_environment():
   config = oc.get_config()
   config.transfer_after = 32_000
-  config.seed = 4
+  config.env_kwargs.transfer_seed = 4
   _, params = envs.make(config.env_name, **config.env_kwargs)
   assert params.transfer_after_steps == 32_000 // config.num_envs
   assert tuple(np.asarray(params.transfer_goal)) == four_rooms.transfer_goal_for_seed(4)
@@ -116,7 +116,7 @@ def test_config_transfer_flag_reaches_the_environment():
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("critic_lr", -1.0, "config.critic_lr: expected a finite number > 0"),
+    ("critic_learning_rate", -1.0, "config.critic_learning_rate: expected a finite number > 0"),
     ("num_options", 0, "config.num_options: expected an integer > 0"),
     ("gamma", 1.5, "config.gamma: expected a number in"),
     ("option_epsilon", -0.1, "config.option_epsilon: expected a number in"),
@@ -126,7 +126,6 @@ def test_config_transfer_flag_reaches_the_environment():
     ("state_for_termination", "previous", "config.state_for_termination: expected one of"),
     ("deliberation_cost", -0.1, "config.deliberation_cost: expected a finite number >= 0"),
     ("hidden_sizes", (8, 0), "config.hidden_sizes: expected a tuple of integers > 0"),
-    ("checkpoint_every", 15, "config.checkpoint_every: expected a multiple of config.log_every"),
     ("total_timesteps", 8, "config.total_timesteps: expected at least 16"),
     ("env_name", "FourRooms-v9", "env_name: unknown environment"),
     ("env_name", "Pendulum-v1", "config.env_name: expected an environment with discrete"),
@@ -303,7 +302,7 @@ def test_critic_head_gets_gradient_only_from_the_critic():
   def gradients(p):
     _, traj = oc.collect(env, params, agent.network, p, oc.reset(env, params, jax.random.key(0), 4),
                          jax.random.key(1), 6, agent.config, 0.1)
-    return jax.grad(lambda p: oc.option_critic_loss(p, agent.network, traj, agent.config)[0])(p)
+    return jax.grad(lambda p: oc.option_critic_objective(p, agent.network, traj, agent.config)[0])(p)
 
   grads = gradients(agent.params)["params"]
   np.testing.assert_array_equal(grads["q_head"]["kernel"], 0.0)
@@ -387,15 +386,16 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
 
     config = oc.get_config()
     config.update(dict(num_envs=8, num_steps=4, n_step=4, total_timesteps=8 * 4 * 6,
-                       optimizer="sgd", critic_lr=0.5, intra_option_lr=0.25,
-                       termination_lr=0.25, eval_episodes=8, log_every=2, checkpoint_every=6,
+                       optimizer="sgd", critic_learning_rate=0.5,
+                       intra_option_learning_rate=0.25, termination_learning_rate=0.25, eval_episodes=8,
+                       log_every=2, checkpoint_every=6,
                        head_init_scale=5.0))  # random heads: non-zero TD errors from the start
     config.env_kwargs.max_steps_in_episode = 20
     out = {}
     for devices in (1, 8):
       workdir = os.path.join(sys.argv[1], str(devices))
       training.train(oc.make_learner(config), config, workdir,
-                     mesh=distributed.make_mesh(devices), log_every=2, checkpoint_every=6)
+                     mesh=distributed.make_mesh(devices))
       out[devices] = [r for r in read_jsonl(workdir) if r["phase"] == "train"]
     print(json.dumps(out))
 """)

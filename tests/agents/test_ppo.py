@@ -26,7 +26,6 @@ def tiny_config(**overrides):
     ("gamma", 1.5, "config.gamma: expected a number in"),
     ("optimizer", "rmsprop", "config.optimizer: expected one of"),
     ("num_minibatches", 3, "config.num_minibatches: expected a divisor"),
-    ("checkpoint_every", 15, "config.checkpoint_every: expected a multiple of config.log_every"),
     ("env_name", "CartPole-v9", "env_name: unknown environment"),
 ])
 def test_validate_config_names_the_field(field, value, message):

@@ -48,7 +48,7 @@ def test_option_maps_read_the_network_at_every_free_cell():
 def test_plot_workdir_draws_a_png_from_the_final_checkpoint(tmp_path):
   config = tiny_config()
   workdir = str(tmp_path / "run")
-  training.train(oc.make_learner(config), config, workdir, log_every=2, checkpoint_every=4)
+  training.train(oc.make_learner(config), config, workdir)
   out = plot_options.plot_workdir(workdir, str(tmp_path / "options.png"))
   with open(out, "rb") as f:
     data = f.read()

@@ -649,6 +649,8 @@ XFAIL: dict = {}
 def public_functions() -> set:
   names = set()
   for info in pkgutil.iter_modules(hrljax.losses.__path__):
+    if info.name.startswith("_"):
+      continue
     module = importlib.import_module(f"hrljax.losses.{info.name}")
     for name, obj in vars(module).items():
       if not name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == module.__name__:

@@ -27,7 +27,11 @@ from hrljax import training
 from hrljax.logging import read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONFIG = ml_collections.ConfigDict({"agent": "walker"})
+def run_config(**run_fields) -> ml_collections.ConfigDict:
+  """The walker's experiment config: the spine's run-level fields and an agent name."""
+  config = training.run_config(**run_fields)
+  config.agent = "walker"
+  return config
 PARAMS = 4096  # 16 KiB of float32: a checkpoint bigger than the file-size limit used below
 
 
@@ -86,8 +90,8 @@ SCRIPT = textwrap.dedent("""
       # Writes beyond `arg` bytes fail in the kernel (EFBIG), as they would on a full disk.
       signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
       resource.setrlimit(resource.RLIMIT_FSIZE, (int(arg), int(arg)))
-    state = training.train(t.walker_learner(24), t.CONFIG, workdir, log_every=4,
-                           checkpoint_every=4, max_checkpoints=3, seed=5)
+    state = training.train(t.walker_learner(24), t.run_config(log_every=4, checkpoint_every=4,
+                                                               max_checkpoints=3, seeds=(5,)), workdir)
     print("final", float(state.params.sum()))
 """)
 
@@ -205,8 +209,7 @@ def test_unwritable_workdir_is_a_clear_error_at_start_up(tmp_path):
 def test_non_finite_parameters_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path, poison):
   workdir = str(tmp_path / "poisoned")
   with pytest.raises(training.TrainingDiverged) as raised:
-    training.train(walker_learner(24, poison_at=10, poison=poison), CONFIG, workdir, log_every=4,
-                   checkpoint_every=4, max_checkpoints=3)
+    training.train(walker_learner(24, poison_at=10, poison=poison), run_config(log_every=4, checkpoint_every=4, max_checkpoints=3), workdir)
   message = str(raised.value)
   assert message.startswith("non-finite state leaf .params in the chunk ending at update 12;")
   assert f"The last good checkpoint is update 8 in {workdir}/checkpoints." in message

@@ -44,7 +44,11 @@ def counting_learner(num_updates: int, nan_at: int = 0, episode_every: int = 1
   return training.Learner(init, step, evaluate, num_updates, env_steps_per_update=10)
 
 
-CONFIG = ml_collections.ConfigDict({"agent": "counter"})
+def run_config(agent: str = "counter", **run_fields) -> ml_collections.ConfigDict:
+  """An experiment config for a toy learner: the spine's run-level fields and an agent name."""
+  config = training.run_config(**run_fields)
+  config.agent = agent
+  return config
 
 
 def test_summarize_means_and_episode_weighted_returns():
@@ -58,8 +62,7 @@ def test_summarize_means_and_episode_weighted_returns():
 
 def test_run_logs_every_chunk_checkpoints_and_evaluates(tmp_path, capsys):
   workdir = str(tmp_path / "run")
-  state = training.train(counting_learner(25), CONFIG, workdir, log_every=10,
-                         checkpoint_every=20, seed=1)
+  state = training.train(counting_learner(25), run_config(log_every=10, checkpoint_every=20, seeds=(1,)), workdir)
   records = read_jsonl(workdir)
   train_records = [r for r in records if r["phase"] == "train"]
   assert [r["update"] for r in train_records] == [10, 20, 25]
@@ -76,13 +79,12 @@ def test_run_logs_every_chunk_checkpoints_and_evaluates(tmp_path, capsys):
 
 def test_resumed_run_equals_uninterrupted_run(tmp_path):
   full = str(tmp_path / "full")
-  final_full = training.train(counting_learner(30), CONFIG, full, log_every=5, checkpoint_every=10)
+  final_full = training.train(counting_learner(30), run_config(log_every=5, checkpoint_every=10), full)
   # A run that stopped after its checkpoint at update 10 (with its evaluation record logged),
   # then started again with a longer schedule in the same workdir.
   resumed_dir = str(tmp_path / "resumed")
-  training.train(counting_learner(10), CONFIG, resumed_dir, log_every=5, checkpoint_every=10)
-  final_resumed = training.train(counting_learner(30), CONFIG, resumed_dir, log_every=5,
-                                 checkpoint_every=10)
+  training.train(counting_learner(10), run_config(log_every=5, checkpoint_every=10), resumed_dir)
+  final_resumed = training.train(counting_learner(30), run_config(log_every=5, checkpoint_every=10), resumed_dir)
   assert float(final_resumed.x) == float(final_full.x)
   strip = lambda rs: [{k: v for k, v in r.items() if k not in ("wall_time",
                                                               "env_steps_per_second")} for r in rs]
@@ -92,8 +94,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
 def test_nan_stops_with_message_and_keeps_last_good_checkpoint(tmp_path):
   workdir = str(tmp_path / "nan")
   with pytest.raises(training.TrainingDiverged, match="update 12.*last good checkpoint is update 8"):
-    training.train(counting_learner(20, nan_at=11), CONFIG, workdir, log_every=4,
-                   checkpoint_every=4, max_checkpoints=3)
+    training.train(counting_learner(20, nan_at=11), run_config(log_every=4, checkpoint_every=4, max_checkpoints=3), workdir)
   assert Checkpointer(f"{workdir}/checkpoints").latest_step() == 8
   assert max(r["update"] for r in read_jsonl(workdir)) == 8
 
@@ -117,8 +118,7 @@ def test_chunk_without_an_ended_episode_is_logged_not_stopped(tmp_path):
   # Episodes end every 8th update, so the chunk of updates 5-7 has none: its episode means
   # (cost included, not only return and length) are NaN, which is not a divergence.
   workdir = str(tmp_path / "sparse")
-  training.train(counting_learner(12, episode_every=8), CONFIG, workdir, log_every=4,
-                 checkpoint_every=4)
+  training.train(counting_learner(12, episode_every=8), run_config(log_every=4, checkpoint_every=4), workdir)
   train_records = [r for r in read_jsonl(workdir) if r["phase"] == "train"]
   assert [r["episodes"] for r in train_records] == [0.0, 1.0, 0.0]
   assert train_records[0]["episode_cost"] is None  # the logger writes NaN as JSON null
@@ -127,8 +127,7 @@ def test_chunk_without_an_ended_episode_is_logged_not_stopped(tmp_path):
 
 def test_nan_episode_cost_of_an_ended_episode_still_stops(tmp_path):
   with pytest.raises(training.TrainingDiverged, match="episode_cost"):
-    training.train(counting_learner(8, nan_at=3, episode_every=4), CONFIG, str(tmp_path / "r"),
-                   log_every=4, checkpoint_every=4)
+    training.train(counting_learner(8, nan_at=3, episode_every=4), run_config(log_every=4, checkpoint_every=4), str(tmp_path / "r"))
 
 
 def test_logger_truncates_records_a_resumed_run_rewrites(tmp_path):
@@ -161,18 +160,16 @@ def host_learner(nan_at: int = -1, num_updates: int = 5) -> training.HostLearner
     return state, {"weight": value, "example": f"w={float(state.weight)}"}
 
   return training.HostLearner(
-      init=lambda: HostState(jnp.zeros(()), jnp.zeros((), jnp.int32)), step=step,
+      init=lambda seed: HostState(jnp.zeros(()), jnp.zeros((), jnp.int32)), step=step,
       evaluate=lambda state: {"eval_weight": float(state.weight)}, num_updates=num_updates,
       env_steps_per_update=3,
       progress=lambda record, texts: f"update {record['update']} {texts['example']}")
 
 
 def test_train_on_host_logs_evaluates_checkpoints_and_resumes(tmp_path, capsys):
-  config = ml_collections.ConfigDict({"agent": "toy"})
-  training.train_on_host(host_learner(num_updates=3), config, str(tmp_path), checkpoint_every=2,
-                         eval_every=2)
-  state = training.train_on_host(host_learner(num_updates=5), config, str(tmp_path),
-                                 checkpoint_every=2, eval_every=2)
+  config = run_config("toy", log_every=1, checkpoint_every=2, eval_every=2)
+  training.train_on_host(host_learner(num_updates=3), config, str(tmp_path))
+  state = training.train_on_host(host_learner(num_updates=5), config, str(tmp_path))
   assert int(state.update) == 5 and float(state.weight) == 5.0
   records = read_jsonl(str(tmp_path / "metrics.jsonl"))
   train = [r for r in records if r["phase"] == "train"]
@@ -187,23 +184,99 @@ def test_train_on_host_logs_evaluates_checkpoints_and_resumes(tmp_path, capsys):
 
 
 def test_train_on_host_stops_on_nan_and_keeps_last_good_checkpoint(tmp_path):
-  config = ml_collections.ConfigDict({"agent": "toy"})
+  config = run_config("toy", log_every=1, checkpoint_every=1)
   with pytest.raises(training.TrainingDiverged, match=r"'weight' = nan at update 3.*update 2"):
-    training.train_on_host(host_learner(nan_at=3), config, str(tmp_path), checkpoint_every=1)
+    training.train_on_host(host_learner(nan_at=3), config, str(tmp_path))
   assert Checkpointer(str(tmp_path / "checkpoints")).latest_step() == 2
 
 
 def test_resuming_with_a_state_that_does_not_fit_keeps_the_run_and_its_config(tmp_path):
   workdir = str(tmp_path / "run")
-  training.train(counting_learner(10), CONFIG, workdir, log_every=5, checkpoint_every=10)
+  training.train(counting_learner(10), run_config(log_every=5, checkpoint_every=10), workdir)
   records = read_jsonl(workdir)
 
   def init_wider(key):  # the state of a changed config: x now has 3 entries
     return Counter(x=jnp.zeros(3), n=jnp.zeros((), jnp.int32), key=key)
   wider = counting_learner(20)._replace(init=init_wider)
-  other = ml_collections.ConfigDict({"agent": "other"})
   with pytest.raises(CheckpointMismatch, match="checkpoint 10 in .* does not fit"):
-    training.train(wider, other, workdir, log_every=5, checkpoint_every=10)
+    training.train(wider, run_config("other", log_every=5, checkpoint_every=10), workdir)
   assert json.load(open(f"{workdir}/config.json"))["agent"] == "counter"
   assert read_jsonl(workdir) == records
   assert Checkpointer(f"{workdir}/checkpoints").all_steps() == [10]
+
+
+# ------------------------------------------------------------------------------------------------
+# The run-level config fields and the seed axis.
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("checkpoint_every", 15, "config.checkpoint_every: expected a multiple of config.log_every"),
+    ("eval_every", 15, "config.eval_every: expected a multiple of config.log_every"),
+    ("eval_every", -10, "config.eval_every: expected an integer >= 0"),
+    ("log_every", 0, "config.log_every: expected an integer > 0"),
+    ("max_checkpoints", 0, "config.max_checkpoints: expected an integer > 0"),
+    ("seeds", (), "config.seeds: expected distinct integers >= 0"),
+    ("seeds", (1, 1), "config.seeds: expected distinct integers >= 0"),
+    ("seeds", (-1,), "config.seeds: expected distinct integers >= 0"),
+    ("seeds", (True,), "config.seeds: expected distinct integers >= 0"),
+])
+def test_validate_run_config_names_the_field(field, value, message):
+  config = run_config(log_every=10)
+  config[field] = value
+  with pytest.raises(ValueError, match=message):
+    training.validate_run_config(config)
+
+
+def test_num_updates_is_the_budget_over_the_update_size_and_names_the_field():
+  assert training.num_updates(1000, 128) == 7
+  with pytest.raises(ValueError, match=r"config.budget: expected at least 128 \(one update\)"):
+    training.num_updates(100, 128, field="budget")
+
+
+def test_several_seeds_train_in_one_program_and_each_equals_its_own_run(tmp_path):
+  """Seeds are a vmap axis: records carry their seed, and each seed's numbers are those of the
+  run of that seed alone (same keys; a scalar learner, so no rounding differs)."""
+  together = str(tmp_path / "together")
+  state = training.train(counting_learner(12, episode_every=4),
+                         run_config(log_every=4, checkpoint_every=8, eval_every=8,
+                                    seeds=(3, 0)), together)
+  assert state.x.shape == (2,)
+  records = read_jsonl(together)
+  for index, seed in enumerate((3, 0)):
+    alone = str(tmp_path / f"alone{seed}")
+    single = training.train(counting_learner(12, episode_every=4),
+                            run_config(log_every=4, checkpoint_every=8, eval_every=8,
+                                       seeds=(seed,)), alone)
+    assert float(state.x[index]) == float(single.x)
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("wall_time",
+                                                                "env_steps_per_second")}
+                        for r in rs]
+    mine = strip([r for r in records if r["seed"] == seed])
+    assert mine == strip(read_jsonl(alone))
+    # an evaluation at update 8 (eval_every) and the final one at 12
+    assert [(r["phase"], r["update"]) for r in mine if r["phase"] == "eval"] == [("eval", 8),
+                                                                                ("eval", 12)]
+  restored = training.restore(counting_learner(12), run_config(seeds=(3, 0)), together)
+  assert [s for s, _ in training.seed_states(run_config(seeds=(3, 0)), restored)] == [3, 0]
+  np.testing.assert_array_equal(np.asarray(restored.x), np.asarray(state.x))
+
+
+def test_host_evaluate_runs_on_each_seed_slice(tmp_path):
+  calls = []
+
+  def host_evaluate(state, seed):
+    calls.append((seed, np.shape(state.x)))
+    return {"eval_host": float(state.x) + seed}
+
+  learner = counting_learner(4)._replace(host_evaluate=host_evaluate)
+  training.train(learner, run_config(log_every=2, checkpoint_every=2, seeds=(0, 5)),
+                 str(tmp_path))
+  assert calls == [(0, ()), (5, ())]
+  evals = [r for r in read_jsonl(str(tmp_path)) if r["phase"] == "eval"]
+  assert [r["seed"] for r in evals] == [0, 5]
+  assert evals[1]["eval_host"] == pytest.approx(evals[1]["eval_return"] + 5)
+
+
+def test_host_learners_train_one_seed(tmp_path):
+  with pytest.raises(ValueError, match="config.seeds: a host-driven agent trains one seed"):
+    training.run(host_learner(), run_config("toy", seeds=(0, 1)), str(tmp_path))
