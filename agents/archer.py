@@ -80,10 +80,9 @@ FRESH_GAP_DECAY = 0.5
 
 def get_config() -> ml_collections.ConfigDict:
   """ArCHer hyperparameters; the reference's defaults where they transfer."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=5, checkpoint_every=25)
   config.agent = "archer"
   tc.add_config_fields(config)
-  config.seed = 0
   config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
   config.num_envs = 128  # reference: 128 rollout trajectories per iteration
   config.num_steps = 8  # utterances per environment per iteration
@@ -117,11 +116,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_v_samples = 1  # K > 1: V regresses on the mean target Q of K samples
   config.critic_weight_decay = 0.0  # > 0: AdamW for the critic (0: Adam)
   config.train_eval_episodes = 0  # greedy games inside every iteration (`eval_return`); 0: none
-  # Run-level settings read by the experiment loop.
-  config.log_every = 5
-  config.checkpoint_every = 25
-  config.max_checkpoints = 2
-  config.eval_episodes = 128
+  config.eval_episodes = 128  # greedy games per evaluation
   return config
 
 
@@ -131,8 +126,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   tc.non_negative_int(config, "train_eval_episodes", "warmup_iters", "critic_pretrain_steps")
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "buffer_size",
                       "batch_size", "critic_updates", "actor_updates", "num_critics",
-                      "critic_d_model", "critic_num_layers", "log_every", "checkpoint_every",
-                      "max_checkpoints", "eval_episodes", "rollout_unroll",
+                      "critic_d_model", "critic_num_layers", "eval_episodes", "rollout_unroll",
                       "actor_baseline_samples", "critic_v_samples")
   checks.divisible(config, "batch_size", config.actor_baseline_samples,
                    "config.actor_baseline_samples (dialogues x samples per actor batch)")
@@ -160,9 +154,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   tc.check_heads_divide(config, "critic_d_model")
   tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
-  checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
-                  "one iteration of num_envs * num_steps")
+  training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
   envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
 
 
@@ -389,6 +381,7 @@ class RunnerState(struct.PyTreeNode):
   buffer: replay.ReplayBuffer
   env: EnvCarry
   key: Array
+  eval_key: Array  # the run's evaluation games (`tc.evaluation_key`)
   update: Array  # int32 count of iterations done
   critic_ready: Array  # bool: the q_gap gates (warmup_q_gap, warmup_fresh_q_gap) have passed
   fresh_q_gap: Array  # float32: running mean of the q_gap on not-yet-replayed transitions
@@ -404,13 +397,14 @@ def pretrain_critic(agent: ArcherAgent, buffer: replay.ReplayBuffer, key: Array,
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one ArCHer iteration (rollout, critic steps, actor steps)."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params, policy, sample, evaluate_params = tc.learner_parts(config)
+  env, env_params, policy, sample, evaluate = tc.learner_parts(config)
   steps_per_update = config.num_envs * config.num_steps
   train_evaluation = tc.greedy_evaluation(env, env_params, policy, config.train_eval_episodes)
 
   def init(key: Array, policy_params: Optional[PyTree] = None) -> RunnerState:
     """The run state of `key`; `policy_params` (optional) is `tc.warm_start_policy_params(key,
     config)` computed beforehand, e.g. as its own jitted program (see that function)."""
+    eval_key = tc.evaluation_key(key)
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = ArcherAgent.create(agent_key, env, env_params, config, policy_params)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
@@ -420,8 +414,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       buffer = replay.add(buffer, tc.warm_start_transitions(tc.bc_key_of(agent_key), env,
                                                             env_params, config))
       agent = pretrain_critic(agent, buffer, pretrain_key, config.critic_pretrain_steps)
-    return RunnerState(agent=agent, buffer=buffer, env=carry,
-                       key=key, update=jnp.zeros((), jnp.int32),
+    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key, eval_key=eval_key,
+                       update=jnp.zeros((), jnp.int32),
                        critic_ready=jnp.asarray((config.warmup_q_gap <= 0.0)
                                                 & (config.warmup_fresh_q_gap <= 0.0)),
                        fresh_q_gap=jnp.zeros((), jnp.float32))
@@ -454,14 +448,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       # The greedy success of the policy this iteration started from, on fresh games.
       metrics["eval_return"] = train_evaluation(state.agent.policy_params,
                                                 eval_key)["eval_return"]
-    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1,
-                       critic_ready=critic_ready, fresh_q_gap=fresh_q_gap), metrics
-
-  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    return evaluate_params(state.agent.policy_params, key)
+    return state.replace(agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1,
+                         critic_ready=critic_ready, fresh_q_gap=fresh_q_gap), metrics
 
   return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=config.total_timesteps // steps_per_update,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="env")
 
 

@@ -40,9 +40,10 @@ Deviations from the reference, each deliberate:
   * the game is smaller than Twenty Questions and answers from an attribute table
     (see `hrljax/envs/token_game.py`); terminated is not truncated (`archer_q_targets`).
 
-Driver: host-side parsing sits between the jitted calls, so the run is a host loop (`run`), with
-`hrljax.logging.MetricsLogger`, progress lines and `hrljax.checkpoint` (LoRA, critic, target
-critic, optimizer states, replay buffer, environment carry, key): a killed run resumes. The model
+Driver: host-side parsing sits between the jitted calls, so `make_learner` returns a
+`training.HostLearner` (one seed per run), which `python -m experiments.train` runs with logging,
+evaluation and checkpoints (LoRA, critic, target critic, optimizer states, replay buffer,
+environment carry, key): a killed run resumes. The model
 plumbing (loading, prompts, sampling, response log-probs) is `agents/llm_common.py`.
 """
 
@@ -71,7 +72,7 @@ ENV_NAME = "TokenGame-v0"
 
 def get_config() -> ml_collections.ConfigDict:
   """ArCHer hyperparameters: the reference's where they transfer, small sizes for a CPU."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=1, eval_every=20, checkpoint_every=5)
   config.agent = "llm_archer"
   config.env_name = ENV_NAME
   config.env_kwargs = ml_collections.ConfigDict(dict(
@@ -83,7 +84,6 @@ def get_config() -> ml_collections.ConfigDict:
   # Shaping added to the game's reward for each understood line (0: the game's reward only);
   # logged returns and the evaluation's win rate stay the game's.
   config.valid_move_bonus = 0.0
-  config.seed = 0
   llm_common.add_config_fields(config)
   config.max_new_tokens = 12  # one short line
   config.temperature = 1.0  # reference: 1.0
@@ -108,10 +108,6 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_num_layers = 1
   config.num_heads = 2
   config.eval_episodes = 16  # greedy games at the start, every eval_every and at the end
-  config.eval_every = 20
-  config.log_every = 1
-  config.checkpoint_every = 5
-  config.max_checkpoints = 2
   return config
 
 
@@ -119,9 +115,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "max_new_tokens", "num_envs", "num_updates", "buffer_size",
                       "batch_size", "critic_updates", "num_critics", "critic_d_model",
-                      "critic_num_layers", "num_heads", "eval_every", "log_every",
-                      "checkpoint_every", "max_checkpoints")
-  tc.non_negative_int(config, "warmup_iters", "eval_episodes", "seed")
+                      "critic_num_layers", "num_heads")
+  tc.non_negative_int(config, "warmup_iters", "eval_episodes")
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.non_negative(config, "valid_move_bonus")
@@ -322,8 +317,8 @@ class LLMArcher:
     self.prompt_width = longest_prompt(self.lm, self.env_params, config.include_table,
                                        config.system_prompt)
 
-  def init(self) -> TrainState:
-    key = jax.random.key(self.config.seed)
+  def init(self, seed: int) -> TrainState:
+    key = jax.random.key(seed)
     lora_key, critic_key, env_key, key = jax.random.split(key, 4)
     lora = llama.init_lora(self.lm.config, lora_key)
     critic_params = self.critic.init(critic_key, tc.first_dialogue(self.env_params),
@@ -421,16 +416,6 @@ def make_learner(config: ml_collections.ConfigDict,
                 if config.eval_episodes else None),
       num_updates=config.num_updates, env_steps_per_update=config.num_envs,
       progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
-
-
-def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
-        lm: Optional[llm_common.LanguageModel] = None) -> TrainState:
-  """Trains for `config.num_updates` iterations in `workdir`, resuming from a checkpoint."""
-  learner = make_learner(config, lm)
-  return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
-                                checkpoint_every=config.checkpoint_every,
-                                max_checkpoints=config.max_checkpoints,
-                                eval_every=config.eval_every)
 
 
 def _progress_line(record: dict, texts: dict, num_updates: int) -> str:

@@ -21,14 +21,12 @@ One update: G = `num_prompts` problems, K = `samples_per_prompt` samples each (o
 `text_tasks`), then one jitted step: advantages, `update_epochs` gradient steps on the whole
 batch.
 
-Driver. The reward is computed on the host between jitted calls, so the run is its own loop
-(`run(config, workdir)`), not a `training.Learner` (whose chunks are one XLA program): it writes
-`metrics.jsonl` with `hrljax.logging.MetricsLogger`, prints a progress line per update, and saves
-the train state (LoRA, optimizer state, update count) with `hrljax.checkpoint` every
-`checkpoint_every` updates; started again with the same workdir it resumes from the latest
-checkpoint, and since the problems and keys of update u are functions of (seed, u) the resumed
-run repeats the uninterrupted one. The frozen base weights are reloaded from the GGUF file, never
-checkpointed.
+Driver. The reward is computed on the host between jitted calls, so `make_learner` returns a
+`training.HostLearner` (one seed per run), which `python -m experiments.train` runs with the same
+logging, evaluation, checkpointing and resume as a compiled learner. The checkpoint holds the LoRA
+adapters, their optimizer state, the update count and the seed; since the problems and keys of
+update u are functions of (seed, u) a resumed run repeats the uninterrupted one. The frozen base
+weights are reloaded from the GGUF file, never checkpointed.
 
 Deviations from the paper, each deliberate:
   * LoRA (rank `lora_rank`) instead of full fine-tuning; the learning rate is therefore a LoRA
@@ -71,10 +69,9 @@ ESTIMATORS = ("grpo", "dr_grpo", "rloo")
 
 def get_config() -> ml_collections.ConfigDict:
   """GRPO hyperparameters: the paper's where they transfer to LoRA on a CPU, small sizes else."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=1, eval_every=10, checkpoint_every=5)
   config.agent = "llm_grpo"
   config.env_name = "arithmetic"
-  config.seed = 0
   llm_common.add_config_fields(config)
   config.num_prompts = 4  # G problems per update (paper: 1024 / 64 = 16 questions per batch)
   config.samples_per_prompt = 4  # K samples per problem (paper: 64)
@@ -104,21 +101,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.task.answer_mode = "strict"
   config.task.system_prompt = ""  # "" = the chat template's default
   config.eval_problems = 32  # greedy evaluation on a fixed held-out stream; 0 = none
-  config.eval_every = 10
-  config.eval_seed = 1_000_003
-  # Run-level settings.
-  config.log_every = 1
-  config.checkpoint_every = 5
-  config.max_checkpoints = 2
+  config.eval_seed = 1_000_003  # the held-out stream: arithmetic_problems(eval_seed, ...)
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run (one device: a host loop)."""
   checks.positive_int(config, "num_prompts", "samples_per_prompt", "max_new_tokens",
-                      "prompt_bucket", "num_updates", "update_epochs", "eval_every", "log_every",
-                      "checkpoint_every", "max_checkpoints")
-  tc.non_negative_int(config, "eval_problems", "seed", "eval_seed")
+                      "prompt_bucket", "num_updates", "update_epochs")
+  tc.non_negative_int(config, "eval_problems", "eval_seed")
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "advantage_eps")
   checks.in_unit_interval(config, "hicra_alpha")
@@ -130,7 +121,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                              f"two samples to compare), got {config.samples_per_prompt}")
   llm_common.validate_config_fields(config, num_devices)
   try:
-    text_tasks.arithmetic_problem(config.seed, 0, max_operand=config.task.max_operand,
+    text_tasks.arithmetic_problem(0, 0, max_operand=config.task.max_operand,
                                   operations=tuple(config.task.operations))
     text_tasks.arithmetic_reward("", 0, correct_weight=config.task.correct_weight,
                                  format_weight=config.task.format_weight,
@@ -140,11 +131,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
 
 
 class TrainState(struct.PyTreeNode):
-  """What a run checkpoints: the adapters, their optimizer state and the update count."""
+  """What a run checkpoints: the adapters, their optimizer state, the update count, the seed."""
 
   lora: PyTree
   opt_state: PyTree
   update: Array  # int32 updates done
+  seed: Array  # int32: the problems and sampling keys of update u are functions of (seed, u)
 
 
 def phrase_patterns(lm: llm_common.LanguageModel, phrases: Sequence[str]
@@ -245,7 +237,7 @@ def update_settings(config) -> UpdateSettings:
 def make_update_fn(model_config: llama.LlamaConfig, config):
   """`update(state, params, batch, patterns, pattern_lengths) -> (state, metrics)`, jitted.
 
-  Cached per (model config, update settings): runs that differ only in run-level fields (seed,
+  Cached per (model config, update settings): runs that differ only in run-level fields (seeds,
   number of updates, logging) share one compiled program.
   """
   return _make_update_fn(model_config, update_settings(config))
@@ -309,17 +301,18 @@ class LLMGRPO:
     self.patterns, self.pattern_lengths = jnp.asarray(patterns), jnp.asarray(lengths)
     self._update = make_update_fn(self.lm.config, self.config)
 
-  def init(self) -> TrainState:
+  def init(self, seed: int) -> TrainState:
     """Fresh adapters (zero `b`: the starting policy is the instruct model) and optimizer state."""
-    key = jax.random.fold_in(jax.random.key(self.config.seed), 0)
+    key = jax.random.fold_in(jax.random.key(seed), 0)
     lora = llama.init_lora(self.lm.config, key)
-    return TrainState(lora=lora, opt_state=self.tx.init(lora), update=jnp.zeros((), jnp.int32))
+    return TrainState(lora=lora, opt_state=self.tx.init(lora), update=jnp.zeros((), jnp.int32),
+                      seed=jnp.asarray(seed, jnp.int32))
 
-  def problems(self, update: int) -> list:
-    """The G problems of update `update` (a function of the seed and the update index)."""
+  def problems(self, seed: int, update: int) -> list:
+    """The G problems of update `update` of seed `seed`."""
     task = self.config.task
     g = self.config.num_prompts
-    return text_tasks.arithmetic_problems(self.config.seed, g, start=update * g,
+    return text_tasks.arithmetic_problems(seed, g, start=update * g,
                                           max_operand=task.max_operand,
                                           operations=tuple(task.operations))
 
@@ -341,9 +334,9 @@ class LLMGRPO:
 
   def step(self, state: TrainState) -> tuple[TrainState, dict]:
     """One GRPO update: sample G x K responses, score them, update the adapters."""
-    update = int(state.update)
-    key = jax.random.fold_in(jax.random.key(self.config.seed), update + 1)
-    problems = self.problems(update)
+    update, seed = int(state.update), int(state.seed)
+    key = jax.random.fold_in(jax.random.key(seed), update + 1)
+    problems = self.problems(seed, update)
     k = self.config.samples_per_prompt
     start = time.perf_counter()
     responses = self.sample(state.lora, problems, key, k)
@@ -392,20 +385,6 @@ def make_learner(config: ml_collections.ConfigDict,
       num_updates=config.num_updates,
       env_steps_per_update=config.num_prompts * config.samples_per_prompt,
       progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
-
-
-def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
-        lm: Optional[llm_common.LanguageModel] = None) -> TrainState:
-  """Trains for `config.num_updates` updates in `workdir`, resuming from its latest checkpoint.
-
-  Writes `metrics.jsonl` (one record per `log_every` updates, evaluation records with
-  `phase="eval"`), `config.json` and `checkpoints/`.
-  """
-  learner = make_learner(config, lm)
-  return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
-                                checkpoint_every=config.checkpoint_every,
-                                max_checkpoints=config.max_checkpoints,
-                                eval_every=config.eval_every)
 
 
 def _progress_line(record: dict, texts: dict, num_updates: int) -> str:

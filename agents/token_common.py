@@ -39,8 +39,10 @@ from hrljax.losses import policy_gradient as pg
 from hrljax.networks import transformer
 from hrljax.types import Array, PyTree
 
-# Key stream folded into an agent's BC key for the warm start (same for every token agent).
+# Key streams: folded into an agent's BC key for the warm start, and into its init key for the
+# evaluation games (the same for every token agent).
 BC_STREAM = 101
+EVAL_STREAM = 102
 OPTIMIZERS = ("adam", "sgd")
 
 
@@ -207,6 +209,22 @@ def flatten_steps(x: Array) -> Array:
   return x.reshape((-1,) + x.shape[2:])
 
 
+def evaluation_key(init_key: Array) -> Array:
+  """The key of a run's evaluation games, drawn once from its init key: every evaluation of a
+  run plays the same games, so a learning curve shows the policy changing, not the sampling
+  spread of new games (a fixed BC policy on fresh games of 256 moves by up to 0.1)."""
+  return jax.random.fold_in(init_key, EVAL_STREAM)
+
+
+def fixed_games_evaluation(evaluate_params: Callable) -> Callable:
+  """A `Learner.evaluate` for a run state with `agent.policy_params` and `eval_key`: greedy play
+  on the run's fixed evaluation games (the key the loop passes is not used)."""
+  def evaluate(state, key: Array) -> dict[str, Array]:
+    del key  # the same games at every evaluation: `evaluation_key`
+    return evaluate_params(state.agent.policy_params, state.eval_key)
+  return evaluate
+
+
 class LearnerParts(NamedTuple):
   """What every token-game learner builds from its config before `init`."""
 
@@ -214,16 +232,17 @@ class LearnerParts(NamedTuple):
   env_params: token_game.EnvParams
   policy: transformer.CausalTransformer
   sample: Callable  # `sampling_policy` of the config's policy
-  evaluate_params: Callable  # `greedy_evaluation(...)(policy_params, key)`
+  evaluate: Callable  # `fixed_games_evaluation` of the greedy policy: `Learner.evaluate`
 
 
 def learner_parts(config) -> LearnerParts:
-  """The game, its parameters, the policy, and its sampling and greedy-evaluation functions."""
+  """The game, its parameters, the policy, its sampling function and the learner's evaluation."""
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   policy = make_policy(env_params, config)
   return LearnerParts(env, env_params, policy,
                       sampling_policy(policy, env_params.utterance_len, config.temperature),
-                      greedy_evaluation(env, env_params, policy, config.eval_episodes))
+                      fixed_games_evaluation(greedy_evaluation(env, env_params, policy,
+                                                               config.eval_episodes)))
 
 
 # ----------------------------------------------------------------------------------------------

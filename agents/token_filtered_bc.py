@@ -49,10 +49,9 @@ FILTERS = ("quantile", "top_count", "success")
 
 def get_config() -> ml_collections.ConfigDict:
   """Filtered-BC hyperparameters; the reference's filter (top 10% by quantile) by default."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=5, checkpoint_every=25)
   config.agent = "token_filtered_bc"
   tc.add_config_fields(config)
-  config.seed = 0
   config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
   config.num_envs = 64  # dialogues per iteration
   config.filter = "quantile"
@@ -64,19 +63,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.optimizer = "adam"  # or "sgd"
   config.max_grad_norm = 1.0
   config.rollout_unroll = 1
-  # Run-level settings read by the experiment loop.
-  config.log_every = 5
-  config.checkpoint_every = 25
-  config.max_checkpoints = 2
-  config.eval_episodes = 128
+  config.eval_episodes = 128  # greedy games per evaluation
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_envs", "bc_updates", "batch_size",
-                      "log_every", "checkpoint_every", "max_checkpoints", "eval_episodes",
-                      "rollout_unroll")
+                      "eval_episodes", "rollout_unroll")
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.one_of(config, "filter", FILTERS)
   if not (isinstance(config.top_fraction, (int, float)) and 0.0 < config.top_fraction <= 1.0):
@@ -89,10 +83,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "optimizer", tc.OPTIMIZERS)
   tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   _, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
-  checks.at_least(config, "total_timesteps", config.num_envs * env_params.max_turns,
-                  "one iteration of num_envs * max_turns")
+  training.num_updates(config.total_timesteps, config.num_envs * env_params.max_turns)
 
 
 def keep_dialogues(returns: Array, ended: Array, config) -> Array:
@@ -164,6 +156,7 @@ class RunnerState(struct.PyTreeNode):
   agent: FilteredBCAgent
   env_ids: Array  # [N] one group per game slot: sharded along the data axis
   key: Array
+  eval_key: Array  # the run's evaluation games (`tc.evaluation_key`)
   update: Array  # int32 count of iterations done
 
 
@@ -176,15 +169,16 @@ def episode_metrics(episodes: rollout.GroupedEpisodes, keep: Array) -> dict[str,
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one iteration: play, filter, clone."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params, _, sample, evaluate_params = tc.learner_parts(config)
+  env, env_params, _, sample, evaluate = tc.learner_parts(config)
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
 
   def init(key: Array) -> RunnerState:
+    eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
     agent = FilteredBCAgent.create(agent_key, env, env_params, config)
     return RunnerState(agent=agent, env_ids=jnp.arange(config.num_envs, dtype=jnp.int32),
-                       key=key, update=jnp.zeros((), jnp.int32))
+                       key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
@@ -201,11 +195,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     metrics.update(episode_metrics(episodes, keep))
     return state.replace(agent=agent, key=key, update=state.update + 1), metrics
 
-  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    return evaluate_params(state.agent.policy_params, key)
-
   return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=config.total_timesteps // steps_per_update,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="env_ids")
 
 

@@ -54,11 +54,10 @@ SINGLETON_MODES = ("zero", "raw")
 
 def get_config() -> ml_collections.ConfigDict:
   """GRPO hyperparameters (DeepSeekMath / verl defaults where they transfer)."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=5, checkpoint_every=25)
   config.agent = "token_grpo"
   tc.add_config_fields(config)
   config.estimator = "grpo"
-  config.seed = 0
   config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
   config.num_groups = 8  # hidden targets per update
   config.group_size = 8  # games per target
@@ -79,19 +78,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.adam_eps = 1e-5
   config.max_grad_norm = 1.0
   config.rollout_unroll = 1
-  # Run-level settings read by the experiment loop.
-  config.log_every = 5
-  config.checkpoint_every = 25
-  config.max_checkpoints = 2
-  config.eval_episodes = 128
+  config.eval_episodes = 128  # greedy games per evaluation
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_groups", "group_size", "num_envs",
-                      "update_epochs", "num_minibatches", "log_every", "checkpoint_every",
-                      "max_checkpoints", "eval_episodes", "rollout_unroll")
+                      "update_epochs", "num_minibatches", "eval_episodes", "rollout_unroll")
   checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "entropy_coef",
                       "advantage_eps")
@@ -107,14 +101,13 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(
         f"config.num_envs: expected num_groups * group_size ({num_envs}), got {config.num_envs}")
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   _, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
   rows = num_envs * env_params.max_turns
   if rows % config.num_minibatches:
     raise checks.ConfigError(
         f"config.num_minibatches: expected a divisor of num_envs * max_turns ({rows}), "
         f"got {config.num_minibatches}")
-  checks.at_least(config, "total_timesteps", rows, "one update of num_envs * max_turns")
+  training.num_updates(config.total_timesteps, rows)
 
 
 class UtteranceBatch(NamedTuple):
@@ -230,6 +223,7 @@ class RunnerState(struct.PyTreeNode):
   agent: TokenGRPOAgent
   group_ids: Array  # [N] group of each game slot: sharded along the data axis
   key: Array
+  eval_key: Array  # the run's evaluation games (`tc.evaluation_key`)
   update: Array  # int32 count of updates done
 
 
@@ -242,16 +236,17 @@ def episode_metrics(episodes: rollout.GroupedEpisodes, advantage: Array) -> dict
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one update: grouped games, advantages, policy epochs."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params, _, sample, evaluate_params = tc.learner_parts(config)
+  env, env_params, _, sample, evaluate = tc.learner_parts(config)
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
 
   def init(key: Array) -> RunnerState:
+    eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
     agent = TokenGRPOAgent.create(agent_key, env, env_params, config)
     return RunnerState(agent=agent,
                        group_ids=rollout.grouped_ids(config.num_groups, config.group_size),
-                       key=key, update=jnp.zeros((), jnp.int32))
+                       key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
@@ -263,11 +258,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     metrics.update(episode_metrics(episodes, advantage))
     return state.replace(agent=agent, key=key, update=state.update + 1), metrics
 
-  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    return evaluate_params(state.agent.policy_params, key)
-
   return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=config.total_timesteps // steps_per_update,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="group_ids")
 
 

@@ -51,10 +51,9 @@ from hrljax.types import Array, EnvCarry, PyTree
 
 def get_config() -> ml_collections.ConfigDict:
   """Token-level PPO hyperparameters (PPO paper / PureJaxRL defaults where they transfer)."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=5, checkpoint_every=25)
   config.agent = "token_ppo"
   tc.add_config_fields(config)
-  config.seed = 0
   config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
   config.num_envs = 64
   config.num_steps = 8  # utterances per environment per update
@@ -76,19 +75,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.value_d_model = 32
   config.value_num_layers = 1
   config.rollout_unroll = 1
-  # Run-level settings read by the experiment loop.
-  config.log_every = 5
-  config.checkpoint_every = 25
-  config.max_checkpoints = 2
-  config.eval_episodes = 128
+  config.eval_episodes = 128  # greedy games per evaluation
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "update_epochs",
-                      "num_minibatches", "value_d_model", "value_num_layers", "log_every",
-                      "checkpoint_every", "max_checkpoints", "eval_episodes", "rollout_unroll")
+                      "num_minibatches", "value_d_model", "value_num_layers", "eval_episodes",
+                      "rollout_unroll")
   checks.positive(config, "learning_rate", "value_learning_rate", "max_grad_norm", "adam_eps")
   checks.non_negative(config, "clip_epsilon", "entropy_coef")
   checks.in_unit_interval(config, "gamma", "token_gamma", "gae_lambda")
@@ -97,13 +92,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   tc.check_heads_divide(config, "value_d_model")
   tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   batch = config.num_envs * config.num_steps
   if batch % config.num_minibatches:
     raise checks.ConfigError(
         f"config.num_minibatches: expected a divisor of num_envs * num_steps ({batch}), "
         f"got {config.num_minibatches}")
-  checks.at_least(config, "total_timesteps", batch, "one update of num_envs * num_steps")
+  training.num_updates(config.total_timesteps, batch)
   envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
 
 
@@ -250,20 +244,23 @@ class RunnerState(struct.PyTreeNode):
   agent: TokenPPOAgent
   env: EnvCarry  # per-environment state: sharded along the mesh's data axis
   key: Array
+  eval_key: Array  # the run's evaluation games (`tc.evaluation_key`)
   update: Array  # int32 count of updates done
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one token-PPO update (rollout, token GAE, epochs)."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params, _, sample, evaluate_params = tc.learner_parts(config)
+  env, env_params, _, sample, evaluate = tc.learner_parts(config)
   steps_per_update = config.num_envs * config.num_steps
 
   def init(key: Array) -> RunnerState:
+    eval_key = tc.evaluation_key(key)
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = TokenPPOAgent.create(agent_key, env, env_params, config)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    return RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
+    return RunnerState(agent=agent, env=carry, key=key, eval_key=eval_key,
+                       update=jnp.zeros((), jnp.int32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
@@ -273,13 +270,10 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     agent, metrics = state.agent.update(batch)
     metrics.update(rollout_statistics(traj))
     metrics["advantage_abs"] = pg.masked_mean(jnp.abs(batch.advantage), batch.mask)
-    return RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
-
-  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    return evaluate_params(state.agent.policy_params, key)
+    return state.replace(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
   return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=config.total_timesteps // steps_per_update,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="env")
 
 

@@ -1,7 +1,7 @@
 """Greedy-success curves of token-game runs: a reader of `experiments.train` run directories.
 
   python -m experiments.train --config=experiments/configs/token_ppo_token_game.py \
-      --workdir=runs/token_game/ppo --config.seeds=0,1,2 --config.eval_every=5
+      --workdir=runs/token_game/ppo --config.seeds=0,1,2 --config.log_every=5 --config.eval_every=5
   python -m experiments.token_game_curves runs/token_game/ppo runs/token_game/archer \
       --labels=PPO,ArCHer --bars=0.8,0.85,0.9 --png=runs/token_game/archer_vs_ppo.png
 

@@ -30,14 +30,13 @@ The Polyak target update (ArCHer: after every critic optimizer step, τ = 0.1, p
 parameters) is `optax.incremental_update(online, target, tau)` in the agent, not a loss.
 """
 
-import math
 from typing import NamedTuple, Optional, Tuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses import policy_gradient
+from hrljax.losses import _checks, policy_gradient
 from hrljax.losses.goal_conditioned import awr_weights, expectile_loss
 
 Array = chex.Array
@@ -110,42 +109,6 @@ class BCExtras(NamedTuple):
 # ----------------------------------------------------------------------------------------------
 # Validation of Python-valued arguments and shared shape checks.
 # ----------------------------------------------------------------------------------------------
-
-
-def _is_python_number(value) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_unit_interval(name: str, value) -> None:
-  if not _is_python_number(value) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
-    raise ValueError(f"{name}: expected a float in [0, 1], got {value!r}")
-
-
-def _check_mode(name: str, value, allowed: Tuple[str, ...]) -> None:
-  if value not in allowed:
-    raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
-
-
-def _check_nonnegative(name: str, value) -> None:
-  if not _is_python_number(value) or not math.isfinite(value) or value < 0.0:
-    raise ValueError(f"{name}: expected a finite float >= 0, got {value!r}")
-
-
-def _check_open_unit_interval(name: str, value) -> None:
-  if not _is_python_number(value) or not math.isfinite(value) or not 0.0 < value < 1.0:
-    raise ValueError(f"{name}: expected a float in (0, 1), got {value!r}")
-
-
-def _check_max_weight(value) -> None:
-  if value is None:
-    return
-  if not _is_python_number(value) or math.isnan(value) or value <= 0.0:
-    raise ValueError(f"max_weight: expected a float > 0 or None, got {value!r}")
-
-
-def _check_top_fraction(value) -> None:
-  if not _is_python_number(value) or not math.isfinite(value) or not 0.0 < value <= 1.0:
-    raise ValueError(f"top_fraction: expected a float in (0, 1], got {value!r}")
 
 
 def _check_ensemble(*arrays: Array) -> None:
@@ -228,8 +191,8 @@ def archer_q_targets(
   Returns:
     float [E, B] targets.
   """
-  _check_unit_interval("gamma", gamma)
-  _check_mode("heads", heads, HEAD_MODES)
+  _checks.discount("gamma", gamma)
+  _checks.choice("heads", heads, HEAD_MODES)
   chex.assert_rank([r, terminated, v_next_tgt], [1, 1, 2])
   chex.assert_type([r, v_next_tgt], float)
   chex.assert_equal_shape([r, terminated, v_next_tgt[0]])
@@ -251,7 +214,7 @@ def archer_v_targets(q_pi_tgt: Array, *, heads: str = "per_head") -> Array:
   Returns:
     float [E, B] targets.
   """
-  _check_mode("heads", heads, HEAD_MODES)
+  _checks.choice("heads", heads, HEAD_MODES)
   _check_ensemble(q_pi_tgt)
   return _reduce_heads(q_pi_tgt, heads)
 
@@ -261,8 +224,8 @@ def _twin_critic_targets(r: Array, terminated: Array, v_next_tgt: Array, q_at_a_
                          stop_target_gradients: bool) -> Tuple[Array, Array]:
   """The Q-targets y (`archer_q_targets`) and V-targets z (`archer_v_targets` of the target
   critic's Q at a_π or at the data action), both `[E, B]`, optionally without gradient."""
-  _check_mode("q_target_heads", q_target_heads, HEAD_MODES)
-  _check_mode("v_target_heads", v_target_heads, HEAD_MODES)
+  _checks.choice("q_target_heads", q_target_heads, HEAD_MODES)
+  _checks.choice("v_target_heads", v_target_heads, HEAD_MODES)
   q_target = archer_q_targets(r, terminated, v_next_tgt, gamma, heads=q_target_heads)
   v_target = archer_v_targets(q_at_a_tgt, heads=v_target_heads)
   if stop_target_gradients:
@@ -468,8 +431,8 @@ def archer_baseline_actor_loss(
   Returns:
     (loss, BaselineActorExtras).
   """
-  _check_nonnegative("baseline_coef", baseline_coef)
-  _check_mode("baseline_denominator", baseline_denominator, BASELINE_DENOMINATORS)
+  _checks.nonnegative("baseline_coef", baseline_coef)
+  _checks.choice("baseline_denominator", baseline_denominator, BASELINE_DENOMINATORS)
   mask = _token_mask(token_logp, token_mask)
   _check_ensemble(q_pi, v)
   chex.assert_type(token_baseline, float)
@@ -557,7 +520,7 @@ def offline_archer_critic_loss(
   Returns:
     (loss, CriticExtras).
   """
-  _check_open_unit_interval("expectile", expectile)
+  _checks.open_unit_interval("expectile", expectile)
   _check_ensemble(q, v, v_next_tgt, q_data_tgt)
   valid = _valid_mask(valid, q.shape[1])
   q_target, v_target = _twin_critic_targets(r, terminated, v_next_tgt, q_data_tgt, gamma,
@@ -603,8 +566,8 @@ def offline_archer_actor_loss(
   Returns:
     (loss, AWRActorExtras).
   """
-  _check_nonnegative("inv_temp", inv_temp)
-  _check_max_weight(max_weight)
+  _checks.nonnegative("inv_temp", inv_temp)
+  _checks.positive("max_weight", max_weight, finite=False, optional=True)
   mask = _token_mask(token_logp, token_mask)
   _check_ensemble(q_data, v)
   chex.assert_equal_shape([token_logp[:, 0], q_data[0]])
@@ -660,8 +623,8 @@ def filtered_bc_mask(
   Returns:
     bool [N] keep mask.
   """
-  _check_top_fraction(top_fraction)
-  _check_mode("method", method, FILTER_METHODS)
+  _checks.number("top_fraction", top_fraction, low=0.0, high=1.0, low_open=True)
+  _checks.choice("method", method, FILTER_METHODS)
   chex.assert_rank(returns, 1)
   chex.assert_type(returns, float)
   valid = _valid_mask(valid, returns.shape[0])
@@ -790,9 +753,8 @@ def token_stream(
   Returns:
     `TokenStream` of `[T * L]` arrays.
   """
-  for name, number in (("gamma", gamma), ("gae_lambda", gae_lambda),
-                       ("token_gamma", token_gamma)):
-    _check_unit_interval(name, number)
+  for name, rate in (("gamma", gamma), ("gae_lambda", gae_lambda), ("token_gamma", token_gamma)):
+    _checks.discount(name, rate)
   chex.assert_rank([reward, terminated, done, value, next_dialogue_value, mask],
                    [1, 1, 1, 2, 1, 2])
   chex.assert_type([reward, value, next_dialogue_value], float)
@@ -848,7 +810,7 @@ def normalize_token_advantages(advantage: Array, mask: Array, eps: float = 1e-8)
   """(A − mean) / (std + eps) over the masked tokens (0 elsewhere): PPO's per-minibatch
   advantage standardisation (as in the reference PPO implementations) restricted to the tokens
   that are actions. Batch-level; any shape, `mask` of the same shape."""
-  _check_nonnegative("eps", eps)
+  _checks.nonnegative("eps", eps)
   chex.assert_type(advantage, float)
   chex.assert_equal_shape([advantage, mask])
   mean = policy_gradient.masked_mean(advantage, mask)

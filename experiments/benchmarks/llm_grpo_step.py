@@ -73,7 +73,7 @@ def grpo_config(num_prompts: int, samples_per_prompt: int, max_new_tokens: int, 
   config.max_new_tokens = max_new_tokens
   config.lora_rank = lora_rank
   config.num_layers = num_layers
-  config.seed = seed
+  config.seeds = (seed,)
   config.prompt_bucket = 1
   config.eval_problems = 0
   llm_grpo.validate_config(config)
@@ -142,7 +142,7 @@ def reference_spec(config, problems, threads: int) -> dict:
           "max_completion_length": config.max_new_tokens, "lora_rank": config.lora_rank,
           "lora_alpha": config.lora_alpha, "learning_rate": config.learning_rate,
           "beta": config.kl_coef, "epsilon": config.clip_epsilon, "temperature": config.temperature,
-          "max_grad_norm": config.max_grad_norm, "seed": config.seed, "threads": threads,
+          "max_grad_norm": config.max_grad_norm, "seed": config.seeds[0], "threads": threads,
           "num_layers": config.num_layers}
 
 
@@ -226,8 +226,8 @@ def run(num_prompts: int = 4, samples_per_prompt: int = 4, max_new_tokens: int =
   config = grpo_config(num_prompts, samples_per_prompt, max_new_tokens, lora_rank, num_layers,
                        seed)
   agent = make_agent(config)
-  state = agent.init()
-  problems = agent.problems(0)
+  state = agent.init(seed)
+  problems = agent.problems(seed, 0)
   start = time.perf_counter()
   state, _ = our_step(agent, state, problems, jax.random.key(seed))
   first_step_seconds = time.perf_counter() - start

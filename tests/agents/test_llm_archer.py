@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import config_checks, llm_weights
+from hrljax import config_checks, llm_weights, training
 from hrljax.agents import llm_archer, llm_common
 from hrljax.envs import text_tasks, token_game
 from hrljax.networks import llama
@@ -79,7 +79,7 @@ def test_actor_gradient_is_advantage_weighted_reinforce(tiny_lm):
   """∇L = −(1/B) Σ_i A_i Σ_t ∇log π(o_it), A_i = min_e Q_e − min_e V_e of the critic."""
   config = small_config()
   agent = llm_archer.LLMArcher(config, lm=tiny_lm)
-  state = agent.init()
+  state = agent.init(0)
   game = agent.env_params
   vocab = token_game.vocabulary(game)
   dialogue = jnp.zeros((3, token_game.max_dialogue_len(game)), jnp.int32).at[:, 0].set(
@@ -108,10 +108,15 @@ def test_actor_gradient_is_advantage_weighted_reinforce(tiny_lm):
                expected)
 
 
+def _run(config, workdir, lm):
+  """`python -m experiments.train` in process: the learner of `config` run in `workdir`."""
+  return training.run(llm_archer.make_learner(config, lm), config, str(workdir))
+
+
 def test_run_logs_and_resumes_exactly(tiny_lm, tmp_path):
-  straight = llm_archer.run(small_config(num_updates=3), str(tmp_path / "a"), lm=tiny_lm)
-  llm_archer.run(small_config(num_updates=2), str(tmp_path / "b"), lm=tiny_lm)
-  resumed = llm_archer.run(small_config(num_updates=3), str(tmp_path / "b"), lm=tiny_lm)
+  straight = _run(small_config(num_updates=3), tmp_path / "a", tiny_lm)
+  _run(small_config(num_updates=2), tmp_path / "b", tiny_lm)
+  resumed = _run(small_config(num_updates=3), tmp_path / "b", tiny_lm)
   assert int(resumed.update) == 3
   for a, b in zip(jax.tree.leaves((straight.lora, straight.critic_params,
                                    straight.buffer.storage)),
@@ -135,7 +140,7 @@ def test_one_archer_iteration_on_the_truncated_smollm2():
   agent = llm_archer.LLMArcher(config)
   assert agent.lm.config.num_layers == 2
   params_before = jax.tree.map(np.array, agent.lm.params)
-  state = agent.init()
+  state = agent.init(0)
   lora_before = jax.tree.map(np.array, state.lora)
   critic_before = jax.tree.map(np.array, state.critic_params)
   batch, lines = agent.speak(state.lora, state.env.obs, jax.random.key(0))

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import checkpoint, config_checks, llm_weights
+from hrljax import checkpoint, config_checks, llm_weights, training
 from hrljax.agents import llm_common, llm_grpo
 from hrljax.networks import llama
 
@@ -221,10 +221,15 @@ def test_kl_term_is_zero_at_the_reference_and_positive_away(tiny_lm):
 # The driver on the tiny model: logging, checkpoints, resume
 
 
+def _run(config, workdir, lm):
+  """`python -m experiments.train` in process: the learner of `config` run in `workdir`."""
+  return training.run(llm_grpo.make_learner(config, lm), config, str(workdir))
+
+
 def test_run_writes_metrics_and_resumes_exactly(tiny_lm, tmp_path):
-  straight = llm_grpo.run(small_config(num_updates=3), str(tmp_path / "a"), lm=tiny_lm)
-  llm_grpo.run(small_config(num_updates=2), str(tmp_path / "b"), lm=tiny_lm)
-  resumed = llm_grpo.run(small_config(num_updates=3), str(tmp_path / "b"), lm=tiny_lm)
+  straight = _run(small_config(num_updates=3), tmp_path / "a", tiny_lm)
+  _run(small_config(num_updates=2), tmp_path / "b", tiny_lm)
+  resumed = _run(small_config(num_updates=3), tmp_path / "b", tiny_lm)
   assert int(resumed.update) == 3
   jax.tree.map(np.testing.assert_array_equal, straight.lora, resumed.lora)
   records = [json.loads(line) for line in open(tmp_path / "b" / "metrics.jsonl")]
@@ -248,9 +253,9 @@ def test_one_grpo_step_on_the_truncated_smollm2():
   agent = llm_grpo.LLMGRPO(config)
   assert agent.lm.config.num_layers == 2
   params_before = jax.tree.map(np.array, agent.lm.params)
-  state = agent.init()
+  state = agent.init(0)
   lora_before = jax.tree.map(np.array, state.lora)
-  problems = agent.problems(0)
+  problems = agent.problems(0, 0)
   tokens, mask, generation, responses = agent.sample(state.lora, problems, jax.random.key(0), 2)
   assert len(responses) == 4 and generation.tokens.shape == (4, 8)
   # Real rewards of a 2-layer model are all 0; informative ones exercise the whole update.
