@@ -779,17 +779,9 @@ def token_stream(
       done=(is_last & done.astype(bool)[:, None]).reshape(-1))
 
 
-def token_level_advantages(
-    reward: Array,
-    terminated: Array,
-    done: Array,
-    value: Array,
-    next_dialogue_value: Array,
-    mask: Array,
-    gamma: float,
-    gae_lambda: float,
-    token_gamma: float = 1.0,
-) -> Array:
+def token_level_advantages(reward: Array, terminated: Array, done: Array, value: Array,
+                           next_dialogue_value: Array, mask: Array, gamma: float,
+                           gae_lambda: float, token_gamma: float = 1.0) -> Array:
   """Token-level GAE `[T, L]` of one trajectory of `T` utterances (0 on unread tokens).
 
   GAE (Schulman et al., arXiv 1506.02438, Eq. 16) over the `token_stream` of the trajectory:

@@ -368,21 +368,24 @@ def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic():
   np.testing.assert_array_equal(_replayed(pretrained).utterance, expected.utterance)
 
 
-def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes():
+def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes(run):
   """With `warmup_q_gap` out of reach in two iterations the actor never trains
-  (`actor_trained` 0, policy unchanged); with a gate of 0 it trains after `warmup_iters`."""
-  for gap, expected in ((0.99, [0.0, 0.0]), (0.0, [0.0, 1.0])):
-    learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_q_gap=gap))
-    state = jax.jit(learner.init)(jax.random.key(0))
-    start = state.agent.policy_params
-    step = jax.jit(learner.step)
-    trained = []
-    for _ in range(2):
-      state, metrics = step(state)
-      trained.append(float(metrics["actor_trained"]))
-    assert trained == expected, gap
-    moved = _abs_sum(jax.tree.map(jnp.subtract, state.agent.policy_params, start))
-    assert (moved > 0.0) == (gap == 0.0), gap
+  (`actor_trained` 0, policy unchanged); with a gate of 0 (the `run` fixture's config) it trains
+  after `warmup_iters`."""
+  learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_q_gap=0.99))
+  state = jax.jit(learner.init)(jax.random.key(0))
+  start = state.agent.policy_params
+  step = jax.jit(learner.step)
+  trained = []
+  for _ in range(2):
+    state, metrics = step(state)
+    trained.append(float(metrics["actor_trained"]))
+  assert trained == [0.0, 0.0]
+  assert _abs_sum(jax.tree.map(jnp.subtract, state.agent.policy_params, start)) == 0.0
+  _, _, states, open_gate = run
+  assert [float(m["actor_trained"]) for m in open_gate[0]] == [0.0, 1.0]
+  assert _abs_sum(jax.tree.map(jnp.subtract, states[0][-1].agent.policy_params,
+                               states[0][0].agent.policy_params)) > 0.0
 
 
 def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
@@ -477,8 +480,8 @@ def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   """Env carry sharded over 8 devices, replay buffer replicated: the same buffer, policy, critic,
   target critic and metrics as on one device after two iterations (the second trains the actor),
   with SGD so that a wrong gradient scale would show."""
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   assert out["devices"] == 8

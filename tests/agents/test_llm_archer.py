@@ -21,7 +21,7 @@ TINY = llama.LlamaConfig(vocab_size=49152, dim=16, num_layers=1, num_heads=2, nu
 def tiny_lm():
   params = llama.init_params(TINY, jax.random.key(0))
   return llm_common.LanguageModel(TINY, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
-                                llm_weights.PAD_ID)
+                                  llm_weights.PAD_ID)
 
 
 def small_config(**overrides):
@@ -99,8 +99,8 @@ def test_actor_gradient_is_advantage_weighted_reinforce(tiny_lm):
 
   def reference(l):
     logp = llm_common.response_logprobs(TINY, tiny_lm.params, l, batch.prompt_tokens,
-                                      batch.prompt_mask, batch.response, batch.response_mask,
-                                      temperature=0.7)
+                                        batch.prompt_mask, batch.response, batch.response_mask,
+                                        temperature=0.7)
     return -jnp.mean(jnp.asarray(advantage) * logp.sum(1))
 
   expected = jax.grad(reference)(lora)

@@ -24,7 +24,7 @@ TINY = llama.LlamaConfig(vocab_size=49152, dim=16, num_layers=1, num_heads=2, nu
 def tiny_lm():
   params = llama.init_params(TINY, jax.random.key(0))
   return llm_common.LanguageModel(TINY, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
-                                llm_weights.PAD_ID)
+                                  llm_weights.PAD_ID)
 
 
 def small_config(**overrides):
@@ -170,7 +170,7 @@ def test_response_logprobs_match_token_logprobs(tiny_lm):
   lora = llama.init_lora(TINY, jax.random.key(1))
   lora = jax.tree.map(lambda x: x + 0.1, lora)  # non-zero adapters
   ours = llm_common.response_logprobs(TINY, tiny_lm.params, lora, batch.prompt_tokens,
-                                    batch.prompt_mask, batch.response, batch.response_mask)
+                                      batch.prompt_mask, batch.response, batch.response_mask)
   tokens = jnp.concatenate([batch.prompt_tokens, batch.response], 1)
   mask = jnp.concatenate([batch.prompt_mask, batch.response_mask], 1)
   theirs = llama.token_logprobs(TINY, tiny_lm.params, lora, tokens, mask)[:, 4:]
@@ -184,15 +184,15 @@ def test_grpo_gradient_is_the_policy_gradient(tiny_lm):
   lora = jax.tree.map(lambda x: x + 0.05, llama.init_lora(TINY, jax.random.key(1)))
   adv, keep = llm_grpo.grpo_token_advantages(config, batch.rewards, batch.response,
                                              batch.response_mask, *NO_PATTERN)
-  grads = jax.grad(lambda l: llm_grpo.llm_grpo_objective(l, tiny_lm.params, TINY, config, batch, adv,
-                                                batch.response_mask, None, None)[0])(lora)
+  grads = jax.grad(lambda l: llm_grpo.llm_grpo_objective(
+      l, tiny_lm.params, TINY, config, batch, adv, batch.response_mask, None, None)[0])(lora)
   # Advantages by hand: each group (1, 0) / (0, 2) is ±1/sqrt(2)·... z-scores ±0.7071 / std.
   a = np.array([0.5, -0.5, -1.0, 1.0]) / (np.array([0.5, 0.5, 1.0, 1.0]) * np.sqrt(2) + 1e-6)
   lengths = np.asarray(batch.response_mask.sum(1), np.float64)
 
   def reference(l):
     logp = llm_common.response_logprobs(TINY, tiny_lm.params, l, batch.prompt_tokens,
-                                      batch.prompt_mask, batch.response, batch.response_mask)
+                                        batch.prompt_mask, batch.response, batch.response_mask)
     return -jnp.sum(jnp.asarray(a / lengths, jnp.float32) * logp.sum(1)) / 4
 
   expected = jax.grad(reference)(lora)
@@ -205,15 +205,15 @@ def test_kl_term_is_zero_at_the_reference_and_positive_away(tiny_lm):
   batch = _tiny_batch([0.0, 0.0, 0.0, 0.0])  # zero advantages: the loss is the KL alone
   zero_adv = jnp.zeros((4, 4))
   ref = llm_common.response_logprobs(TINY, tiny_lm.params, None, batch.prompt_tokens,
-                                   batch.prompt_mask, batch.response, batch.response_mask,
-                                   use_lora=False)
+                                     batch.prompt_mask, batch.response, batch.response_mask,
+                                     use_lora=False)
   lora0 = llama.init_lora(TINY, jax.random.key(1))  # b = 0: the reference policy
   loss0, m0 = llm_grpo.llm_grpo_objective(lora0, tiny_lm.params, TINY, config, batch, zero_adv,
-                                 batch.response_mask, None, ref)
+                                          batch.response_mask, None, ref)
   assert abs(float(loss0)) < 1e-6 and abs(m0["kl"]) < 1e-6
   lora1 = jax.tree.map(lambda x: x + 0.2, lora0)
   loss1, m1 = llm_grpo.llm_grpo_objective(lora1, tiny_lm.params, TINY, config, batch, zero_adv,
-                                 batch.response_mask, None, ref)
+                                          batch.response_mask, None, ref)
   assert float(loss1) > 1e-4 and float(m1["kl"]) > 1e-4
 
 
