@@ -2,7 +2,7 @@
 
   python -m experiments.benchmarks.llm_grpo_step [--num_prompts=4 --samples_per_prompt=4 \
       --max_new_tokens=48 --reps=3]
-  python -m experiments.benchmarks.llm_grpo_step --reference_python=/work/refvenv/bin/python \
+  python -m experiments.benchmarks.llm_grpo_step --reference_python=.venv-ref/bin/python \
       [--single_thread]
 
 One step, both sides (the settings of `agents/llm_grpo.py`'s default config): G = `num_prompts`

@@ -1,7 +1,7 @@
 """Sampling speed of SmolLM2-135M with the KV cache: hrljax (JAX) against transformers (PyTorch).
 
   python -m experiments.benchmarks.llm_sampling [--batch=8 --prompt_len=32 --new_tokens=64]
-  python -m experiments.benchmarks.llm_sampling --reference_python=/work/refvenv/bin/python \
+  python -m experiments.benchmarks.llm_sampling --reference_python=.venv-ref/bin/python \
       [--single_thread] [--dtype=bfloat16]
 
 Our side: `hrljax.networks.llama.generate` (prefill + `lax.while_loop` of cached decode steps,

@@ -330,6 +330,19 @@ def test_runs_are_deterministic_and_report_episodes(run):
   assert learner.env_steps_per_update == 12
 
 
+def test_evaluation_plays_the_run_s_fixed_games_whatever_key_the_loop_passes(run):
+  """The loop passes a new key at every evaluation; the learner plays the games of the run's own
+  evaluation key, so an unchanged policy (the warm-up iteration moves only the critic) scores the
+  same at every evaluation: a learning curve shows the policy changing, not new games."""
+  learner, _, states, _ = run
+  evaluate = jax.jit(learner.evaluate)
+  first = evaluate(states[0][0], jax.random.key(1))
+  for state, key in ((states[0][0], jax.random.key(2)), (states[0][1], jax.random.key(3))):
+    for name, value in evaluate(state, key).items():
+      np.testing.assert_array_equal(value, first[name])
+  assert 0.0 <= float(first["eval_return"]) <= 1.0
+
+
 def test_init_from_a_separately_computed_warm_start_is_the_same_state():
   """`init(key, warm_start_policy_params(key, config))` equals `init(key)` (the hook that lets
   the BC start run as its own program)."""

@@ -1,6 +1,7 @@
-"""Tests of `experiments.token_game_curves`, the reader of token-game run directories: the curve of
-each run from its per-seed evaluation records, the bar crossings and ratios, the printed tables
-and the PNG (in a subprocess), and the errors."""
+"""Tests of `experiments.token_game_curves`, the reader of token-game run directories: each run's
+curve from its per-seed evaluation records, the bar crossings and ratios, the printed tables and
+the PNG (in a subprocess), and the errors. (That the token agents evaluate on fixed games, so a
+policy held still gives a flat curve: test_archer.py.)"""
 
 import json
 import os
