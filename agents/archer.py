@@ -6,46 +6,33 @@ Multi-Turn RL", arXiv 2402.19446 (ICML 2024); reference code YifeiZhou02/ArCHer 
 `scripts/config/default.yaml`). The losses are `hrljax.losses.hierarchical_critics`
 (`archer_critic_loss`, `archer_actor_loss`), the networks `hrljax.networks.transformer`
 (`CausalTransformer` policy, `UtteranceCritic` with twin Q and V heads), the environment
-`TokenGame-v0` (one env step = one utterance), the buffer `hrljax.replay`.
+`TokenGame-v0` (one env step = one utterance), the buffer `hrljax.replay`; the policy, its
+behaviour-cloned warm start (run inside `init`, as every ArCHer run starts from an SFT
+checkpoint) and the critic's construction are shared with the other token agents
+(`agents/token_common.py`).
 
 One iteration (one Learner step), as in the reference's `offpolicy_train_loop`:
   1. every environment speaks `num_steps` utterances sampled at `temperature` (reference: 1.0);
-     the utterance-level transitions (dialogue, utterance, reward, next dialogue, terminated)
-     go to the replay buffer;
+     the utterance-level transitions go to the replay buffer;
   2. `critic_updates` critic steps (reference `epochs` = 50) on uniformly sampled batches: Q_e
      regresses on r + γ(1 − terminated)·V̄_e(s'), V_e on Q̄_e(s, a_π) at a fresh policy
      utterance a_π (target critic); after every critic step the target critic moves by
      Polyak averaging with τ (`optax.incremental_update`, post-step online parameters);
-  3. after `warmup_iters` critic-only iterations (and, if `warmup_q_gap` > 0, once the critic
-     separates correct from failed guesses by that much on replayed batches, and if
-     `warmup_fresh_q_gap` > 0 on each iteration's new, not yet replayed games; not in the
-     reference),
-     `actor_updates` actor steps (reference 3):
-     REINFORCE on fresh utterances a_π with every token weighted by the online critic's
-     A = min_e Q_e(s, a_π) − min_e V_e(s) (optionally standardised per batch,
-     `advantage_normalization = "batch"`; the reference uses the raw advantage, "none"; with
-     `actor_baseline_samples` = K > 1 the mean min-Q of K samples per dialogue replaces V).
+  3. after `warmup_iters` critic-only iterations (and once the optional q_gap gates have
+     passed, see `get_config`), `actor_updates` actor steps: REINFORCE on fresh utterances a_π
+     with every token weighted by the online critic's A = min_e Q_e(s, a_π) − min_e V_e(s).
 Logged per iteration besides the losses: critic diagnostics (`q_success`, `q_failure`, `q_gap`:
-min-Q of correct guesses vs failed final utterances in the critic batches), the actor's
-advantage statistics, and, with `train_eval_episodes > 0`, `eval_return`: the greedy success of
-the iteration's starting policy on fresh games (the learning curve of
-`python -m experiments.plot <workdir> --y=eval_return`).
-The policy starts from a behaviour-cloned warm start (`agents/token_bc.py`, run inside `init`),
-as every ArCHer run starts from an SFT checkpoint.
+min-Q of correct guesses vs failed final utterances in the critic batches, and `q_gap_fresh` on
+the iteration's new games before the critic trains on them), the actor's advantage statistics,
+and, with `train_eval_episodes > 0`, `eval_return`: the greedy success of the iteration's starting
+policy on fresh games.
 
-Deviations from the reference, each deliberate:
+Deviations from the reference, each deliberate (the measurements behind the options are in
+`docs/hierarchical_critics.md`):
   * no pretrained models: GPT-2 / RoBERTa are small transformers trained from scratch, so the
-    reference's learning rates (fine-tuning rates, critic 1e-5..2e-5, LM 1e-6..1e-5) do not
-    transfer; the defaults here (critic 1e-4, actor 1e-5) are untuned placeholders. The
-    policy's "pretrained LM" is the behaviour-cloned start; `critic_init = "policy"` starts the
-    critic's encoder from it too (with `critic_causal` and `critic_readout = "last"` the
-    critic's features are the policy's own final hidden state), as the reference's critic
-    starts from a pretrained RoBERTa. Measured on the small token game
-    (`experiments/results/ARCHER.md`, `experiments/archer_critic_diagnostic.py`): a critic from
-    scratch learns the mean success rate quickly but ranks final guesses on fresh games poorly
-    (held-out `q_gap` 0.13 after 400 steps, where an exact critic shows 0.64); started from the
-    policy, 0.28, and it plateaus there on a buffer of 2,048 utterances while its gap on the
-    buffer itself keeps rising (memorisation);
+    reference's fine-tuning learning rates do not transfer; `critic_init = "policy"` starts the
+    critic's encoder from the behaviour-cloned policy (the only pretrained model here), as the
+    reference's critic starts from a pretrained RoBERTa;
   * the reference sums the losses of 32 gradient-accumulation micro-batches of 8 (its
     effective lr is lr × 32); here one batch of `batch_size` = 256 = 8 × 32 is averaged;
   * gradient clipping (global norm `max_grad_norm` = 1.0, as the reference) is applied to the
@@ -56,14 +43,17 @@ Deviations from the reference, each deliberate:
   * an iteration collects `num_steps` utterances in each of `num_envs` parallel games (games
     continue across iterations), not 128 complete trajectories;
   * the critic reads the utterance tokens the game reads (`utterance_token_mask`), and the
-    actor's log-probability sums over the same tokens.
+    actor's log-probability sums over the same tokens;
+  * options not in the reference, all off by default: batch-standardised advantages, a
+    sample-mean baseline and a K-sample V target, the q_gap gates of the actor, critic
+    pretraining on the warm-start data, AdamW for the critic, an SGD actor.
 
 Placement on a mesh: the environment carry is sharded along `data`; the replay buffer is
 replicated (every device holds all of it and draws the same batches from the same key), so the
 updates equal the single-device ones.
 """
 
-from typing import Any, NamedTuple, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -72,138 +62,83 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, replay, rollout
-from hrljax.agents import token_bc
-from hrljax.rollout import rollout_statistics
+from hrljax import envs, replay, rollout, training
+from hrljax.agents import token_common as tc
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
 from hrljax.networks import transformer
+from hrljax.rollout import rollout_statistics
 from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
 
-HEAD_MODES = hc.HEAD_MODES
 ADVANTAGE_NORMALIZATIONS = ("none", "batch")
+CRITIC_INITS = ("random", "policy")
 # Weight of the previous running mean in `RunnerState.fresh_q_gap`: one iteration's new games
 # (64 on the token game) give a noisy gap; 0.5 averages over about the last 3 iterations.
 FRESH_GAP_DECAY = 0.5
-CRITIC_INITS = ("random", "policy")
 
 
 def get_config() -> ml_collections.ConfigDict:
-  """ArCHer hyperparameters; the reference's defaults (spec §1.4) where they transfer."""
-  config = ml_collections.ConfigDict()
+  """ArCHer hyperparameters; the reference's defaults where they transfer."""
+  config = training.run_config(log_every=5, checkpoint_every=25)
   config.agent = "archer"
-  token_bc.add_config_fields(config)
-  config.seed = 0
+  tc.add_config_fields(config)
   config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
   config.num_envs = 128  # reference: 128 rollout trajectories per iteration
-  config.num_steps = 8  # utterances per environment per iteration (the game's max_turns)
+  config.num_steps = 8  # utterances per environment per iteration
   config.buffer_size = 100_000  # reference replay capacity
   config.batch_size = 256  # reference: 8 per micro-batch × 32 accumulation steps
-  config.critic_updates = 50  # reference `epochs`: critic steps per iteration
-  config.actor_updates = 3  # reference: actor steps per iteration
-  config.warmup_iters = 20  # reference: critic-only iterations at the start
-  # Not in the reference: > 0 also keeps the actor still until one iteration's mean `q_gap`
-  # (min-Q of correct guesses minus failed final utterances, `critic_diagnostics`) reaches this
-  # value, so the actor is not moved by a critic that cannot yet tell success from failure.
-  # The gap is measured on replayed batches, which a critic can memorise: on the token game it
-  # passes an exact critic's gap (about 0.62) while the gap on fresh games is still 0.28
-  # (`experiments/results/ARCHER.md`), so a passed gate is necessary, not sufficient.
-  config.warmup_q_gap = 0.0
-  # Not in the reference: > 0 also keeps the actor still until the critic separates outcomes on
-  # utterances it has not trained on: each iteration's new transitions, scored before they enter
-  # the replay buffer (`fresh_q_gap`), averaged over iterations (`FRESH_GAP_DECAY`). Unlike the
-  # replayed gap above this cannot be reached by memorising the buffer.
-  config.warmup_fresh_q_gap = 0.0
-  # Not in the reference: > 0 starts the replay buffer with the transitions of the behaviour-
-  # cloning warm-start dataset (the scripted questioner's games, now with their rewards and
-  # successors; `warm_start_transitions`) and takes this many critic steps on them before the first
-  # iteration. Shared warm-start data, like the BC start itself: not counted as interactions.
-  config.critic_pretrain_steps = 0
+  config.critic_updates = 50  # critic steps per iteration (reference `epochs`)
+  config.actor_updates = 3  # actor steps per iteration (reference)
+  config.warmup_iters = 20  # critic-only iterations at the start (reference)
+  config.warmup_q_gap = 0.0  # > 0: the actor also waits for this replayed-batch q_gap (0: off)
+  config.warmup_fresh_q_gap = 0.0  # > 0: ... and for this running q_gap on new games (0: off)
+  config.critic_pretrain_steps = 0  # critic steps on the BC dataset's transitions before play
   config.gamma = 0.95
   config.tau = 0.1  # Polyak rate, applied after every critic step
   config.critic_learning_rate = 1e-4  # reference 2e-5 fine-tunes RoBERTa; from scratch here
   config.actor_learning_rate = 1e-5  # reference 1e-6..1e-5 fine-tunes GPT-2
   config.optimizer = "adam"  # or "sgd" (multi-device equivalence checks)
-  # The actor's own optimizer, "" = `optimizer`. Adam's first steps move every parameter by the
-  # full learning rate whatever its gradient's size, which on a near-deterministic BC start makes
-  # the actor's first steps almost independent of the advantage (ARCHER.md); "sgd" scales the
-  # step with the advantage-weighted gradient.
-  config.actor_optimizer = ""
+  config.actor_optimizer = ""  # the actor's own optimizer ("adam", "sgd"); "": `optimizer`
   config.max_grad_norm = 1.0
   config.num_critics = 2
   config.q_target_heads = "per_head"  # reference; "min" is the clipped-double-Q alternative
   config.v_target_heads = "per_head"
   config.critic_utterance_encoding = "separate"  # reference DoubleCritic layout; or "joint"
-  # How the critic's encoder output becomes features: "mean" over tokens, or the "last" token's
-  # state (reference: RoBERTa's first-token pooler; see `transformer.UtteranceCritic.readout`).
-  config.critic_readout = "mean"
-  # Not in the reference's layout but in its spirit (its critic is a pretrained RoBERTa):
-  # "policy" starts the critic's encoder from the behaviour-cloned policy's trunk (the only
-  # pretrained language model here; needs critic_d_model == d_model and critic_num_layers ==
-  # num_layers), "random" from scratch. `critic_causal` gives the encoder the policy's causal mask.
-  config.critic_init = "random"
-  config.critic_causal = False
+  config.critic_readout = "mean"  # encoder features: "mean" over tokens or the "last" token
+  config.critic_init = "random"  # or "policy": the encoder starts from the BC policy's trunk
+  config.critic_causal = False  # the policy's causal mask in the critic's encoder
   config.critic_d_model = 64
   config.critic_num_layers = 2
   config.rollout_unroll = 1
-  # Not in the reference (which uses the raw advantage): "batch" standardises the advantages of
-  # each actor batch (zero mean, unit variance) before the REINFORCE weighting.
-  config.advantage_normalization = "none"
-  # Not in the reference: K > 1 samples K utterances at each of batch_size / K actor dialogues
-  # and replaces the critic's V(s) by the mean of min_e Q_e(s, a_k) over the K samples. On the
-  # token game the critic's V is the worse half of its advantage: after 800 critic steps on
-  # 8,192 utterances min Q - min V correlates 0.20 with the exact advantage at last-turn
-  # decisions, min Q centred over 8 samples 0.48 (`experiments/archer_critic_diagnostic.py`).
-  config.actor_baseline_samples = 1
-  # Not in the reference (K = 1): K > 1 regresses the critic's V(s) on the mean of the target
-  # Q(s, a_k) over K fresh policy samples instead of one (`critic_objective`), since the V half
-  # of the critic's advantage is its worse half on the token game (see actor_baseline_samples).
-  config.critic_v_samples = 1
-  # Not in the reference: decoupled weight decay of the critic's Adam (AdamW; 0 = plain Adam),
-  # against a critic that memorises its small replay buffer (ARCHER.md).
-  config.critic_weight_decay = 0.0
-  # Greedy games played inside every iteration for the `eval_return` learning curve (0: none).
-  config.train_eval_episodes = 0
-  # Run-level settings read by the experiment loop.
-  config.log_every = 5
-  config.checkpoint_every = 25
-  config.max_checkpoints = 2
-  config.eval_episodes = 128
+  config.advantage_normalization = "none"  # reference; "batch": standardised per actor batch
+  config.actor_baseline_samples = 1  # K > 1: mean min-Q of K samples replaces V (reference 1)
+  config.critic_v_samples = 1  # K > 1: V regresses on the mean target Q of K samples
+  config.critic_weight_decay = 0.0  # > 0: AdamW for the critic (0: Adam)
+  config.train_eval_episodes = 0  # greedy games inside every iteration (`eval_return`); 0: none
+  config.eval_episodes = 128  # greedy games per evaluation
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.one_of(config, "advantage_normalization", ADVANTAGE_NORMALIZATIONS)
-  if isinstance(config.train_eval_episodes, bool) or not isinstance(
-      config.train_eval_episodes, int) or config.train_eval_episodes < 0:
-    raise checks.ConfigError(f"config.train_eval_episodes: expected an integer >= 0, got "
-                             f"{config.train_eval_episodes!r}")
+  tc.non_negative_int(config, "train_eval_episodes", "warmup_iters", "critic_pretrain_steps")
   checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "buffer_size",
                       "batch_size", "critic_updates", "actor_updates", "num_critics",
-                      "critic_d_model", "critic_num_layers", "log_every", "checkpoint_every",
-                      "max_checkpoints", "eval_episodes", "rollout_unroll",
+                      "critic_d_model", "critic_num_layers", "eval_episodes", "rollout_unroll",
                       "actor_baseline_samples", "critic_v_samples")
   checks.divisible(config, "batch_size", config.actor_baseline_samples,
                    "config.actor_baseline_samples (dialogues x samples per actor batch)")
-  if isinstance(config.warmup_iters, bool) or not isinstance(config.warmup_iters, int) \
-      or config.warmup_iters < 0:
-    raise checks.ConfigError(
-        f"config.warmup_iters: expected an integer >= 0, got {config.warmup_iters!r}")
-  if isinstance(config.critic_pretrain_steps, bool) or not isinstance(
-      config.critic_pretrain_steps, int) or config.critic_pretrain_steps < 0:
-    raise checks.ConfigError(f"config.critic_pretrain_steps: expected an integer >= 0, got "
-                             f"{config.critic_pretrain_steps!r}")
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.non_negative(config, "critic_weight_decay")
   for field in ("warmup_q_gap", "warmup_fresh_q_gap"):
     check_gap_threshold(config, field)
   checks.in_unit_interval(config, "gamma", "tau")
-  checks.one_of(config, "optimizer", ("adam", "sgd"))
-  checks.one_of(config, "actor_optimizer", ("", "adam", "sgd"))
-  checks.one_of(config, "q_target_heads", HEAD_MODES)
-  checks.one_of(config, "v_target_heads", HEAD_MODES)
+  checks.one_of(config, "optimizer", tc.OPTIMIZERS)
+  checks.one_of(config, "actor_optimizer", ("",) + tc.OPTIMIZERS)
+  checks.one_of(config, "q_target_heads", hc.HEAD_MODES)
+  checks.one_of(config, "v_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
   checks.one_of(config, "critic_readout", transformer.CRITIC_READOUTS)
   checks.one_of(config, "critic_init", CRITIC_INITS)
@@ -216,14 +151,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
             f"config.{critic_field}: expected config.{policy_field} ({config[policy_field]}) "
             f"because config.critic_init is 'policy' (the critic's encoder is a copy of the "
             f"policy's trunk), got {config[critic_field]}")
-  if config.critic_d_model % config.num_heads:
-    raise checks.ConfigError(f"config.critic_d_model: expected a multiple of config.num_heads "
-                             f"({config.num_heads}), got {config.critic_d_model}")
-  token_bc.validate_config_fields(config)
+  tc.check_heads_divide(config, "critic_d_model")
+  tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
-  checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
-                  "one iteration of num_envs * num_steps")
+  training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
   envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
 
 
@@ -235,16 +166,6 @@ def check_gap_threshold(config, field: str) -> None:
                              f"at most 1, for a game where every guess is sure), got {value!r}")
 
 
-class UtteranceTransition(NamedTuple):
-  """One utterance-level transition (or a `[B]` batch): what the replay buffer stores."""
-
-  dialogue: Array  # int32 [D]: s, the dialogue the utterance was spoken after
-  utterance: Array  # int32 [L]: a, the utterance as generated
-  reward: Array  # float32 []
-  next_dialogue: Array  # int32 [D]: s', the true successor (before any auto-reset)
-  terminated: Array  # bool []: the game ended (no bootstrap); a truncation keeps False
-
-
 # ----------------------------------------------------------------------------------------------
 # The two objectives, as functions of the parameters they train (the rest enters as constants).
 # ----------------------------------------------------------------------------------------------
@@ -252,7 +173,7 @@ class UtteranceTransition(NamedTuple):
 
 def critic_objective(critic_params: PyTree, target_critic_params: PyTree, policy_params: PyTree,
                      critic: transformer.UtteranceCritic, policy: transformer.CausalTransformer,
-                     batch: UtteranceTransition, key: Array, config
+                     batch: tc.UtteranceTransition, key: Array, config
                      ) -> tuple[Array, hc.CriticExtras]:
   """ArCHer's critic loss on a `[B]` batch (reference `ArcherTrainer.critic_loss`).
 
@@ -269,12 +190,12 @@ def critic_objective(critic_params: PyTree, target_critic_params: PyTree, policy
                                  temperature=config.temperature)
   a_pi = jax.lax.stop_gradient(a_pi)
   q_pi_tgt = mean_over_samples(
-      critic.apply(target_critic_params, dialogue, a_pi, token_bc.token_mask(a_pi),
+      critic.apply(target_critic_params, dialogue, a_pi, tc.token_mask(a_pi),
                    method=transformer.UtteranceCritic.q_values), samples)
   v_next_tgt = critic.apply(target_critic_params, batch.next_dialogue,
                             method=transformer.UtteranceCritic.values)
   out = critic.apply(critic_params, batch.dialogue, batch.utterance,
-                     token_bc.token_mask(batch.utterance))
+                     tc.token_mask(batch.utterance))
   return hc.archer_critic_loss(out.q, out.v, v_next_tgt, q_pi_tgt,
                                batch.reward.astype(jnp.float32), batch.terminated, config.gamma,
                                q_target_heads=config.q_target_heads,
@@ -303,7 +224,7 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
     dialogue = jnp.tile(dialogue[:dialogue.shape[0] // samples], (samples, 1))
   a_pi, _ = transformer.generate(policy, jax.lax.stop_gradient(policy_params), dialogue, key,
                                  num_tokens=utterance_len, temperature=config.temperature)
-  mask = token_bc.token_mask(a_pi)
+  mask = tc.token_mask(a_pi)
   out = critic.apply(critic_params, dialogue, a_pi, mask)
   token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, a_pi,
                                                config.temperature)
@@ -327,7 +248,7 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
 # ----------------------------------------------------------------------------------------------
 
 
-class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
+class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   """ArCHer's train state: policy, critic, target critic, their optimizer states and a key."""
 
   policy_params: PyTree
@@ -349,26 +270,25 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
     """Networks, optimizers and the behaviour-cloned policy (`config.bc_steps` BC steps).
 
     `policy_params`, if given, replaces the warm start computed here; pass
-    `warm_start_policy_params` of the same key to get the same agent from a separately compiled
+    `tc.warm_start_policy_params` of the same key to get the same agent from a separately compiled
     BC program. The target critic starts as a copy of the critic (reference `soft_update(1)`).
     """
     config = ml_collections.FrozenConfigDict(config)
-    policy = token_bc.make_policy(env_params, config)
-    critic = make_critic(env_params, config)
+    policy = tc.make_policy(env_params, config)
+    critic = tc.make_critic(env_params, config)
     critic_key, key = jax.random.split(key)
     if policy_params is None:
-      policy_params = token_bc.pretrained_policy_params(key, policy, env, env_params, config)
+      policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
     key = jax.random.fold_in(key, 0)
-    dialogue = jnp.zeros((1, token_game.max_dialogue_len(env_params)), jnp.int32)
-    dialogue = dialogue.at[:, 0].set(token_game.BOS)
-    utterance = jnp.zeros((1, env_params.utterance_len), jnp.int32)
-    critic_params = critic.init(critic_key, dialogue, utterance)
+    critic_params = critic.init(critic_key, tc.first_dialogue(env_params),
+                                tc.first_utterance(env_params))
     if config.critic_init == "policy":
-      critic_params = critic_encoder_from_policy(critic_params, policy_params)
-    policy_tx = make_optimizer(config, config.actor_learning_rate,
-                               config.actor_optimizer or config.optimizer)
-    critic_tx = make_optimizer(config, config.critic_learning_rate,
-                               weight_decay=getattr(config, "critic_weight_decay", 0.0))
+      critic_params = transformer.critic_params_from_policy(critic_params, policy_params)
+    policy_tx = tc.make_optimizer(config.actor_optimizer or config.optimizer,
+                                  config.actor_learning_rate, config.max_grad_norm)
+    critic_tx = tc.make_optimizer(config.optimizer, config.critic_learning_rate,
+                                  config.max_grad_norm,
+                                  weight_decay=getattr(config, "critic_weight_decay", 0.0))
     return cls(policy_params=policy_params, critic_params=critic_params,
                target_critic_params=critic_params,
                policy_opt_state=policy_tx.init(policy_params),
@@ -376,7 +296,7 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
                critic=critic, policy_tx=policy_tx, critic_tx=critic_tx,
                utterance_len=env_params.utterance_len, config=config)
 
-  def critic_step(self, batch: UtteranceTransition) -> tuple["ArcherAgent", dict[str, Array]]:
+  def critic_step(self, batch: tc.UtteranceTransition) -> tuple["ArcherAgent", dict[str, Array]]:
     """One critic optimizer step, then the Polyak step of the target critic (post-step params)."""
     key, sample_key = jax.random.split(self.key)
     (loss, extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
@@ -412,7 +332,7 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
         "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
     }
 
-  def update(self, critic_batches: UtteranceTransition, actor_dialogues: Array,
+  def update(self, critic_batches: tc.UtteranceTransition, actor_dialogues: Array,
              train_actor: Array) -> tuple["ArcherAgent", dict[str, Array]]:
     """One iteration's updates: critic steps on `critic_batches` (leaves `[C, B, ...]`), then,
     if `train_actor` (bool scalar; False during warm-up), actor steps on `actor_dialogues`
@@ -432,89 +352,17 @@ class ArcherAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
     return agent, metrics
 
 
-def min_q(agent: ArcherAgent, batch: UtteranceTransition) -> Array:
+def min_q(agent: ArcherAgent, batch: tc.UtteranceTransition) -> Array:
   """min_e Q_e(s, a) `[B]` of the online critic at the batch's own utterances."""
   out = agent.critic.apply(agent.critic_params, batch.dialogue, batch.utterance,
-                           token_bc.token_mask(batch.utterance))
+                           tc.token_mask(batch.utterance))
   return jnp.min(out.q, axis=0)
 
 
-def critic_diagnostics(extras: hc.CriticExtras, batch: UtteranceTransition) -> dict[str, Array]:
-  """Does the critic tell winning from losing utterances? `outcome_means` of min_e Q_e(s, a)
-  (pre-step) over the batch."""
-  return outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch)
-
-
-def outcome_means(values: Array, batch: UtteranceTransition) -> dict[str, Array]:
-  """`values` `[B]` averaged over the batch's successful utterances (r > 0, correct guesses),
-  over its failed final ones (terminated with r <= 0), and their difference (0 where the batch
-  holds none of a kind): `q_success`, `q_failure`, `q_gap`."""
-  success = batch.reward > 0
-  failure = batch.terminated & ~success
-
-  def mean_over(mask):
-    weights = mask.astype(values.dtype)
-    return jnp.sum(values * weights) / jnp.maximum(jnp.sum(weights), 1.0)
-
-  q_success, q_failure = mean_over(success), mean_over(failure)
-  return {"q_success": q_success, "q_failure": q_failure, "q_gap": q_success - q_failure}
-
-
-def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
-  """The twin Q/V utterance critic of `config`. `critic_readout` and `critic_causal` may be
-  absent (`agents/llm_archer.py` passes its own critic settings): then "mean" and False, the
-  network's defaults."""
-  max_len = token_game.max_dialogue_len(env_params) + env_params.utterance_len
-  return transformer.UtteranceCritic(
-      vocab_size=token_game.vocabulary(env_params).size, d_model=config.critic_d_model,
-      num_layers=config.critic_num_layers, num_heads=config.num_heads, max_len=max_len,
-      pad_token=token_game.PAD, num_critics=config.num_critics,
-      utterance_encoding=config.critic_utterance_encoding,
-      readout=getattr(config, "critic_readout", "mean"),
-      causal=getattr(config, "critic_causal", False))
-
-
-def critic_encoder_from_policy(critic_params: PyTree, policy_params: PyTree) -> PyTree:
-  """`critic_params` with the encoder replaced by a copy of the policy's trunk.
-
-  ArCHer's critic is a pretrained LM (RoBERTa) fine-tuned with the TD loss; here the only
-  pretrained model is the behaviour-cloned policy, whose trunk already reads the dialogue
-  (which items the answers leave possible), so the critic starts from it. The heads stay as
-  initialised. The policy has one more position embedding than the critic needs (it also
-  predicts the token after a full utterance); the extra rows are dropped.
-  """
-  encoder = critic_params["params"]["encoder"]
-  trunk = policy_params["params"]["trunk"]
-  if jax.tree.structure(encoder) != jax.tree.structure(trunk):
-    raise ValueError("policy_params: the policy's trunk and the critic's encoder differ in "
-                     "structure (expected the same d_model, num_layers and num_heads)")
-
-  def copy(target, source):
-    if target.shape == source.shape:
-      return source
-    if target.shape[1:] == source.shape[1:] and target.shape[0] <= source.shape[0]:
-      return source[:target.shape[0]]  # position embeddings: the critic needs fewer
-    raise ValueError(f"policy_params: a trunk parameter of shape {source.shape} cannot start a "
-                     f"critic encoder parameter of shape {target.shape}")
-
-  params = dict(critic_params["params"])
-  params["encoder"] = jax.tree.map(copy, encoder, trunk)
-  return {**critic_params, "params": params}
-
-
-def make_optimizer(config, learning_rate: float, name: Optional[str] = None,
-                   weight_decay: float = 0.0) -> optax.GradientTransformation:
-  """Global-norm clipping then `name` ("adam" or "sgd"; default `config.optimizer`); Adam with
-  `weight_decay` > 0 is AdamW (Loshchilov & Hutter, arXiv 1711.05101: decay decoupled from the
-  adaptive step)."""
-  name = name or config.optimizer
-  if name == "sgd":
-    optimizer = optax.sgd(learning_rate)
-  elif weight_decay:
-    optimizer = optax.adamw(learning_rate, weight_decay=weight_decay)
-  else:
-    optimizer = optax.adam(learning_rate)
-  return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
+def critic_diagnostics(extras: hc.CriticExtras, batch: tc.UtteranceTransition
+                       ) -> dict[str, Array]:
+  """`tc.outcome_means` of min_e Q_e(s, a) (pre-step) over the batch."""
+  return tc.outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -533,129 +381,58 @@ class RunnerState(struct.PyTreeNode):
   buffer: replay.ReplayBuffer
   env: EnvCarry
   key: Array
+  eval_key: Array  # the run's evaluation games (`tc.evaluation_key`)
   update: Array  # int32 count of iterations done
   critic_ready: Array  # bool: the q_gap gates (warmup_q_gap, warmup_fresh_q_gap) have passed
   fresh_q_gap: Array  # float32: running mean of the q_gap on not-yet-replayed transitions
 
 
-def transitions_from_rollout(traj) -> UtteranceTransition:
-  """The `[T, N]` rollout as a flat `[T * N]` batch of utterance-level transitions."""
-  flat = lambda x: x.reshape((-1,) + x.shape[2:])
-  return UtteranceTransition(dialogue=flat(traj.obs), utterance=flat(traj.action),
-                             reward=flat(traj.reward), next_dialogue=flat(traj.next_obs),
-                             terminated=flat(traj.terminated))
-
-
-def sample_batches(buffer: replay.ReplayBuffer, key: Array, num_batches: int,
-                   batch_size: int) -> UtteranceTransition:
-  """`num_batches` uniform batches, leaves `[num_batches, batch_size, ...]`."""
-  return jax.vmap(lambda k: replay.sample(buffer, k, batch_size))(
-      jax.random.split(key, num_batches))
-
-
-def warm_start_policy_params(key: Array, config: ml_collections.ConfigDict) -> PyTree:
-  """The behaviour-cloned policy that `make_learner(config).init(key)` starts from (same key
-  derivation), as a function of its own.
-
-  Why separately: the BC start is the costly part of `init` and the same for every run of a
-  config and seed, so a driver can compute it once, cache it and pass it to
-  `init(key, policy_params)`; the result is identical. (The XLA:CPU stall first blamed on the
-  whole vmapped `init` was the batched LAPACK QR of the orthogonal initialiser, fixed in
-  `hrljax.networks.initializers`.)
-  """
-  config = ml_collections.FrozenConfigDict(config)
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  agent_key = jax.random.split(key, 3)[0]
-  return token_bc.pretrained_policy_params(bc_key_of(agent_key),
-                                           token_bc.make_policy(env_params, config), env,
-                                           env_params, config)
-
-
-def bc_key_of(agent_key: Array) -> Array:
-  """The key `ArcherAgent.create(agent_key, ...)` hands to `token_bc.pretrained_policy_params`."""
-  return jax.random.split(agent_key)[1]
-
-
-def warm_start_transitions(bc_key: Array, env, env_params: token_game.EnvParams,
-                           config) -> UtteranceTransition:
-  """The behaviour-cloning dataset of `token_bc.pretrained_policy_params(bc_key, ...)` as
-  utterance-level transitions, with the rewards and successors BC does not need.
-
-  The same games as `token_bc.scripted_dataset` (same key derivation, same scripted questioner),
-  so the critic can be pretrained on the data the policy was cloned from: ArCHer's critic starts
-  from a pretrained LM and its policy from an SFT checkpoint, both made before any interaction.
-  """
-  data_key = token_bc.warm_start_keys(bc_key)[1]
-  return transitions_from_rollout(token_bc.scripted_rollout(
-      data_key, env, env_params, config.bc_dataset_episodes, config.bc_random_question_prob))
-
-
-def pretrain_critic(agent: "ArcherAgent", buffer: replay.ReplayBuffer, key: Array,
-                    num_steps: int) -> "ArcherAgent":
+def pretrain_critic(agent: ArcherAgent, buffer: replay.ReplayBuffer, key: Array,
+                    num_steps: int) -> ArcherAgent:
   """`num_steps` critic steps (`ArcherAgent.critic_step`) on uniform batches of `buffer`."""
-  batches = sample_batches(buffer, key, num_steps, agent.config.batch_size)
+  batches = tc.sample_batches(buffer, key, num_steps, agent.config.batch_size)
   return jax.lax.scan(lambda a, b: (a.critic_step(b)[0], None), agent, batches)[0]
-
-
-def sampling_policy(policy: transformer.CausalTransformer, config, utterance_len: int):
-  """`(params, obs, key) -> (utterances, None)`: the rollout policy, sampling at
-  `config.temperature`."""
-  def sampled(params, obs, key):
-    tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=utterance_len,
-                                     temperature=config.temperature)
-    return tokens, None
-  return sampled
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one ArCHer iteration (rollout, critic steps, actor steps)."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
+  env, env_params, policy, sample, evaluate = tc.learner_parts(config)
   steps_per_update = config.num_envs * config.num_steps
-  num_updates = config.total_timesteps // steps_per_update
-  length = env_params.utterance_len
-
-  sampled = sampling_policy(policy, config, length)
-
-  def greedy(params, obs, key):
-    tokens, _ = transformer.generate(policy, params, obs, key, num_tokens=length, greedy=True)
-    return tokens, None
+  train_evaluation = tc.greedy_evaluation(env, env_params, policy, config.train_eval_episodes)
 
   def init(key: Array, policy_params: Optional[PyTree] = None) -> RunnerState:
-    """The run state of `key`; `policy_params` (optional) is `warm_start_policy_params(key,
+    """The run state of `key`; `policy_params` (optional) is `tc.warm_start_policy_params(key,
     config)` computed beforehand, e.g. as its own jitted program (see that function)."""
+    eval_key = tc.evaluation_key(key)
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = ArcherAgent.create(agent_key, env, env_params, config, policy_params)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    dialogue = jnp.zeros((token_game.max_dialogue_len(env_params),), jnp.int32)
-    example = UtteranceTransition(dialogue=dialogue, utterance=jnp.zeros((length,), jnp.int32),
-                                  reward=jnp.zeros((), jnp.float32), next_dialogue=dialogue,
-                                  terminated=jnp.zeros((), bool))
-    buffer = replay.init(example, config.buffer_size)
+    buffer = tc.empty_buffer(env_params, config.buffer_size)
     if config.critic_pretrain_steps:
       pretrain_key, key = jax.random.split(key)
-      buffer = replay.add(buffer, warm_start_transitions(bc_key_of(agent_key), env, env_params,
-                                                         config))
+      buffer = replay.add(buffer, tc.warm_start_transitions(tc.bc_key_of(agent_key), env,
+                                                            env_params, config))
       agent = pretrain_critic(agent, buffer, pretrain_key, config.critic_pretrain_steps)
-    return RunnerState(agent=agent, buffer=buffer, env=carry,
-                       key=key, update=jnp.zeros((), jnp.int32),
+    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key, eval_key=eval_key,
+                       update=jnp.zeros((), jnp.int32),
                        critic_ready=jnp.asarray((config.warmup_q_gap <= 0.0)
                                                 & (config.warmup_fresh_q_gap <= 0.0)),
                        fresh_q_gap=jnp.zeros((), jnp.float32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key, critic_key, actor_key, eval_key = jax.random.split(state.key, 5)
-    carry, traj = rollout.rollout(env, env_params, sampled, state.agent.policy_params, state.env,
+    carry, traj = rollout.rollout(env, env_params, sample, state.agent.policy_params, state.env,
                                   rollout_key, config.num_steps, unroll=config.rollout_unroll)
-    fresh = transitions_from_rollout(traj)
+    fresh = tc.transitions_from_rollout(traj)
     # Scored before the critic ever trains on them: a held-out check of the critic.
-    fresh_gap = outcome_means(min_q(state.agent, fresh), fresh)["q_gap"]
+    fresh_gap = tc.outcome_means(min_q(state.agent, fresh), fresh)["q_gap"]
     fresh_q_gap = FRESH_GAP_DECAY * state.fresh_q_gap + (1.0 - FRESH_GAP_DECAY) * fresh_gap
     buffer = replay.add(state.buffer, fresh)
-    critic_batches = sample_batches(buffer, critic_key, config.critic_updates, config.batch_size)
-    actor_dialogues = sample_batches(buffer, actor_key, config.actor_updates,
-                                     config.batch_size).dialogue
+    critic_batches = tc.sample_batches(buffer, critic_key, config.critic_updates,
+                                       config.batch_size)
+    actor_dialogues = tc.sample_batches(buffer, actor_key, config.actor_updates,
+                                        config.batch_size).dialogue
     train_actor = (state.update >= config.warmup_iters) & state.critic_ready
     agent, metrics = state.agent.update(critic_batches, actor_dialogues, train_actor)
     # Latched: once the critic has separated successes from failures, the actor keeps training.
@@ -669,20 +446,13 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     metrics.update(rollout_statistics(traj))
     if config.train_eval_episodes:
       # The greedy success of the policy this iteration started from, on fresh games.
-      evaluation = rollout.evaluate(env, env_params, greedy, state.agent.policy_params,
-                                    eval_key, config.train_eval_episodes,
-                                    env_params.max_steps_in_episode)
-      metrics["eval_return"] = evaluation["eval_return"]
-    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1,
-                       critic_ready=critic_ready, fresh_q_gap=fresh_q_gap), metrics
+      metrics["eval_return"] = train_evaluation(state.agent.policy_params,
+                                                eval_key)["eval_return"]
+    return state.replace(agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1,
+                         critic_ready=critic_ready, fresh_q_gap=fresh_q_gap), metrics
 
-  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    """Greedy decoding (the reference evaluates greedily); with the default rewards (1 for a
-    correct guess, 0 otherwise) `eval_return` is the success rate."""
-    return rollout.evaluate(env, env_params, greedy, state.agent.policy_params, key,
-                            config.eval_episodes, env_params.max_steps_in_episode)
-
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
+  return Learner(init=init, step=step, evaluate=evaluate,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="env")
 
 
@@ -691,11 +461,4 @@ def make_train(config: ml_collections.ConfigDict):
 
   Jit it, or `jax.jit(jax.vmap(make_train(config)))(keys)` for many seeds at once.
   """
-  learner = make_learner(config)
-
-  def train(key: Array) -> tuple[RunnerState, dict[str, Any]]:
-    def body(state, _):
-      return learner.step(state)
-    return jax.lax.scan(body, learner.init(key), None, length=learner.num_updates)
-
-  return train
+  return training.whole_run(make_learner(config))

@@ -11,9 +11,9 @@ host-side into the game's utterance tokens).
 Networks, and why:
   * actor = the token-level policy = SmolLM2-135M-Instruct with LoRA adapters (`networks.llama`),
     prompted with `text_tasks.game_prompt` (rules, item table, dialogue so far);
-  * critic = a small separate utterance-level critic (`networks.transformer.UtteranceCritic`, the
-    one `agents/archer.py` uses, twin Q and V heads) that reads the game's token dialogue and the
-    utterance *as parsed by the game*, trained from scratch. Not a head on the frozen LLM: the
+  * critic = a small separate utterance-level critic (`networks.transformer.UtteranceCritic`,
+    built by `token_common.make_critic` as in `agents/archer.py`, twin Q and V heads) that reads
+    the game's token dialogue and the utterance *as parsed by the game*, trained from scratch. Not a head on the frozen LLM: the
     text is a deterministic rendering of the token dialogue, so the small critic sees the same
     state, and the game's transition depends on the utterance only through its parse, so Q over
     parsed utterances is the Q of the environment's MDP. It also costs no LLM forward pass, so
@@ -40,12 +40,13 @@ Deviations from the reference, each deliberate:
   * the game is smaller than Twenty Questions and answers from an attribute table
     (see `hrljax/envs/token_game.py`); terminated is not truncated (`archer_q_targets`).
 
-Driver: host-side parsing sits between the jitted calls, so the run is its own loop (`run`), with
-`hrljax.logging.MetricsLogger`, progress lines and `hrljax.checkpoint` (LoRA, critic, target
-critic, optimizer states, replay buffer, environment carry, key): a killed run resumes.
+Driver: host-side parsing sits between the jitted calls, so `make_learner` returns a
+`training.HostLearner` (one seed per run), which `python -m experiments.train` runs with logging,
+evaluation and checkpoints (LoRA, critic, target critic, optimizer states, replay buffer,
+environment carry, key): a killed run resumes. The model
+plumbing (loading, prompts, sampling, response log-probs) is `agents/llm_common.py`.
 """
 
-import dataclasses
 import functools
 import time
 from typing import Any, NamedTuple, Optional
@@ -58,9 +59,9 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import training
-from hrljax import envs, replay, rollout
-from hrljax.agents import archer, llm_grpo, token_bc
+from hrljax import envs, llm_weights, replay, rollout, training
+from hrljax.agents import llm_common
+from hrljax.agents import token_common as tc
 from hrljax.envs import text_tasks, token_game
 from hrljax.losses import hierarchical_critics as hc
 from hrljax.networks import llama, transformer
@@ -71,7 +72,7 @@ ENV_NAME = "TokenGame-v0"
 
 def get_config() -> ml_collections.ConfigDict:
   """ArCHer hyperparameters: the reference's where they transfer, small sizes for a CPU."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=1, eval_every=20, checkpoint_every=5)
   config.agent = "llm_archer"
   config.env_name = ENV_NAME
   config.env_kwargs = ml_collections.ConfigDict(dict(
@@ -83,16 +84,12 @@ def get_config() -> ml_collections.ConfigDict:
   # Shaping added to the game's reward for each understood line (0: the game's reward only);
   # logged returns and the evaluation's win rate stay the game's.
   config.valid_move_bonus = 0.0
-  config.seed = 0
-  config.num_layers = 0  # 0 = every layer; n > 0 keeps the first n (tests)
-  config.dtype = "float32"
-  config.lora_rank = 8
-  config.lora_alpha = 16.0
+  llm_common.add_config_fields(config)
   config.max_new_tokens = 12  # one short line
   config.temperature = 1.0  # reference: 1.0
   config.system_prompt = ""
   config.num_envs = 8  # parallel games; one line each per iteration
-  config.num_iterations = 60
+  config.num_updates = 60  # iterations
   config.buffer_size = 2_048
   config.batch_size = 64
   config.critic_updates = 20  # reference `epochs` = 50
@@ -111,38 +108,23 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_num_layers = 1
   config.num_heads = 2
   config.eval_episodes = 16  # greedy games at the start, every eval_every and at the end
-  config.eval_every = 20
-  config.log_every = 1
-  config.checkpoint_every = 5
-  config.max_checkpoints = 2
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "lora_rank", "max_new_tokens", "num_envs", "num_iterations",
-                      "buffer_size", "batch_size", "critic_updates", "num_critics",
-                      "critic_d_model", "critic_num_layers", "num_heads", "eval_every",
-                      "log_every", "checkpoint_every", "max_checkpoints")
-  for field in ("num_layers", "warmup_iters", "eval_episodes", "seed"):
-    value = config[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-      raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
-  checks.positive(config, "lora_alpha", "temperature", "critic_learning_rate",
-                  "actor_learning_rate", "max_grad_norm")
+  checks.positive_int(config, "max_new_tokens", "num_envs", "num_updates", "buffer_size",
+                      "batch_size", "critic_updates", "num_critics", "critic_d_model",
+                      "critic_num_layers", "num_heads")
+  tc.non_negative_int(config, "warmup_iters", "eval_episodes")
+  checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.non_negative(config, "valid_move_bonus")
-  checks.one_of(config, "dtype", llm_grpo.DTYPES)
-  checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.one_of(config, "q_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "v_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
-  if config.critic_d_model % config.num_heads:
-    raise checks.ConfigError(f"config.critic_d_model: expected a multiple of config.num_heads "
-                             f"({config.num_heads}), got {config.critic_d_model}")
-  if num_devices != 1:
-    raise checks.ConfigError(f"num_devices: expected 1 (the LLM loop runs on one device), "
-                             f"got {num_devices}")
+  tc.check_heads_divide(config, "critic_d_model")
+  llm_common.validate_config_fields(config, num_devices)
   if config.env_name != ENV_NAME:
     raise checks.ConfigError(f"config.env_name: expected {ENV_NAME!r}, got {config.env_name!r}")
   try:
@@ -183,10 +165,10 @@ class ActorBatch(NamedTuple):
 
 
 def critic_objective(critic_params: PyTree, target_params: PyTree,
-                     critic: transformer.UtteranceCritic, batch: archer.UtteranceTransition,
+                     critic: transformer.UtteranceCritic, batch: tc.UtteranceTransition,
                      config) -> tuple[Array, hc.CriticExtras]:
   """ArCHer's critic loss on a replay batch; a_π of the V-target is the replayed utterance."""
-  mask = token_bc.token_mask(batch.utterance)
+  mask = tc.token_mask(batch.utterance)
   q_pi_tgt = critic.apply(target_params, batch.dialogue, batch.utterance, mask,
                           method=transformer.UtteranceCritic.q_values)
   v_next_tgt = critic.apply(target_params, batch.next_dialogue,
@@ -203,10 +185,10 @@ def actor_objective(lora: PyTree, params: PyTree, model_config: llama.LlamaConfi
                     batch: ActorBatch, temperature) -> tuple[Array, hc.ActorExtras]:
   """ArCHer's token-level loss: −mean_B A(s, a)·Σ_h log π(a_h | s, a_<h) over the LLM's tokens."""
   out = critic.apply(critic_params, batch.dialogue, batch.utterance,
-                     token_bc.token_mask(batch.utterance))
-  token_logp = llm_grpo.response_logprobs(model_config, params, lora, batch.prompt_tokens,
-                                          batch.prompt_mask, batch.response,
-                                          batch.response_mask, temperature=temperature)
+                     tc.token_mask(batch.utterance))
+  token_logp = llm_common.response_logprobs(model_config, params, lora, batch.prompt_tokens,
+                                            batch.prompt_mask, batch.response,
+                                            batch.response_mask, temperature=temperature)
   return hc.archer_actor_loss(token_logp, batch.response_mask, out.q, out.v)
 
 
@@ -216,11 +198,6 @@ CRITIC_FIELDS = ("critic_updates", "batch_size", "tau", "gamma", "q_target_heads
                  "critic_utterance_encoding")
 CriticSettings = NamedTuple("CriticSettings", [(name, Any) for name in CRITIC_FIELDS])
 CriticSettings.__doc__ = "The config fields of the critic update (hashable: a cache key)."
-
-
-def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
-  """`agents/archer.py`'s twin Q/V utterance critic over the game's tokens."""
-  return archer.make_critic(env_params, config)
 
 
 def make_critic_update(env_params: token_game.EnvParams, config):
@@ -233,13 +210,13 @@ def make_critic_update(env_params: token_game.EnvParams, config):
 
 @functools.lru_cache(maxsize=8)
 def _make_critic_update(env_params: token_game.EnvParams, config: CriticSettings):
-  critic = make_critic(env_params, config)
-  tx = archer.make_optimizer(config, config.critic_learning_rate)
+  critic = tc.make_critic(env_params, config)
+  tx = tc.make_optimizer(config.optimizer, config.critic_learning_rate, config.max_grad_norm)
 
   @jax.jit
   def critic_update(state: TrainState) -> tuple[TrainState, dict]:
     key, sample_key = jax.random.split(state.key)
-    batches = archer.sample_batches(state.buffer, sample_key, config.critic_updates,
+    batches = tc.sample_batches(state.buffer, sample_key, config.critic_updates,
                                     config.batch_size)
 
     def one_step(carry, batch):
@@ -268,8 +245,8 @@ def make_actor_update(model_config: llama.LlamaConfig, env_params: token_game.En
                       critic_settings: CriticSettings, learning_rate: float, optimizer: str,
                       max_grad_norm: float, temperature: float):
   """`actor_update(state, params, batch) -> (state, metrics)`: one LoRA step, jitted (cached)."""
-  critic = make_critic(env_params, critic_settings)
-  tx = make_actor_optimizer(learning_rate, optimizer, max_grad_norm)
+  critic = tc.make_critic(env_params, critic_settings)
+  tx = tc.make_optimizer(optimizer, learning_rate, max_grad_norm)
 
   @jax.jit
   def actor_update(state: TrainState, params: PyTree, batch: ActorBatch
@@ -286,13 +263,6 @@ def make_actor_update(model_config: llama.LlamaConfig, env_params: token_game.En
   return actor_update
 
 
-def make_actor_optimizer(learning_rate: float, optimizer: str,
-                         max_grad_norm: float) -> optax.GradientTransformation:
-  """Global-norm clipping then Adam (or SGD) on the LoRA pytree."""
-  base = optax.sgd(learning_rate) if optimizer == "sgd" else optax.adam(learning_rate)
-  return optax.chain(optax.clip_by_global_norm(max_grad_norm), base)
-
-
 @functools.lru_cache(maxsize=8)
 def make_env_step(env_params: token_game.EnvParams):
   """`step(carry, utterances [N, L], key) -> (carry, Transition)`, jitted, auto-resetting."""
@@ -300,7 +270,7 @@ def make_env_step(env_params: token_game.EnvParams):
   return jax.jit(lambda carry, action, key: rollout.step(env, env_params, carry, action, key))
 
 
-def longest_prompt(lm: llm_grpo.LanguageModel, env_params: token_game.EnvParams,
+def longest_prompt(lm: llm_common.LanguageModel, env_params: token_game.EnvParams,
                    include_table: bool, system: str) -> int:
   """The token count of the longest game prompt, rounded up to the prompt bucket.
 
@@ -308,7 +278,6 @@ def longest_prompt(lm: llm_grpo.LanguageModel, env_params: token_game.EnvParams,
   actor update at one compiled shape. The longest dialogue a policy can still speak after is
   `max_turns - 1` turns that were not understood (the longest answer text).
   """
-  from hrljax import llm_weights
   widths = []
   for turns in range(env_params.max_turns):
     obs = np.full((token_game.max_dialogue_len(env_params),), token_game.PAD, np.int32)
@@ -316,7 +285,7 @@ def longest_prompt(lm: llm_grpo.LanguageModel, env_params: token_game.EnvParams,
     obs[1:1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
     text = text_tasks.game_prompt(obs, env_params, include_table)
     widths.append(len(llm_weights.chat_prompt(lm.tokenizer, text, system=system or None)))
-  bucket = llm_grpo.PROMPT_BUCKET
+  bucket = llm_common.PROMPT_BUCKET
   return -(-max(widths) // bucket) * bucket
 
 
@@ -329,20 +298,16 @@ class LLMArcher:
   """ArCHer on the text game: the frozen LLM, the critic, optimizers and jitted calls."""
 
   def __init__(self, config: ml_collections.ConfigDict,
-               lm: Optional[llm_grpo.LanguageModel] = None):
+               lm: Optional[llm_common.LanguageModel] = None):
     validate_config(config)
     self.config = ml_collections.FrozenConfigDict(config)
     self.env, self.env_params = envs.make(config.env_name, **config.env_kwargs)
-    lm = lm if lm is not None else llm_grpo.load_language_model(
-        config.num_layers, config.dtype, config.lora_rank, config.lora_alpha)
-    if lm.config.lora_rank != config.lora_rank:
-      lm = lm._replace(config=dataclasses.replace(lm.config, lora_rank=config.lora_rank,
-                                                  lora_alpha=config.lora_alpha))
-    self.lm = lm
-    self.critic = make_critic(self.env_params, self.config)
-    self.critic_tx = archer.make_optimizer(self.config, config.critic_learning_rate)
-    self.actor_tx = make_actor_optimizer(config.actor_learning_rate, config.optimizer,
-                                         config.max_grad_norm)
+    self.lm = llm_common.language_model(config, lm)
+    self.critic = tc.make_critic(self.env_params, self.config)
+    self.critic_tx = tc.make_optimizer(config.optimizer, config.critic_learning_rate,
+                                       config.max_grad_norm)
+    self.actor_tx = tc.make_optimizer(config.optimizer, config.actor_learning_rate,
+                                      config.max_grad_norm)
     self._critic_update = make_critic_update(self.env_params, self.config)
     self._actor_update = make_actor_update(
         self.lm.config, self.env_params, CriticSettings(*(config[f] for f in CRITIC_FIELDS)),
@@ -352,22 +317,16 @@ class LLMArcher:
     self.prompt_width = longest_prompt(self.lm, self.env_params, config.include_table,
                                        config.system_prompt)
 
-  def init(self) -> TrainState:
-    key = jax.random.key(self.config.seed)
+  def init(self, seed: int) -> TrainState:
+    key = jax.random.key(seed)
     lora_key, critic_key, env_key, key = jax.random.split(key, 4)
     lora = llama.init_lora(self.lm.config, lora_key)
-    length = self.env_params.utterance_len
-    dialogue = jnp.zeros((1, token_game.max_dialogue_len(self.env_params)), jnp.int32)
-    dialogue = dialogue.at[:, 0].set(token_game.BOS)
-    critic_params = self.critic.init(critic_key, dialogue, jnp.zeros((1, length), jnp.int32))
-    example = archer.UtteranceTransition(
-        dialogue=dialogue[0], utterance=jnp.zeros((length,), jnp.int32),
-        reward=jnp.zeros((), jnp.float32), next_dialogue=dialogue[0],
-        terminated=jnp.zeros((), bool))
+    critic_params = self.critic.init(critic_key, tc.first_dialogue(self.env_params),
+                                     tc.first_utterance(self.env_params))
     return TrainState(
         lora=lora, actor_opt_state=self.actor_tx.init(lora), critic_params=critic_params,
         target_critic_params=critic_params, critic_opt_state=self.critic_tx.init(critic_params),
-        buffer=replay.init(example, self.config.buffer_size),
+        buffer=tc.empty_buffer(self.env_params, self.config.buffer_size),
         env=rollout.reset(self.env, self.env_params, env_key, self.config.num_envs), key=key,
         update=jnp.zeros((), jnp.int32))
 
@@ -376,20 +335,16 @@ class LLMArcher:
     """One line per game observation `[N, D]`: the LLM's tokens, its text and the parse."""
     texts = [text_tasks.game_prompt(d, self.env_params, self.config.include_table)
              for d in np.asarray(dialogues)]
-    tokens, mask = llm_grpo.encode_prompts(self.lm, texts, self.config.system_prompt,
-                                           min_width=self.prompt_width)
-    generation = llama.generate(self.lm.config, self.lm.params, lora, jnp.asarray(tokens),
-                                jnp.asarray(mask), key, self.config.max_new_tokens,
-                                temperature=self.config.temperature, greedy=greedy,
-                                eos_id=self.lm.eos_id, pad_id=self.lm.pad_id)
-    generation = jax.tree.map(np.asarray, generation)
-    lines = llm_grpo.decode_responses(self.lm, generation.tokens, generation.mask)
+    responses = llm_common.sample_responses(
+        self.lm, lora, texts, key, self.config.max_new_tokens, self.config.temperature,
+        greedy=greedy, system=self.config.system_prompt, min_width=self.prompt_width)
+    lines, generation = responses.texts, responses.generation
     utterances = np.stack([text_tasks.parse_move(line, self.env_params,
                                                  lenient=self.config.lenient_parsing)
                            for line in lines])
-    batch = ActorBatch(jnp.asarray(dialogues), jnp.asarray(utterances), jnp.asarray(tokens),
-                       jnp.asarray(mask), jnp.asarray(generation.tokens),
-                       jnp.asarray(generation.mask))
+    batch = ActorBatch(jnp.asarray(dialogues), jnp.asarray(utterances),
+                       jnp.asarray(responses.prompt_tokens), jnp.asarray(responses.prompt_mask),
+                       jnp.asarray(generation.tokens), jnp.asarray(generation.mask))
     return batch, lines
 
   def collect(self, state: TrainState) -> tuple[TrainState, ActorBatch, dict, list[str]]:
@@ -399,7 +354,7 @@ class LLMArcher:
     carry, traj = self._step_env(state.env, batch.utterance, env_key)
     valid = np.asarray(batch.utterance[:, 0] != token_game.INVALID)
     reward = traj.reward + self.config.valid_move_bonus * jnp.asarray(valid, traj.reward.dtype)
-    buffer = replay.add(state.buffer, archer.UtteranceTransition(
+    buffer = replay.add(state.buffer, tc.UtteranceTransition(
         dialogue=traj.obs, utterance=traj.action, reward=reward,
         next_dialogue=traj.next_obs, terminated=traj.terminated))
     done = np.asarray(traj.terminated | traj.truncated)
@@ -442,9 +397,10 @@ class LLMArcher:
             "eval_valid_move_fraction": float(np.mean(valid_moves))}
 
 
-def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
-        lm: Optional[llm_grpo.LanguageModel] = None) -> TrainState:
-  """Trains for `config.num_iterations` iterations in `workdir`, resuming from a checkpoint."""
+def make_learner(config: ml_collections.ConfigDict,
+                 lm: Optional[llm_common.LanguageModel] = None) -> training.HostLearner:
+  """A host-driven learner whose `step` is one ArCHer iteration (lines are parsed on the host).
+  `lm` may pass an already loaded model (tests pass a tiny one)."""
   agent = LLMArcher(config, lm)
 
   def step(state):
@@ -454,24 +410,17 @@ def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
                                  else float("nan"))
     return state, metrics
 
-  learner = training.HostLearner(
+  return training.HostLearner(
       init=agent.init, step=step,
       evaluate=((lambda state: agent.evaluate(state.lora, config.eval_episodes))
                 if config.eval_episodes else None),
-      num_updates=config.num_iterations, env_steps_per_update=config.num_envs,
-      progress=lambda record, texts: _progress_line(record, texts, config.num_iterations))
-  return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
-                                checkpoint_every=config.checkpoint_every,
-                                max_checkpoints=config.max_checkpoints,
-                                eval_every=config.eval_every)
+      num_updates=config.num_updates, env_steps_per_update=config.num_envs,
+      progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
 
 
-def _progress_line(record: dict, texts: dict, num_iterations: int) -> str:
-  return (f"iteration {record['update']}/{num_iterations} | games ended {record['episodes']:.0f}"
+def _progress_line(record: dict, texts: dict, num_updates: int) -> str:
+  return (f"iteration {record['update']}/{num_updates} | games ended {record['episodes']:.0f}"
           f" (return {record['episode_return']:.2f}) | valid {record['valid_move_fraction']:.2f}"
           f" | critic {record['critic_loss']:.4f} | actor "
           f"{record.get('actor_loss', float('nan')):.4f} | {texts['example_line'][:50]!r}")
 
-
-if __name__ == "__main__":
-  llm_grpo.cli_main(run)

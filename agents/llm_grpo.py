@@ -3,30 +3,30 @@
 Shao et al. "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",
 arXiv 2402.03300, section 4.1 (GRPO, Eq. 3: clipped surrogate with group-normalised outcome
 advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all config switches:
-  * Dr. GRPO (Liu et al., arXiv 2503.20783): `advantage_estimator="dr_grpo"` (no std division) and
-    `aggregation="seq_mean_constant_norm"` (constant normaliser = `max_new_tokens`);
-  * DAPO (Yu et al., arXiv 2503.14476): `epsilon_high=0.28` (clip-higher, Eq. 10),
-    `aggregation="token_mean"` (Eq. 12), `dynamic_sampling=True` (Eq. 11's filter);
+  * Dr. GRPO (Liu et al., arXiv 2503.20783): `estimator="dr_grpo"` (no std division) and
+    `loss_aggregation="seq_mean_constant_norm"` (constant normaliser = `max_new_tokens`);
+  * DAPO (Yu et al., arXiv 2503.14476): `clip_epsilon_high=0.28` (clip-higher, Eq. 10),
+    `loss_aggregation="token_mean"` (Eq. 12), `dynamic_sampling=True` (Eq. 11's filter);
   * HICRA (Wang et al., arXiv 2509.03646): `hicra_alpha > 0` amplifies the advantages of the tokens
     of `hicra_phrases` ("planning" phrases) via `group_relative.hicra_advantages`.
 The losses are `hrljax.losses.group_relative` (advantages, filter, HICRA) and
 `hrljax.losses.policy_gradient` (clipped surrogate, k3 KL, aggregation); the model
 `hrljax.networks.llama` with the base weights frozen and only the LoRA pytree trained (optax on
 `lora` alone); the KL reference is the same model with `use_lora=False` (no second weight copy).
-The task is `hrljax.envs.text_tasks` (arithmetic word problems).
+The task is `hrljax.envs.text_tasks` (arithmetic word problems); loading, prompting, sampling and
+scoring the model are `agents/llm_common.py`.
 
 One update: G = `num_prompts` problems, K = `samples_per_prompt` samples each (one jitted
 `llama.generate` call on the G*K left-padded prompts), rewards host-side (decode + parse, see
-`text_tasks`), then one jitted step: advantages, `ppo_epochs` gradient steps on the whole batch.
+`text_tasks`), then one jitted step: advantages, `update_epochs` gradient steps on the whole
+batch.
 
-Driver. The reward is computed on the host between jitted calls, so the run is its own loop
-(`run(config, workdir)`), not a `training.Learner` (whose chunks are one XLA program): it writes
-`metrics.jsonl` with `hrljax.logging.MetricsLogger`, prints a progress line per update, and saves
-the train state (LoRA, optimizer state, update count) with `hrljax.checkpoint` every
-`checkpoint_every` updates; started again with the same workdir it resumes from the latest
-checkpoint, and since the problems and keys of update u are functions of (seed, u) the resumed
-run repeats the uninterrupted one. The frozen base weights are reloaded from the GGUF file, never
-checkpointed.
+Driver. The reward is computed on the host between jitted calls, so `make_learner` returns a
+`training.HostLearner` (one seed per run), which `python -m experiments.train` runs with the same
+logging, evaluation, checkpointing and resume as a compiled learner. The checkpoint holds the LoRA
+adapters, their optimizer state, the update count and the seed; since the problems and keys of
+update u are functions of (seed, u) a resumed run repeats the uninterrupted one. The frozen base
+weights are reloaded from the GGUF file, never checkpointed.
 
 Deviations from the paper, each deliberate:
   * LoRA (rank `lora_rank`) instead of full fine-tuning; the learning rate is therefore a LoRA
@@ -34,16 +34,15 @@ Deviations from the paper, each deliberate:
   * group sizes and lengths for a CPU (defaults G=4 x K=4, 48 new tokens; paper: 64 samples per
     question, 1024 tokens); the DAPO filter masks uninformative groups out of the loss instead of
     sampling more (dynamic sampling proper would need a variable number of generate calls);
-  * with `ppo_epochs=1` (the paper's single update per exploration stage) the old policy is the
+  * with `update_epochs=1` (the paper's single update per exploration stage) the old policy is the
     current one, so the "old" log-probs are the stop-gradient of the current ones (the ratio is
     exactly 1 and the loss gradient is the policy gradient); with more epochs they are recomputed
     once, teacher-forced, before the first epoch (`llama.generate`'s sampling log-probs come from
     the cached decoder and are only logged);
   * token log-probs divide the logits by the sampling temperature (as TRL does), so the ratio
-    compares the distributions that were sampled from.
+    compares the distributions that were sampled from (`llm_common.response_logprobs`).
 """
 
-import dataclasses
 import functools
 import time
 from typing import Any, NamedTuple, Optional, Sequence
@@ -57,46 +56,40 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import training
+from hrljax.agents import llm_common
+from hrljax.agents import token_common as tc
 from hrljax.envs import text_tasks
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import llama
 from hrljax.types import Array, PyTree
 
-ADVANTAGE_ESTIMATORS = ("grpo", "dr_grpo", "rloo")
-DTYPES = ("float32", "bfloat16")
-PROMPT_BUCKET = 16  # prompts are left-padded to a multiple of this, so shapes (compiles) repeat
+ESTIMATORS = ("grpo", "dr_grpo", "rloo")
 
 
 def get_config() -> ml_collections.ConfigDict:
   """GRPO hyperparameters: the paper's where they transfer to LoRA on a CPU, small sizes else."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=1, eval_every=10, checkpoint_every=5)
   config.agent = "llm_grpo"
   config.env_name = "arithmetic"
-  config.seed = 0
-  config.num_layers = 0  # 0 = every layer of the model; n > 0 keeps the first n (tests)
-  config.dtype = "float32"
-  config.lora_rank = 8
-  config.lora_alpha = 16.0
+  llm_common.add_config_fields(config)
   config.num_prompts = 4  # G problems per update (paper: 1024 / 64 = 16 questions per batch)
   config.samples_per_prompt = 4  # K samples per problem (paper: 64)
   config.max_new_tokens = 48  # paper: 1024
   config.temperature = 1.0
-  # Prompts are left-padded to a multiple of this (PROMPT_BUCKET), so that the jitted shapes
-  # repeat across updates; 1 pads to the longest prompt of the batch (as TRL does).
-  config.prompt_bucket = PROMPT_BUCKET
+  config.prompt_bucket = llm_common.PROMPT_BUCKET  # left-pad prompts to a multiple (1: longest)
   config.num_updates = 40
   config.learning_rate = 1e-4  # LoRA rate (paper: 1e-6, full fine-tuning)
   config.optimizer = "adam"  # or "sgd"
   config.max_grad_norm = 1.0
-  config.ppo_epochs = 1  # paper: one gradient step per exploration stage
-  config.epsilon = 0.2  # paper
-  config.epsilon_high = 0.2  # DAPO clip-higher: 0.28
+  config.update_epochs = 1  # paper: one gradient step per exploration stage
+  config.clip_epsilon = 0.2  # paper
+  config.clip_epsilon_high = 0.2  # DAPO clip-higher: 0.28
   config.kl_coef = 0.04  # paper β; Dr. GRPO and DAPO use 0
   config.kl_estimator = "k3"  # paper Eq. 4
-  config.advantage_estimator = "grpo"  # or "dr_grpo", "rloo"
+  config.estimator = "grpo"  # or "dr_grpo", "rloo"
   config.advantage_eps = 1e-6
-  config.aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
+  config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
   config.hicra_alpha = 0.0  # HICRA amplification (0 = off; the ports use 0.2)
   config.hicra_phrases = ("First,", "Next,", "Then,", "So,", "Therefore,")
@@ -108,40 +101,27 @@ def get_config() -> ml_collections.ConfigDict:
   config.task.answer_mode = "strict"
   config.task.system_prompt = ""  # "" = the chat template's default
   config.eval_problems = 32  # greedy evaluation on a fixed held-out stream; 0 = none
-  config.eval_every = 10
-  config.eval_seed = 1_000_003
-  # Run-level settings.
-  config.log_every = 1
-  config.checkpoint_every = 5
-  config.max_checkpoints = 2
+  config.eval_seed = 1_000_003  # the held-out stream: arithmetic_problems(eval_seed, ...)
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run (one device: a host loop)."""
-  checks.positive_int(config, "lora_rank", "num_prompts", "samples_per_prompt", "max_new_tokens",
-                      "prompt_bucket", "num_updates", "ppo_epochs", "eval_every", "log_every",
-                      "checkpoint_every", "max_checkpoints")
-  for field in ("num_layers", "eval_problems", "seed", "eval_seed"):
-    value = config[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-      raise checks.ConfigError(f"config.{field}: expected an integer >= 0, got {value!r}")
-  checks.positive(config, "lora_alpha", "temperature", "learning_rate", "max_grad_norm")
-  checks.non_negative(config, "epsilon", "epsilon_high", "kl_coef", "advantage_eps")
+  checks.positive_int(config, "num_prompts", "samples_per_prompt", "max_new_tokens",
+                      "prompt_bucket", "num_updates", "update_epochs")
+  tc.non_negative_int(config, "eval_problems", "eval_seed")
+  checks.positive(config, "learning_rate", "max_grad_norm")
+  checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "advantage_eps")
   checks.in_unit_interval(config, "hicra_alpha")
-  checks.one_of(config, "dtype", DTYPES)
-  checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
-  checks.one_of(config, "advantage_estimator", ADVANTAGE_ESTIMATORS)
-  checks.one_of(config, "aggregation", pg.AGGREGATION_MODES)
+  checks.one_of(config, "estimator", ESTIMATORS)
+  checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   if config.samples_per_prompt < 2:
     raise checks.ConfigError(f"config.samples_per_prompt: expected at least 2 (a group needs "
                              f"two samples to compare), got {config.samples_per_prompt}")
-  if num_devices != 1:
-    raise checks.ConfigError(f"num_devices: expected 1 (the LLM loop runs on one device), "
-                             f"got {num_devices}")
+  llm_common.validate_config_fields(config, num_devices)
   try:
-    text_tasks.arithmetic_problem(config.seed, 0, max_operand=config.task.max_operand,
+    text_tasks.arithmetic_problem(0, 0, max_operand=config.task.max_operand,
                                   operations=tuple(config.task.operations))
     text_tasks.arithmetic_reward("", 0, correct_weight=config.task.correct_weight,
                                  format_weight=config.task.format_weight,
@@ -150,93 +130,17 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(f"config.task.{error}") from None
 
 
-# ------------------------------------------------------------------------------------------------
-# Shared LLM plumbing (also used by agents/llm_archer.py).
-# ------------------------------------------------------------------------------------------------
-
-
-class LanguageModel(NamedTuple):
-  """The frozen model, its tokenizer and the ids the loop needs."""
-
-  config: llama.LlamaConfig  # with the LoRA rank/alpha of the run
-  params: PyTree  # frozen base weights
-  tokenizer: Any
-  eos_id: int
-  pad_id: int
-
-
-def load_language_model(num_layers: int, dtype: str, lora_rank: int,
-                        lora_alpha: float) -> LanguageModel:
-  """SmolLM2-135M-Instruct from the installed GGUF (`num_layers` 0 = all layers)."""
-  from hrljax import llm_weights
-  model_config, params = llm_weights.load_smollm2(num_layers=num_layers or None,
-                                                  dtype=getattr(jnp, dtype))
-  model_config = dataclasses.replace(model_config, lora_rank=lora_rank, lora_alpha=lora_alpha)
-  return LanguageModel(model_config, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
-                       llm_weights.PAD_ID)
-
-
-def encode_prompts(lm: LanguageModel, texts: Sequence[str], system: str = "",
-                   bucket: int = PROMPT_BUCKET, min_width: int = 0
-                   ) -> tuple[np.ndarray, np.ndarray]:
-  """Chat-template prompts, left-padded to a multiple of `bucket` and to at least `min_width`:
-  int32 `[B, P]`, bool `[B, P]` (a fixed width keeps every jitted call at one shape)."""
-  from hrljax import llm_weights
-  ids = [llm_weights.chat_prompt(lm.tokenizer, text, system=system or None) for text in texts]
-  width = max(-(-max(len(x) for x in ids) // bucket) * bucket, min_width)
-  tokens = np.full((len(ids), width), lm.pad_id, np.int32)
-  mask = np.zeros((len(ids), width), bool)
-  for row, x in enumerate(ids):
-    tokens[row, width - len(x):] = x
-    mask[row, width - len(x):] = True
-  return tokens, mask
-
-
-def decode_responses(lm: LanguageModel, tokens: np.ndarray, mask: np.ndarray) -> list[str]:
-  """Sampled tokens `[B, N]` as text: the masked tokens without the stop token."""
-  out = []
-  for row, row_mask in zip(np.asarray(tokens), np.asarray(mask)):
-    ids = [int(t) for t in row[row_mask] if t != lm.eos_id]
-    out.append(lm.tokenizer.decode(ids, skip_special_tokens=True))
-  return out
-
-
-def response_logprobs(model_config: llama.LlamaConfig, params: PyTree, lora: Optional[PyTree],
-                      prompt_tokens: Array, prompt_mask: Array, response: Array,
-                      response_mask: Array, *, temperature=1.0, use_lora: bool = True) -> Array:
-  """Teacher-forced `log π(response_t | prompt, response_<t)`, float32 `[B, N]` (0 off the mask).
-
-  One forward pass on `[prompt (left-padded), response (right-padded)]`; the output projection
-  and its log-softmax run on the N positions that predict the response only (a `[B, N, V]`
-  array, not `[B, P+N, V]`). Per sequence. Differentiable with respect to `lora`.
-  """
-  tokens = jnp.concatenate([prompt_tokens, response], axis=1).astype(jnp.int32)
-  mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
-  prompt_len = prompt_tokens.shape[1]
-  logits, _ = llama.forward(model_config, params, lora, tokens, llama.positions_from_mask(mask),
-                            mask, use_lora=use_lora, logits_from=prompt_len - 1)
-  logits = logits[:, :-1] / temperature
-  log_probs = jax.nn.log_softmax(logits, axis=-1)
-  picked = jnp.take_along_axis(log_probs, response[:, :, None].astype(jnp.int32), axis=-1)[..., 0]
-  return jnp.where(response_mask, picked, 0.0)
-
-
-def make_optimizer(config) -> optax.GradientTransformation:
-  """Global-norm clipping then Adam (or SGD), applied to the LoRA pytree only."""
-  optimizer = (optax.sgd(config.learning_rate) if config.optimizer == "sgd"
-               else optax.adam(config.learning_rate))
-  return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
-
-
 class TrainState(struct.PyTreeNode):
-  """What a run checkpoints: the adapters, their optimizer state and the update count."""
+  """What a run checkpoints: the adapters, their optimizer state, the update count, the seed."""
 
   lora: PyTree
   opt_state: PyTree
   update: Array  # int32 updates done
+  seed: Array  # int32: the problems and sampling keys of update u are functions of (seed, u)
 
 
-def phrase_patterns(lm: LanguageModel, phrases: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def phrase_patterns(lm: llm_common.LanguageModel, phrases: Sequence[str]
+                    ) -> tuple[np.ndarray, np.ndarray]:
   """Token patterns of `phrases` with and without a leading space: int32 `[S, W]`, `[S]`."""
   encoded = []
   for phrase in phrases:
@@ -273,9 +177,9 @@ def grpo_token_advantages(config, rewards: Array, response: Array, response_mask
   """Token advantages `[B, N]` and the row mask `[B]` kept by the DAPO filter (batch-level)."""
   num_groups = config.num_prompts
   ids = gr.contiguous_group_ids(num_groups, config.samples_per_prompt)
-  if config.advantage_estimator == "grpo":
+  if config.estimator == "grpo":
     advantages = gr.grpo_advantages(rewards, ids, num_groups, eps=config.advantage_eps)
-  elif config.advantage_estimator == "dr_grpo":
+  elif config.estimator == "dr_grpo":
     advantages = gr.dr_grpo_advantages(rewards, ids, num_groups)
   else:
     advantages = gr.rloo_advantages(rewards, ids, num_groups)
@@ -290,22 +194,23 @@ def grpo_token_advantages(config, rewards: Array, response: Array, response_mask
   return token_advantages, keep
 
 
-def grpo_loss(lora: PyTree, params: PyTree, model_config: llama.LlamaConfig, config,
-              batch: RolloutBatch, token_advantages: Array, loss_mask: Array,
-              old_logp: Optional[Array], ref_logp: Optional[Array]) -> tuple[Array, dict]:
+def llm_grpo_objective(lora: PyTree, params: PyTree, model_config: llama.LlamaConfig, config,
+                       batch: RolloutBatch, token_advantages: Array, loss_mask: Array,
+                       old_logp: Optional[Array], ref_logp: Optional[Array]
+                       ) -> tuple[Array, dict]:
   """GRPO's objective (paper Eq. 3) on the batch: clipped surrogate + β·KL, aggregated."""
-  logp = response_logprobs(model_config, params, lora, batch.prompt_tokens, batch.prompt_mask,
-                           batch.response, batch.response_mask,
-                           temperature=config.temperature)
+  logp = llm_common.response_logprobs(model_config, params, lora, batch.prompt_tokens,
+                                      batch.prompt_mask, batch.response, batch.response_mask,
+                                      temperature=config.temperature)
   old = jax.lax.stop_gradient(logp) if old_logp is None else old_logp
   per_token, extras = pg.clipped_surrogate_loss(logp, old, token_advantages,
-                                                epsilon=config.epsilon,
-                                                epsilon_high=config.epsilon_high)
+                                                epsilon=config.clip_epsilon,
+                                                epsilon_high=config.clip_epsilon_high)
   kl = jnp.zeros_like(logp)
   if ref_logp is not None:
     kl = pg.kl_divergence(logp, ref_logp, config.kl_estimator)
     per_token = per_token + config.kl_coef * kl
-  loss, agg = pg.aggregate(per_token, loss_mask, config.aggregation,
+  loss, agg = pg.aggregate(per_token, loss_mask, config.loss_aggregation,
                            constant=float(config.max_new_tokens))
   metrics = {
       "kl": pg.masked_mean(kl, loss_mask),
@@ -318,9 +223,9 @@ def grpo_loss(lora: PyTree, params: PyTree, model_config: llama.LlamaConfig, con
 
 
 UPDATE_FIELDS = ("num_prompts", "samples_per_prompt", "max_new_tokens", "temperature",
-                 "learning_rate", "optimizer", "max_grad_norm", "ppo_epochs", "epsilon",
-                 "epsilon_high", "kl_coef", "kl_estimator", "advantage_estimator",
-                 "advantage_eps", "aggregation", "dynamic_sampling", "hicra_alpha")
+                 "learning_rate", "optimizer", "max_grad_norm", "update_epochs", "clip_epsilon",
+                 "clip_epsilon_high", "kl_coef", "kl_estimator", "estimator", "advantage_eps",
+                 "loss_aggregation", "dynamic_sampling", "hicra_alpha")
 UpdateSettings = NamedTuple("UpdateSettings", [(name, Any) for name in UPDATE_FIELDS])
 UpdateSettings.__doc__ = "The config fields the jitted update reads (hashable: a cache key)."
 
@@ -332,7 +237,7 @@ def update_settings(config) -> UpdateSettings:
 def make_update_fn(model_config: llama.LlamaConfig, config):
   """`update(state, params, batch, patterns, pattern_lengths) -> (state, metrics)`, jitted.
 
-  Cached per (model config, update settings): runs that differ only in run-level fields (seed,
+  Cached per (model config, update settings): runs that differ only in run-level fields (seeds,
   number of updates, logging) share one compiled program.
   """
   return _make_update_fn(model_config, update_settings(config))
@@ -340,7 +245,7 @@ def make_update_fn(model_config: llama.LlamaConfig, config):
 
 @functools.lru_cache(maxsize=8)
 def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
-  tx = make_optimizer(config)
+  tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
 
   @jax.jit
   def update(state: TrainState, params: PyTree, batch: RolloutBatch, patterns: Array,
@@ -348,7 +253,7 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
     token_advantages, keep = grpo_token_advantages(
         config, batch.rewards, batch.response, batch.response_mask, patterns, pattern_lengths)
     loss_mask = batch.response_mask & keep[:, None]
-    logprobs = functools.partial(response_logprobs, model_config, params,
+    logprobs = functools.partial(llm_common.response_logprobs, model_config, params,
                                  prompt_tokens=batch.prompt_tokens,
                                  prompt_mask=batch.prompt_mask, response=batch.response,
                                  response_mask=batch.response_mask,
@@ -357,11 +262,11 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
     if config.kl_coef > 0:
       ref_logp = jax.lax.stop_gradient(logprobs(None, use_lora=False))
     old_logp = None
-    if config.ppo_epochs > 1:
+    if config.update_epochs > 1:
       old_logp = jax.lax.stop_gradient(logprobs(state.lora))
 
     def epoch(state, _):
-      (loss, metrics), grads = jax.value_and_grad(grpo_loss, has_aux=True)(
+      (loss, metrics), grads = jax.value_and_grad(llm_grpo_objective, has_aux=True)(
           state.lora, params, model_config, config, batch, token_advantages, loss_mask,
           old_logp, ref_logp)
       updates, opt_state = tx.update(grads, state.opt_state, state.lora)
@@ -369,7 +274,7 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
       metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
       return state.replace(lora=lora, opt_state=opt_state), metrics
 
-    state, metrics = jax.lax.scan(epoch, state, None, length=config.ppo_epochs)
+    state, metrics = jax.lax.scan(epoch, state, None, length=config.update_epochs)
     metrics = jax.tree.map(jnp.mean, metrics)
     metrics["advantage_abs"] = pg.masked_mean(jnp.abs(token_advantages), batch.response_mask)
     metrics["kept_fraction"] = jnp.mean(keep.astype(jnp.float32))
@@ -386,45 +291,38 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
 class LLMGRPO:
   """GRPO on the arithmetic task: owns the frozen model, the optimizer and the jitted calls."""
 
-  def __init__(self, config: ml_collections.ConfigDict, lm: Optional[LanguageModel] = None):
+  def __init__(self, config: ml_collections.ConfigDict,
+               lm: Optional[llm_common.LanguageModel] = None):
     validate_config(config)
     self.config = ml_collections.FrozenConfigDict(config)
-    self.lm = lm if lm is not None else load_language_model(
-        config.num_layers, config.dtype, config.lora_rank, config.lora_alpha)
-    if self.lm.config.lora_rank != config.lora_rank:
-      self.lm = self.lm._replace(config=dataclasses.replace(
-          self.lm.config, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha))
-    self.tx = make_optimizer(self.config)
+    self.lm = llm_common.language_model(config, lm)
+    self.tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
     patterns, lengths = phrase_patterns(self.lm, tuple(config.hicra_phrases))
     self.patterns, self.pattern_lengths = jnp.asarray(patterns), jnp.asarray(lengths)
     self._update = make_update_fn(self.lm.config, self.config)
 
-  def init(self) -> TrainState:
+  def init(self, seed: int) -> TrainState:
     """Fresh adapters (zero `b`: the starting policy is the instruct model) and optimizer state."""
-    key = jax.random.fold_in(jax.random.key(self.config.seed), 0)
+    key = jax.random.fold_in(jax.random.key(seed), 0)
     lora = llama.init_lora(self.lm.config, key)
-    return TrainState(lora=lora, opt_state=self.tx.init(lora), update=jnp.zeros((), jnp.int32))
+    return TrainState(lora=lora, opt_state=self.tx.init(lora), update=jnp.zeros((), jnp.int32),
+                      seed=jnp.asarray(seed, jnp.int32))
 
-  def problems(self, update: int) -> list:
-    """The G problems of update `update` (a function of the seed and the update index)."""
+  def problems(self, seed: int, update: int) -> list:
+    """The G problems of update `update` of seed `seed`."""
     task = self.config.task
     g = self.config.num_prompts
-    return text_tasks.arithmetic_problems(self.config.seed, g, start=update * g,
+    return text_tasks.arithmetic_problems(seed, g, start=update * g,
                                           max_operand=task.max_operand,
                                           operations=tuple(task.operations))
 
   def sample(self, lora: PyTree, problems: Sequence, key: Array, samples: int,
-             greedy: bool = False) -> tuple[np.ndarray, np.ndarray, llama.Generation, list[str]]:
+             greedy: bool = False) -> llm_common.Responses:
     """`samples` responses per problem (rows grouped by problem) and their decoded text."""
     texts = [text_tasks.arithmetic_prompt(p) for p in problems for _ in range(samples)]
-    tokens, mask = encode_prompts(self.lm, texts, self.config.task.system_prompt,
-                                  bucket=self.config.prompt_bucket)
-    generation = llama.generate(self.lm.config, self.lm.params, lora, jnp.asarray(tokens),
-                                jnp.asarray(mask), key, self.config.max_new_tokens,
-                                temperature=self.config.temperature, greedy=greedy,
-                                eos_id=self.lm.eos_id, pad_id=self.lm.pad_id)
-    generation = jax.tree.map(np.asarray, generation)
-    return tokens, mask, generation, decode_responses(self.lm, generation.tokens, generation.mask)
+    return llm_common.sample_responses(
+        self.lm, lora, texts, key, self.config.max_new_tokens, self.config.temperature,
+        greedy=greedy, system=self.config.task.system_prompt, bucket=self.config.prompt_bucket)
 
   def rewards(self, responses: Sequence[str], problems: Sequence, samples: int):
     """Host-side rewards `[B]` (float32), correct `[B]`, formatted `[B]`."""
@@ -436,16 +334,18 @@ class LLMGRPO:
 
   def step(self, state: TrainState) -> tuple[TrainState, dict]:
     """One GRPO update: sample G x K responses, score them, update the adapters."""
-    update = int(state.update)
-    key = jax.random.fold_in(jax.random.key(self.config.seed), update + 1)
-    problems = self.problems(update)
+    update, seed = int(state.update), int(state.seed)
+    key = jax.random.fold_in(jax.random.key(seed), update + 1)
+    problems = self.problems(seed, update)
     k = self.config.samples_per_prompt
     start = time.perf_counter()
-    tokens, mask, generation, responses = self.sample(state.lora, problems, key, k)
+    responses = self.sample(state.lora, problems, key, k)
     sample_seconds = time.perf_counter() - start
-    rewards, correct, formatted = self.rewards(responses, problems, k)
-    batch = RolloutBatch(jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(generation.tokens),
-                         jnp.asarray(generation.mask), jnp.asarray(rewards))
+    rewards, correct, formatted = self.rewards(responses.texts, problems, k)
+    generation = responses.generation
+    batch = RolloutBatch(jnp.asarray(responses.prompt_tokens), jnp.asarray(responses.prompt_mask),
+                         jnp.asarray(generation.tokens), jnp.asarray(generation.mask),
+                         jnp.asarray(rewards))
     start = time.perf_counter()
     state, metrics = self.update(state, batch)
     metrics.update(
@@ -453,14 +353,14 @@ class LLMGRPO:
         formatted=float(formatted.mean()),
         response_length=float(generation.mask.sum(axis=1).mean()),
         sample_seconds=sample_seconds, update_seconds=time.perf_counter() - start)
-    metrics["example_response"] = responses[0]
+    metrics["example_response"] = responses.texts[0]
     return state, metrics
 
   def update(self, state: TrainState, batch: RolloutBatch) -> tuple[TrainState, dict]:
     """The jitted GRPO update on a scored batch; metrics as Python floats."""
     state, metrics = self._update(state, self.lm.params, batch, self.patterns,
                                   self.pattern_lengths)
-    return state, {name: float(value) for name, value in metrics.items()}
+    return state, llm_common.scalar_metrics(metrics)
 
   def evaluate(self, lora: PyTree) -> dict:
     """Greedy replies to `eval_problems` held-out problems: mean reward, correct and format rate."""
@@ -468,30 +368,23 @@ class LLMGRPO:
     problems = text_tasks.arithmetic_problems(self.config.eval_seed, self.config.eval_problems,
                                               max_operand=task.max_operand,
                                               operations=tuple(task.operations))
-    _, _, _, responses = self.sample(lora, problems, jax.random.key(0), 1, greedy=True)
+    responses = self.sample(lora, problems, jax.random.key(0), 1, greedy=True).texts
     rewards, correct, formatted = self.rewards(responses, problems, 1)
     return {"eval_reward": float(rewards.mean()), "eval_correct": float(correct.mean()),
             "eval_formatted": float(formatted.mean())}
 
 
-def run(config: ml_collections.ConfigDict, workdir: str, logger=None,
-        lm: Optional[LanguageModel] = None) -> TrainState:
-  """Trains for `config.num_updates` updates in `workdir`, resuming from its latest checkpoint.
-
-  Writes `metrics.jsonl` (one record per `log_every` updates, evaluation records with
-  `phase="eval"`), `config.json` and `checkpoints/`. `lm` may pass an already loaded model.
-  """
+def make_learner(config: ml_collections.ConfigDict,
+                 lm: Optional[llm_common.LanguageModel] = None) -> training.HostLearner:
+  """A host-driven learner whose `step` is one GRPO update (rewards are scored on the host).
+  `lm` may pass an already loaded model (tests pass a tiny one)."""
   agent = LLMGRPO(config, lm)
-  learner = training.HostLearner(
+  return training.HostLearner(
       init=agent.init, step=agent.step,
       evaluate=(lambda state: agent.evaluate(state.lora)) if config.eval_problems else None,
       num_updates=config.num_updates,
       env_steps_per_update=config.num_prompts * config.samples_per_prompt,
       progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
-  return training.train_on_host(learner, config, workdir, logger, log_every=config.log_every,
-                                checkpoint_every=config.checkpoint_every,
-                                max_checkpoints=config.max_checkpoints,
-                                eval_every=config.eval_every)
 
 
 def _progress_line(record: dict, texts: dict, num_updates: int) -> str:
@@ -499,26 +392,3 @@ def _progress_line(record: dict, texts: dict, num_updates: int) -> str:
           f"{record['correct']:.2f} | formatted {record['formatted']:.2f} | loss "
           f"{record['loss']:.4f} | kl {record['kl']:.4f} | {record['sample_seconds']:.1f}+"
           f"{record['update_seconds']:.1f} s | {texts['example_response'][:60]!r}")
-
-
-def cli_main(module_run, argv=None) -> None:
-  """`python -m hrljax.agents.<llm agent> --config=<file> --workdir=<dir> [--config.x=...]`.
-
-  The host-side-reward loop cannot run inside `experiments.train`'s compiled `Learner` chunks;
-  this entry point takes the same flags.
-  """
-  from absl import app, flags
-  from ml_collections import config_flags
-
-  flags.DEFINE_string("workdir", None, "Directory for metrics, config and checkpoints.",
-                      required=True)
-  config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
-
-  def main(_):
-    module_run(flags.FLAGS.config, flags.FLAGS.workdir)
-
-  app.run(main, argv=argv)
-
-
-if __name__ == "__main__":
-  cli_main(run)

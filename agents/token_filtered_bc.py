@@ -5,7 +5,7 @@ Multi-Turn RL", arXiv 2402.19446, section 6 (filtered BC baseline); reference Yi
 @7c771a7 (`offpolicy_train_loop`: keep the trajectories whose return is at or above the
 (1 − 0.1) quantile, then BC on them; `plain_bc_loss`). The filter and the loss are
 `hrljax.losses.hierarchical_critics.filtered_bc_mask` / `filtered_bc_loss`; the policy and its
-behaviour-cloned warm start are ArCHer's (`agents/token_bc.py`), so with the same seed every
+behaviour-cloned warm start are ArCHer's (`agents/token_common.py`), so with the same seed every
 token-game agent starts from the same policy.
 
 One iteration (one Learner step):
@@ -37,7 +37,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
-from hrljax.agents import token_bc, token_ppo
+from hrljax.agents import token_common as tc
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
 from hrljax.networks import transformer
@@ -49,10 +49,9 @@ FILTERS = ("quantile", "top_count", "success")
 
 def get_config() -> ml_collections.ConfigDict:
   """Filtered-BC hyperparameters; the reference's filter (top 10% by quantile) by default."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=5, checkpoint_every=25)
   config.agent = "token_filtered_bc"
-  token_bc.add_config_fields(config)
-  config.seed = 0
+  tc.add_config_fields(config)
   config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
   config.num_envs = 64  # dialogues per iteration
   config.filter = "quantile"
@@ -64,19 +63,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.optimizer = "adam"  # or "sgd"
   config.max_grad_norm = 1.0
   config.rollout_unroll = 1
-  # Run-level settings read by the experiment loop.
-  config.log_every = 5
-  config.checkpoint_every = 25
-  config.max_checkpoints = 2
-  config.eval_episodes = 128
+  config.eval_episodes = 128  # greedy games per evaluation
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_envs", "bc_updates", "batch_size",
-                      "log_every", "checkpoint_every", "max_checkpoints", "eval_episodes",
-                      "rollout_unroll")
+                      "eval_episodes", "rollout_unroll")
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.one_of(config, "filter", FILTERS)
   if not (isinstance(config.top_fraction, (int, float)) and 0.0 < config.top_fraction <= 1.0):
@@ -86,13 +80,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                                                                 (int, float)):
     raise checks.ConfigError(
         f"config.success_return: expected a number, got {config.success_return!r}")
-  checks.one_of(config, "optimizer", ("adam", "sgd"))
-  token_bc.validate_config_fields(config)
+  checks.one_of(config, "optimizer", tc.OPTIMIZERS)
+  tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   _, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
-  checks.at_least(config, "total_timesteps", config.num_envs * env_params.max_turns,
-                  "one iteration of num_envs * max_turns")
+  training.num_updates(config.total_timesteps, config.num_envs * env_params.max_turns)
 
 
 def keep_dialogues(returns: Array, ended: Array, config) -> Array:
@@ -109,7 +101,7 @@ def sample_kept(key: Array, keep: Array, num_batches: int, batch_size: int) -> A
   return jax.random.categorical(key, logits, shape=(num_batches, batch_size))
 
 
-class FilteredBCAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
+class FilteredBCAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   """Filtered BC's train state: policy parameters, optimizer state and a key."""
 
   policy_params: PyTree
@@ -123,17 +115,17 @@ class FilteredBCAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, env, env_params: token_game.EnvParams,
              config) -> "FilteredBCAgent":
-    """The behaviour-cloned policy (same key use as ArCHer's `create`) and its optimizer."""
+    """The behaviour-cloned policy (the BC key of every token agent) and its optimizer."""
     config = ml_collections.FrozenConfigDict(config)
-    policy = token_bc.make_policy(env_params, config)
-    _, key = jax.random.split(key)
-    policy_params = token_bc.pretrained_policy_params(key, policy, env, env_params, config)
-    tx = make_optimizer(config)
+    policy = tc.make_policy(env_params, config)
+    key = tc.bc_key_of(key)
+    policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
+    tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
     return cls(policy_params=policy_params, opt_state=tx.init(policy_params),
                key=jax.random.fold_in(key, 0), policy=policy, tx=tx,
                utterance_len=env_params.utterance_len, config=config)
 
-  def update(self, data: token_bc.UtteranceData, keep: Array
+  def update(self, data: tc.UtteranceData, keep: Array
              ) -> tuple["FilteredBCAgent", dict[str, Array]]:
     """`bc_updates` BC steps on utterances `data` (`[R]` rows) restricted to `keep` `[R]`."""
     config = self.config
@@ -145,7 +137,7 @@ class FilteredBCAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
 
       def loss_fn(params):
         logp = transformer.utterance_log_probs(agent.policy, params, dialogue, utterance)
-        return hc.filtered_bc_loss(logp, token_bc.token_mask(utterance), keep[index])
+        return hc.filtered_bc_loss(logp, tc.token_mask(utterance), keep[index])
 
       (loss, extras), grads = jax.value_and_grad(loss_fn, has_aux=True)(agent.policy_params)
       updates, opt_state = agent.tx.update(grads, agent.opt_state, agent.policy_params)
@@ -158,19 +150,13 @@ class FilteredBCAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
     return agent, jax.tree.map(jnp.mean, metrics)
 
 
-def make_optimizer(config) -> optax.GradientTransformation:
-  """Global-norm clipping, then Adam (or SGD) at a constant learning rate."""
-  optimizer = optax.sgd(config.learning_rate) if config.optimizer == "sgd" \
-      else optax.adam(config.learning_rate)
-  return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
-
-
 class RunnerState(struct.PyTreeNode):
   """Everything a run carries from one iteration to the next; checkpointed whole."""
 
   agent: FilteredBCAgent
   env_ids: Array  # [N] one group per game slot: sharded along the data axis
   key: Array
+  eval_key: Array  # the run's evaluation games (`tc.evaluation_key`)
   update: Array  # int32 count of iterations done
 
 
@@ -183,15 +169,16 @@ def episode_metrics(episodes: rollout.GroupedEpisodes, keep: Array) -> dict[str,
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one iteration: play, filter, clone."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params, sample, evaluate_params = token_ppo.learner_parts(config)
+  env, env_params, _, sample, evaluate = tc.learner_parts(config)
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
 
   def init(key: Array) -> RunnerState:
+    eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
     agent = FilteredBCAgent.create(agent_key, env, env_params, config)
     return RunnerState(agent=agent, env_ids=jnp.arange(config.num_envs, dtype=jnp.int32),
-                       key=key, update=jnp.zeros((), jnp.int32))
+                       key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
@@ -201,18 +188,15 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     summary = rollout.summarize_episodes(episodes)
     keep = keep_dialogues(summary.episode_return, summary.ended, config)
     transitions = episodes.transitions
-    data = token_bc.UtteranceData(dialogue=token_ppo.flatten_steps(transitions.obs),
-                                  utterance=token_ppo.flatten_steps(transitions.action))
-    keep_rows = token_ppo.flatten_steps(episodes.valid & keep[None, :])
+    data = tc.UtteranceData(dialogue=tc.flatten_steps(transitions.obs),
+                            utterance=tc.flatten_steps(transitions.action))
+    keep_rows = tc.flatten_steps(episodes.valid & keep[None, :])
     agent, metrics = state.agent.update(data, keep_rows)
     metrics.update(episode_metrics(episodes, keep))
     return state.replace(agent=agent, key=key, update=state.update + 1), metrics
 
-  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    return evaluate_params(state.agent.policy_params, key)
-
   return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=config.total_timesteps // steps_per_update,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="env_ids")
 
 

@@ -7,7 +7,7 @@ policy, estimator k3 of Eq. 4). Here a "response" is a whole multi-turn dialogue
 and its tokens are every token of every utterance the policy spoke that the game read. The
 advantages are `hrljax.losses.group_relative` (`grpo`, `dr_grpo` or `rloo`), the surrogate, KL,
 entropy and aggregation `hrljax.losses.policy_gradient`. The policy and its behaviour-cloned warm
-start are ArCHer's (`agents/token_bc.py`); the KL reference is that warm start.
+start are ArCHer's (`agents/token_common.py`); the KL reference is that warm start.
 
 `agents/group_relative.py` cannot be reused by configuration: its policy is an MLP emitting one
 distrax action per step, while here an action is an utterance decoded token by token by a
@@ -38,7 +38,8 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import envs, rollout, training
-from hrljax.agents import common, token_bc, token_ppo
+from hrljax.agents import common
+from hrljax.agents import token_common as tc
 from hrljax.envs import token_game
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
@@ -53,11 +54,10 @@ SINGLETON_MODES = ("zero", "raw")
 
 def get_config() -> ml_collections.ConfigDict:
   """GRPO hyperparameters (DeepSeekMath / verl defaults where they transfer)."""
-  config = ml_collections.ConfigDict()
+  config = training.run_config(log_every=5, checkpoint_every=25)
   config.agent = "token_grpo"
-  token_bc.add_config_fields(config)
+  tc.add_config_fields(config)
   config.estimator = "grpo"
-  config.seed = 0
   config.total_timesteps = 1_024_000  # utterances (environment steps) over the run
   config.num_groups = 8  # hidden targets per update
   config.group_size = 8  # games per target
@@ -78,19 +78,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.adam_eps = 1e-5
   config.max_grad_norm = 1.0
   config.rollout_unroll = 1
-  # Run-level settings read by the experiment loop.
-  config.log_every = 5
-  config.checkpoint_every = 25
-  config.max_checkpoints = 2
-  config.eval_episodes = 128
+  config.eval_episodes = 128  # greedy games per evaluation
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.positive_int(config, "total_timesteps", "num_groups", "group_size", "num_envs",
-                      "update_epochs", "num_minibatches", "log_every", "checkpoint_every",
-                      "max_checkpoints", "eval_episodes", "rollout_unroll")
+                      "update_epochs", "num_minibatches", "eval_episodes", "rollout_unroll")
   checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "entropy_coef",
                       "advantage_eps")
@@ -99,21 +94,20 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "singleton_mode", SINGLETON_MODES)
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
-  checks.one_of(config, "optimizer", ("adam", "sgd"))
-  token_bc.validate_config_fields(config)
+  checks.one_of(config, "optimizer", tc.OPTIMIZERS)
+  tc.validate_config_fields(config)
   num_envs = config.num_groups * config.group_size
   if config.num_envs != num_envs:
     raise checks.ConfigError(
         f"config.num_envs: expected num_groups * group_size ({num_envs}), got {config.num_envs}")
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   _, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
   rows = num_envs * env_params.max_turns
   if rows % config.num_minibatches:
     raise checks.ConfigError(
         f"config.num_minibatches: expected a divisor of num_envs * max_turns ({rows}), "
         f"got {config.num_minibatches}")
-  checks.at_least(config, "total_timesteps", rows, "one update of num_envs * max_turns")
+  training.num_updates(config.total_timesteps, rows)
 
 
 class UtteranceBatch(NamedTuple):
@@ -143,18 +137,18 @@ def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[UtteranceBatc
   summary = rollout.summarize_episodes(episodes)
   advantage = episode_advantages(summary.episode_return, episodes.group_ids, config)
   transitions = episodes.transitions
-  utterance = token_ppo.flatten_steps(transitions.action)
-  valid = token_ppo.flatten_steps(episodes.valid)
-  mask = token_bc.token_mask(utterance) & valid[:, None]
-  row_advantage = token_ppo.flatten_steps(
+  utterance = tc.flatten_steps(transitions.action)
+  valid = tc.flatten_steps(episodes.valid)
+  mask = tc.token_mask(utterance) & valid[:, None]
+  row_advantage = tc.flatten_steps(
       jnp.broadcast_to(advantage[None, :], episodes.valid.shape))
-  batch = UtteranceBatch(dialogue=token_ppo.flatten_steps(transitions.obs), utterance=utterance,
-                         log_prob=token_ppo.flatten_steps(transitions.policy_extras),
+  batch = UtteranceBatch(dialogue=tc.flatten_steps(transitions.obs), utterance=utterance,
+                         log_prob=tc.flatten_steps(transitions.policy_extras),
                          advantage=gr.broadcast_to_tokens(row_advantage, mask), mask=mask)
   return batch, advantage
 
 
-class TokenGRPOAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
+class TokenGRPOAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   """Train state: policy parameters, the frozen reference (BC) parameters, optimizer, key."""
 
   policy_params: PyTree
@@ -169,12 +163,13 @@ class TokenGRPOAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, env, env_params: token_game.EnvParams,
              config) -> "TokenGRPOAgent":
-    """The behaviour-cloned policy (same key use as ArCHer's `create`), also the KL reference."""
+    """The behaviour-cloned policy (the BC key of every token agent), also the KL reference."""
     config = ml_collections.FrozenConfigDict(config)
-    policy = token_bc.make_policy(env_params, config)
-    _, key = jax.random.split(key)
-    policy_params = token_bc.pretrained_policy_params(key, policy, env, env_params, config)
-    tx = token_ppo.make_optimizer(config, config.learning_rate)
+    policy = tc.make_policy(env_params, config)
+    key = tc.bc_key_of(key)
+    policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
+    tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm,
+                           config.adam_eps)
     return cls(policy_params=policy_params, ref_params=policy_params,
                opt_state=tx.init(policy_params), key=jax.random.fold_in(key, 0), policy=policy,
                tx=tx, utterance_len=env_params.utterance_len, config=config)
@@ -185,12 +180,12 @@ class TokenGRPOAgent(token_bc.SpeaksUtterances, struct.PyTreeNode):
                                    self.config.update_epochs)
 
 
-def grpo_loss(params: PyTree, agent: TokenGRPOAgent, batch: UtteranceBatch
+def token_grpo_objective(params: PyTree, agent: TokenGRPOAgent, batch: UtteranceBatch
               ) -> tuple[Array, dict[str, Array]]:
   """Clipped surrogate + `kl_coef` KL to the reference − `entropy_coef` entropy, aggregated over
   the read tokens with `config.loss_aggregation`."""
   config = agent.config
-  logp, entropy = token_ppo.token_log_probs_and_entropy(
+  logp, entropy = tc.token_log_probs_and_entropy(
       agent.policy, params, batch.dialogue, batch.utterance, config.temperature)
   surrogate, extras = pg.clipped_surrogate_loss(
       logp, batch.log_prob, batch.advantage, epsilon=config.clip_epsilon,
@@ -216,7 +211,7 @@ def grpo_loss(params: PyTree, agent: TokenGRPOAgent, batch: UtteranceBatch
 
 def _minibatch_step(agent: TokenGRPOAgent, minibatch: UtteranceBatch
                     ) -> tuple[TokenGRPOAgent, dict[str, Array]]:
-  grads, metrics = jax.grad(grpo_loss, has_aux=True)(agent.policy_params, agent, minibatch)
+  grads, metrics = jax.grad(token_grpo_objective, has_aux=True)(agent.policy_params, agent, minibatch)
   updates, opt_state = agent.tx.update(grads, agent.opt_state, agent.policy_params)
   return agent.replace(policy_params=optax.apply_updates(agent.policy_params, updates),
                        opt_state=opt_state), metrics
@@ -228,6 +223,7 @@ class RunnerState(struct.PyTreeNode):
   agent: TokenGRPOAgent
   group_ids: Array  # [N] group of each game slot: sharded along the data axis
   key: Array
+  eval_key: Array  # the run's evaluation games (`tc.evaluation_key`)
   update: Array  # int32 count of updates done
 
 
@@ -240,16 +236,17 @@ def episode_metrics(episodes: rollout.GroupedEpisodes, advantage: Array) -> dict
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one update: grouped games, advantages, policy epochs."""
   config = ml_collections.FrozenConfigDict(config)
-  env, env_params, sample, evaluate_params = token_ppo.learner_parts(config)
+  env, env_params, _, sample, evaluate = tc.learner_parts(config)
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
 
   def init(key: Array) -> RunnerState:
+    eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
     agent = TokenGRPOAgent.create(agent_key, env, env_params, config)
     return RunnerState(agent=agent,
                        group_ids=rollout.grouped_ids(config.num_groups, config.group_size),
-                       key=key, update=jnp.zeros((), jnp.int32))
+                       key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
@@ -261,11 +258,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     metrics.update(episode_metrics(episodes, advantage))
     return state.replace(agent=agent, key=key, update=state.update + 1), metrics
 
-  def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    return evaluate_params(state.agent.policy_params, key)
-
   return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=config.total_timesteps // steps_per_update,
+                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
                  env_steps_per_update=steps_per_update, sharded_field="group_ids")
 
 

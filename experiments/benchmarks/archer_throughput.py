@@ -47,7 +47,8 @@ def build(config, batch: int, seed: int):
   import jax.numpy as jnp
 
   from hrljax import envs
-  from hrljax.agents import archer, token_bc
+  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
   from hrljax.networks import transformer
 
   config.bc_steps = 0
@@ -57,10 +58,10 @@ def build(config, batch: int, seed: int):
   # Built under jit: flax's eager init dispatches op by op, several times slower.
   agent = jax.jit(lambda k: archer.ArcherAgent.create(k, env, env_params, config))(agent_key)
   episodes = math.ceil(batch / env_params.max_turns)
-  data = token_bc.scripted_dataset(data_key, env, env_params, episodes, 0.5)
+  data = tc.scripted_dataset(data_key, env, env_params, episodes, 0.5)
   dialogue, utterance = data.dialogue[:batch], data.utterance[:batch]
   # Successors and rewards only need the right shapes and dtypes for timing.
-  transitions = archer.UtteranceTransition(
+  transitions = tc.UtteranceTransition(
       dialogue=dialogue, utterance=utterance, reward=jnp.zeros((batch,), jnp.float32),
       next_dialogue=dialogue, terminated=jnp.zeros((batch,), bool))
   length = env_params.utterance_len
@@ -117,7 +118,8 @@ def token_ppo_step_inputs(archer_agent, dialogue, utterance, key):
 
   from experiments.configs import token_ppo_token_game
   from hrljax import envs
-  from hrljax.agents import token_bc, token_ppo
+  from hrljax.agents import token_ppo
+  from hrljax.agents import token_common as tc
 
   config = token_ppo_token_game.get_config()
   for field in POLICY_FIELDS:
@@ -132,13 +134,13 @@ def token_ppo_step_inputs(archer_agent, dialogue, utterance, key):
     agent = token_ppo.TokenPPOAgent.create(key, env, env_params, config)
     agent = agent.replace(policy_params=policy_params,
                           policy_opt_state=agent.policy_tx.init(policy_params))
-    log_prob, _ = token_ppo.token_log_probs_and_entropy(
+    log_prob, _ = tc.token_log_probs_and_entropy(
         agent.policy, policy_params, dialogue, utterance, config.temperature)
     value = agent.value_network.apply(agent.value_params, dialogue, utterance)
     advantage = jax.random.normal(jax.random.fold_in(key, 2), value.shape)
     batch = token_ppo.TokenBatch(dialogue=dialogue, utterance=utterance, log_prob=log_prob,
                                  value=value, advantage=advantage, target=advantage + value,
-                                 mask=token_bc.token_mask(utterance))
+                                 mask=tc.token_mask(utterance))
     return agent, batch
 
   return inputs(archer_agent.policy_params, dialogue, utterance, key)

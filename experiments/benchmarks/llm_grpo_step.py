@@ -2,7 +2,7 @@
 
   python -m experiments.benchmarks.llm_grpo_step [--num_prompts=4 --samples_per_prompt=4 \
       --max_new_tokens=48 --reps=3]
-  python -m experiments.benchmarks.llm_grpo_step --reference_python=/work/refvenv/bin/python \
+  python -m experiments.benchmarks.llm_grpo_step --reference_python=.venv-ref/bin/python \
       [--single_thread]
 
 One step, both sides (the settings of `agents/llm_grpo.py`'s default config): G = `num_prompts`
@@ -73,7 +73,7 @@ def grpo_config(num_prompts: int, samples_per_prompt: int, max_new_tokens: int, 
   config.max_new_tokens = max_new_tokens
   config.lora_rank = lora_rank
   config.num_layers = num_layers
-  config.seed = seed
+  config.seeds = (seed,)
   config.prompt_bucket = 1
   config.eval_problems = 0
   llm_grpo.validate_config(config)
@@ -82,10 +82,10 @@ def grpo_config(num_prompts: int, samples_per_prompt: int, max_new_tokens: int, 
 
 def make_agent(config):
   """The GRPO agent on a model that never stops early: every completion has N tokens."""
-  from hrljax.agents import llm_grpo
+  from hrljax.agents import llm_common, llm_grpo
 
-  lm = llm_grpo.load_language_model(config.num_layers, config.dtype, config.lora_rank,
-                                    config.lora_alpha)
+  lm = llm_common.load_language_model(config.num_layers, config.dtype, config.lora_rank,
+                                      config.lora_alpha)
   return llm_grpo.LLMGRPO(config, lm._replace(eos_id=None))
 
 
@@ -141,8 +141,8 @@ def reference_spec(config, problems, threads: int) -> dict:
           "num_generations": config.samples_per_prompt,
           "max_completion_length": config.max_new_tokens, "lora_rank": config.lora_rank,
           "lora_alpha": config.lora_alpha, "learning_rate": config.learning_rate,
-          "beta": config.kl_coef, "epsilon": config.epsilon, "temperature": config.temperature,
-          "max_grad_norm": config.max_grad_norm, "seed": config.seed, "threads": threads,
+          "beta": config.kl_coef, "epsilon": config.clip_epsilon, "temperature": config.temperature,
+          "max_grad_norm": config.max_grad_norm, "seed": config.seeds[0], "threads": threads,
           "num_layers": config.num_layers}
 
 
@@ -226,8 +226,8 @@ def run(num_prompts: int = 4, samples_per_prompt: int = 4, max_new_tokens: int =
   config = grpo_config(num_prompts, samples_per_prompt, max_new_tokens, lora_rank, num_layers,
                        seed)
   agent = make_agent(config)
-  state = agent.init()
-  problems = agent.problems(0)
+  state = agent.init(seed)
+  problems = agent.problems(seed, 0)
   start = time.perf_counter()
   state, _ = our_step(agent, state, problems, jax.random.key(seed))
   first_step_seconds = time.perf_counter() - start

@@ -1,7 +1,7 @@
 """Sampling speed of SmolLM2-135M with the KV cache: hrljax (JAX) against transformers (PyTorch).
 
   python -m experiments.benchmarks.llm_sampling [--batch=8 --prompt_len=32 --new_tokens=64]
-  python -m experiments.benchmarks.llm_sampling --reference_python=/work/refvenv/bin/python \
+  python -m experiments.benchmarks.llm_sampling --reference_python=.venv-ref/bin/python \
       [--single_thread] [--dtype=bfloat16]
 
 Our side: `hrljax.networks.llama.generate` (prefill + `lax.while_loop` of cached decode steps,
@@ -138,8 +138,9 @@ def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 
     raise ValueError(f"reps: expected an int >= 1, got {reps!r}")
   if dtype not in DTYPES:
     raise ValueError(f"dtype: expected one of {DTYPES}, got {dtype!r}")
-  config, params = llm_weights.load_smollm2(num_layers=num_layers or None,
+  fields, params = llm_weights.load_smollm2(num_layers=num_layers or None,
                                             dtype=getattr(jnp, dtype))
+  config = llama.LlamaConfig(**fields, dtype=getattr(jnp, dtype))
   tokenizer = llm_weights.load_tokenizer()
   input_ids = prompts(tokenizer, batch, prompt_len)
   tokens = jnp.asarray(input_ids, jnp.int32)

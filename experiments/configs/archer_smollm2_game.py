@@ -8,7 +8,7 @@ guess on the first turn wins a quarter of the games. Scale up by overrides, e.g.
 `--config.env_kwargs.num_items=16 --config.env_kwargs.num_attributes=4
 --config.env_kwargs.max_turns=6 --config.num_envs=64`.
 
-  python -m hrljax.agents.llm_archer --config=experiments/configs/archer_smollm2_game.py \\
+  python -m experiments.train --config=experiments/configs/archer_smollm2_game.py \\
       --workdir=runs/archer_smollm2
 """
 
@@ -21,17 +21,17 @@ def get_config():
   config.env_kwargs.num_attributes = 2
   config.env_kwargs.num_values = 2
   config.env_kwargs.max_turns = 3
-  config.num_envs = 8
-  config.max_new_tokens = 12
+  config.num_envs = 8  # parallel games, one line each per iteration
+  config.max_new_tokens = 12  # one short line
   config.temperature = 0.7
   # SmolLM2-135M writes the exact commands in under 10% of sampled lines; read its free text
   # and reward understood lines a little so that the actor has a signal before its first wins.
   config.lenient_parsing = True
   config.valid_move_bonus = 0.1
-  config.num_iterations = 40
-  config.critic_updates = 20
-  config.warmup_iters = 3
-  config.actor_learning_rate = 3e-4
-  config.eval_episodes = 16
+  config.num_updates = 40  # iterations
+  config.critic_updates = 20  # critic steps per iteration
+  config.warmup_iters = 3  # critic-only iterations
+  config.actor_learning_rate = 3e-4  # LoRA rate
+  config.eval_episodes = 16  # greedy games per evaluation
   config.eval_every = 20
   return config

@@ -7,7 +7,7 @@ and the lenient answer mode (the last number of an unformatted reply still count
 so that the reward has a correctness part before the format is learnt. Scale up by overrides,
 e.g. `--config.num_prompts=16 --config.samples_per_prompt=16 --config.max_new_tokens=256`.
 
-  python -m hrljax.agents.llm_grpo --config=experiments/configs/grpo_smollm2_arithmetic.py \\
+  python -m experiments.train --config=experiments/configs/grpo_smollm2_arithmetic.py \\
       --workdir=runs/grpo_smollm2
 """
 
@@ -16,15 +16,15 @@ from hrljax.agents import llm_grpo
 
 def get_config():
   config = llm_grpo.get_config()
-  config.num_prompts = 4
-  config.samples_per_prompt = 4
+  config.num_prompts = 4  # problems per update
+  config.samples_per_prompt = 4  # samples per problem
   config.max_new_tokens = 32
   config.temperature = 0.7
   config.learning_rate = 3e-4
-  config.kl_coef = 0.0
-  config.task.answer_mode = "last_number"
+  config.kl_coef = 0.0  # no reference forward pass
+  config.task.answer_mode = "last_number"  # an unformatted reply's last number counts
   config.num_updates = 30
-  config.eval_problems = 16
+  config.eval_problems = 16  # greedy replies per evaluation
   config.eval_every = 10
   config.checkpoint_every = 5
   return config

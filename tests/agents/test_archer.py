@@ -1,10 +1,9 @@
-"""Tests of hrljax.agents.archer (and its warm start, hrljax.agents.token_bc): config checks, the
-objectives' gradients (targets and the other network get none), Polyak and warm-up mechanics of an
-update, advantage normalisation, critic diagnostics, the replayed transitions, a smoke run with
-determinism, the experiment configs, the separately computed warm start, the q_gap gate of the
-warm-up and the 8-device equivalence."""
+"""Tests of hrljax.agents.archer: config checks, the objectives' gradients (targets and the other
+network get none), Polyak and warm-up mechanics of an update, advantage normalisation, critic
+diagnostics, the replayed transitions, a smoke run with determinism, the experiment config, the
+separately computed warm start, critic pretraining, the q_gap gates of the warm-up and the
+8-device equivalence. The shared warm start and helpers: test_token_common.py."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,7 +18,8 @@ import optax
 import pytest
 
 from hrljax import envs
-from hrljax.agents import archer, token_bc
+from hrljax.agents import archer
+from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
@@ -75,7 +75,7 @@ def run():
   return learner, env_params, states, metrics
 
 
-def _replayed(state) -> archer.UtteranceTransition:
+def _replayed(state) -> tc.UtteranceTransition:
   """The items written to the buffer so far."""
   size = int(state.buffer.size)
   return jax.tree.map(lambda x: x[:size], state.buffer.storage)
@@ -86,39 +86,11 @@ def _replayed(state) -> archer.UtteranceTransition:
 # ----------------------------------------------------------------------------------------------
 
 
-def _load_config_module(name: str):
-  path = os.path.join(ROOT, "experiments", "configs", f"{name}.py")
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-def test_default_and_experiment_configs_validate():
+def test_default_and_experiment_configs_validate(experiment_config):
   archer.validate_config(archer.get_config())
-  config = _load_config_module("archer_token_game").get_config()
+  config = experiment_config("archer_token_game")
   archer.validate_config(config, num_devices=2)
   assert config.agent == "archer"
-
-
-def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
-  """`token_game_common.game_config` sets the same game, policy, warm start and evaluation on a
-  bare token-agent config as the ArCHer experiment config uses."""
-  common = _load_config_module("token_game_common")
-  bare = ml_collections.ConfigDict()
-  token_bc.add_config_fields(bare)
-  common.game_config(bare)
-  token_bc.validate_config_fields(bare)
-  archer_config = _load_config_module("archer_token_game").get_config()
-  for field in ("env_name", "d_model", "num_layers", "num_heads", "temperature", "bc_steps",
-                "bc_batch_size", "bc_learning_rate", "bc_dataset_episodes",
-                "bc_random_question_prob", "eval_episodes"):
-    assert bare[field] == archer_config[field], field
-  assert bare.env_kwargs.to_dict() == archer_config.env_kwargs.to_dict()
-  # A perfect questioner needs log2(items) questions and a guess: exactly the turn limit.
-  game = bare.env_kwargs
-  assert game.num_values ** game.num_attributes == game.num_items
-  assert game.max_turns == game.num_attributes + 1
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -195,31 +167,6 @@ def test_num_envs_must_divide_over_devices():
 # ----------------------------------------------------------------------------------------------
 # The warm start and the replayed transitions.
 # ----------------------------------------------------------------------------------------------
-
-
-def test_behaviour_cloning_on_scripted_dialogues_lowers_the_nll():
-  env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
-  config = tiny_config()
-  model = token_bc.make_policy(env_params, config)
-
-  @jax.jit
-  def warm_start(key):
-    data_key, init_key, bc_key = jax.random.split(key, 3)
-    data = token_bc.scripted_dataset(data_key, env, env_params, 8, 0.0)
-    params = token_bc.init_policy_params(init_key, model, env_params)
-    _, losses = token_bc.behaviour_cloning(bc_key, model, params, data, 30, 16, 1e-2)
-    return data, losses
-
-  data, losses = warm_start(jax.random.key(1))
-  assert data.dialogue.shape == (8 * 3, token_game.max_dialogue_len(env_params))
-  assert data.utterance.shape == (8 * 3, env_params.utterance_len)
-  # Every recorded utterance is a valid question or guess of the scripted player.
-  kinds = jax.vmap(lambda u: token_game.parse_utterance(u, env_params).kind)(data.utterance)
-  assert np.all(np.asarray(kinds) != token_game.KIND_INVALID)
-  losses = np.asarray(losses)
-  # Four tokens from a 8 + 2 + 2 + 4 = 16-token vocabulary: 4·log(16) ≈ 11 nats at init.
-  assert losses[0] > 4 * 2.5
-  assert losses[-5:].mean() < 0.5 * losses[0]
 
 
 def test_replayed_transitions_keep_terminated_and_the_true_successor(run):
@@ -349,7 +296,7 @@ def test_critic_diagnostics_separate_successes_from_failures():
                            q_td_error=jnp.asarray(q_target - q), v_error=jnp.zeros_like(q),
                            q_head_loss=jnp.zeros(2), v_head_loss=jnp.zeros(2),
                            loss_sum=jnp.zeros(()), denominator=jnp.ones(()))
-  batch = archer.UtteranceTransition(
+  batch = tc.UtteranceTransition(
       dialogue=jnp.zeros((4, 3), jnp.int32), utterance=jnp.zeros((4, 4), jnp.int32),
       reward=jnp.array([1.0, 0.0, 0.0, 0.0]), next_dialogue=jnp.zeros((4, 3), jnp.int32),
       terminated=jnp.array([True, True, False, True]))
@@ -383,6 +330,19 @@ def test_runs_are_deterministic_and_report_episodes(run):
   assert learner.env_steps_per_update == 12
 
 
+def test_evaluation_plays_the_run_s_fixed_games_whatever_key_the_loop_passes(run):
+  """The loop passes a new key at every evaluation; the learner plays the games of the run's own
+  evaluation key, so an unchanged policy (the warm-up iteration moves only the critic) scores the
+  same at every evaluation: a learning curve shows the policy changing, not new games."""
+  learner, _, states, _ = run
+  evaluate = jax.jit(learner.evaluate)
+  first = evaluate(states[0][0], jax.random.key(1))
+  for state, key in ((states[0][0], jax.random.key(2)), (states[0][1], jax.random.key(3))):
+    for name, value in evaluate(state, key).items():
+      np.testing.assert_array_equal(value, first[name])
+  assert 0.0 <= float(first["eval_return"]) <= 1.0
+
+
 def test_init_from_a_separately_computed_warm_start_is_the_same_state():
   """`init(key, warm_start_policy_params(key, config))` equals `init(key)` (the hook that lets
   the BC start run as its own program)."""
@@ -390,34 +350,15 @@ def test_init_from_a_separately_computed_warm_start_is_the_same_state():
   learner = archer.make_learner(config)
   key = jax.random.key(3)
   whole = jax.jit(learner.init)(key)
-  policy_params = jax.jit(lambda k: archer.warm_start_policy_params(k, config))(key)
+  policy_params = jax.jit(lambda k: tc.warm_start_policy_params(k, config))(key)
   split = jax.jit(learner.init)(key, policy_params)
   for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(split)):
     if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
       a, b = jax.random.key_data(a), jax.random.key_data(b)
     np.testing.assert_array_equal(a, b)
   assert _abs_sum(jax.tree.map(jnp.subtract, policy_params,
-                               jax.jit(lambda k: archer.warm_start_policy_params(
+                               jax.jit(lambda k: tc.warm_start_policy_params(
                                    k, tiny_config(bc_steps=0)))(key))) > 0.0
-
-
-def test_warm_start_transitions_are_the_bc_dataset_with_rewards_and_successors():
-  """The transitions the critic can pretrain on are the BC dataset's utterances (same games), and
-  carry the games' outcomes: rewards only on terminal turns, successors continuing the dialogue."""
-  config = tiny_config(bc_dataset_episodes=16)
-  env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
-  bc_key = jax.random.key(5)
-  transitions = jax.jit(lambda k: archer.warm_start_transitions(k, env, env_params, config))(
-      bc_key)
-  data_key = jax.random.split(jax.random.fold_in(bc_key, token_bc.BC_STREAM), 3)[1]
-  data = token_bc.scripted_dataset(data_key, env, env_params, 16, config.bc_random_question_prob)
-  np.testing.assert_array_equal(transitions.dialogue, data.dialogue)
-  np.testing.assert_array_equal(transitions.utterance, data.utterance)
-  assert transitions.reward.shape == (16 * TINY_GAME["max_turns"],)
-  reward, terminated = np.asarray(transitions.reward), np.asarray(transitions.terminated)
-  assert np.all(reward[~terminated] == 0.0)
-  assert 0 < reward.sum() < terminated.sum()  # some guesses right, some wrong
-  assert not np.array_equal(transitions.next_dialogue, transitions.dialogue)
 
 
 def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic():
@@ -436,25 +377,28 @@ def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic():
                                plain.agent.policy_params)) == 0.0
   env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
   agent_key = jax.random.split(key, 3)[0]
-  expected = archer.warm_start_transitions(archer.bc_key_of(agent_key), env, env_params, config)
+  expected = tc.warm_start_transitions(tc.bc_key_of(agent_key), env, env_params, config)
   np.testing.assert_array_equal(_replayed(pretrained).utterance, expected.utterance)
 
 
-def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes():
+def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes(run):
   """With `warmup_q_gap` out of reach in two iterations the actor never trains
-  (`actor_trained` 0, policy unchanged); with a gate of 0 it trains after `warmup_iters`."""
-  for gap, expected in ((0.99, [0.0, 0.0]), (0.0, [0.0, 1.0])):
-    learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_q_gap=gap))
-    state = jax.jit(learner.init)(jax.random.key(0))
-    start = state.agent.policy_params
-    step = jax.jit(learner.step)
-    trained = []
-    for _ in range(2):
-      state, metrics = step(state)
-      trained.append(float(metrics["actor_trained"]))
-    assert trained == expected, gap
-    moved = _abs_sum(jax.tree.map(jnp.subtract, state.agent.policy_params, start))
-    assert (moved > 0.0) == (gap == 0.0), gap
+  (`actor_trained` 0, policy unchanged); with a gate of 0 (the `run` fixture's config) it trains
+  after `warmup_iters`."""
+  learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_q_gap=0.99))
+  state = jax.jit(learner.init)(jax.random.key(0))
+  start = state.agent.policy_params
+  step = jax.jit(learner.step)
+  trained = []
+  for _ in range(2):
+    state, metrics = step(state)
+    trained.append(float(metrics["actor_trained"]))
+  assert trained == [0.0, 0.0]
+  assert _abs_sum(jax.tree.map(jnp.subtract, state.agent.policy_params, start)) == 0.0
+  _, _, states, open_gate = run
+  assert [float(m["actor_trained"]) for m in open_gate[0]] == [0.0, 1.0]
+  assert _abs_sum(jax.tree.map(jnp.subtract, states[0][-1].agent.policy_params,
+                               states[0][0].agent.policy_params)) > 0.0
 
 
 def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
@@ -464,7 +408,7 @@ def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
   _, _, states, metrics = run
   before, after, later = states[0]
   new = _replayed(after)
-  expected = archer.outcome_means(archer.min_q(before.agent, new), new)["q_gap"]
+  expected = tc.outcome_means(archer.min_q(before.agent, new), new)["q_gap"]
   np.testing.assert_allclose(metrics[0][0]["q_gap_fresh"], expected, rtol=1e-5, atol=1e-6)
   decay = archer.FRESH_GAP_DECAY
   np.testing.assert_allclose(after.fresh_q_gap, (1 - decay) * expected, rtol=1e-5, atol=1e-6)
@@ -549,8 +493,8 @@ def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   """Env carry sharded over 8 devices, replay buffer replicated: the same buffer, policy, critic,
   target critic and metrics as on one device after two iterations (the second trains the actor),
   with SGD so that a wrong gradient scale would show."""
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   assert out["devices"] == 8
@@ -615,7 +559,7 @@ def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(ru
     utterance, _ = transformer.generate(agent.policy, agent.policy_params, dialogue, key,
                                         num_tokens=env_params.utterance_len,
                                         temperature=agent.config.temperature)
-    q = agent.critic.apply(target, dialogue, utterance, token_bc.token_mask(utterance),
+    q = agent.critic.apply(target, dialogue, utterance, tc.token_mask(utterance),
                            method=transformer.UtteranceCritic.q_values)
     return np.asarray(q).reshape(q.shape[0], samples, -1)
 
@@ -623,15 +567,3 @@ def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(ru
   np.testing.assert_allclose(objective(3).v_target, by_hand.mean(axis=1), rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(objective(1).v_target, target_q(1)[:, 0], rtol=1e-5, atol=1e-6)
   assert np.abs(by_hand - by_hand.mean(axis=1, keepdims=True)).max() > 0.0  # samples differ
-
-
-def test_critic_weight_decay_makes_the_critic_optimizer_adamw():
-  """`critic_weight_decay` > 0: with a zero gradient AdamW still shrinks every parameter by
-  lr x decay x parameter (decoupled decay); 0 keeps plain Adam (no change on a zero gradient)."""
-  params = {"w": jnp.array([2.0, -4.0])}
-  zero = {"w": jnp.zeros(2)}
-  shrunk = [2.0 - 0.1 * 0.5 * 2.0, -4.0 + 0.1 * 0.5 * 4.0]
-  for decay, expected in ((0.5, shrunk), (0.0, [2.0, -4.0])):
-    tx = archer.make_optimizer(tiny_config(), 0.1, weight_decay=decay)
-    updates, _ = tx.update(zero, tx.init(params), params)
-    np.testing.assert_allclose(optax.apply_updates(params, updates)["w"], expected, rtol=1e-6)

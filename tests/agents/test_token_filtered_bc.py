@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hrljax import envs
-from hrljax.agents import token_bc, token_filtered_bc
+from hrljax.agents import token_filtered_bc
+from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.networks import transformer
@@ -72,14 +73,14 @@ def setup():
   dialogue = jnp.zeros((4, token_game.max_dialogue_len(env_params)), jnp.int32)
   dialogue = dialogue.at[:, 0].set(token_game.BOS)
   utterance = jnp.stack([token_game.encode_guess(i, env_params) for i in range(4)])
-  data = token_bc.UtteranceData(dialogue=dialogue, utterance=utterance)
+  data = tc.UtteranceData(dialogue=dialogue, utterance=utterance)
   return config, env, env_params, agent, data, jax.jit(lambda a, d, k: a.update(d, k))
 
 
 def _log_likelihood(agent, data):
   logp = transformer.utterance_log_probs(agent.policy, agent.policy_params, data.dialogue,
                                          data.utterance)
-  return np.asarray(jnp.sum(logp * token_bc.token_mask(data.utterance), axis=1))
+  return np.asarray(jnp.sum(logp * tc.token_mask(data.utterance), axis=1))
 
 
 def test_update_without_kept_data_changes_nothing(setup):
@@ -104,9 +105,9 @@ def test_same_warm_start_as_archer(setup):
   """ArCHer's `create` splits its key and warm-starts from the second half (test_token_ppo.py
   checks the equality with ArCHer's agent itself)."""
   config, env, env_params, agent = setup[:4]
-  policy = token_bc.make_policy(env_params, config)
-  want = token_bc.pretrained_policy_params(jax.random.split(jax.random.key(0))[1], policy, env,
-                                           env_params, config)
+  policy = tc.make_policy(env_params, config)
+  want = tc.pretrained_policy_params(jax.random.split(jax.random.key(0))[1], policy, env,
+                                     env_params, config)
   jax.tree.map(np.testing.assert_array_equal, agent.policy_params, want)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hrljax import envs, rollout
-from hrljax.agents import token_bc, token_grpo, token_ppo
+from hrljax.agents import token_grpo
+from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.types import Transition
@@ -100,18 +101,18 @@ def test_loss_at_the_reference_has_zero_kl_and_the_surrogate_gradient(setup):
   REINFORCE surrogate −mean_tokens(A · log π) (ratio 1, nothing clipped; k3 has zero gradient)."""
   config, _, env_params, agent = setup
   batch, _ = token_grpo.make_batch(_episodes(env_params), config)
-  logp, _ = token_ppo.token_log_probs_and_entropy(agent.policy, agent.policy_params,
-                                                  batch.dialogue, batch.utterance, 1.0)
+  logp, _ = tc.token_log_probs_and_entropy(agent.policy, agent.policy_params, batch.dialogue,
+                                           batch.utterance, 1.0)
   batch = batch._replace(log_prob=logp)
 
   def reinforce(params):
-    new_logp, _ = token_ppo.token_log_probs_and_entropy(agent.policy, params, batch.dialogue,
-                                                        batch.utterance, 1.0)
+    new_logp, _ = tc.token_log_probs_and_entropy(agent.policy, params, batch.dialogue,
+                                                 batch.utterance, 1.0)
     mask = batch.mask.astype(jnp.float32)
     return -jnp.sum(batch.advantage * new_logp * mask) / jnp.sum(mask)
 
   (loss, metrics), grads = jax.jit(jax.value_and_grad(
-      lambda p: token_grpo.grpo_loss(p, agent, batch), has_aux=True))(agent.policy_params)
+      lambda p: token_grpo.token_grpo_objective(p, agent, batch), has_aux=True))(agent.policy_params)
   want = jax.jit(jax.grad(reinforce))(agent.policy_params)
   assert abs(float(metrics["kl_to_reference"])) < 1e-6
   assert _norm(grads) > 0
@@ -123,9 +124,9 @@ def test_same_warm_start_as_archer(setup):
   """ArCHer's `create` splits its key and warm-starts from the second half (test_token_ppo.py
   checks the equality with ArCHer's agent itself)."""
   config, env, env_params, agent = setup[:4]
-  policy = token_bc.make_policy(env_params, config)
-  want = token_bc.pretrained_policy_params(jax.random.split(jax.random.key(0))[1], policy, env,
-                                           env_params, config)
+  policy = tc.make_policy(env_params, config)
+  want = tc.pretrained_policy_params(jax.random.split(jax.random.key(0))[1], policy, env,
+                                     env_params, config)
   jax.tree.map(np.testing.assert_array_equal, agent.policy_params, want)
   jax.tree.map(np.testing.assert_array_equal, agent.ref_params, want)
 

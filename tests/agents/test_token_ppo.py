@@ -1,6 +1,7 @@
-"""Tests of hrljax.agents.token_ppo: token-level GAE against a NumPy float64 reference written over
-the compacted stream of read tokens, the loss's gradient routing, config checks, the shared BC
-start and a short run. No learning test (see test_token_filtered_bc.py)."""
+"""Tests of hrljax.agents.token_ppo: token-level GAE per environment (the formula itself is tested
+against a float64 reference in tests/losses/test_hierarchical_critics.py), the objective's
+gradient routing, config checks, the shared BC start and a short run. No learning test (see
+test_token_filtered_bc.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -10,8 +11,10 @@ import pytest
 
 from hrljax import envs
 from hrljax.agents import archer, token_ppo
+from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
+from hrljax.losses import hierarchical_critics as hc
 
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
 
@@ -35,76 +38,25 @@ def tiny_config(**overrides) -> ml_collections.ConfigDict:
   return config
 
 
-def reference_token_gae(reward, terminated, done, value, next_value, mask, gamma, lam, mode):
-  """GAE over the read tokens only, in float64: returns `[T, L]` advantages (0 on unread)."""
-  steps = []
-  for t in range(mask.shape[0]):
-    n = int(mask[t].sum())
-    for j in range(n):
-      last = j == n - 1
-      steps.append(dict(
-          index=(t, j),
-          r=reward[t] if last else 0.0,
-          discount=gamma * (1.0 - terminated[t]) if last else (1.0 if mode == "utterance"
-                                                                  else gamma),
-          v=value[t, j],
-          v_next=next_value[t] if last else value[t, j + 1],
-          done=bool(done[t]) if last else False))
-  out = np.zeros(mask.shape)
-  advantage = 0.0
-  for s in reversed(steps):
-    delta = s["r"] + s["discount"] * s["v_next"] - s["v"]
-    advantage = delta + s["discount"] * lam * (1.0 - s["done"]) * advantage
-    out[s["index"]] = advantage
-  return out
-
-
-def _prefix_mask(lengths, num_tokens):
-  return np.arange(num_tokens)[None, :] < np.asarray(lengths)[:, None]
-
-
-@pytest.mark.parametrize("mode", ["utterance", "token"])
-def test_token_advantages_match_compacted_reference(mode):
+def test_token_advantages_apply_the_loss_to_every_environment():
+  """`token_advantages` is `hc.token_level_advantages` of each environment's time-major slice;
+  environment 0 terminates at step 1 (a new game after), environment 1 is truncated at step 2."""
   rng = np.random.default_rng(0)
-  num_steps, num_envs, num_tokens = 4, 2, 4
-  mask = np.stack([_prefix_mask([4, 2, 3, 1], num_tokens),
-                   _prefix_mask([3, 3, 4, 2], num_tokens)], axis=1)  # [T, N, L]
-  reward = rng.normal(size=(num_steps, num_envs))
-  # Env 0: terminates at step 1 (new game after); env 1: truncated at step 2.
-  terminated = np.array([[0, 0], [1, 0], [0, 0], [0, 0]], bool)
-  done = np.array([[0, 0], [1, 0], [0, 1], [0, 0]], bool)
-  value = rng.normal(size=(num_steps, num_envs, num_tokens))
-  next_value = rng.normal(size=(num_steps, num_envs))
-  config = ml_collections.ConfigDict(dict(gamma=0.9, gae_lambda=0.8, token_discount=mode))
-  got = token_ppo.token_advantages(
-      jnp.asarray(reward, jnp.float32), jnp.asarray(terminated), jnp.asarray(done),
-      jnp.asarray(value, jnp.float32), jnp.asarray(next_value, jnp.float32), jnp.asarray(mask),
-      config)
-  for n in range(num_envs):
-    want = reference_token_gae(reward[:, n], terminated[:, n], done[:, n], value[:, n],
-                               next_value[:, n], mask[:, n], 0.9, 0.8, mode)
-    np.testing.assert_allclose(np.asarray(got[:, n]), want, rtol=1e-5, atol=1e-5)
-
-
-def test_terminal_utterance_hand_computed():
-  """One utterance of 3 read tokens, reward 1, terminated, λ = 1: A_j = 1 − V_j; unread 0."""
-  value = jnp.array([[[0.1, 0.2, 0.3, 0.4]]])
-  got = token_ppo.token_advantages(
-      jnp.ones((1, 1)), jnp.ones((1, 1), bool), jnp.ones((1, 1), bool), value,
-      jnp.full((1, 1), 5.0), jnp.array([[[True, True, True, False]]]),
-      ml_collections.ConfigDict(dict(gamma=0.9, gae_lambda=1.0, token_discount="utterance")))
-  np.testing.assert_allclose(np.asarray(got[0, 0]), [0.9, 0.8, 0.7, 0.0], atol=1e-6)
-
-
-def test_truncation_bootstraps_from_next_dialogue():
-  """Truncated (done, not terminated): the last token bootstraps γ·V(next); nothing beyond."""
-  value = jnp.zeros((2, 1, 4))
-  mask = jnp.asarray(_prefix_mask([1, 1], 4))[:, None, :]
-  got = token_ppo.token_advantages(
-      jnp.array([[0.0], [7.0]]), jnp.zeros((2, 1), bool), jnp.array([[True], [False]]), value,
-      jnp.array([[2.0], [0.0]]), mask,
-      ml_collections.ConfigDict(dict(gamma=0.5, gae_lambda=1.0, token_discount="utterance")))
-  np.testing.assert_allclose(np.asarray(got[:, 0, 0]), [1.0, 7.0], atol=1e-6)
+  lengths = np.array([[4, 3], [2, 3], [3, 4], [1, 2]])
+  mask = np.arange(4)[None, None, :] < lengths[:, :, None]  # [T, N, L]
+  reward = jnp.asarray(rng.normal(size=(4, 2)), jnp.float32)
+  terminated = jnp.array([[0, 0], [1, 0], [0, 0], [0, 0]], bool)
+  done = jnp.array([[0, 0], [1, 0], [0, 1], [0, 0]], bool)
+  value = jnp.asarray(rng.normal(size=(4, 2, 4)), jnp.float32)
+  next_value = jnp.asarray(rng.normal(size=(4, 2)), jnp.float32)
+  config = ml_collections.ConfigDict(dict(gamma=0.9, gae_lambda=0.8, token_gamma=0.9))
+  got = token_ppo.token_advantages(reward, terminated, done, value, next_value,
+                                   jnp.asarray(mask), config)
+  for n in range(2):
+    want = hc.token_level_advantages(reward[:, n], terminated[:, n], done[:, n], value[:, n],
+                                     next_value[:, n], jnp.asarray(mask[:, n]), 0.9, 0.8, 0.9)
+    np.testing.assert_array_equal(np.asarray(got[:, n]), np.asarray(want))
+  assert float(jnp.abs(got).sum()) > 0.0
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +73,8 @@ def _batch(agent, env_params, rows=4, advantage=1.0):
   dialogue = dialogue.at[:, 0].set(token_game.BOS)
   utterance = jnp.stack([token_game.encode_question(i % 2, 1, env_params) for i in range(rows)])
   mask = jax.vmap(token_game.utterance_token_mask)(utterance)
-  log_prob, _ = token_ppo.token_log_probs_and_entropy(agent.policy, agent.policy_params, dialogue,
-                                                      utterance, 1.0)
+  log_prob, _ = tc.token_log_probs_and_entropy(agent.policy, agent.policy_params, dialogue,
+                                               utterance, 1.0)
   zeros = jnp.zeros(utterance.shape, jnp.float32)
   spread = jnp.arange(rows, dtype=jnp.float32) - 1.0  # unequal, so normalisation keeps a signal
   return token_ppo.TokenBatch(dialogue=dialogue, utterance=utterance, log_prob=log_prob,
@@ -144,7 +96,7 @@ def test_loss_gradients_route_to_their_networks(setup):
   def loss(params, floats):
     target, log_prob, value, advantage = floats
     rows = batch._replace(target=target, log_prob=log_prob, value=value, advantage=advantage)
-    return token_ppo.ppo_loss(params, agent, rows)[0]
+    return token_ppo.token_ppo_objective(params, agent, rows)[0]
 
   zero_advantage = jnp.zeros_like(batch.advantage)
 
@@ -163,13 +115,6 @@ def test_loss_gradients_route_to_their_networks(setup):
   assert _norm(zero[0]) == 0.0 and _norm(zero[1]) > 0
 
 
-def test_normalize_advantages_masked():
-  adv = jnp.array([[1.0, 3.0, 100.0]])
-  mask = jnp.array([[True, True, False]])
-  np.testing.assert_allclose(np.asarray(token_ppo.normalize_advantages(adv, mask)),
-                             [[-1.0, 1.0, 0.0]], atol=1e-6)
-
-
 def test_same_warm_start_as_archer(setup):
   """Same seed and warm-start fields: the same initial policy as ArCHer's."""
   config, env, env_params, agent = setup
@@ -182,7 +127,7 @@ def test_same_warm_start_as_archer(setup):
 
 
 @pytest.mark.parametrize("field,value,match", [
-    ("token_discount", "word", "config.token_discount"),
+    ("token_gamma", 1.5, "config.token_gamma"),
     ("num_minibatches", 5, "config.num_minibatches"),
     ("value_d_model", 15, "config.value_d_model"),
     ("gae_lambda", 1.5, "config.gae_lambda"),

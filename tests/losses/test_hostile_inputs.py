@@ -527,6 +527,21 @@ HIERARCHICAL_CRITICS_CASES = {
         hc.filtered_bc_loss, {"token_logp": "lp:B,L", "token_mask": "m:B,L", "keep": "v:B"}),
     "hierarchical_critics.chai_select": Case(
         hc.chai_select, {"q_candidates_tgt": "f:E,B,K"}, output=lambda out: out[1]),
+    "hierarchical_critics.token_stream": Case(
+        hc.token_stream, {"reward": "f:T", "terminated": "b:T", "done": "b:T",
+                          "value": "f:T,L", "next_dialogue_value": "f:T", "mask": "v:T,L"},
+        kw={"gamma": 0.9, "gae_lambda": 0.95},
+        output=lambda out: jnp.stack([out.reward, out.discount, out.value, out.next_value,
+                                      out.lambda_]),
+        bad={"gamma": 1.5, "gae_lambda": -0.1, "token_gamma": 2.0}),
+    "hierarchical_critics.token_level_advantages": Case(
+        hc.token_level_advantages, {"reward": "f:T", "terminated": "b:T", "done": "b:T",
+                                    "value": "f:T,L", "next_dialogue_value": "f:T",
+                                    "mask": "v:T,L"},
+        kw={"gamma": 0.9, "gae_lambda": 0.95}, bad={"gamma": -1.0, "token_gamma": 1.5}),
+    "hierarchical_critics.normalize_token_advantages": Case(
+        hc.normalize_token_advantages, {"advantage": "f:B,L", "mask": "v:B,L"}, rank=(),
+        bad={"eps": -1.0}, why="any shape"),
 }
 
 

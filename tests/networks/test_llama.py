@@ -14,6 +14,12 @@ TINY = llama.smollm2_config(num_layers=2, vocab_size=61, dim=24, num_heads=4, nu
                             hidden_dim=40, max_seq_len=32)
 
 
+def load_smollm2(num_layers=None, dtype=jnp.float32):
+  """SmolLM2's `LlamaConfig` and weights (the loader returns the config's fields)."""
+  fields, params = llm_weights.load_smollm2(num_layers=num_layers, dtype=dtype)
+  return llama.LlamaConfig(**fields, dtype=dtype), params
+
+
 @pytest.fixture(scope="module")
 def tiny_params():
   return llama.init_params(TINY, jax.random.key(0))
@@ -22,7 +28,7 @@ def tiny_params():
 @pytest.fixture(scope="module")
 def smollm2():
   """The full 30-layer model, loaded once for the module."""
-  return llm_weights.load_smollm2()
+  return load_smollm2()
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +131,7 @@ def _numpy_llama(file, config, tokens):
 
 
 def test_logits_match_float64_numpy_forward(tokenizer):
-  config, params = llm_weights.load_smollm2(num_layers=2)
+  config, params = load_smollm2(num_layers=2)
   tokens = tokenizer.encode("The capital of France is").ids
   assert len(tokens) == 5
   expected = _numpy_llama(llm_weights._open(llm_weights.find_gguf_path()), config, tokens)
@@ -135,15 +141,15 @@ def test_logits_match_float64_numpy_forward(tokenizer):
   np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * scale)
 
 
-def test_config_from_gguf_is_smollm2_config():
-  config = llm_weights.config_from_gguf()
-  assert config == llama.smollm2_config()
-  assert llm_weights.config_from_gguf(num_layers=2) == llama.smollm2_config(num_layers=2)
+def test_config_fields_of_the_gguf_are_smollm2_config():
+  assert llama.LlamaConfig(**llm_weights.config_fields()) == llama.smollm2_config()
+  assert llama.LlamaConfig(**llm_weights.config_fields(num_layers=2)) == llama.smollm2_config(
+      num_layers=2)
 
 
 def test_bfloat16_model_close_to_float32():
-  config, params = llm_weights.load_smollm2(num_layers=2)
-  config16, params16 = llm_weights.load_smollm2(num_layers=2, dtype=jnp.bfloat16)
+  config, params = load_smollm2(num_layers=2)
+  config16, params16 = load_smollm2(num_layers=2, dtype=jnp.bfloat16)
   assert config16.dtype == jnp.bfloat16
   assert params16["layers"]["wq"]["kernel"].dtype == jnp.bfloat16
   tokens = jnp.asarray([[504, 3575, 282, 4649, 314]], jnp.int32)

@@ -81,7 +81,7 @@ def test_init_lora_requires_rank():
 
 
 def test_lora_at_initialisation_leaves_pretrained_logits_unchanged():
-  config, params = llm_weights.load_smollm2(num_layers=2)
+  _, params = llm_weights.load_smollm2(num_layers=2)
   config = llama.smollm2_config(num_layers=2, lora_rank=8)
   lora = llama.init_lora(config, jax.random.key(0))
   assert set(lora["layers"]) == set(llama.PROJECTIONS)

@@ -364,3 +364,37 @@ def test_overfit_reproduces_a_fixed_utterance_after_a_game_dialogue():
   assert losses[0] > 2 * 4 * np.log(81) - 2.0  # two utterances of 4 near-uniform tokens
   np.testing.assert_array_equal(tokens, targets)
   assert np.all(np.asarray(log_probs.sum(axis=1)) > np.log(0.9))
+
+
+def test_token_value_network_gives_one_causal_value_per_utterance_token():
+  """V before token j of the utterance, `[B, L]`: unchanged by the utterance's later tokens."""
+  network = tr.TokenValueNetwork(vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2,
+                                 max_len=24)
+  params = network.init(jax.random.key(0), PROMPTS, UTTERANCES)
+  apply = network.apply  # one call each: op-by-op is cheaper than a compile
+  values = np.asarray(apply(params, PROMPTS, UTTERANCES))
+  assert values.shape == UTTERANCES.shape
+  changed = UTTERANCES.copy()
+  changed[:, 3:] = (changed[:, 3:] + 1) % VOCAB
+  # The value before token j sees the dialogue and tokens < j only.
+  np.testing.assert_allclose(np.asarray(apply(params, PROMPTS, changed))[:, :4], values[:, :4],
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_critic_params_from_policy_copy_the_trunk_and_refuse_other_sizes():
+  policy = tr.CausalTransformer(vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2,
+                                max_len=24)
+  critic = tr.UtteranceCritic(vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2,
+                              max_len=20, causal=True)
+  policy_params = policy.init(jax.random.key(0), PROMPTS)
+  critic_params = critic.init(jax.random.key(1), PROMPTS, UTTERANCES)
+  started = tr.critic_params_from_policy(critic_params, policy_params)
+  encoder, trunk = started["params"]["encoder"], policy_params["params"]["trunk"]
+  np.testing.assert_array_equal(encoder["position_embed"]["embedding"],
+                                trunk["position_embed"]["embedding"][:20])
+  np.testing.assert_array_equal(encoder["token_embed"]["embedding"],
+                                trunk["token_embed"]["embedding"])
+  wide = tr.UtteranceCritic(vocab_size=VOCAB, d_model=32, num_layers=1, num_heads=2, max_len=20)
+  with pytest.raises(ValueError, match="policy_params"):
+    tr.critic_params_from_policy(wide.init(jax.random.key(1), PROMPTS, UTTERANCES),
+                                 policy_params)

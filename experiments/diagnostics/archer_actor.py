@@ -1,8 +1,8 @@
 """Can ArCHer's token-level actor improve on its BC start when its advantage is right?
 
-  python -m experiments.archer_actor_diagnostic --config=archer_token_game \
-      --warm_start_cache=/tmp/h1/bc_cache --optimizer=adam --learning_rate=1e-4 \
-      --iterations=100 --eval_every=10 --out=/tmp/h1b/oracle_adam.jsonl
+  python -m experiments.diagnostics.archer_actor --config=archer_token_game \
+      --warm_start_cache=runs/bc_cache --optimizer=adam --learning_rate=1e-4 \
+      --iterations=100 --eval_every=10 --out=runs/diagnostics/actor_oracle_adam.jsonl
 
 ArCHer (Zhou et al., arXiv 2402.19446) moves its token policy with REINFORCE weighted by an
 utterance-level advantage from a learned critic. On the token game no ArCHer run has improved on
@@ -18,7 +18,7 @@ with the advantage computed from the game's exact values instead of a critic:
   the way token PPO counts its `num_envs * num_steps` (steps after an early guess are played but
   not trained on);
 * the return of an utterance: `--advantage=oracle` replaces the final reward of its episode by
-  its expectation given the final dialogue, Q*(s_T, a_T) (`archer_critic_diagnostic.oracle_q`:
+  its expectation given the final dialogue, Q*(s_T, a_T) (`archer_critic.oracle_q`:
   1 / #consistent items for a guess of a consistent item, else 0; every guess ends the game), and
   discounts it by gamma per utterance: R_t = gamma^(T - t) Q*(s_T, a_T). For the final guess this
   is exactly its Q*; for a question it is the Monte-Carlo return with the target's coin flip at
@@ -31,11 +31,11 @@ with the advantage computed from the game's exact values instead of a critic:
   optimizer `--optimizer` (adam with token PPO's eps 1e-5, or sgd) at `--learning_rate` after
   global-norm clipping at the config's `max_grad_norm`, as both agents do.
 
-Seeds: `split(key(config.seed), --num_seeds)`, vmapped, from the BC start of
-`experiments/token_game_curves.py` (same `--warm_start_cache`). Every `--eval_every` iterations
-one JSON line: greedy success per seed on the curve driver's fixed evaluation games (so the BC
-start scores exactly what the curves' iteration 0 does) and the mean sampled success of the
-training games since the previous line.
+Seeds: `--seeds`, vmapped, each from the BC start `python -m experiments.train
+--config.seeds=...` gives it (`common.init_keys`, cached in `--warm_start_cache`). Every
+`--eval_every` iterations one JSON line: greedy success per seed on fixed evaluation games (the
+keys `experiments.train` evaluates the seed with) and the mean sampled success of the training
+games since the previous line.
 """
 
 import os
@@ -44,6 +44,8 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
+from experiments.diagnostics import common
+
 FLAGS = flags.FLAGS
 ADVANTAGES = ("oracle", "monte_carlo")
 OPTIMIZERS = ("adam", "sgd")
@@ -51,7 +53,7 @@ OPTIMIZERS = ("adam", "sgd")
 
 def define_flags() -> None:
   """The command line (defined only when run as a script)."""
-  flags.DEFINE_integer("num_seeds", 3, "Seeds (as in token_game_curves), vmapped.")
+  flags.DEFINE_string("seeds", "0,1,2", "Seeds (as --config.seeds of experiments.train).")
   flags.DEFINE_enum("advantage", "oracle", ADVANTAGES, "Return of an utterance (module doc).")
   flags.DEFINE_enum("optimizer", "adam", OPTIMIZERS, "Actor optimizer.")
   flags.DEFINE_float("learning_rate", 1e-4, "Actor learning rate (token PPO: adam 1e-4).")
@@ -63,7 +65,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("minibatches", 1, "Minibatch steps per pass (token PPO: 4).")
   flags.DEFINE_integer("iterations", 60, "Iterations (60 x 128 = token PPO's 7,680 utterances).")
   flags.DEFINE_integer("eval_every", 10, "Iterations between greedy evaluations.")
-  flags.DEFINE_string("warm_start_cache", None, "token_game_curves' BC cache directory.")
+  flags.DEFINE_string("warm_start_cache", None, "Directory caching the seeds' BC start.")
   flags.DEFINE_string("out", None, "JSONL output (one line per evaluation).")
   config_flags.DEFINE_config_file("config", None, "ArCHer token-game config file or name.",
                                   lock_config=True)
@@ -106,12 +108,12 @@ def turn_baseline_advantage(returns, valid):
 
 def utterance_returns(transitions, valid, env_params, gamma, advantage):
   """The per-utterance return `[T, N]` of `advantage` ("oracle" or "monte_carlo")."""
-  from experiments import archer_critic_diagnostic
-  from hrljax.agents import archer
+  from experiments.diagnostics import archer_critic
+  from hrljax.agents import token_common as tc
 
   if advantage == "oracle":
-    flat = archer.transitions_from_rollout(transitions)
-    final_value = archer_critic_diagnostic.oracle_q(flat, env_params).reshape(
+    flat = tc.transitions_from_rollout(transitions)
+    final_value = archer_critic.oracle_q(flat, env_params).reshape(
         transitions.reward.shape)
   else:
     final_value = transitions.reward
@@ -122,14 +124,14 @@ def actor_minibatch_loss(policy_params, policy, rows, temperature):
   """`archer_actor_loss` on `rows` (dialogue, utterance, advantage, valid), the advantage fed as
   a single Q head with V = 0 (as `archer.actor_objective` feeds a standardised advantage)."""
   import jax.numpy as jnp
-  from hrljax.agents import token_bc
+  from hrljax.agents import token_common as tc
   from hrljax.losses import hierarchical_critics as hc
   from hrljax.networks import transformer
 
   dialogue, utterance, advantage, valid = rows
   token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, utterance,
                                                temperature)
-  loss, _ = hc.archer_actor_loss(token_logp, token_bc.token_mask(utterance), advantage[None],
+  loss, _ = hc.archer_actor_loss(token_logp, tc.token_mask(utterance), advantage[None],
                                  jnp.zeros_like(advantage)[None], valid=valid)
   return loss
 
@@ -152,20 +154,20 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
   `advantage_noise` = sigma > 0 adds independent N(0, sigma^2) noise to every standardised
   advantage, so the actor's weight correlates with the right one by 1 / sqrt(1 + sigma^2): a
   stand-in for a critic whose advantage is only that well correlated with the exact one
-  (`archer_critic_diagnostic.advantage_agreement` measures the learned critic's).
+  (`archer_critic.advantage_agreement` measures the learned critic's).
   """
   import jax
   import jax.numpy as jnp
   import optax
   from hrljax import envs, rollout
-  from hrljax.agents import token_bc, token_ppo
+  from hrljax.agents import token_common as tc
 
   if num_games % minibatches:
     raise ValueError(f"minibatches: expected a divisor of num_games ({num_games}), got "
                      f"{minibatches}")
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
-  sample = token_ppo.sampling_policy(policy, env_params.utterance_len, config.temperature)
+  policy = tc.make_policy(env_params, config)
+  sample = tc.sampling_policy(policy, env_params.utterance_len, config.temperature)
   group_ids = rollout.grouped_ids(num_games, 1)
   max_turns = env_params.max_turns
 
@@ -180,7 +182,7 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
     if advantage_noise:
       noise = jax.random.normal(jax.random.fold_in(shuffle_key, 1), adv.shape)
       adv = jnp.where(valid, adv + advantage_noise * noise, 0.0)
-    rows = tuple(token_ppo.flatten_steps(x) for x in
+    rows = tuple(tc.flatten_steps(x) for x in
                  (transitions.obs, transitions.action, adv, valid))
 
     def epoch(carry, epoch_key):
@@ -206,18 +208,19 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
   return iteration
 
 
-def run(config, num_seeds, advantage, optimizer, learning_rate, adam_eps, num_games, epochs,
+def run(config, seeds, advantage, optimizer, learning_rate, adam_eps, num_games, epochs,
         minibatches, iterations, eval_every, cache_dir, out, advantage_noise=0.0):
   """Trains the actor of every seed against the `advantage` returns; writes the curve to `out`."""
   import jax
-  from experiments import archer_critic_diagnostic, token_game_curves
+  from experiments.diagnostics import common
   from hrljax import envs
-  from hrljax.agents import archer, token_bc, token_ppo
+  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
 
   archer.validate_config(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  keys = jax.random.split(jax.random.key(config.seed), num_seeds)
-  params = token_game_curves.warm_start(archer, config, keys, cache_dir)
+  keys = common.init_keys(seeds)
+  params = common.warm_start(config, seeds, cache_dir)
   tx = make_optimizer(optimizer, learning_rate, adam_eps, config.max_grad_norm)
   opt_state = jax.vmap(tx.init)(params)
   iteration = make_iteration(config, tx, num_games, epochs, minibatches, advantage,
@@ -233,10 +236,10 @@ def run(config, num_seeds, advantage, optimizer, learning_rate, adam_eps, num_ga
     carry, metrics = jax.vmap(one_seed)(carry, run_keys)
     return carry, jax.tree.map(lambda m: m.mean(axis=1), metrics)
 
-  policy = token_bc.make_policy(env_params, config)
-  evaluate = jax.jit(jax.vmap(token_ppo.greedy_evaluation(env, env_params, policy,
-                                                          config.eval_episodes)))
-  eval_keys = token_game_curves.eval_keys(0, num_seeds, True)
+  policy = tc.make_policy(env_params, config)
+  evaluate = jax.jit(jax.vmap(tc.greedy_evaluation(env, env_params, policy,
+                                                   config.eval_episodes)))
+  eval_keys = common.eval_keys(seeds)
   utterances_per_iteration = num_games * env_params.max_turns
   carry = (params, opt_state)
   with open(out, "w") as f:
@@ -245,18 +248,15 @@ def run(config, num_seeds, advantage, optimizer, learning_rate, adam_eps, num_ga
       if done:
         carry, metrics = chunk(carry, run_keys, done - eval_every)
       greedy = evaluate(carry[0], eval_keys)["eval_return"]
-      row = token_game_curves.curve_row(done, done * utterances_per_iteration, greedy, {})
+      row = common.curve_row(done, done * utterances_per_iteration, greedy)
       for name, values in metrics.items():
         row[name] = [round(float(v), 4) for v in values]
-      archer_critic_diagnostic.emit_row(f, row)
+      common.emit_row(f, row)
 
 
 def main(argv):
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments {argv[1:]}")
-  if FLAGS.config is None or not FLAGS.out:
-    sys.exit("error: --config and --out are required")
-  for name in ("num_seeds", "num_games", "epochs", "minibatches", "eval_every"):
+  common.check_command_line(argv, FLAGS.config, FLAGS.out)
+  for name in ("num_games", "epochs", "minibatches", "eval_every"):
     if FLAGS[name].value < 1:
       sys.exit(f"error: --{name}: expected an integer >= 1, got {FLAGS[name].value}")
   if FLAGS.iterations < 0 or FLAGS.iterations % FLAGS.eval_every:
@@ -267,12 +267,11 @@ def main(argv):
   if FLAGS.learning_rate <= 0:
     sys.exit(f"error: --learning_rate: expected > 0, got {FLAGS.learning_rate}")
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  run(FLAGS.config, FLAGS.num_seeds, FLAGS.advantage, FLAGS.optimizer, FLAGS.learning_rate,
+  run(FLAGS.config, common.parse_seeds(FLAGS.seeds), FLAGS.advantage, FLAGS.optimizer, FLAGS.learning_rate,
       FLAGS.adam_eps, FLAGS.num_games, FLAGS.epochs, FLAGS.minibatches, FLAGS.iterations,
       FLAGS.eval_every, FLAGS.warm_start_cache, FLAGS.out, FLAGS.advantage_noise)
 
 
 if __name__ == "__main__":
-  from experiments import token_game_curves
   define_flags()
-  app.run(main, argv=token_game_curves.resolve_config_argument(sys.argv))
+  app.run(main, argv=common.resolve_config_argument(sys.argv))

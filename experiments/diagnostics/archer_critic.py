@@ -1,8 +1,7 @@
 """Does ArCHer's critic learn the token game? The critic alone, on a fixed buffer, vs critic steps.
 
-  python -m experiments.archer_critic_diagnostic --config=archer_token_game \
-      --warm_start_cache=/tmp/h1/bc_cache --steps=400 --out=/tmp/h1/critic_mean.jsonl \
-      --config.critic_readout=last
+  python -m experiments.diagnostics.archer_critic --config=archer_token_game \
+      --warm_start_cache=runs/bc_cache --steps=400 --out=runs/diagnostics/critic.jsonl
 
 ArCHer (Zhou et al., arXiv 2402.19446) moves its token policy with the advantage of an
 utterance-level critic, so the actor can only improve once the critic ranks utterances. On the
@@ -10,12 +9,12 @@ token game a final guess is worth exactly Q*(s, guess i) = [i consistent with th
 (number of consistent items) (the target is uniform over the items the answers leave possible,
 `token_game.consistent_items`); a question on the last turn is worth 0. This script measures how
 fast the critic of a config (any `--config.critic_*` override) learns that, with the policy fixed
-at the behaviour-cloned start of seed `--seed_index` of `split(key(config.seed), --num_seeds)`
-(the same start as `experiments/token_game_curves.py`, read from its `--warm_start_cache`):
+at the behaviour-cloned start of seed `--seed` (the start `python -m experiments.train` gives
+that seed, `common.init_keys`, cached in `--warm_start_cache`):
 
 1. a training buffer of `--buffer_iterations` ArCHer iterations of the BC policy (num_envs games x
    num_steps utterances each; games continue across iterations, as in the run), with
-   `--warm_start_data` also the seed's behaviour-cloning dataset (`archer.warm_start_transitions`,
+   `--warm_start_data` also the seed's behaviour-cloning dataset (`tc.warm_start_transitions`,
    the scripted questioner's games that `config.critic_pretrain_steps` pretrains on), and a
    held-out buffer of `--held_out_iterations` iterations of the BC policy from other games;
 2. `--steps` critic steps of `archer.ArcherAgent.critic_step` (the run's critic update: twin Q on
@@ -32,12 +31,13 @@ at the behaviour-cloned start of seed `--seed_index` of `split(key(config.seed),
    Q*, the advantage the actor would need).
 """
 
-import json
 import os
 import sys
 
 from absl import app, flags
 from ml_collections import config_flags
+
+from experiments.diagnostics import common
 
 FLAGS = flags.FLAGS
 # Held-out dialogues (the first ones) where the critic's advantage is compared with the exact one.
@@ -46,8 +46,7 @@ AGREEMENT_DIALOGUES = 2048
 
 def define_flags() -> None:
   """The command line (defined only when run as a script)."""
-  flags.DEFINE_integer("num_seeds", 3, "Seeds of the cached BC start (as in token_game_curves).")
-  flags.DEFINE_integer("seed_index", 0, "Which of those seeds' BC policy fills the buffers.")
+  flags.DEFINE_integer("seed", 0, "The seed whose BC policy fills the buffers.")
   flags.DEFINE_integer("buffer_iterations", 8, "ArCHer iterations of BC-policy data in the "
                        "training buffer (0: none; then --warm_start_data is needed).")
   flags.DEFINE_integer("held_out_iterations", -1, "ArCHer iterations of BC-policy data in the "
@@ -56,7 +55,7 @@ def define_flags() -> None:
                        "the training buffer.")
   flags.DEFINE_integer("steps", 400, "Critic steps.")
   flags.DEFINE_integer("eval_every", 50, "Critic steps between evaluations.")
-  flags.DEFINE_string("warm_start_cache", None, "token_game_curves' BC cache directory.")
+  flags.DEFINE_string("warm_start_cache", None, "Directory caching the seed's BC start.")
   flags.DEFINE_string("out", None, "JSONL output (one line per evaluation).")
   config_flags.DEFINE_config_file("config", None, "ArCHer token-game config file or name.",
                                   lock_config=True)
@@ -66,16 +65,16 @@ def collect(config, policy_params, key, iterations: int):
   """`iterations` x num_envs x num_steps utterance transitions of the sampling policy, flat."""
   import jax
   from hrljax import envs, rollout
-  from hrljax.agents import archer, token_bc
+  from hrljax.agents import token_common as tc
 
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  sampled = archer.sampling_policy(token_bc.make_policy(env_params, config), config,
-                                   env_params.utterance_len)
+  sampled = tc.sampling_policy(tc.make_policy(env_params, config), env_params.utterance_len,
+                               config.temperature)
   reset_key, rollout_key = jax.random.split(key)
   carry = rollout.reset(env, env_params, reset_key, config.num_envs)
   _, traj = rollout.rollout(env, env_params, sampled, policy_params, carry, rollout_key,
                             iterations * config.num_steps)
-  return archer.transitions_from_rollout(traj)
+  return tc.transitions_from_rollout(traj)
 
 
 def oracle_q(batch, env_params):
@@ -97,8 +96,8 @@ def oracle_q(batch, env_params):
 
 def outcome_gap(values, batch):
   """Mean of `values` over correct guesses minus over failed final utterances."""
-  from hrljax.agents import archer
-  return archer.outcome_means(values, batch)["q_gap"]
+  from hrljax.agents import token_common as tc
+  return tc.outcome_means(values, batch)["q_gap"]
 
 
 def critic_report(agent, train, held_out, oracle_train, oracle_held_out, sample_key=None,
@@ -138,7 +137,8 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
   """
   import jax
   import jax.numpy as jnp
-  from hrljax.agents import archer, token_bc
+  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
   from hrljax.envs import token_game
   from hrljax.losses import hierarchical_critics as hc
   from hrljax.networks import transformer
@@ -149,9 +149,9 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
                                       num_tokens=agent.utterance_len,
                                       temperature=agent.config.temperature)
   out = agent.critic.apply(agent.critic_params, repeated, utterance,
-                           token_bc.token_mask(utterance))
+                           tc.token_mask(utterance))
   critic = hc.archer_advantage(out.q, out.v).reshape(num_samples, batch_size)
-  samples = archer.UtteranceTransition(
+  samples = tc.UtteranceTransition(
       dialogue=repeated, utterance=utterance, reward=jnp.zeros((repeated.shape[0],)),
       next_dialogue=repeated, terminated=jnp.ones((repeated.shape[0],), bool))
   q_star = oracle_q(samples, env_params).reshape(num_samples, batch_size)
@@ -189,15 +189,11 @@ def advantage_agreement(critic, exact, last_turn):
           "adv_sign_centred": agree}
 
 
-def load_policy_params(config, num_seeds: int, seed_index: int, cache_dir):
-  """Seed `seed_index`'s BC start, from token_game_curves' cache (computed and cached if absent)."""
+def load_policy_params(config, seed: int, cache_dir):
+  """Seed `seed`'s BC start (computed and cached if absent) and its init key."""
   import jax
-  from experiments import token_game_curves
-  from hrljax.agents import archer
-
-  keys = jax.random.split(jax.random.key(config.seed), num_seeds)
-  params = token_game_curves.warm_start(archer, config, keys, cache_dir)
-  return jax.tree.map(lambda x: x[seed_index], params), keys[seed_index]
+  params = common.warm_start(config, (seed,), cache_dir)
+  return jax.tree.map(lambda x: x[0], params), common.init_keys((seed,))[0]
 
 
 def training_buffer(config, policy_params, key, seed_key, buffer_iterations, warm_start_data):
@@ -206,7 +202,7 @@ def training_buffer(config, policy_params, key, seed_key, buffer_iterations, war
   import jax
   import jax.numpy as jnp
   from hrljax import envs
-  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
 
   parts = []
   if buffer_iterations:
@@ -214,13 +210,13 @@ def training_buffer(config, policy_params, key, seed_key, buffer_iterations, war
                                                                                  key))
   if warm_start_data:
     env, env_params = envs.make(config.env_name, **config.env_kwargs)
-    bc_key = archer.bc_key_of(jax.random.split(seed_key, 3)[0])
-    parts.append(jax.jit(lambda k: archer.warm_start_transitions(k, env, env_params, config))(
+    bc_key = tc.bc_key_of(jax.random.split(seed_key, 3)[0])
+    parts.append(jax.jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(
         bc_key))
   return jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
 
 
-def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cache_dir, out,
+def run(config, seed, buffer_iterations, steps, eval_every, cache_dir, out,
         held_out_iterations=-1, warm_start_data=False):
   import jax
   from hrljax import envs
@@ -228,7 +224,7 @@ def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cac
 
   archer.validate_config(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy_params, seed_key = load_policy_params(config, num_seeds, seed_index, cache_dir)
+  policy_params, seed_key = load_policy_params(config, seed, cache_dir)
   train_key, held_out_key, agent_key, batch_key = jax.random.split(
       jax.random.fold_in(seed_key, 1), 4)
   if held_out_iterations < 0:
@@ -264,24 +260,13 @@ def run(config, num_seeds, seed_index, buffer_iterations, steps, eval_every, cac
              **{k: round(float(v), 4) for k, v in report(agent).items()},
              **{f"batch_{k}": round(float(metrics[k]), 4) for k in ("q_gap", "critic_loss")
                 if k in metrics}}
-      emit_row(f, row)
-
-
-def emit_row(f, row: dict) -> None:
-  """One JSON line to the open file `f` (flushed, so a stopped run keeps its rows) and stdout."""
-  f.write(json.dumps(row) + "\n")
-  f.flush()
-  print(json.dumps(row), flush=True)
+      common.emit_row(f, row)
 
 
 def main(argv):
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments {argv[1:]}")
-  if FLAGS.config is None or not FLAGS.out:
-    sys.exit("error: --config and --out are required")
-  if not 0 <= FLAGS.seed_index < FLAGS.num_seeds:
-    sys.exit(f"error: --seed_index: expected 0 <= index < --num_seeds={FLAGS.num_seeds}, got "
-             f"{FLAGS.seed_index}")
+  common.check_command_line(argv, FLAGS.config, FLAGS.out)
+  if FLAGS.seed < 0:
+    sys.exit(f"error: --seed: expected an integer >= 0, got {FLAGS.seed}")
   if FLAGS.buffer_iterations < 0 or (FLAGS.buffer_iterations == 0 and not FLAGS.warm_start_data):
     sys.exit(f"error: --buffer_iterations: expected an integer >= 1 (or 0 with "
              f"--warm_start_data), got {FLAGS.buffer_iterations}")
@@ -293,12 +278,11 @@ def main(argv):
     sys.exit(f"error: --eval_every must be >= 1 and --steps >= 0, got {FLAGS.eval_every}, "
              f"{FLAGS.steps}")
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  run(FLAGS.config, FLAGS.num_seeds, FLAGS.seed_index, FLAGS.buffer_iterations, FLAGS.steps,
+  run(FLAGS.config, FLAGS.seed, FLAGS.buffer_iterations, FLAGS.steps,
       FLAGS.eval_every, FLAGS.warm_start_cache, FLAGS.out, FLAGS.held_out_iterations,
       FLAGS.warm_start_data)
 
 
 if __name__ == "__main__":
-  from experiments import token_game_curves
   define_flags()
-  app.run(main, argv=token_game_curves.resolve_config_argument(sys.argv))
+  app.run(main, argv=common.resolve_config_argument(sys.argv))

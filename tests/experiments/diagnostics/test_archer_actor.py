@@ -1,4 +1,4 @@
-"""Tests of experiments/archer_actor_diagnostic.py: the discounted episode returns, the per-turn
+"""Tests of experiments/diagnostics/archer_actor.py: the discounted episode returns, the per-turn
 baseline, and one iteration of the actor on a tiny game, against values computed by hand."""
 
 import types
@@ -8,9 +8,10 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from experiments import archer_actor_diagnostic as diag
+from experiments.diagnostics import archer_actor as diag
 from hrljax import envs
-from hrljax.agents import archer, token_bc
+from hrljax.agents import archer
+from hrljax.agents import token_common as tc
 
 
 def test_episode_returns_discount_the_terminal_value_back_over_the_first_episode():
@@ -39,8 +40,8 @@ def test_one_iteration_trains_on_oracle_returns_of_a_tiny_game():
   config.env_kwargs = ml_collections.ConfigDict(dict(num_items=4, num_attributes=2, max_turns=3))
   config.update(dict(d_model=16, num_layers=1, num_heads=2, critic_d_model=16))
   _, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
-  params = token_bc.init_policy_params(jax.random.key(0), policy, env_params)
+  policy = tc.make_policy(env_params, config)
+  params = tc.init_policy_params(jax.random.key(0), policy, env_params)
   tx = diag.make_optimizer("sgd", 0.1, 1e-5, 1.0)
   iteration = jax.jit(diag.make_iteration(config, tx, num_games=64, epochs=2, minibatches=2,
                                           advantage="oracle"))

@@ -1,12 +1,13 @@
-"""Tests of experiments/archer_critic_diagnostic.py: the exact Q* of final utterances and the
+"""Tests of experiments/diagnostics/archer_critic.py: the exact Q* of final utterances and the
 outcome gap, against values computed by hand from the game's item table."""
 
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import archer_critic_diagnostic as diag
+from experiments.diagnostics import archer_critic as diag
 from experiments.configs import token_game_common
 from hrljax.agents import archer
+from hrljax.agents import token_common as tc
 from hrljax.envs import token_game
 
 PARAMS = token_game.make_params(**token_game_common.GAME)
@@ -28,7 +29,7 @@ def test_oracle_q_is_one_over_the_consistent_items_for_a_consistent_guess():
   question = np.asarray(token_game.encode_question(1, 0, PARAMS))
   utterances = np.stack([np.asarray(token_game.encode_guess(consistent[0], PARAMS)),
                          np.asarray(token_game.encode_guess(inconsistent[0], PARAMS)), question])
-  batch = archer.UtteranceTransition(
+  batch = tc.UtteranceTransition(
       dialogue=jnp.asarray(np.stack([dialogue] * 3)), utterance=jnp.asarray(utterances),
       reward=jnp.asarray([1.0, 0.0, 0.0]), next_dialogue=jnp.asarray(np.stack([dialogue] * 3)),
       terminated=jnp.asarray([True, True, True]))
@@ -45,21 +46,20 @@ def test_training_buffer_adds_the_seed_bc_dataset_after_the_policy_data():
   import jax
   import ml_collections
   from hrljax import envs
-  from hrljax.agents import token_bc
 
   config = archer.get_config()
   config.env_kwargs = ml_collections.ConfigDict(dict(num_items=4, num_attributes=2, max_turns=3))
   config.update(dict(d_model=16, num_layers=1, num_heads=2, num_envs=4, num_steps=3,
                      bc_dataset_episodes=4))
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  policy = token_bc.make_policy(env_params, config)
-  params = token_bc.init_policy_params(jax.random.key(0), policy, env_params)
+  policy = tc.make_policy(env_params, config)
+  params = tc.init_policy_params(jax.random.key(0), policy, env_params)
   seed_key, key = jax.random.key(7), jax.random.key(8)
   both = diag.training_buffer(config, params, key, seed_key, 1, True)
   policy_only = diag.training_buffer(config, params, key, seed_key, 1, False)
   bc_only = diag.training_buffer(config, params, key, seed_key, 0, True)
-  expected = archer.warm_start_transitions(archer.bc_key_of(jax.random.split(seed_key, 3)[0]),
-                                           env, env_params, config)
+  expected = tc.warm_start_transitions(tc.bc_key_of(jax.random.split(seed_key, 3)[0]), env,
+                                       env_params, config)
   assert policy_only.utterance.shape[0] == 4 * 3
   assert bc_only.utterance.shape[0] == 4 * 3  # 4 episodes x max_turns 3
   np.testing.assert_array_equal(bc_only.utterance, expected.utterance)

