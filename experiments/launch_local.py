@@ -20,10 +20,12 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("num_processes", 2, "Processes to start.")
-flags.DEFINE_integer("devices_per_process", None,
-                     "Fake CPU devices per process (XLA_FLAGS); default: leave XLA_FLAGS as is.")
-flags.DEFINE_float("grace_seconds", 10.0, "Time the others get to exit after one fails.")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_integer("num_processes", 2, "Processes to start.")
+  flags.DEFINE_integer("devices_per_process", None,
+                       "Fake CPU devices per process (XLA_FLAGS); default: leave XLA_FLAGS as is.")
+  flags.DEFINE_float("grace_seconds", 10.0, "Time the others get to exit after one fails.")
 
 
 def free_port() -> int:
@@ -95,4 +97,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -14,13 +14,15 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("env", "pointmaze-medium-navigate-v0", "OGBench dataset name.")
-flags.DEFINE_string("out", None, "Output .npz path.", required=True)
-flags.DEFINE_integer("num_episodes", None, "Training episodes (default: OGBench's protocol).")
-flags.DEFINE_integer("max_episode_steps", None, "Steps per episode (default: OGBench's protocol).")
-flags.DEFINE_integer("num_val_episodes", None, "Validation episodes (default num_episodes // 10).")
-flags.DEFINE_float("noise", 0.5, "Standard deviation of the oracle's action noise.")
-flags.DEFINE_integer("seed", 0, "Seed of the whole dataset.")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_string("env", "pointmaze-medium-navigate-v0", "OGBench dataset name.")
+  flags.DEFINE_string("out", None, "Output .npz path.", required=True)
+  flags.DEFINE_integer("num_episodes", None, "Training episodes (default: OGBench's protocol).")
+  flags.DEFINE_integer("max_episode_steps", None, "Steps per episode (default: OGBench's protocol).")
+  flags.DEFINE_integer("num_val_episodes", None, "Validation episodes (default num_episodes // 10).")
+  flags.DEFINE_float("noise", 0.5, "Standard deviation of the oracle's action noise.")
+  flags.DEFINE_integer("seed", 0, "Seed of the whole dataset.")
 
 
 def main(argv):
@@ -45,4 +47,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

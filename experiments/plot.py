@@ -7,10 +7,12 @@ from absl import app, flags
 from hrljax.logging import plot_curves
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("out", None, "PNG path (default: <first workdir>/curve.png).")
-flags.DEFINE_string("y", "episode_return", "Metric on the y axis.")
-flags.DEFINE_string("x", "env_steps", "Metric on the x axis.")
-flags.DEFINE_string("title", None, "Figure title.")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_string("out", None, "PNG path (default: <first workdir>/curve.png).")
+  flags.DEFINE_string("y", "episode_return", "Metric on the y axis.")
+  flags.DEFINE_string("x", "env_steps", "Metric on the x axis.")
+  flags.DEFINE_string("title", None, "Figure title.")
 
 
 def main(argv):
@@ -28,4 +30,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -21,8 +21,10 @@ import numpy as np
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("out", None, "PNG path (default: <workdir>/options.png).")
-flags.DEFINE_integer("seed", None, "Which seed of a several-seed run (default: its first).")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_string("out", None, "PNG path (default: <workdir>/options.png).")
+  flags.DEFINE_integer("seed", None, "Which seed of a several-seed run (default: its first).")
 
 
 def load_config(workdir: str):
@@ -143,4 +145,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -19,11 +19,13 @@ from absl import app, flags
 from hrljax.logging import read_jsonl
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("metric", "episode_return", "Training metric averaged over the run's end.")
-flags.DEFINE_float("last", 0.1, "Fraction of the updates, at the end, to average --metric over.")
-flags.DEFINE_string("steps", None, "START:END: average --metric over the records whose env_steps "
-                    "are in (START, END] instead of the last updates.")
-flags.DEFINE_list("eval", [], "Metrics of the final evaluation to show (default: every eval_*).")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_string("metric", "episode_return", "Training metric averaged over the run's end.")
+  flags.DEFINE_float("last", 0.1, "Fraction of the updates, at the end, to average --metric over.")
+  flags.DEFINE_string("steps", None, "START:END: average --metric over the records whose env_steps "
+                      "are in (START, END] instead of the last updates.")
+  flags.DEFINE_list("eval", [], "Metrics of the final evaluation to show (default: every eval_*).")
 
 
 def window_mean(records: list, metric: str) -> float:
@@ -110,4 +112,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

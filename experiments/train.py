@@ -16,18 +16,20 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workdir", None, "Directory for metrics, config and checkpoints.", required=True)
-flags.DEFINE_integer("num_devices", None, "Devices on the data axis of the mesh (default: all).")
-flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events (needs tensorboardX).")
-flags.DEFINE_string("coordinator_address", None,
-                    "Multi-process runs: host:port of process 0 (with --num_processes and "
-                    "--process_id); every process runs the same command over one global mesh.")
-flags.DEFINE_integer("num_processes", None, "Multi-process runs: how many processes.")
-flags.DEFINE_integer("process_id", None, "Multi-process runs: this process's index.")
-flags.DEFINE_bool("distributed_auto", False,
-                  "Call jax.distributed.initialize() with JAX's cluster auto-detection "
-                  "(TPU pods, SLURM, ...).")
-config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_string("workdir", None, "Directory for metrics, config and checkpoints.", required=True)
+  flags.DEFINE_integer("num_devices", None, "Devices on the data axis of the mesh (default: all).")
+  flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events (needs tensorboardX).")
+  flags.DEFINE_string("coordinator_address", None,
+                      "Multi-process runs: host:port of process 0 (with --num_processes and "
+                      "--process_id); every process runs the same command over one global mesh.")
+  flags.DEFINE_integer("num_processes", None, "Multi-process runs: how many processes.")
+  flags.DEFINE_integer("process_id", None, "Multi-process runs: this process's index.")
+  flags.DEFINE_bool("distributed_auto", False,
+                    "Call jax.distributed.initialize() with JAX's cluster auto-detection "
+                    "(TPU pods, SLURM, ...).")
+  config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -130,5 +132,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   initialize_processes(sys.argv)
   app.run(main)

@@ -54,20 +54,26 @@ FAMILIES = {
         "hiro_relabel", "hac_target", "hac_goal_reward", "hac_hindsight_action",
         "hac_hindsight_goals", "hac_subgoal_test_penalty",
     ),
-    # ArCHer utterance-level critics and token-level actor
+    # ArCHer utterance-level critics and token-level actor, token-level GAE over dialogues
     "hierarchical_critics": (
         "archer_q_targets", "archer_v_targets", "archer_critic_loss", "archer_advantage",
         "archer_actor_loss", "archer_baseline_actor_loss", "offline_archer_critic_loss",
         "offline_archer_actor_loss", "filtered_bc_mask", "filtered_bc_loss", "chai_select",
+        "token_stream", "token_level_advantages", "normalize_token_advantages",
     ),
-    # safety critics, Lagrange multipliers, shields and projections
+    # safety critics, Lagrange multipliers, shields, projections, Recovery RL's recovery policy
     "safety": (
         "risk_value", "qrisk_td_target", "qrisk_loss", "reflex_select", "sqrl_target", "sqrl_loss",
         "sqrl_actor_penalty", "sqrl_lambda_loss", "csc_loss", "lagrange_init", "lagrange_update",
         "lagrange_multiplier_loss", "pid_lagrange_init", "pid_lagrange_update",
         "augmented_lagrangian_penalty", "per_step_cost_budget", "ppo_lag_advantage",
         "lagrangian_combine", "sac_lag_actor_loss", "halfspace_project", "circle_cbf_constraint",
-        "polytope_project", "dalal_safety_layer", "hierarchical_shield",
+        "polytope_project", "dalal_safety_layer", "hierarchical_shield", "critic_projection",
+        "nearest_safe_action", "safe_sampling", "sampling_offsets", "task_recovery_loss",
+    ),
+    # soft actor-critic: soft Q target, twin-critic, actor and temperature losses
+    "soft_actor_critic": (
+        "soft_q_target", "critic_loss", "actor_loss", "temperature_loss",
     ),
 }
 

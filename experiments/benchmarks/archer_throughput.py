@@ -34,10 +34,12 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "ArCHer experiment config file.", lock_config=False)
-flags.DEFINE_integer("batch", 1024, "Dialogues per generated batch and transitions per update.")
-flags.DEFINE_integer("reps", 7, "Timed executions of each program after compile.")
-flags.DEFINE_integer("seed", 0, "PRNG seed.")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  config_flags.DEFINE_config_file("config", None, "ArCHer experiment config file.", lock_config=False)
+  flags.DEFINE_integer("batch", 1024, "Dialogues per generated batch and transitions per update.")
+  flags.DEFINE_integer("reps", 7, "Timed executions of each program after compile.")
+  flags.DEFINE_integer("seed", 0, "PRNG seed.")
 
 
 def build(config, batch: int, seed: int):
@@ -200,5 +202,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   flags.mark_flag_as_required("config")
   app.run(main)

@@ -26,14 +26,16 @@ import tempfile
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("config", "experiments/configs/ppo_cartpole.py", "Experiment config file.")
-flags.DEFINE_integer("num_processes", 2, "Processes of the multi-process run (1 device each).")
-flags.DEFINE_integer("reps", 3, "Repetitions of each setting (alternating).")
-flags.DEFINE_integer("total_timesteps", 131_072, "Env steps of every run.")
-flags.DEFINE_integer("log_every", 16, "Updates per logged chunk.")
-flags.DEFINE_string("out", "experiments/benchmarks/scaling.png", "Where to write the PNG.")
-flags.DEFINE_string("json_out", None, "Optional path for the per-run JSON lines.")
-flags.DEFINE_list("overrides", [], "Extra --config.<field>=value overrides for every run.")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_string("config", "experiments/configs/ppo_cartpole.py", "Experiment config file.")
+  flags.DEFINE_integer("num_processes", 2, "Processes of the multi-process run (1 device each).")
+  flags.DEFINE_integer("reps", 3, "Repetitions of each setting (alternating).")
+  flags.DEFINE_integer("total_timesteps", 131_072, "Env steps of every run.")
+  flags.DEFINE_integer("log_every", 16, "Updates per logged chunk.")
+  flags.DEFINE_string("out", "experiments/benchmarks/scaling.png", "Where to write the PNG.")
+  flags.DEFINE_string("json_out", None, "Optional path for the per-run JSON lines.")
+  flags.DEFINE_list("overrides", [], "Extra --config.<field>=value overrides for every run.")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -148,4 +150,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -31,11 +31,13 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
-flags.DEFINE_integer("reps", 5, "Timed executions after compile (the median is reported).")
-flags.DEFINE_enum("reference", "none", ["none", "purejaxrl"], "Reference run to interleave.")
-flags.DEFINE_string("reference_path", None, "Root of a local purejaxrl checkout.")
-flags.DEFINE_integer("seed", 0, "PRNG seed of the measured runs.")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
+  flags.DEFINE_integer("reps", 5, "Timed executions after compile (the median is reported).")
+  flags.DEFINE_enum("reference", "none", ["none", "purejaxrl"], "Reference run to interleave.")
+  flags.DEFINE_string("reference_path", None, "Root of a local purejaxrl checkout.")
+  flags.DEFINE_integer("seed", 0, "PRNG seed of the measured runs.")
 
 
 def measure(make_train_fn: Callable, key, reps: int, final_return: Callable) -> Callable:
@@ -195,4 +197,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

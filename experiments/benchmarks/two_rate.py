@@ -35,10 +35,12 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("num_envs", ["1", "16"], "Environment batch sizes to time.")
-flags.DEFINE_integer("num_decisions", 20, "Decisions per rollout (K control steps each).")
-flags.DEFINE_integer("reps", 7, "Timed executions per variant after compile (median reported).")
-flags.DEFINE_float("eps_quantile", 0.9, "ε = this quantile of the nominal actions' risks.")
+def define_flags() -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_list("num_envs", ["1", "16"], "Environment batch sizes to time.")
+  flags.DEFINE_integer("num_decisions", 20, "Decisions per rollout (K control steps each).")
+  flags.DEFINE_integer("reps", 7, "Timed executions per variant after compile (median reported).")
+  flags.DEFINE_float("eps_quantile", 0.9, "ε = this quantile of the nominal actions' risks.")
 
 
 def build(num_envs: int, num_decisions: int, eps_quantile: float):
@@ -140,4 +142,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
