@@ -26,6 +26,7 @@ run: $(STAMP)
 	$(PY) -m experiments.plot_options $(RUN) --out=$(RUN)/options.png
 
 test: $(STAMP)
+	$(PY) -m ruff format --check --quiet . || (echo 'run: $(PY) -m ruff format .' && false)
 	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)

@@ -330,6 +330,20 @@ def _progress_record(records: list) -> dict:
   return mean
 
 
+def _periodic_evaluation_due(config, update: int, num_updates: int, at_start: bool = False
+                             ) -> bool:
+  """Whether a periodic evaluation belongs at `update` (the final one is always made).
+
+  At the start of a run (`at_start`) this also covers update 0, where a learning curve starts,
+  and the update of the checkpoint a run resumes from: its evaluation record was written before
+  the checkpoint and dropped by `MetricsLogger.truncate_after`, so it is made again (with the
+  same key, so the same numbers).
+  """
+  if not config.eval_every or update % config.eval_every or update >= num_updates:
+    return False
+  return at_start or update > 0
+
+
 def train(learner: Learner, config, workdir: str, mesh=None,
           logger: Optional[MetricsLogger] = None) -> Any:
   """Runs (or resumes) a whole experiment in `workdir`; returns the final run state.
@@ -360,8 +374,8 @@ def train(learner: Learner, config, workdir: str, mesh=None,
   chunk = chunk.lower(state, jnp.int32(config.log_every)).compile()
   logger.progress(f"compiled the update loop in {time.perf_counter() - start:.1f} s")
   evaluate = _Evaluator(learner, seeds, mesh)
-  if config.eval_every and update == 0:  # a learning curve starts at the initial policy
-    _log_evaluation(logger, seeds, evaluate(state, 0), 0, learner, elapsed)
+  if _periodic_evaluation_due(config, update, learner.num_updates, at_start=True):
+    _log_evaluation(logger, seeds, evaluate(state, update), update, learner, elapsed)
 
   while update < learner.num_updates:
     length = min(config.log_every, learner.num_updates - update)
@@ -378,7 +392,7 @@ def train(learner: Learner, config, workdir: str, mesh=None,
     for record in records:
       logger.write(record)
     logger.progress(format_progress(_progress_record(records), learner.num_updates))
-    if config.eval_every and update % config.eval_every == 0 and update < learner.num_updates:
+    if _periodic_evaluation_due(config, update, learner.num_updates):
       _log_evaluation(logger, seeds, evaluate(state, update), update, learner, elapsed)
     if update % config.checkpoint_every == 0 or update == learner.num_updates:
       checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
@@ -447,13 +461,15 @@ def train_on_host(learner: HostLearner, config, workdir: str,
                       env_steps=update * learner.env_steps_per_update, wall_time=elapsed,
                       **learner.evaluate(state)))
 
-  def evaluation_due() -> bool:
+  def evaluation_due(at_start: bool = False) -> bool:
+    """At the start: update 0, or the evaluation of the resumed checkpoint's update (dropped
+    with the records after it); then every `eval_every` updates and at the end."""
     if learner.evaluate is None:
       return False
-    periodic = config.eval_every and update % config.eval_every == 0
-    return bool(periodic) or update == learner.num_updates
+    return (update == 0 and at_start or update == learner.num_updates
+            or _periodic_evaluation_due(config, update, learner.num_updates, at_start))
 
-  if learner.evaluate is not None and update == 0:
+  if evaluation_due(at_start=True):
     log_evaluation()
   while update < learner.num_updates:
     start = time.perf_counter()

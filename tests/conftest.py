@@ -12,6 +12,8 @@
 import importlib.util
 import os
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # JAX's persistent compilation cache, shared by the xdist workers and the subprocesses they start
 # (which inherit the variable): a program compiled once in the run (the PPO config of the CLI
@@ -51,3 +53,26 @@ def experiment_config():
     return module.get_config()
 
   return load
+
+
+def write_random_walk(path, episodes=4, steps=60, seed=0):
+  """A raw OGBench-layout file: 2-D positions moved by the clipped actions (no ogbench needed)."""
+  rng = np.random.default_rng(seed)
+  obs, actions, terminals = [], [], []
+  for _ in range(episodes):
+    pos = rng.uniform(0, 5, size=2)
+    for t in range(steps):
+      action = np.clip(rng.normal(0, 0.7, size=2), -1, 1)
+      obs.append(pos.copy())
+      actions.append(action)
+      terminals.append(t == steps - 1)
+      pos = pos + 0.1 * action
+  np.savez_compressed(path, observations=np.asarray(obs, np.float32),
+                      actions=np.asarray(actions, np.float32), terminals=np.asarray(terminals))
+  return str(path)
+
+
+@pytest.fixture(scope="session")
+def random_walk_path(tmp_path_factory):
+  """4 random-walk episodes of 60 steps in OGBench's raw layout (a path to the .npz)."""
+  return write_random_walk(tmp_path_factory.mktemp("walk") / "walk.npz")

@@ -279,3 +279,29 @@ def test_host_evaluate_runs_on_each_seed_slice(tmp_path):
 def test_host_learners_train_one_seed(tmp_path):
   with pytest.raises(ValueError, match="config.seeds: a host-driven agent trains one seed"):
     training.run(host_learner(), run_config("toy", seeds=(0, 1)), str(tmp_path))
+
+
+def test_a_run_resumed_at_an_evaluation_update_keeps_that_evaluation(tmp_path):
+  """The evaluation at a checkpoint's update is written before the checkpoint and dropped on
+  resume (with the records after it); the resumed run writes it again, with the same numbers."""
+  config = run_config(log_every=2, checkpoint_every=4, eval_every=4)
+  resumed = str(tmp_path / "resumed")
+  training.train(counting_learner(4), config, resumed)  # stops at the checkpoint at update 4
+  training.train(counting_learner(8), config, resumed)
+  whole = str(tmp_path / "whole")
+  training.train(counting_learner(8), config, whole)
+  strip = lambda rs: [{k: v for k, v in r.items() if k not in ("wall_time",
+                                                              "env_steps_per_second")}
+                      for r in rs]
+  assert strip(read_jsonl(resumed)) == strip(read_jsonl(whole))
+  assert [r["update"] for r in read_jsonl(whole) if r["phase"] == "eval"] == [0, 4, 8]
+
+
+def test_a_host_run_resumed_at_its_end_writes_its_final_evaluation_again(tmp_path):
+  config = run_config("toy", log_every=1, checkpoint_every=1)
+  training.train_on_host(host_learner(num_updates=2), config, str(tmp_path))
+  before = read_jsonl(str(tmp_path / "metrics.jsonl"))
+  training.train_on_host(host_learner(num_updates=2), config, str(tmp_path))
+  after = read_jsonl(str(tmp_path / "metrics.jsonl"))
+  assert [(r["phase"], r["update"]) for r in after] == [(r["phase"], r["update"]) for r in before]
+  assert after[-1] == {**before[-1], "wall_time": after[-1]["wall_time"]}

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# The commands behind every number published in README.md, experiments/results/*.md and
+# experiments/benchmarks/*.md, one block per family. Each block names the page and the numbers it
+# reproduces. Every run goes through `python -m experiments.train` (`--config.seeds=0,1,2` trains
+# the seeds side by side in one program); the tables come from readers of the run directories
+# (`experiments.summarize`, `safety_table`, `ogbench_curves`, `token_game_curves`).
+#
+# Run from the repository root with the project's venv active (`make venv`). This file is a list of
+# commands to copy, not a script to run end to end: the whole list is days of CPU time.
+set -euo pipefail
+
+# ---- flat baseline and options (agents `ppo`, `option_critic`; losses `policy_gradient`, `options`)
+
+# PPO on CartPole-v1 with PureJaxRL's config, seeds 0-4 in one program (README): mean return
+# 500.0 over the last 10% of updates and at the greedy evaluation, every seed.
+python -m experiments.train --config=experiments/configs/ppo_cartpole.py \
+    --workdir=runs/ppo_cartpole --config.seeds=0,1,2,3,4
+python -m experiments.summarize runs/ppo_cartpole --metric=episode_return --last=0.1
+
+# Option-critic on four rooms, the flagship run (README, experiments/results/OPTIONS.md): 12.3
+# steps to the goal at evaluation, mean option duration 5.9.
+make run
+
+# Four rooms with the goal moving after 600k of 1.2M steps, seeds 0-2, one run per seed with its
+# own moved goal (experiments/results/OPTIONS.md): steps per episode in the first 60k steps
+# after the move, option-critic 41.4 / 31.5 / 27.4 vs PPO 117.7 / 102.0 / 115.3; last 60k
+# 19.2 / 19.3 / 18.6 vs 23.1 / 18.9 / 22.2.
+for s in 0 1 2; do
+  for a in option_critic_fourrooms ppo_fourrooms; do
+    python -m experiments.train --config=experiments/configs/$a.py \
+        --workdir=runs/transfer/${a}_s$s --config.seeds=$s --config.env_kwargs.transfer_seed=$s \
+        --config.total_timesteps=1200000 --config.transfer_after=600000
+  done
+done
+for w in 540000:600000 600000:660000 1140000:1200000; do
+  python -m experiments.summarize runs/transfer/option_critic_fourrooms_s{0,1,2} \
+      --metric=episode_length --steps=$w --eval=eval_length
+  python -m experiments.summarize runs/transfer/ppo_fourrooms_s{0,1,2} \
+      --metric=episode_length --steps=$w --eval=eval_length
+done
+
+# PPO throughput against PureJaxRL, same config, interleaved in one process
+# (experiments/benchmarks/README.md).
+python -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py \
+    --reference=purejaxrl --reference_path="$PUREJAXRL"  # a local purejaxrl checkout
+
+# 2 local processes vs 1 (experiments/benchmarks/SCALING.md).
+python -m experiments.benchmarks.scaling
+
+# ---- group-relative (agent `group_relative`, losses `hrljax.losses.group_relative`) ----------
+
+# GiGPO vs GRPO, four rooms with a random start and goal per task, same budget (2.1M env steps),
+# seeds 0-2 (README "GiGPO vs GRPO" row; experiments/results/GROUP_RELATIVE.md): mean success over
+# the last 10% of updates, GiGPO 0.867 +- 0.020 vs GRPO 0.676 +- 0.025.
+python -m experiments.train --config=experiments/configs/gigpo_fourrooms.py \
+    --workdir=runs/gigpo_fourrooms --config.seeds=0,1,2 --config.log_every=1
+python -m experiments.train --config=experiments/configs/grpo_fourrooms.py \
+    --workdir=runs/grpo_fourrooms --config.seeds=0,1,2 --config.log_every=1
+python -m experiments.summarize runs/gigpo_fourrooms runs/grpo_fourrooms --metric=success_rate \
+    --last=0.1
+
+# The same runs at half the budget (GROUP_RELATIVE.md): success over updates 113-128, i.e. env
+# steps (917504, 1048576], GiGPO 0.607 / 0.533 / 0.608, GRPO 0.580 / 0.449 / 0.530.
+python -m experiments.summarize runs/gigpo_fourrooms runs/grpo_fourrooms --metric=success_rate \
+    --steps=917504:1048576
+
+# GiGPO advantages on device vs a dictionary-based NumPy implementation (README "GiGPO
+# advantages" row, experiments/benchmarks/README.md): speed-ups and the largest difference.
+python -m experiments.benchmarks.advantages
+
+# ---------------------------------------------------------------------------------------------
+# Offline goal-conditioned agents on OGBench's point mazes (experiments/results/OGBENCH.md,
+# README "Measured results": medium at 5,000 updates, giant OTA vs HIQL). Every run:
+# `python -m experiments.train` (seeds side by side in one program; OGBench's five-task
+# evaluation on the host every `eval_every` updates and at the end, `periodic_eval_episodes` /
+# `eval_episodes` per task); tables and curves: `python -m experiments.ogbench_curves RUN_DIR...`
+# (reads metrics.jsonl). The budget of every table: batch 256, 256x2 networks, gamma 0.995 on giant.
+# ---------------------------------------------------------------------------------------------
+B="--config.batch_size=256 --config.value_hidden_sizes=(256,256) --config.actor_hidden_sizes=(256,256)"
+
+# The datasets (OGBENCH.md "Setup": OGBench's navigate protocol regenerated locally, seed 0)
+for m in medium large giant; do
+  python -m experiments.make_dataset --env=pointmaze-$m-navigate-v0 \
+      --out=data/pointmaze-$m-navigate-v0.npz --seed=0
+done
+
+# Medium, 2,000 updates, seeds 0-2, 20 episodes per task (OGBENCH.md "Medium maze", 2,000 rows)
+for a in gcivl hiql ota; do
+  python -m experiments.train --config=experiments/configs/${a}_pointmaze.py \
+      --workdir=runs/ogbench/medium_${a}_2k $B --config.seeds=0,1,2 --config.num_updates=2000 \
+      --config.log_every=250 --config.checkpoint_every=1000 --config.eval_episodes=20
+done
+python -m experiments.ogbench_curves runs/ogbench/medium_*_2k --table --out=runs/ogbench/medium_2k.png
+
+# Medium, 5,000 updates, seeds 0-2, periodic evaluation at 2,500 (5 episodes per task), final 20
+# (OGBENCH.md "Medium maze" 2,500 and 5,000 rows; README: OTA 60 %, HIQL 7 %, GCIVL 4 %)
+for a in gcivl hiql ota; do
+  python -m experiments.train --config=experiments/configs/${a}_pointmaze.py \
+      --workdir=runs/ogbench/medium_${a}_5k $B --config.seeds=0,1,2 --config.num_updates=5000 \
+      --config.log_every=250 --config.checkpoint_every=2500 --config.eval_every=2500 \
+      --config.periodic_eval_episodes=5 --config.eval_episodes=20
+done
+python -m experiments.ogbench_curves runs/ogbench/medium_*_5k --table --out=runs/ogbench/medium_5k.png
+# the path_values diagnostics of OGBENCH.md Appendix B: --y=task<k>_v_start, task<k>_vh_start,
+# task<k>_action_cos on the same run directories
+python -m experiments.ogbench_curves runs/ogbench/medium_*_5k --table --y=task1_action_cos \
+    --out=runs/ogbench/medium_5k_cos.png
+
+# Large and giant, 2,000 updates, seed 0, 20 episodes per task (OGBENCH.md "Large and giant")
+for m in large giant; do
+  G=""; [ $m = giant ] && G="--config.gamma=0.995"
+  for a in gcivl hiql ota; do
+    python -m experiments.train --config=experiments/configs/${a}_pointmaze.py \
+        --workdir=runs/ogbench/${m}_${a}_2k $B $G --config.env_name=pointmaze-$m-navigate-v0 \
+        --config.dataset_path=data/pointmaze-$m-navigate-v0.npz --config.seeds=0 \
+        --config.num_updates=2000 --config.log_every=250 --config.checkpoint_every=1000 \
+        --config.eval_episodes=20
+  done
+done
+python -m experiments.ogbench_curves runs/ogbench/large_*_2k runs/ogbench/giant_*_2k --table \
+    --out=runs/ogbench/large_giant_2k.png
+
+# Giant, 3,000 updates, seed 0, 10 episodes per task (OGBENCH.md "Large and giant", 3,000 rows)
+for a in hiql ota; do
+  python -m experiments.train --config=experiments/configs/${a}_pointmaze.py \
+      --workdir=runs/ogbench/giant_${a}_3k $B --config.gamma=0.995 \
+      --config.env_name=pointmaze-giant-navigate-v0 \
+      --config.dataset_path=data/pointmaze-giant-navigate-v0.npz --config.seeds=0 \
+      --config.num_updates=3000 --config.log_every=250 --config.checkpoint_every=1000 \
+      --config.eval_episodes=10
+done
+
+# Giant OTA vs HIQL, seed 0, long runs: periodic evaluations every 5,000 updates (8 episodes per
+# task), final 20; OTA to 73,500, HIQL to 60,500 updates (OGBENCH.md "OTA vs HIQL on the giant
+# maze"; README: OTA 64 % at 73,500, HIQL 0 % through 60,500). Several hours each; a stopped run
+# resumes from its latest checkpoint with the same command.
+for a in ota:73500 hiql:60500; do
+  python -m experiments.train --config=experiments/configs/${a%:*}_pointmaze.py \
+      --workdir=runs/ogbench/giant_${a%:*}_long $B --config.gamma=0.995 \
+      --config.env_name=pointmaze-giant-navigate-v0 \
+      --config.dataset_path=data/pointmaze-giant-navigate-v0.npz --config.seeds=0 \
+      --config.num_updates=${a#*:} --config.log_every=500 --config.checkpoint_every=2000 \
+      --config.eval_every=5000 --config.periodic_eval_episodes=8 --config.eval_episodes=20
+done
+python -m experiments.ogbench_curves runs/ogbench/giant_ota_long runs/ogbench/giant_hiql_long \
+    --table --out=runs/ogbench/giant_long.png
+python -m experiments.ogbench_curves runs/ogbench/giant_ota_long --table --y=task2_vh_start \
+    --out=runs/ogbench/giant_vh.png
+
+# HIQL update throughput vs OGBench's own JAX HIQL, batch 1024, OGBench sizes (benchmarks/HIQL.md;
+# README: 1.00x updates per CPU second). Needs OGBench's impls/ folder outside this repository.
+python -m experiments.benchmarks.hiql_throughput --reference_path="$OGBENCH/impls"  # a local ogbench checkout --rounds=5 --updates=5
+
+# Point-maze dataset generation speed, generate vs the plain protocol loop (OGBENCH.md Appendix D)
+python -m experiments.benchmarks.pointmaze_generation --env=pointmaze-medium-navigate-v0 \
+    --episodes=1 --steps=1001 --reps=3
+
+# ---- safety: PointHazard-v0 (experiments/results/SAFETY.md; README's PointHazard rows) ----
+# Every run trains its seeds side by side in one program; `experiments.safety_table <dirs>` prints
+# the table's numbers (violating steps in training, last-10% training return/cost, evaluation).
+
+# Off-policy table, seeds 0-2, 30k control steps (README "PointHazard, off-policy"): SAC,
+# two-rate SAC (Bresa with the reflex off), Recovery RL, Bresa.
+python -m experiments.train --config=experiments/configs/sac_pointhazard.py --config.seeds=0,1,2 --workdir=runs/safety/sac
+python -m experiments.train --config=experiments/configs/bresa_pointhazard.py --config.seeds=0,1,2 --config.reflex=False --config.risk_updates_per_step=0 --config.risk_pretrain_updates=0 --workdir=runs/safety/two_rate_sac
+python -m experiments.train --config=experiments/configs/recovery_rl_pointhazard.py --config.seeds=0,1,2 --workdir=runs/safety/recovery_rl
+python -m experiments.train --config=experiments/configs/bresa_pointhazard.py --config.seeds=0,1,2 --workdir=runs/safety/bresa
+for run in sac two_rate_sac recovery_rl bresa; do python -m experiments.safety_table runs/safety/$run; done
+
+# The safe off-policy variants that meet the thresholds, seeds 0-17 (0-2 and 0-8 are subsets):
+# Recovery RL with the switch at 0.9 and a hinge penalty; Bresa with the reflex at 0.9 and ν = 5.
+python -m experiments.train --config=experiments/configs/recovery_rl_lagrangian_pointhazard.py --config.seeds=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --workdir=runs/safety/recovery_rl_lagrangian
+python -m experiments.train --config=experiments/configs/bresa_lagrangian_pointhazard.py --config.seeds=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --workdir=runs/safety/bresa_lagrangian
+python -m experiments.safety_table runs/safety/recovery_rl_lagrangian
+python -m experiments.safety_table runs/safety/bresa_lagrangian
+
+# On-policy table, seeds 0-2, 240k control steps, cost limit 1 (README "PointHazard, on-policy"):
+# PPO, PPO-Lagrangian, PID-Lagrangian, shielded PPO.
+for config in ppo_pointhazard ppo_lagrangian_pointhazard ppo_pid_lagrangian_pointhazard shielded_ppo_pointhazard; do
+  python -m experiments.train --config=experiments/configs/$config.py --config.seeds=0,1,2 --workdir=runs/safety/$config
+  python -m experiments.safety_table runs/safety/$config
+done
+
+# Return against cost, one point per seed (the SAFETY.md pictures).
+python -m experiments.plot_safety --runs=runs/safety/sac,runs/safety/two_rate_sac,runs/safety/recovery_rl,runs/safety/bresa --out=offpolicy_return_vs_cost.png
+python -m experiments.plot_safety --runs=runs/safety/ppo_pointhazard,runs/safety/ppo_lagrangian_pointhazard,runs/safety/ppo_pid_lagrangian_pointhazard,runs/safety/shielded_ppo_pointhazard --cost_limit=1 --out=onpolicy_return_vs_cost.png
+
+# Reflex speed of the two-rate rollout (README "Bresa reflex on vs off").
+python -m experiments.benchmarks.two_rate
+
+# ---------------------------------------------------------------------------------------------
+# Token game and language-model agents (experiments/results/ARCHER.md, experiments/benchmarks/LLM.md,
+# README "Measured results"). Every run: `python -m experiments.train` (seeds vmapped in one
+# program, greedy evaluation on the learner's fixed evaluation games every `eval_every` updates);
+# tables and curves: `python -m experiments.token_game_curves RUN_DIR...` (reads metrics.jsonl).
+# ---------------------------------------------------------------------------------------------
+
+# ArCHer vs token PPO on the token game, seeds 0-2, same BC start per seed
+# (ARCHER.md "Result: token PPO reaches every bar first"; README token-game paragraph: bars 0.80 / 0.85 / 0.90)
+python -m experiments.train --config=experiments/configs/token_ppo_token_game.py \
+    --workdir=runs/token_game/ppo --config.seeds=0,1,2 --config.log_every=5 --config.eval_every=5 \
+    --config.total_timesteps=12800
+python -m experiments.train --config=experiments/configs/archer_token_game.py \
+    --workdir=runs/token_game/archer --config.seeds=0,1,2 --config.log_every=2 \
+    --config.eval_every=2 \
+    --config.actor_learning_rate=1e-4 --config.actor_updates=16 \
+    --config.actor_baseline_samples=4 --config.critic_updates=100 --config.total_timesteps=10240
+python -m experiments.token_game_curves runs/token_game/ppo runs/token_game/archer \
+    --labels=PPO,ArCHer --bars=0.8,0.85,0.9 --png=runs/token_game/archer_vs_ppo.png
+
+# The same on a second seed set (ARCHER.md, seed set B: bars 0.90 / 0.95 / 1.00)
+python -m experiments.train --config=experiments/configs/token_ppo_token_game.py \
+    --workdir=runs/token_game_b/ppo --config.seeds=3,4,5 --config.log_every=5 \
+    --config.eval_every=5 \
+    --config.total_timesteps=6400
+python -m experiments.train --config=experiments/configs/archer_token_game.py \
+    --workdir=runs/token_game_b/archer --config.seeds=3,4,5 --config.log_every=2 \
+    --config.eval_every=2 \
+    --config.actor_learning_rate=1e-4 --config.actor_updates=16 \
+    --config.actor_baseline_samples=4 --config.critic_updates=100 --config.total_timesteps=6144
+python -m experiments.token_game_curves runs/token_game_b/ppo runs/token_game_b/archer \
+    --labels=PPO,ArCHer --bars=0.9,0.95,1.0
+
+# Token PPO, filtered BC and GRPO to 25,600 utterances per seed (ARCHER.md "Baselines";
+# README: filtered BC 0.92 at 14,080, GRPO at most 0.86 within 25,600)
+python -m experiments.train --config=experiments/configs/token_ppo_token_game.py \
+    --workdir=runs/token_game/ppo_25600 --config.seeds=0,1,2 --config.log_every=10 \
+    --config.eval_every=10
+python -m experiments.train --config=experiments/configs/token_filtered_bc_token_game.py \
+    --workdir=runs/token_game/fbc --config.seeds=0,1,2 --config.log_every=10 --config.eval_every=10
+python -m experiments.train --config=experiments/configs/token_grpo_token_game.py \
+    --workdir=runs/token_game/grpo --config.seeds=0,1,2 --config.log_every=10 --config.eval_every=10
+python -m experiments.token_game_curves runs/token_game/ppo_25600 runs/token_game/fbc \
+    runs/token_game/grpo --labels=PPO,FilteredBC,GRPO --bars=0.9
+
+# ArCHer with actor settings that learn, and the fresh-games gate (ARCHER.md "ArCHer with actor
+# settings that learn": 0.849 at 10,240; 0.816 at 6,144; 0.878 from 5,120; 0.738 at 5,120)
+python -m experiments.train --config=experiments/configs/archer_token_game.py \
+    --workdir=runs/token_game/archer_a16 --config.seeds=0,1,2 --config.log_every=4 \
+    --config.eval_every=4 --config.checkpoint_every=40 \
+    --config.actor_learning_rate=1e-4 --config.actor_updates=16 --config.total_timesteps=10240
+python -m experiments.train --config=experiments/configs/archer_token_game.py \
+    --workdir=runs/token_game/archer_a16_k4 --config.seeds=0,1,2 --config.log_every=4 \
+    --config.eval_every=4 --config.checkpoint_every=40 \
+    --config.actor_learning_rate=1e-4 --config.actor_updates=16 \
+    --config.actor_baseline_samples=4 --config.total_timesteps=6144
+python -m experiments.train --config=experiments/configs/archer_token_game.py \
+    --workdir=runs/token_game/archer_best --config.seeds=0,1,2 --config.log_every=4 \
+    --config.eval_every=4 --config.checkpoint_every=40 \
+    --config.actor_learning_rate=1e-4 --config.actor_updates=16 \
+    --config.actor_baseline_samples=4 --config.critic_updates=100 --config.total_timesteps=7680
+python -m experiments.train --config=experiments/configs/archer_token_game.py \
+    --workdir=runs/token_game/archer_best_gate --config.seeds=0,1,2 --config.log_every=4 \
+    --config.eval_every=4 --config.checkpoint_every=40 \
+    --config.actor_learning_rate=1e-4 --config.actor_updates=16 \
+    --config.actor_baseline_samples=4 --config.critic_updates=100 \
+    --config.warmup_fresh_q_gap=0.3 --config.total_timesteps=5120
+python -m experiments.token_game_curves runs/token_game/archer_a16 runs/token_game/archer_a16_k4 \
+    runs/token_game/archer_best runs/token_game/archer_best_gate \
+    --labels=A16,A16_K4,Best,BestGate --bars=0.9
+
+# The config's own ArCHer settings (ARCHER.md appendix: no gain over the BC start)
+python -m experiments.train --config=experiments/configs/archer_token_game.py \
+    --workdir=runs/token_game/archer_config --config.seeds=0,1,2 --config.log_every=4 \
+    --config.eval_every=4 --config.checkpoint_every=40 \
+    --config.total_timesteps=4608
+
+# ArCHer's actor loss against the exact advantage (ARCHER.md "The actor loss against an exact
+# advantage"; README: the actor loss learns at PPO's rate)
+for args in "--optimizer=adam --learning_rate=1e-4" "--optimizer=sgd --learning_rate=0.01" \
+    "--advantage=monte_carlo" "--epochs=1 --minibatches=1" \
+    "--epochs=1 --minibatches=1 --optimizer=sgd --learning_rate=0.01" \
+    "--advantage_noise=2" "--advantage_noise=5" "--advantage_noise=2 --optimizer=sgd \
+    --learning_rate=0.01"; do
+  name=$(echo "$args" | tr -d ' -' | tr '=' '_')
+  python -m experiments.diagnostics.archer_actor --config=archer_token_game --seeds=0,1,2 \
+      --iterations=100 --eval_every=10 $args --out=runs/diagnostics/actor_$name.jsonl
+done
+
+# The learned critic against the exact values (ARCHER.md "How good is the learned critic's
+# advantage?"; README: advantage correlation 0.05-0.20)
+python -m experiments.diagnostics.archer_critic --config=archer_token_game --seed=0 --steps=400 \
+    --eval_every=100 --out=runs/diagnostics/critic.jsonl
+python -m experiments.diagnostics.archer_critic --config=archer_token_game --seed=0 \
+    --buffer_iterations=32 --steps=800 --eval_every=400 --out=runs/diagnostics/critic_8192.jsonl
+python -m experiments.diagnostics.archer_critic --config=archer_token_game --seed=0 --steps=1600 \
+    --eval_every=200 --out=runs/diagnostics/critic_long.jsonl
+python -m experiments.diagnostics.archer_critic --config=archer_token_game --seed=0 --steps=400 \
+    --eval_every=50 --config.critic_init=random --config.critic_causal=False \
+    --config.critic_readout=mean --out=runs/diagnostics/critic_scratch.jsonl
+
+# ArCHer update vs token PPO's gradient step (README; ARCHER.md "Throughput": 1.42 s vs 0.48 s)
+python -m experiments.benchmarks.archer_throughput \
+    --config=experiments/configs/archer_token_game.py --batch=1024 --reps=7
+
+# GRPO + LoRA on SmolLM2-135M, arithmetic, seed 0, 30 updates (README: greedy reward 0.375 -> 1.44)
+python -m experiments.train --config=experiments/configs/grpo_smollm2_arithmetic.py \
+    --workdir=runs/grpo_smollm2 --config.seeds=0
+# ArCHer + LoRA on SmolLM2-135M, text guessing game, seed 0, 40 iterations (README)
+python -m experiments.train --config=experiments/configs/archer_smollm2_game.py \
+    --workdir=runs/archer_smollm2 --config.seeds=0
+
+# SmolLM2 sampling and one GRPO step vs transformers / TRL (README; LLM.md "Result")
+make bench-llm
+
