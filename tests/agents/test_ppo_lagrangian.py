@@ -187,7 +187,7 @@ def test_cost_gae_bootstraps_on_truncation_not_on_termination():
   wrap = lambda o, cost: SafetyObservation(
       obs=o, cost=cost, episode_cost=cost, episode_violations=jnp.ones((1, 2), jnp.int32),
       intervened=jnp.zeros((1, 2), bool))
-  traj = rollout.Transition(
+  traj = Transition(
       obs=wrap(obs, jnp.zeros((1, 2))), action=jnp.zeros((1, 2, 2)), reward=jnp.zeros((1, 2)),
       terminated=jnp.array([[True, False]]), truncated=jnp.array([[False, True]]),
       next_obs=wrap(next_obs, jnp.ones((1, 2))),

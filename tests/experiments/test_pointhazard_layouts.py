@@ -67,40 +67,37 @@ def test_unknown_layout_names_the_argument_value_and_choices():
     config_module("bresa_pointhazard").get_config("zigzag")
 
 
-def test_run_name_keeps_the_layout():
-  assert safety_table.run_name("experiments/configs/bresa_pointhazard.py") == "bresa_pointhazard"
-  assert (safety_table.run_name("experiments/configs/bresa_pointhazard.py:random_hazards")
-          == "bresa_pointhazard-random_hazards")
-
-
-def test_safety_table_passes_the_layout_from_the_command_line(tmp_path):
-  """`safety_table` gets the argument through its config flag: the written config has
-  `randomize_hazards` and the workdir is named after the layout."""
+def test_train_passes_the_layout_from_the_command_line(tmp_path):
+  """`experiments.train` gets the argument through its config flag: the written config has
+  `randomize_hazards`."""
   tiny = ["--config.hidden_sizes=(16,)", "--config.risk_hidden_sizes=(16,)",
           "--config.batch_size=16", "--config.risk_batch_size=16", "--config.num_envs=2",
           "--config.buffer_size=256", "--config.risk_buffer_size=256",
           "--config.learning_starts=8", "--config.risk_pretrain_updates=2",
-          "--config.total_timesteps=32"]
+          "--config.total_timesteps=32", "--config.log_every=2", "--config.checkpoint_every=16",
+          "--config.eval_episodes=2"]
+  workdir = tmp_path / "random_hazards"
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.safety_table",
-       "--config=experiments/configs/recovery_rl_pointhazard.py:random_hazards", "--seeds=0",
-       f"--workdir={tmp_path}", *tiny],
+      [sys.executable, "-m", "experiments.train",
+       "--config=experiments/configs/recovery_rl_pointhazard.py:random_hazards",
+       "--config.seeds=0", f"--workdir={workdir}", *tiny],
       cwd=REPO, capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr[-2000:]
-  row = json.loads(result.stdout.strip().splitlines()[-1])
+  row = safety_table.table_row([str(workdir)])
   assert row["agent"] == "recovery_rl" and row["env_steps"] == 32
-  with open(tmp_path / "recovery_rl_pointhazard-random_hazards_s0" / "config.json") as f:
+  with open(workdir / "config.json") as f:
     assert json.load(f)["env_kwargs"] == {"randomize_hazards": True}
 
 
-def test_unknown_layout_on_the_command_line_fails_before_training():
+def test_unknown_layout_on_the_command_line_fails_before_training(tmp_path):
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.safety_table",
-       "--config=experiments/configs/sac_pointhazard.py:zigzag", "--seeds=0"],
+      [sys.executable, "-m", "experiments.train",
+       "--config=experiments/configs/sac_pointhazard.py:zigzag", "--config.seeds=0",
+       f"--workdir={tmp_path / 'run'}"],
       cwd=REPO, capture_output=True, text=True, timeout=300)
   assert result.returncode != 0
   assert "unknown PointHazard layout 'zigzag'" in result.stderr
-  assert "training" not in result.stderr
+  assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("layout", sorted(pointhazard_layouts.LAYOUTS))
