@@ -5,9 +5,26 @@
 
 import importlib
 
-AGENTS = ("ppo", "sac", "option_critic", "group_relative", "gcivl", "hiql", "ota", "hilp",
-          "ppo_lagrangian", "shielded_ppo", "recovery_rl", "bresa", "archer", "token_ppo",
-          "token_filtered_bc", "token_grpo", "llm_grpo", "llm_archer")
+AGENTS = (
+  "ppo",
+  "sac",
+  "option_critic",
+  "group_relative",
+  "gcivl",
+  "hiql",
+  "ota",
+  "hilp",
+  "ppo_lagrangian",
+  "shielded_ppo",
+  "recovery_rl",
+  "bresa",
+  "archer",
+  "token_ppo",
+  "token_filtered_bc",
+  "token_grpo",
+  "llm_grpo",
+  "llm_archer",
+)
 
 
 def get(name: str):

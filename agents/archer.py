@@ -124,12 +124,29 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.one_of(config, "advantage_normalization", ADVANTAGE_NORMALIZATIONS)
   tc.non_negative_int(config, "train_eval_episodes", "warmup_iters", "critic_pretrain_steps")
-  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "buffer_size",
-                      "batch_size", "critic_updates", "actor_updates", "num_critics",
-                      "critic_d_model", "critic_num_layers", "eval_episodes", "rollout_unroll",
-                      "actor_baseline_samples", "critic_v_samples")
-  checks.divisible(config, "batch_size", config.actor_baseline_samples,
-                   "config.actor_baseline_samples (dialogues x samples per actor batch)")
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "buffer_size",
+    "batch_size",
+    "critic_updates",
+    "actor_updates",
+    "num_critics",
+    "critic_d_model",
+    "critic_num_layers",
+    "eval_episodes",
+    "rollout_unroll",
+    "actor_baseline_samples",
+    "critic_v_samples",
+  )
+  checks.divisible(
+    config,
+    "batch_size",
+    config.actor_baseline_samples,
+    "config.actor_baseline_samples (dialogues x samples per actor batch)",
+  )
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.non_negative(config, "critic_weight_decay")
   for field in ("warmup_q_gap", "warmup_fresh_q_gap"):
@@ -144,13 +161,16 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "critic_init", CRITIC_INITS)
   checks.one_of(config, "critic_causal", (True, False))
   if config.critic_init == "policy":
-    for critic_field, policy_field in (("critic_d_model", "d_model"),
-                                       ("critic_num_layers", "num_layers")):
+    for critic_field, policy_field in (
+      ("critic_d_model", "d_model"),
+      ("critic_num_layers", "num_layers"),
+    ):
       if config[critic_field] != config[policy_field]:
         raise checks.ConfigError(
-            f"config.{critic_field}: expected config.{policy_field} ({config[policy_field]}) "
-            f"because config.critic_init is 'policy' (the critic's encoder is a copy of the "
-            f"policy's trunk), got {config[critic_field]}")
+          f"config.{critic_field}: expected config.{policy_field} ({config[policy_field]}) "
+          f"because config.critic_init is 'policy' (the critic's encoder is a copy of the "
+          f"policy's trunk), got {config[critic_field]}"
+        )
   tc.check_heads_divide(config, "critic_d_model")
   tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
@@ -162,8 +182,10 @@ def check_gap_threshold(config, field: str) -> None:
   """`config.<field>` is a q_gap gate: a number in [0, 1) (0: off)."""
   value = config[field]
   if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-    raise checks.ConfigError(f"config.{field}: expected a number in [0, 1) (0: off; the gap is "
-                             f"at most 1, for a game where every guess is sure), got {value!r}")
+    raise checks.ConfigError(
+      f"config.{field}: expected a number in [0, 1) (0: off; the gap is "
+      f"at most 1, for a game where every guess is sure), got {value!r}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,10 +193,16 @@ def check_gap_threshold(config, field: str) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def critic_objective(critic_params: PyTree, target_critic_params: PyTree, policy_params: PyTree,
-                     critic: transformer.UtteranceCritic, policy: transformer.CausalTransformer,
-                     batch: tc.UtteranceTransition, key: Array, config
-                     ) -> tuple[Array, hc.CriticExtras]:
+def critic_objective(
+  critic_params: PyTree,
+  target_critic_params: PyTree,
+  policy_params: PyTree,
+  critic: transformer.UtteranceCritic,
+  policy: transformer.CausalTransformer,
+  batch: tc.UtteranceTransition,
+  key: Array,
+  config,
+) -> tuple[Array, hc.CriticExtras]:
   """ArCHer's critic loss on a `[B]` batch (reference `ArcherTrainer.critic_loss`).
 
   Samples a_π ~ π(·|s) at `config.temperature`; the targets V̄_e(s') and Q̄_e(s, a_π) come from
@@ -186,20 +214,35 @@ def critic_objective(critic_params: PyTree, target_critic_params: PyTree, policy
   samples = getattr(config, "critic_v_samples", 1)
   # Sample-major rows (tile): row k * B + b is sample k at dialogue b (`mean_over_samples`).
   dialogue = jnp.tile(batch.dialogue, (samples, 1))
-  a_pi, _ = transformer.generate(policy, policy_params, dialogue, key, num_tokens=length,
-                                 temperature=config.temperature)
+  a_pi, _ = transformer.generate(
+    policy, policy_params, dialogue, key, num_tokens=length, temperature=config.temperature
+  )
   a_pi = jax.lax.stop_gradient(a_pi)
   q_pi_tgt = mean_over_samples(
-      critic.apply(target_critic_params, dialogue, a_pi, tc.token_mask(a_pi),
-                   method=transformer.UtteranceCritic.q_values), samples)
-  v_next_tgt = critic.apply(target_critic_params, batch.next_dialogue,
-                            method=transformer.UtteranceCritic.values)
-  out = critic.apply(critic_params, batch.dialogue, batch.utterance,
-                     tc.token_mask(batch.utterance))
-  return hc.archer_critic_loss(out.q, out.v, v_next_tgt, q_pi_tgt,
-                               batch.reward.astype(jnp.float32), batch.terminated, config.gamma,
-                               q_target_heads=config.q_target_heads,
-                               v_target_heads=config.v_target_heads)
+    critic.apply(
+      target_critic_params,
+      dialogue,
+      a_pi,
+      tc.token_mask(a_pi),
+      method=transformer.UtteranceCritic.q_values,
+    ),
+    samples,
+  )
+  v_next_tgt = critic.apply(
+    target_critic_params, batch.next_dialogue, method=transformer.UtteranceCritic.values
+  )
+  out = critic.apply(critic_params, batch.dialogue, batch.utterance, tc.token_mask(batch.utterance))
+  return hc.archer_critic_loss(
+    out.q,
+    out.v,
+    v_next_tgt,
+    q_pi_tgt,
+    batch.reward.astype(jnp.float32),
+    batch.terminated,
+    config.gamma,
+    q_target_heads=config.q_target_heads,
+    v_target_heads=config.v_target_heads,
+  )
 
 
 def mean_over_samples(values: Array, samples: int) -> Array:
@@ -208,10 +251,16 @@ def mean_over_samples(values: Array, samples: int) -> Array:
   return jnp.mean(values.reshape(values.shape[:-1] + (samples, -1)), axis=-2)
 
 
-def actor_objective(policy_params: PyTree, critic_params: PyTree,
-                    critic: transformer.UtteranceCritic, policy: transformer.CausalTransformer,
-                    dialogue: Array, key: Array, config, utterance_len: int
-                    ) -> tuple[Array, hc.ActorExtras]:
+def actor_objective(
+  policy_params: PyTree,
+  critic_params: PyTree,
+  critic: transformer.UtteranceCritic,
+  policy: transformer.CausalTransformer,
+  dialogue: Array,
+  key: Array,
+  config,
+  utterance_len: int,
+) -> tuple[Array, hc.ActorExtras]:
   """ArCHer's token-level REINFORCE loss on dialogues `[B, D]` (reference `actor_loss`).
 
   Samples a_π ~ π(·|s); the online critic gives A = min_e Q_e(s, a_π) − min_e V_e(s) (no
@@ -221,13 +270,20 @@ def actor_objective(policy_params: PyTree, critic_params: PyTree,
   """
   samples = config.actor_baseline_samples
   if samples > 1:
-    dialogue = jnp.tile(dialogue[:dialogue.shape[0] // samples], (samples, 1))
-  a_pi, _ = transformer.generate(policy, jax.lax.stop_gradient(policy_params), dialogue, key,
-                                 num_tokens=utterance_len, temperature=config.temperature)
+    dialogue = jnp.tile(dialogue[: dialogue.shape[0] // samples], (samples, 1))
+  a_pi, _ = transformer.generate(
+    policy,
+    jax.lax.stop_gradient(policy_params),
+    dialogue,
+    key,
+    num_tokens=utterance_len,
+    temperature=config.temperature,
+  )
   mask = tc.token_mask(a_pi)
   out = critic.apply(critic_params, dialogue, a_pi, mask)
-  token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, a_pi,
-                                               config.temperature)
+  token_logp = transformer.utterance_log_probs(
+    policy, policy_params, dialogue, a_pi, config.temperature
+  )
   q_pi, v = out.q, out.v
   if samples > 1:
     # Rows are sample-major (tile): row k * B' + b is sample k at dialogue b.
@@ -265,8 +321,14 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env, env_params: token_game.EnvParams, config,
-             policy_params: Optional[PyTree] = None) -> "ArcherAgent":
+  def create(
+    cls,
+    key: Array,
+    env,
+    env_params: token_game.EnvParams,
+    config,
+    policy_params: Optional[PyTree] = None,
+  ) -> "ArcherAgent":
     """Networks, optimizers and the behaviour-cloned policy (`config.bc_steps` BC steps).
 
     `policy_params`, if given, replaces the warm start computed here; pass
@@ -280,60 +342,92 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     if policy_params is None:
       policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
     key = jax.random.fold_in(key, 0)
-    critic_params = critic.init(critic_key, tc.first_dialogue(env_params),
-                                tc.first_utterance(env_params))
+    critic_params = critic.init(
+      critic_key, tc.first_dialogue(env_params), tc.first_utterance(env_params)
+    )
     if config.critic_init == "policy":
       critic_params = transformer.critic_params_from_policy(critic_params, policy_params)
-    policy_tx = tc.make_optimizer(config.actor_optimizer or config.optimizer,
-                                  config.actor_learning_rate, config.max_grad_norm)
-    critic_tx = tc.make_optimizer(config.optimizer, config.critic_learning_rate,
-                                  config.max_grad_norm,
-                                  weight_decay=getattr(config, "critic_weight_decay", 0.0))
-    return cls(policy_params=policy_params, critic_params=critic_params,
-               target_critic_params=critic_params,
-               policy_opt_state=policy_tx.init(policy_params),
-               critic_opt_state=critic_tx.init(critic_params), key=key, policy=policy,
-               critic=critic, policy_tx=policy_tx, critic_tx=critic_tx,
-               utterance_len=env_params.utterance_len, config=config)
+    policy_tx = tc.make_optimizer(
+      config.actor_optimizer or config.optimizer, config.actor_learning_rate, config.max_grad_norm
+    )
+    critic_tx = tc.make_optimizer(
+      config.optimizer,
+      config.critic_learning_rate,
+      config.max_grad_norm,
+      weight_decay=getattr(config, "critic_weight_decay", 0.0),
+    )
+    return cls(
+      policy_params=policy_params,
+      critic_params=critic_params,
+      target_critic_params=critic_params,
+      policy_opt_state=policy_tx.init(policy_params),
+      critic_opt_state=critic_tx.init(critic_params),
+      key=key,
+      policy=policy,
+      critic=critic,
+      policy_tx=policy_tx,
+      critic_tx=critic_tx,
+      utterance_len=env_params.utterance_len,
+      config=config,
+    )
 
   def critic_step(self, batch: tc.UtteranceTransition) -> tuple["ArcherAgent", dict[str, Array]]:
     """One critic optimizer step, then the Polyak step of the target critic (post-step params)."""
     key, sample_key = jax.random.split(self.key)
     (loss, extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
-        self.critic_params, self.target_critic_params, self.policy_params, self.critic,
-        self.policy, batch, sample_key, self.config)
+      self.critic_params,
+      self.target_critic_params,
+      self.policy_params,
+      self.critic,
+      self.policy,
+      batch,
+      sample_key,
+      self.config,
+    )
     updates, opt_state = self.critic_tx.update(grads, self.critic_opt_state, self.critic_params)
     critic_params = optax.apply_updates(self.critic_params, updates)
     target = optax.incremental_update(critic_params, self.target_critic_params, self.config.tau)
-    agent = self.replace(critic_params=critic_params, target_critic_params=target,
-                         critic_opt_state=opt_state, key=key)
+    agent = self.replace(
+      critic_params=critic_params, target_critic_params=target, critic_opt_state=opt_state, key=key
+    )
     return agent, {
-        "critic_loss": loss,
-        "q_value": jnp.mean(extras.q_target - extras.q_td_error),
-        "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
-        "v_error_abs": jnp.mean(jnp.abs(extras.v_error)),
-        **critic_diagnostics(extras, batch),
+      "critic_loss": loss,
+      "q_value": jnp.mean(extras.q_target - extras.q_td_error),
+      "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
+      "v_error_abs": jnp.mean(jnp.abs(extras.v_error)),
+      **critic_diagnostics(extras, batch),
     }
 
   def actor_step(self, dialogue: Array) -> tuple["ArcherAgent", dict[str, Array]]:
     """One policy optimizer step on dialogues `[B, D]` with the online critic's advantages."""
     key, sample_key = jax.random.split(self.key)
     (loss, extras), grads = jax.value_and_grad(actor_objective, has_aux=True)(
-        self.policy_params, self.critic_params, self.critic, self.policy, dialogue, sample_key,
-        self.config, self.utterance_len)
+      self.policy_params,
+      self.critic_params,
+      self.critic,
+      self.policy,
+      dialogue,
+      sample_key,
+      self.config,
+      self.utterance_len,
+    )
     updates, opt_state = self.policy_tx.update(grads, self.policy_opt_state, self.policy_params)
-    agent = self.replace(policy_params=optax.apply_updates(self.policy_params, updates),
-                         policy_opt_state=opt_state, key=key)
+    agent = self.replace(
+      policy_params=optax.apply_updates(self.policy_params, updates),
+      policy_opt_state=opt_state,
+      key=key,
+    )
     return agent, {
-        "actor_loss": loss,
-        "advantage": jnp.mean(extras.advantage),
-        "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
-        "advantage_std": jnp.std(extras.advantage),
-        "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
+      "actor_loss": loss,
+      "advantage": jnp.mean(extras.advantage),
+      "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
+      "advantage_std": jnp.std(extras.advantage),
+      "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
     }
 
-  def update(self, critic_batches: tc.UtteranceTransition, actor_dialogues: Array,
-             train_actor: Array) -> tuple["ArcherAgent", dict[str, Array]]:
+  def update(
+    self, critic_batches: tc.UtteranceTransition, actor_dialogues: Array, train_actor: Array
+  ) -> tuple["ArcherAgent", dict[str, Array]]:
     """One iteration's updates: critic steps on `critic_batches` (leaves `[C, B, ...]`), then,
     if `train_actor` (bool scalar; False during warm-up), actor steps on `actor_dialogues`
     (`[A, B, D]`). Metrics are means over the steps (actor metrics 0 when not trained)."""
@@ -344,8 +438,7 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       return agent, jax.tree.map(jnp.mean, metrics)
 
     metric_shapes = jax.eval_shape(train, agent)[1]
-    skip = lambda agent: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                                              metric_shapes))
+    skip = lambda agent: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes))
     agent, actor_metrics = jax.lax.cond(train_actor, train, skip, agent)
     metrics = jax.tree.map(jnp.mean, critic_metrics)
     metrics.update(actor_metrics)
@@ -354,13 +447,13 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
 
 def min_q(agent: ArcherAgent, batch: tc.UtteranceTransition) -> Array:
   """min_e Q_e(s, a) `[B]` of the online critic at the batch's own utterances."""
-  out = agent.critic.apply(agent.critic_params, batch.dialogue, batch.utterance,
-                           tc.token_mask(batch.utterance))
+  out = agent.critic.apply(
+    agent.critic_params, batch.dialogue, batch.utterance, tc.token_mask(batch.utterance)
+  )
   return jnp.min(out.q, axis=0)
 
 
-def critic_diagnostics(extras: hc.CriticExtras, batch: tc.UtteranceTransition
-                       ) -> dict[str, Array]:
+def critic_diagnostics(extras: hc.CriticExtras, batch: tc.UtteranceTransition) -> dict[str, Array]:
   """`tc.outcome_means` of min_e Q_e(s, a) (pre-step) over the batch."""
   return tc.outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch)
 
@@ -387,8 +480,9 @@ class RunnerState(struct.PyTreeNode):
   fresh_q_gap: Array  # float32: running mean of the q_gap on not-yet-replayed transitions
 
 
-def pretrain_critic(agent: ArcherAgent, buffer: replay.ReplayBuffer, key: Array,
-                    num_steps: int) -> ArcherAgent:
+def pretrain_critic(
+  agent: ArcherAgent, buffer: replay.ReplayBuffer, key: Array, num_steps: int
+) -> ArcherAgent:
   """`num_steps` critic steps (`ArcherAgent.critic_step`) on uniform batches of `buffer`."""
   batches = tc.sample_batches(buffer, key, num_steps, agent.config.batch_size)
   return jax.lax.scan(lambda a, b: (a.critic_step(b)[0], None), agent, batches)[0]
@@ -411,28 +505,42 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     buffer = tc.empty_buffer(env_params, config.buffer_size)
     if config.critic_pretrain_steps:
       pretrain_key, key = jax.random.split(key)
-      buffer = replay.add(buffer, tc.warm_start_transitions(tc.bc_key_of(agent_key), env,
-                                                            env_params, config))
+      buffer = replay.add(
+        buffer, tc.warm_start_transitions(tc.bc_key_of(agent_key), env, env_params, config)
+      )
       agent = pretrain_critic(agent, buffer, pretrain_key, config.critic_pretrain_steps)
-    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key, eval_key=eval_key,
-                       update=jnp.zeros((), jnp.int32),
-                       critic_ready=jnp.asarray((config.warmup_q_gap <= 0.0)
-                                                & (config.warmup_fresh_q_gap <= 0.0)),
-                       fresh_q_gap=jnp.zeros((), jnp.float32))
+    return RunnerState(
+      agent=agent,
+      buffer=buffer,
+      env=carry,
+      key=key,
+      eval_key=eval_key,
+      update=jnp.zeros((), jnp.int32),
+      critic_ready=jnp.asarray((config.warmup_q_gap <= 0.0) & (config.warmup_fresh_q_gap <= 0.0)),
+      fresh_q_gap=jnp.zeros((), jnp.float32),
+    )
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key, critic_key, actor_key, eval_key = jax.random.split(state.key, 5)
-    carry, traj = rollout.rollout(env, env_params, sample, state.agent.policy_params, state.env,
-                                  rollout_key, config.num_steps, unroll=config.rollout_unroll)
+    carry, traj = rollout.rollout(
+      env,
+      env_params,
+      sample,
+      state.agent.policy_params,
+      state.env,
+      rollout_key,
+      config.num_steps,
+      unroll=config.rollout_unroll,
+    )
     fresh = tc.transitions_from_rollout(traj)
     # Scored before the critic ever trains on them: a held-out check of the critic.
     fresh_gap = tc.outcome_means(min_q(state.agent, fresh), fresh)["q_gap"]
     fresh_q_gap = FRESH_GAP_DECAY * state.fresh_q_gap + (1.0 - FRESH_GAP_DECAY) * fresh_gap
     buffer = replay.add(state.buffer, fresh)
-    critic_batches = tc.sample_batches(buffer, critic_key, config.critic_updates,
-                                       config.batch_size)
-    actor_dialogues = tc.sample_batches(buffer, actor_key, config.actor_updates,
-                                        config.batch_size).dialogue
+    critic_batches = tc.sample_batches(buffer, critic_key, config.critic_updates, config.batch_size)
+    actor_dialogues = tc.sample_batches(
+      buffer, actor_key, config.actor_updates, config.batch_size
+    ).dialogue
     train_actor = (state.update >= config.warmup_iters) & state.critic_ready
     agent, metrics = state.agent.update(critic_batches, actor_dialogues, train_actor)
     # Latched: once the critic has separated successes from failures, the actor keeps training.
@@ -446,14 +554,25 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     metrics.update(rollout_statistics(traj))
     if config.train_eval_episodes:
       # The greedy success of the policy this iteration started from, on fresh games.
-      metrics["eval_return"] = train_evaluation(state.agent.policy_params,
-                                                eval_key)["eval_return"]
-    return state.replace(agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1,
-                         critic_ready=critic_ready, fresh_q_gap=fresh_q_gap), metrics
+      metrics["eval_return"] = train_evaluation(state.agent.policy_params, eval_key)["eval_return"]
+    return state.replace(
+      agent=agent,
+      buffer=buffer,
+      env=carry,
+      key=key,
+      update=state.update + 1,
+      critic_ready=critic_ready,
+      fresh_q_gap=fresh_q_gap,
+    ), metrics
 
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
-                 env_steps_per_update=steps_per_update, sharded_field="env")
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+    env_steps_per_update=steps_per_update,
+    sharded_field="env",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

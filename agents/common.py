@@ -24,16 +24,21 @@ def apply_gradients(agent: Any, grads: PyTree) -> Any:
   return agent.replace(params=optax.apply_updates(agent.params, updates), opt_state=opt_state)
 
 
-def gradient_step(agent: Any, loss_fn: Callable[..., tuple[Array, dict]], *args
-                  ) -> tuple[Any, dict[str, Array]]:
+def gradient_step(
+  agent: Any, loss_fn: Callable[..., tuple[Array, dict]], *args
+) -> tuple[Any, dict[str, Array]]:
   """One optimizer step on `loss_fn(agent.params, *args) -> (loss, metrics)`."""
   grads, metrics = jax.grad(loss_fn, has_aux=True)(agent.params, *args)
   return apply_gradients(agent, grads), metrics
 
 
-def minibatch_epochs(agent: Any, batch: PyTree,
-                     minibatch_step: Callable[[Any, PyTree], tuple[Any, dict]],
-                     num_minibatches: int, update_epochs: int) -> tuple[Any, dict[str, Array]]:
+def minibatch_epochs(
+  agent: Any,
+  batch: PyTree,
+  minibatch_step: Callable[[Any, PyTree], tuple[Any, dict]],
+  num_minibatches: int,
+  update_epochs: int,
+) -> tuple[Any, dict[str, Array]]:
   """`update_epochs` passes over `batch` (leading axis = samples), each a fresh shuffle split into
   `num_minibatches` equal minibatches, one `minibatch_step` each; metrics averaged over all steps.
 
@@ -45,7 +50,8 @@ def minibatch_epochs(agent: Any, batch: PyTree,
     key, perm_key = jax.random.split(agent.key)
     perm = jax.random.permutation(perm_key, num_samples)
     minibatches = jax.tree.map(
-        lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]), batch)
+      lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]), batch
+    )
     return jax.lax.scan(minibatch_step, agent.replace(key=key), minibatches)
 
   agent, metrics = jax.lax.scan(epoch, agent, None, length=update_epochs)
@@ -88,8 +94,16 @@ def add_ppo_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 
 def validate_ppo_fields(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first PPO field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "update_epochs",
-                      "num_minibatches", "eval_episodes", "rollout_unroll")
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "update_epochs",
+    "num_minibatches",
+    "eval_episodes",
+    "rollout_unroll",
+  )
   checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
   checks.non_negative(config, "clip_epsilon", "entropy_coef", "value_coef")
   checks.in_unit_interval(config, "gamma", "gae_lambda")
@@ -98,8 +112,9 @@ def validate_ppo_fields(config: ml_collections.ConfigDict, num_devices: int = 1)
   batch = config.num_envs * config.num_steps
   if batch % config.num_minibatches:
     raise checks.ConfigError(
-        f"config.num_minibatches: expected a divisor of num_envs * num_steps ({batch}), "
-        f"got {config.num_minibatches}")
+      f"config.num_minibatches: expected a divisor of num_envs * num_steps ({batch}), "
+      f"got {config.num_minibatches}"
+    )
   checks.at_least(config, "total_timesteps", batch, "one update of num_envs * num_steps")
   envs.make(config.env_name, **config.env_kwargs)  # unknown names and fields fail here
 

@@ -81,8 +81,15 @@ class GCIVLAgent(struct.PyTreeNode):
     pair = jnp.zeros((1, 2 * observation_dim), jnp.float32)
     params = {"value": value_net.init(value_key, pair), "actor": actor_net.init(actor_key, pair)}
     tx = offline.make_optimizer(config)
-    return cls(params=params, target_params=params["value"], opt_state=tx.init(params),
-               value_net=value_net, actor_net=actor_net, tx=tx, config=config)
+    return cls(
+      params=params,
+      target_params=params["value"],
+      opt_state=tx.init(params),
+      value_net=value_net,
+      actor_net=actor_net,
+      tx=tx,
+      config=config,
+    )
 
   def value(self, value_params: PyTree, obs: Array, goal: Array) -> Array:
     """[B, E] values V_i(s, g)."""
@@ -94,24 +101,33 @@ class GCIVLAgent(struct.PyTreeNode):
     obs, next_obs, goals = batch["observations"], batch["next_observations"], batch["value_goals"]
     v = self.value(params["value"], obs, goals)
     value_loss, value_extras = gc.ivl_value_loss_batch(
-        v, self.value(self.target_params, obs, goals),
-        self.value(self.target_params, next_obs, goals), batch["rewards"],
-        config.gamma * batch["masks"], config.expectile)
+      v,
+      self.value(self.target_params, obs, goals),
+      self.value(self.target_params, next_obs, goals),
+      batch["rewards"],
+      config.gamma * batch["masks"],
+      config.expectile,
+    )
 
     stored = jax.lax.stop_gradient(params["value"])  # OGBench evaluates A with stored params
     actor_goals = batch["actor_goals"]
-    advantage = gc.hiql_low_advantage(self.value(stored, next_obs, actor_goals),
-                                      self.value(stored, obs, actor_goals))
+    advantage = gc.hiql_low_advantage(
+      self.value(stored, next_obs, actor_goals), self.value(stored, obs, actor_goals)
+    )
     dist = self.actor_net.apply(params["actor"], gcn.pair(obs, actor_goals))
     log_prob = dist.log_prob(batch["actions"])
     actor_loss, actor_extras = gc.awr_loss(log_prob, advantage, config.alpha)
     total = value_loss + actor_loss
     return total, {
-        "loss": total, "value_loss": value_loss, "actor_loss": actor_loss,
-        "v_mean": v.mean(), "value_advantage": value_extras.advantage.mean(),
-        "actor_advantage": advantage.mean(), "awr_weight": actor_extras.weights.mean(),
-        "bc_log_prob": log_prob.mean(),
-        "action_mse": jnp.mean(jnp.square(dist.mean() - batch["actions"])),
+      "loss": total,
+      "value_loss": value_loss,
+      "actor_loss": actor_loss,
+      "v_mean": v.mean(),
+      "value_advantage": value_extras.advantage.mean(),
+      "actor_advantage": advantage.mean(),
+      "awr_weight": actor_extras.weights.mean(),
+      "bc_log_prob": log_prob.mean(),
+      "action_mse": jnp.mean(jnp.square(dist.mean() - batch["actions"])),
     }
 
   def update(self, batch: dict) -> tuple["GCIVLAgent", dict]:

@@ -113,12 +113,28 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_groups", "group_size", "num_envs",
-                      "num_steps", "update_epochs", "num_minibatches", "eval_episodes",
-                      "rollout_unroll")
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_groups",
+    "group_size",
+    "num_envs",
+    "num_steps",
+    "update_epochs",
+    "num_minibatches",
+    "eval_episodes",
+    "rollout_unroll",
+  )
   checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
-  checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "entropy_coef",
-                      "advantage_eps", "observation_one_hot")
+  checks.non_negative(
+    config,
+    "clip_epsilon",
+    "clip_epsilon_high",
+    "kl_coef",
+    "entropy_coef",
+    "advantage_eps",
+    "observation_one_hot",
+  )
   checks.in_unit_interval(config, "gamma")
   if not isinstance(config.omega, (int, float)) or isinstance(config.omega, bool):
     raise checks.ConfigError(f"config.omega: expected a number, got {config.omega!r}")
@@ -133,17 +149,21 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   num_envs = config.num_groups * config.group_size
   if config.num_envs != num_envs:
     raise checks.ConfigError(
-        f"config.num_envs: expected num_groups * group_size ({num_envs}), got {config.num_envs}")
+      f"config.num_envs: expected num_groups * group_size ({num_envs}), got {config.num_envs}"
+    )
   checks.divisible(config, "num_envs", num_devices, "the device count")
   if num_envs % config.num_minibatches:
     raise checks.ConfigError(
-        f"config.num_minibatches: expected a divisor of num_groups * group_size ({num_envs}), "
-        f"got {config.num_minibatches}")
+      f"config.num_minibatches: expected a divisor of num_groups * group_size ({num_envs}), "
+      f"got {config.num_minibatches}"
+    )
   training.num_updates(config.total_timesteps, num_envs * config.num_steps)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
   if config.observation_one_hot and not envs.spec(env, env_params).discrete:
-    raise checks.ConfigError("config.observation_one_hot: expected 0 for a continuous-action "
-                             f"environment, got {config.observation_one_hot!r}")
+    raise checks.ConfigError(
+      "config.observation_one_hot: expected 0 for a continuous-action "
+      f"environment, got {config.observation_one_hot!r}"
+    )
 
 
 class GroupBatch(NamedTuple):
@@ -174,8 +194,15 @@ class GroupRelativeAgent(struct.PyTreeNode):
     init_key, key = jax.random.split(key)
     params = common.init_params(network, init_key, env_spec.observation_shape)
     tx = make_optimizer(config)
-    return cls(params=params, ref_params=params, opt_state=tx.init(params), key=key,
-               network=network, tx=tx, config=config)
+    return cls(
+      params=params,
+      ref_params=params,
+      opt_state=tx.init(params),
+      key=key,
+      network=network,
+      tx=tx,
+      config=config,
+    )
 
   def act(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
     """Actions for a batch of observations (the mode of the policy if `deterministic`)."""
@@ -184,15 +211,20 @@ class GroupRelativeAgent(struct.PyTreeNode):
 
   def update(self, batch: GroupBatch) -> tuple["GroupRelativeAgent", dict[str, Array]]:
     """`update_epochs` passes over the episodes, in `num_minibatches` minibatches of episodes."""
-    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
-                                   self.config.update_epochs)
+    return common.minibatch_epochs(
+      self, batch, _minibatch_step, self.config.num_minibatches, self.config.update_epochs
+    )
 
 
 def make_network(env_spec: envs.EnvSpec, config) -> MLPPolicy:
-  return MLPPolicy(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
-                   observation_ndim=len(env_spec.observation_shape),
-                   hidden_sizes=tuple(config.hidden_sizes), activation=config.activation,
-                   one_hot=int(config.observation_one_hot))
+  return MLPPolicy(
+    action_dim=env_spec.action_dim,
+    discrete=env_spec.discrete,
+    observation_ndim=len(env_spec.observation_shape),
+    hidden_sizes=tuple(config.hidden_sizes),
+    activation=config.activation,
+    one_hot=int(config.observation_one_hot),
+  )
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
@@ -204,16 +236,21 @@ def make_optimizer(config) -> optax.GradientTransformation:
   return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
 
 
-def policy_loss(params: PyTree, agent: GroupRelativeAgent, batch: GroupBatch
-                ) -> tuple[Array, dict[str, Array]]:
+def policy_loss(
+  params: PyTree, agent: GroupRelativeAgent, batch: GroupBatch
+) -> tuple[Array, dict[str, Array]]:
   """Clipped surrogate + `kl_coef` KL to the reference − `entropy_coef` entropy, aggregated over
   the valid steps of the minibatch's episodes with `config.loss_aggregation`."""
   config = agent.config
   dist = agent.network.apply(params, batch.obs)
   log_prob = dist.log_prob(batch.action)
   surrogate, extras = pg.clipped_surrogate_loss(
-      log_prob, batch.log_prob, batch.advantage, epsilon=config.clip_epsilon,
-      epsilon_high=config.clip_epsilon_high)
+    log_prob,
+    batch.log_prob,
+    batch.advantage,
+    epsilon=config.clip_epsilon,
+    epsilon_high=config.clip_epsilon_high,
+  )
 
   def agg(x):
     return pg.aggregate(x, batch.mask, config.loss_aggregation)[0]
@@ -227,14 +264,19 @@ def policy_loss(params: PyTree, agent: GroupRelativeAgent, batch: GroupBatch
     kl = agg(pg.kl_divergence(log_prob, ref_log_prob, config.kl_estimator))
     total = total + config.kl_coef * kl
     metrics["kl_to_reference"] = kl
-  metrics.update(loss=total, policy_loss=surrogate_loss, entropy=entropy,
-                 approx_kl=pg.masked_mean(extras.approx_kl, batch.mask),
-                 clip_fraction=pg.masked_mean(extras.clipped, batch.mask))
+  metrics.update(
+    loss=total,
+    policy_loss=surrogate_loss,
+    entropy=entropy,
+    approx_kl=pg.masked_mean(extras.approx_kl, batch.mask),
+    clip_fraction=pg.masked_mean(extras.clipped, batch.mask),
+  )
   return total, metrics
 
 
-def _minibatch_step(agent: GroupRelativeAgent, minibatch: GroupBatch
-                    ) -> tuple[GroupRelativeAgent, dict[str, Array]]:
+def _minibatch_step(
+  agent: GroupRelativeAgent, minibatch: GroupBatch
+) -> tuple[GroupRelativeAgent, dict[str, Array]]:
   return common.gradient_step(agent, policy_loss, agent, minibatch)
 
 
@@ -246,14 +288,22 @@ def _minibatch_step(agent: GroupRelativeAgent, minibatch: GroupBatch
 def episode_advantages(returns: Array, group_ids: Array, config) -> Array:
   """Outcome advantages `[N]` of the episode returns for the non-GiGPO estimators."""
   if config.estimator == "grpo":
-    return gr.grpo_advantages(returns, group_ids, config.num_groups, scale=config.grpo_scale,
-                              eps=config.advantage_eps, singleton_mode=config.singleton_mode)
+    return gr.grpo_advantages(
+      returns,
+      group_ids,
+      config.num_groups,
+      scale=config.grpo_scale,
+      eps=config.advantage_eps,
+      singleton_mode=config.singleton_mode,
+    )
   if config.estimator == "dr_grpo":
-    return gr.dr_grpo_advantages(returns, group_ids, config.num_groups,
-                                 singleton_mode=config.singleton_mode)
+    return gr.dr_grpo_advantages(
+      returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
+    )
   if config.estimator == "rloo":
-    return gr.rloo_advantages(returns, group_ids, config.num_groups,
-                              singleton_mode=config.singleton_mode)
+    return gr.rloo_advantages(
+      returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
+    )
   raise ValueError(f"estimator: expected one of {ESTIMATORS[:-1]} here, got {config.estimator!r}")
 
 
@@ -281,19 +331,29 @@ def step_advantages(episodes: rollout.GroupedEpisodes, config) -> tuple[Array, d
   observations = jax.tree.map(lambda x: x.reshape((rows,) + x.shape[2:]), transitions.obs)
   anchors = gr.anchor_state_ids(observations, row_groups, valid=flat_valid)
   out = gr.gigpo_advantages(
-      transitions.reward.reshape(rows), traj_ids.reshape(rows), step_index.reshape(rows),
-      row_groups, anchors.ids, num_groups=config.num_groups, num_traj=num_envs,
-      num_anchors=rows, valid=flat_valid, gamma=config.gamma, omega=config.omega,
-      norm=config.gigpo_norm, eps=config.advantage_eps,
-      episode_stat_weighting=config.episode_stat_weighting,
-      episode_singleton_mode=config.singleton_mode)
+    transitions.reward.reshape(rows),
+    traj_ids.reshape(rows),
+    step_index.reshape(rows),
+    row_groups,
+    anchors.ids,
+    num_groups=config.num_groups,
+    num_traj=num_envs,
+    num_anchors=rows,
+    valid=flat_valid,
+    gamma=config.gamma,
+    omega=config.omega,
+    norm=config.gigpo_norm,
+    eps=config.advantage_eps,
+    episode_stat_weighting=config.episode_stat_weighting,
+    episode_singleton_mode=config.singleton_mode,
+  )
   anchor_size = jax.ops.segment_sum(flat_valid.astype(jnp.int32), anchors.ids, rows)[anchors.ids]
   metrics = {
-      "advantage_abs_mean": pg.masked_mean(jnp.abs(out.advantages), flat_valid),
-      "episode_advantage_abs_mean": pg.masked_mean(jnp.abs(out.episode_advantages), flat_valid),
-      "step_advantage_abs_mean": pg.masked_mean(jnp.abs(out.step_advantages), flat_valid),
-      # Share of steps whose anchor state was visited at least twice in the group.
-      "anchor_share": pg.masked_mean((anchor_size > 1).astype(jnp.float32), flat_valid),
+    "advantage_abs_mean": pg.masked_mean(jnp.abs(out.advantages), flat_valid),
+    "episode_advantage_abs_mean": pg.masked_mean(jnp.abs(out.episode_advantages), flat_valid),
+    "step_advantage_abs_mean": pg.masked_mean(jnp.abs(out.step_advantages), flat_valid),
+    # Share of steps whose anchor state was visited at least twice in the group.
+    "anchor_share": pg.masked_mean((anchor_size > 1).astype(jnp.float32), flat_valid),
   }
   return out.advantages.reshape(num_steps, num_envs), metrics
 
@@ -303,9 +363,13 @@ def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[GroupBatch, d
   advantage, metrics = step_advantages(episodes, config)
   transitions = episodes.transitions
   swap = lambda x: jnp.swapaxes(x, 0, 1)
-  batch = GroupBatch(obs=jax.tree.map(swap, transitions.obs), action=swap(transitions.action),
-                     log_prob=swap(transitions.policy_extras), advantage=swap(advantage),
-                     mask=swap(episodes.valid))
+  batch = GroupBatch(
+    obs=jax.tree.map(swap, transitions.obs),
+    action=swap(transitions.action),
+    log_prob=swap(transitions.policy_extras),
+    advantage=swap(advantage),
+    mask=swap(episodes.valid),
+  )
   return batch, metrics
 
 
@@ -330,8 +394,9 @@ class RunnerState(struct.PyTreeNode):
   update: Array  # int32 count of updates done
 
 
-def collect(state: RunnerState, env, env_params, config
-            ) -> tuple[GroupBatch, dict[str, Array], Array]:
+def collect(
+  state: RunnerState, env, env_params, config
+) -> tuple[GroupBatch, dict[str, Array], Array]:
   """Runs the update's grouped episodes with the current policy; returns the batch, its
   metrics and the run's next key."""
   network = state.agent.network
@@ -342,9 +407,16 @@ def collect(state: RunnerState, env, env_params, config
     return action, dist.log_prob(action)
 
   key, rollout_key = jax.random.split(state.key)
-  episodes = rollout.grouped_episodes(env, env_params, policy, state.agent.params, rollout_key,
-                                      state.group_ids, config.num_steps,
-                                      unroll=config.rollout_unroll)
+  episodes = rollout.grouped_episodes(
+    env,
+    env_params,
+    policy,
+    state.agent.params,
+    rollout_key,
+    state.group_ids,
+    config.num_steps,
+    unroll=config.rollout_unroll,
+  )
   batch, metrics = make_batch(episodes, config)
   metrics.update(episode_metrics(episodes))
   return batch, metrics, key
@@ -360,9 +432,12 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   def init(key: Array) -> RunnerState:
     agent_key, key = jax.random.split(key)
     agent = GroupRelativeAgent.create(agent_key, env_spec, config)
-    return RunnerState(agent=agent, group_ids=rollout.grouped_ids(config.num_groups,
-                                                                  config.group_size),
-                       key=key, update=jnp.zeros((), jnp.int32))
+    return RunnerState(
+      agent=agent,
+      group_ids=rollout.grouped_ids(config.num_groups, config.group_size),
+      key=key,
+      update=jnp.zeros((), jnp.int32),
+    )
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     batch, rollout_metrics, key = collect(state, env, env_params, config)
@@ -375,12 +450,25 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
     def sample(params, obs, key):
       return network.apply(params, obs).sample(seed=key), None
-    return rollout.evaluate(env, env_params, sample, state.agent.params, key,
-                            config.eval_episodes, env_params.max_steps_in_episode)
 
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, env_steps_per_update),
-                 env_steps_per_update=env_steps_per_update, sharded_field="group_ids")
+    return rollout.evaluate(
+      env,
+      env_params,
+      sample,
+      state.agent.params,
+      key,
+      config.eval_episodes,
+      env_params.max_steps_in_episode,
+    )
+
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=training.num_updates(config.total_timesteps, env_steps_per_update),
+    env_steps_per_update=env_steps_per_update,
+    sharded_field="group_ids",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

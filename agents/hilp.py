@@ -87,8 +87,13 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   offline.validate_config(config, num_devices)
 
 
-def sample_hilp_batch(key: Array, data: goal_sampler.GoalDataset, batch_size: int,
-                      config: goal_sampler.SamplerConfig, skill_dim: int) -> dict:
+def sample_hilp_batch(
+  key: Array,
+  data: goal_sampler.GoalDataset,
+  batch_size: int,
+  config: goal_sampler.SamplerConfig,
+  skill_dim: int,
+) -> dict:
   """A GCIVL batch (`goal_sampler.sample_gc_batch`) plus fresh unit skills `skills` [B, d]."""
   batch_key, skill_key = jax.random.split(key)
   batch = goal_sampler.sample_gc_batch(batch_key, data, batch_size, config)
@@ -117,21 +122,32 @@ class HILPAgent(struct.PyTreeNode):
     phi_net = gcn.PhiEnsemble(hidden, config.skill_dim, config.layer_norm)
     skill_value_net = gcn.EnsembleValue(hidden, config.layer_norm, num_heads=1)
     skill_critic_net = gcn.EnsembleValue(hidden, config.layer_norm, num_heads=2)
-    skill_actor_net = gcn.GaussianActor(tuple(config.actor_hidden_sizes), action_dim,
-                                        config.const_std, config.actor_final_init_scale)
+    skill_actor_net = gcn.GaussianActor(
+      tuple(config.actor_hidden_sizes), action_dim, config.const_std, config.actor_final_init_scale
+    )
     keys = jax.random.split(key, 4)
     obs = jnp.zeros((1, observation_dim), jnp.float32)
     with_z = jnp.zeros((1, observation_dim + config.skill_dim), jnp.float32)
     with_za = jnp.zeros((1, observation_dim + config.skill_dim + action_dim), jnp.float32)
-    params = {"phi": phi_net.init(keys[0], obs),
-              "skill_value": skill_value_net.init(keys[1], with_z),
-              "skill_critic": skill_critic_net.init(keys[2], with_za),
-              "skill_actor": skill_actor_net.init(keys[3], with_z)}
+    params = {
+      "phi": phi_net.init(keys[0], obs),
+      "skill_value": skill_value_net.init(keys[1], with_z),
+      "skill_critic": skill_critic_net.init(keys[2], with_za),
+      "skill_actor": skill_actor_net.init(keys[3], with_z),
+    }
     tx = offline.make_optimizer(config)
     target = {"phi": params["phi"], "skill_critic": params["skill_critic"]}
-    return cls(params=params, target_params=target, opt_state=tx.init(params), phi_net=phi_net,
-               skill_value_net=skill_value_net, skill_critic_net=skill_critic_net,
-               skill_actor_net=skill_actor_net, tx=tx, config=config)
+    return cls(
+      params=params,
+      target_params=target,
+      opt_state=tx.init(params),
+      phi_net=phi_net,
+      skill_value_net=skill_value_net,
+      skill_critic_net=skill_critic_net,
+      skill_actor_net=skill_actor_net,
+      tx=tx,
+      config=config,
+    )
 
   def phi(self, phi_params: PyTree, obs: Array) -> Array:
     """[E, ..., skill_dim] φ_i(s)."""
@@ -139,8 +155,9 @@ class HILPAgent(struct.PyTreeNode):
 
   def skill_value(self, params: PyTree, obs: Array, z: Array) -> Array:
     """[B] V(s, z)."""
-    return self.skill_value_net.apply(params["skill_value"],
-                                      jnp.concatenate([obs, z], axis=-1))[..., 0]
+    return self.skill_value_net.apply(params["skill_value"], jnp.concatenate([obs, z], axis=-1))[
+      ..., 0
+    ]
 
   def skill_critic(self, critic_params: PyTree, obs: Array, z: Array, action: Array) -> Array:
     """[B, 2] Q_i(s, z, a)."""
@@ -155,37 +172,56 @@ class HILPAgent(struct.PyTreeNode):
 
     # [E, B, d] -> per-example [E, d]: vmap over the batch axis 1.
     repr_losses, repr_extras = jax.vmap(
-        functools.partial(gc.hilp_representation_loss, expectile=config.expectile),
-        in_axes=(1, 1, 1, 1, 1, 0, 0))(
-            self.phi(params["phi"], obs), self.phi(params["phi"], goals),
-            self.phi(target["phi"], obs), self.phi(target["phi"], next_obs),
-            self.phi(target["phi"], goals), batch["rewards"], config.gamma * batch["masks"])
+      functools.partial(gc.hilp_representation_loss, expectile=config.expectile),
+      in_axes=(1, 1, 1, 1, 1, 0, 0),
+    )(
+      self.phi(params["phi"], obs),
+      self.phi(params["phi"], goals),
+      self.phi(target["phi"], obs),
+      self.phi(target["phi"], next_obs),
+      self.phi(target["phi"], goals),
+      batch["rewards"],
+      config.gamma * batch["masks"],
+    )
     repr_loss = jnp.mean(repr_losses)
 
     stored = jax.lax.stop_gradient(params)  # the reference's rewards and advantages
-    reward = gc.hilp_intrinsic_reward(self.phi(stored["phi"], obs)[0],
-                                      self.phi(stored["phi"], next_obs)[0], z)
+    reward = gc.hilp_intrinsic_reward(
+      self.phi(stored["phi"], obs)[0], self.phi(stored["phi"], next_obs)[0], z
+    )
     v = self.skill_value(params, obs, z)
     skill_value_loss, value_extras = gc.hilp_skill_value_loss(
-        self.skill_critic(target["skill_critic"], obs, z, actions), v, config.skill_expectile)
+      self.skill_critic(target["skill_critic"], obs, z, actions), v, config.skill_expectile
+    )
     q = self.skill_critic(params["skill_critic"], obs, z, actions)
     skill_critic_loss, _ = gc.hilp_skill_critic_loss(
-        q, reward, config.skill_gamma, self.skill_value(stored, next_obs, z))
+      q, reward, config.skill_gamma, self.skill_value(stored, next_obs, z)
+    )
 
     advantage = value_extras.q_target - self.skill_value(stored, obs, z)
     dist = self.skill_actor_net.apply(params["skill_actor"], gcn.pair(obs, z))
-    actor_loss, actor_extras = gc.awr_loss(dist.log_prob(actions), advantage,
-                                           config.skill_temperature)
-    losses = {"representation": repr_loss, "skill_value": skill_value_loss,
-              "skill_critic": skill_critic_loss, "skill_actor": actor_loss}
+    actor_loss, actor_extras = gc.awr_loss(
+      dist.log_prob(actions), advantage, config.skill_temperature
+    )
+    losses = {
+      "representation": repr_loss,
+      "skill_value": skill_value_loss,
+      "skill_critic": skill_critic_loss,
+      "skill_actor": actor_loss,
+    }
     metrics = {
-        "representation_loss": repr_loss, "skill_value_loss": skill_value_loss,
-        "skill_critic_loss": skill_critic_loss, "skill_actor_loss": actor_loss,
-        "hilbert_v_mean": jnp.mean(repr_extras.targets),
-        "representation_advantage": repr_extras.advantage.mean(),
-        "intrinsic_reward": reward.mean(), "skill_v_mean": v.mean(), "skill_q_mean": q.mean(),
-        "skill_advantage": advantage.mean(), "awr_weight": actor_extras.weights.mean(),
-        "bc_log_prob": actor_extras.log_prob.mean(),
+      "representation_loss": repr_loss,
+      "skill_value_loss": skill_value_loss,
+      "skill_critic_loss": skill_critic_loss,
+      "skill_actor_loss": actor_loss,
+      "hilbert_v_mean": jnp.mean(repr_extras.targets),
+      "representation_advantage": repr_extras.advantage.mean(),
+      "intrinsic_reward": reward.mean(),
+      "skill_v_mean": v.mean(),
+      "skill_q_mean": q.mean(),
+      "skill_advantage": advantage.mean(),
+      "awr_weight": actor_extras.weights.mean(),
+      "bc_log_prob": actor_extras.log_prob.mean(),
     }
     return losses, metrics
 
@@ -204,8 +240,9 @@ class HILPAgent(struct.PyTreeNode):
 
   def goal_skill(self, obs: Array, goal: Array) -> Array:
     """The zero-shot goal prompt z = (φ_1(g) − φ_1(s)) / ‖φ_1(g) − φ_1(s)‖ ([..., skill_dim])."""
-    return gc.hilp_goal_prompt(self.phi(self.params["phi"], obs)[0],
-                               self.phi(self.params["phi"], goal)[0])
+    return gc.hilp_goal_prompt(
+      self.phi(self.params["phi"], obs)[0], self.phi(self.params["phi"], goal)[0]
+    )
 
   def act(self, obs: Array, goal: Array, key: Array, temperature: float = 0.0) -> Array:
     """Actions in [-1, 1] for observations and goals [..., D], prompted by `goal_skill`."""

@@ -73,9 +73,15 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
 
 def make_networks(config, action_dim: int) -> gcn.GoalHierarchy:
   """φ, the value heads and both actors, with HIQL's length-normalised φ."""
-  return gcn.GoalHierarchy.make(config.value_hidden_sizes, config.actor_hidden_sizes, action_dim,
-                                config.rep_dim, config.layer_norm, config.const_std,
-                                normalize=gc.length_normalize)
+  return gcn.GoalHierarchy.make(
+    config.value_hidden_sizes,
+    config.actor_hidden_sizes,
+    action_dim,
+    config.rep_dim,
+    config.layer_norm,
+    config.const_std,
+    normalize=gc.length_normalize,
+  )
 
 
 class HIQLAgent(struct.PyTreeNode):
@@ -94,8 +100,14 @@ class HIQLAgent(struct.PyTreeNode):
     nets = make_networks(config, action_dim)
     params = nets.init(key, observation_dim)
     tx = offline.make_optimizer(config)
-    return cls(params=params, target_params=params["value"], opt_state=tx.init(params),
-               nets=nets, tx=tx, config=config)
+    return cls(
+      params=params,
+      target_params=params["value"],
+      opt_state=tx.init(params),
+      nets=nets,
+      tx=tx,
+      config=config,
+    )
 
   def goal_rep(self, params: PyTree, obs: Array, goal: Array) -> Array:
     """[B, rep_dim] φ([s; g])."""
@@ -110,17 +122,29 @@ class HIQLAgent(struct.PyTreeNode):
     config = self.config
     obs, next_obs = batch["observations"], batch["next_observations"]
     # value: online heads and φ; the targets (target heads on the online φ) carry no gradient
-    v, v_tgt, next_v_tgt = self.nets.value_targets(params, params["value"], self.target_params,
-                                                   obs, next_obs, batch["value_goals"])
+    v, v_tgt, next_v_tgt = self.nets.value_targets(
+      params, params["value"], self.target_params, obs, next_obs, batch["value_goals"]
+    )
     value_loss, value_extras = gc.ivl_value_loss_batch(
-        v, v_tgt, next_v_tgt, batch["rewards"], config.gamma * batch["masks"], config.expectile)
-    _, actor = gc.hiql_actor_losses(*self.nets.actor_inputs(params, "value", batch),
-                                    config.low_alpha, config.high_alpha,
-                                    rep_grad=config.low_actor_rep_grad)
-    losses = {"value": value_loss, "low_actor": actor.low_actor_loss,
-              "high_actor": actor.high_actor_loss}
-    metrics = {"value_loss": value_loss, "v_mean": v.mean(),
-               "value_advantage": value_extras.advantage.mean(), **actor.summary()}
+      v, v_tgt, next_v_tgt, batch["rewards"], config.gamma * batch["masks"], config.expectile
+    )
+    _, actor = gc.hiql_actor_losses(
+      *self.nets.actor_inputs(params, "value", batch),
+      config.low_alpha,
+      config.high_alpha,
+      rep_grad=config.low_actor_rep_grad,
+    )
+    losses = {
+      "value": value_loss,
+      "low_actor": actor.low_actor_loss,
+      "high_actor": actor.high_actor_loss,
+    }
+    metrics = {
+      "value_loss": value_loss,
+      "v_mean": v.mean(),
+      "value_advantage": value_extras.advantage.mean(),
+      **actor.summary(),
+    }
     return losses, metrics
 
   def loss(self, params: PyTree, batch: dict) -> tuple[Array, dict]:

@@ -75,8 +75,9 @@ def get_config() -> ml_collections.ConfigDict:
   config = training.run_config(log_every=1, eval_every=20, checkpoint_every=5)
   config.agent = "llm_archer"
   config.env_name = ENV_NAME
-  config.env_kwargs = ml_collections.ConfigDict(dict(
-      num_items=4, num_attributes=2, num_values=2, max_turns=3))
+  config.env_kwargs = ml_collections.ConfigDict(
+    dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
+  )
   config.include_table = True  # the prompt lists every item's properties
   # A small model rarely writes the 'ask <property> <value>' / 'guess <item>' commands; lenient
   # parsing also reads the first item or value it names ("pick a color: blue").
@@ -113,9 +114,19 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "max_new_tokens", "num_envs", "num_updates", "buffer_size",
-                      "batch_size", "critic_updates", "num_critics", "critic_d_model",
-                      "critic_num_layers", "num_heads")
+  checks.positive_int(
+    config,
+    "max_new_tokens",
+    "num_envs",
+    "num_updates",
+    "buffer_size",
+    "batch_size",
+    "critic_updates",
+    "num_critics",
+    "critic_d_model",
+    "critic_num_layers",
+    "num_heads",
+  )
   tc.non_negative_int(config, "warmup_iters", "eval_episodes")
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.in_unit_interval(config, "gamma", "tau")
@@ -164,38 +175,79 @@ class ActorBatch(NamedTuple):
   response_mask: Array  # bool [N, T]
 
 
-def critic_objective(critic_params: PyTree, target_params: PyTree,
-                     critic: transformer.UtteranceCritic, batch: tc.UtteranceTransition,
-                     config) -> tuple[Array, hc.CriticExtras]:
+def critic_objective(
+  critic_params: PyTree,
+  target_params: PyTree,
+  critic: transformer.UtteranceCritic,
+  batch: tc.UtteranceTransition,
+  config,
+) -> tuple[Array, hc.CriticExtras]:
   """ArCHer's critic loss on a replay batch; a_π of the V-target is the replayed utterance."""
   mask = tc.token_mask(batch.utterance)
-  q_pi_tgt = critic.apply(target_params, batch.dialogue, batch.utterance, mask,
-                          method=transformer.UtteranceCritic.q_values)
-  v_next_tgt = critic.apply(target_params, batch.next_dialogue,
-                            method=transformer.UtteranceCritic.values)
+  q_pi_tgt = critic.apply(
+    target_params,
+    batch.dialogue,
+    batch.utterance,
+    mask,
+    method=transformer.UtteranceCritic.q_values,
+  )
+  v_next_tgt = critic.apply(
+    target_params, batch.next_dialogue, method=transformer.UtteranceCritic.values
+  )
   out = critic.apply(critic_params, batch.dialogue, batch.utterance, mask)
-  return hc.archer_critic_loss(out.q, out.v, v_next_tgt, q_pi_tgt,
-                               batch.reward.astype(jnp.float32), batch.terminated, config.gamma,
-                               q_target_heads=config.q_target_heads,
-                               v_target_heads=config.v_target_heads)
+  return hc.archer_critic_loss(
+    out.q,
+    out.v,
+    v_next_tgt,
+    q_pi_tgt,
+    batch.reward.astype(jnp.float32),
+    batch.terminated,
+    config.gamma,
+    q_target_heads=config.q_target_heads,
+    v_target_heads=config.v_target_heads,
+  )
 
 
-def actor_objective(lora: PyTree, params: PyTree, model_config: llama.LlamaConfig,
-                    critic_params: PyTree, critic: transformer.UtteranceCritic,
-                    batch: ActorBatch, temperature) -> tuple[Array, hc.ActorExtras]:
+def actor_objective(
+  lora: PyTree,
+  params: PyTree,
+  model_config: llama.LlamaConfig,
+  critic_params: PyTree,
+  critic: transformer.UtteranceCritic,
+  batch: ActorBatch,
+  temperature,
+) -> tuple[Array, hc.ActorExtras]:
   """ArCHer's token-level loss: −mean_B A(s, a)·Σ_h log π(a_h | s, a_<h) over the LLM's tokens."""
-  out = critic.apply(critic_params, batch.dialogue, batch.utterance,
-                     tc.token_mask(batch.utterance))
-  token_logp = llm_common.response_logprobs(model_config, params, lora, batch.prompt_tokens,
-                                            batch.prompt_mask, batch.response,
-                                            batch.response_mask, temperature=temperature)
+  out = critic.apply(critic_params, batch.dialogue, batch.utterance, tc.token_mask(batch.utterance))
+  token_logp = llm_common.response_logprobs(
+    model_config,
+    params,
+    lora,
+    batch.prompt_tokens,
+    batch.prompt_mask,
+    batch.response,
+    batch.response_mask,
+    temperature=temperature,
+  )
   return hc.archer_actor_loss(token_logp, batch.response_mask, out.q, out.v)
 
 
-CRITIC_FIELDS = ("critic_updates", "batch_size", "tau", "gamma", "q_target_heads",
-                 "v_target_heads", "critic_learning_rate", "optimizer", "max_grad_norm",
-                 "critic_d_model", "critic_num_layers", "num_heads", "num_critics",
-                 "critic_utterance_encoding")
+CRITIC_FIELDS = (
+  "critic_updates",
+  "batch_size",
+  "tau",
+  "gamma",
+  "q_target_heads",
+  "v_target_heads",
+  "critic_learning_rate",
+  "optimizer",
+  "max_grad_norm",
+  "critic_d_model",
+  "critic_num_layers",
+  "num_heads",
+  "num_critics",
+  "critic_utterance_encoding",
+)
 CriticSettings = NamedTuple("CriticSettings", [(name, Any) for name in CRITIC_FIELDS])
 CriticSettings.__doc__ = "The config fields of the critic update (hashable: a cache key)."
 
@@ -216,49 +268,61 @@ def _make_critic_update(env_params: token_game.EnvParams, config: CriticSettings
   @jax.jit
   def critic_update(state: TrainState) -> tuple[TrainState, dict]:
     key, sample_key = jax.random.split(state.key)
-    batches = tc.sample_batches(state.buffer, sample_key, config.critic_updates,
-                                    config.batch_size)
+    batches = tc.sample_batches(state.buffer, sample_key, config.critic_updates, config.batch_size)
 
     def one_step(carry, batch):
       params, target, opt_state = carry
       (loss, extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
-          params, target, critic, batch, config)
+        params, target, critic, batch, config
+      )
       updates, opt_state = tx.update(grads, opt_state, params)
       params = optax.apply_updates(params, updates)
       target = optax.incremental_update(params, target, config.tau)
       return (params, target, opt_state), {
-          "critic_loss": loss, "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
-          "q_value": jnp.mean(extras.q_target - extras.q_td_error)}
+        "critic_loss": loss,
+        "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
+        "q_value": jnp.mean(extras.q_target - extras.q_td_error),
+      }
 
     (params, target, opt_state), metrics = jax.lax.scan(
-        one_step, (state.critic_params, state.target_critic_params, state.critic_opt_state),
-        batches)
-    state = state.replace(critic_params=params, target_critic_params=target,
-                          critic_opt_state=opt_state, key=key)
+      one_step, (state.critic_params, state.target_critic_params, state.critic_opt_state), batches
+    )
+    state = state.replace(
+      critic_params=params, target_critic_params=target, critic_opt_state=opt_state, key=key
+    )
     return state, jax.tree.map(jnp.mean, metrics)
 
   return critic_update
 
 
 @functools.lru_cache(maxsize=8)
-def make_actor_update(model_config: llama.LlamaConfig, env_params: token_game.EnvParams,
-                      critic_settings: CriticSettings, learning_rate: float, optimizer: str,
-                      max_grad_norm: float, temperature: float):
+def make_actor_update(
+  model_config: llama.LlamaConfig,
+  env_params: token_game.EnvParams,
+  critic_settings: CriticSettings,
+  learning_rate: float,
+  optimizer: str,
+  max_grad_norm: float,
+  temperature: float,
+):
   """`actor_update(state, params, batch) -> (state, metrics)`: one LoRA step, jitted (cached)."""
   critic = tc.make_critic(env_params, critic_settings)
   tx = tc.make_optimizer(optimizer, learning_rate, max_grad_norm)
 
   @jax.jit
-  def actor_update(state: TrainState, params: PyTree, batch: ActorBatch
-                   ) -> tuple[TrainState, dict]:
+  def actor_update(state: TrainState, params: PyTree, batch: ActorBatch) -> tuple[TrainState, dict]:
     (loss, extras), grads = jax.value_and_grad(actor_objective, has_aux=True)(
-        state.lora, params, model_config, state.critic_params, critic, batch, temperature)
+      state.lora, params, model_config, state.critic_params, critic, batch, temperature
+    )
     updates, opt_state = tx.update(grads, state.actor_opt_state, state.lora)
     state = state.replace(lora=optax.apply_updates(state.lora, updates), actor_opt_state=opt_state)
-    return state, {"actor_loss": loss, "advantage": jnp.mean(extras.advantage),
-                   "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
-                   "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
-                   "actor_grad_norm": optax.tree.norm(grads)}
+    return state, {
+      "actor_loss": loss,
+      "advantage": jnp.mean(extras.advantage),
+      "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
+      "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
+      "actor_grad_norm": optax.tree.norm(grads),
+    }
 
   return actor_update
 
@@ -270,8 +334,9 @@ def make_env_step(env_params: token_game.EnvParams):
   return jax.jit(lambda carry, action, key: rollout.step(env, env_params, carry, action, key))
 
 
-def longest_prompt(lm: llm_common.LanguageModel, env_params: token_game.EnvParams,
-                   include_table: bool, system: str) -> int:
+def longest_prompt(
+  lm: llm_common.LanguageModel, env_params: token_game.EnvParams, include_table: bool, system: str
+) -> int:
   """The token count of the longest game prompt, rounded up to the prompt bucket.
 
   The prompt grows with the dialogue; padding every prompt to this width keeps `generate` and the
@@ -282,7 +347,7 @@ def longest_prompt(lm: llm_common.LanguageModel, env_params: token_game.EnvParam
   for turns in range(env_params.max_turns):
     obs = np.full((token_game.max_dialogue_len(env_params),), token_game.PAD, np.int32)
     obs[0] = token_game.BOS
-    obs[1:1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
+    obs[1 : 1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
     text = text_tasks.game_prompt(obs, env_params, include_table)
     widths.append(len(llm_weights.chat_prompt(lm.tokenizer, text, system=system or None)))
   bucket = llm_common.PROMPT_BUCKET
@@ -297,54 +362,88 @@ def longest_prompt(lm: llm_common.LanguageModel, env_params: token_game.EnvParam
 class LLMArcher:
   """ArCHer on the text game: the frozen LLM, the critic, optimizers and jitted calls."""
 
-  def __init__(self, config: ml_collections.ConfigDict,
-               lm: Optional[llm_common.LanguageModel] = None):
+  def __init__(
+    self, config: ml_collections.ConfigDict, lm: Optional[llm_common.LanguageModel] = None
+  ):
     validate_config(config)
     self.config = ml_collections.FrozenConfigDict(config)
     self.env, self.env_params = envs.make(config.env_name, **config.env_kwargs)
     self.lm = llm_common.language_model(config, lm)
     self.critic = tc.make_critic(self.env_params, self.config)
-    self.critic_tx = tc.make_optimizer(config.optimizer, config.critic_learning_rate,
-                                       config.max_grad_norm)
-    self.actor_tx = tc.make_optimizer(config.optimizer, config.actor_learning_rate,
-                                      config.max_grad_norm)
+    self.critic_tx = tc.make_optimizer(
+      config.optimizer, config.critic_learning_rate, config.max_grad_norm
+    )
+    self.actor_tx = tc.make_optimizer(
+      config.optimizer, config.actor_learning_rate, config.max_grad_norm
+    )
     self._critic_update = make_critic_update(self.env_params, self.config)
     self._actor_update = make_actor_update(
-        self.lm.config, self.env_params, CriticSettings(*(config[f] for f in CRITIC_FIELDS)),
-        float(config.actor_learning_rate), config.optimizer, float(config.max_grad_norm),
-        float(config.temperature))
+      self.lm.config,
+      self.env_params,
+      CriticSettings(*(config[f] for f in CRITIC_FIELDS)),
+      float(config.actor_learning_rate),
+      config.optimizer,
+      float(config.max_grad_norm),
+      float(config.temperature),
+    )
     self._step_env = make_env_step(self.env_params)
-    self.prompt_width = longest_prompt(self.lm, self.env_params, config.include_table,
-                                       config.system_prompt)
+    self.prompt_width = longest_prompt(
+      self.lm, self.env_params, config.include_table, config.system_prompt
+    )
 
   def init(self, seed: int) -> TrainState:
     key = jax.random.key(seed)
     lora_key, critic_key, env_key, key = jax.random.split(key, 4)
     lora = llama.init_lora(self.lm.config, lora_key)
-    critic_params = self.critic.init(critic_key, tc.first_dialogue(self.env_params),
-                                     tc.first_utterance(self.env_params))
+    critic_params = self.critic.init(
+      critic_key, tc.first_dialogue(self.env_params), tc.first_utterance(self.env_params)
+    )
     return TrainState(
-        lora=lora, actor_opt_state=self.actor_tx.init(lora), critic_params=critic_params,
-        target_critic_params=critic_params, critic_opt_state=self.critic_tx.init(critic_params),
-        buffer=tc.empty_buffer(self.env_params, self.config.buffer_size),
-        env=rollout.reset(self.env, self.env_params, env_key, self.config.num_envs), key=key,
-        update=jnp.zeros((), jnp.int32))
+      lora=lora,
+      actor_opt_state=self.actor_tx.init(lora),
+      critic_params=critic_params,
+      target_critic_params=critic_params,
+      critic_opt_state=self.critic_tx.init(critic_params),
+      buffer=tc.empty_buffer(self.env_params, self.config.buffer_size),
+      env=rollout.reset(self.env, self.env_params, env_key, self.config.num_envs),
+      key=key,
+      update=jnp.zeros((), jnp.int32),
+    )
 
-  def speak(self, lora: PyTree, dialogues: np.ndarray, key: Array, greedy: bool = False
-            ) -> tuple[ActorBatch, list[str]]:
+  def speak(
+    self, lora: PyTree, dialogues: np.ndarray, key: Array, greedy: bool = False
+  ) -> tuple[ActorBatch, list[str]]:
     """One line per game observation `[N, D]`: the LLM's tokens, its text and the parse."""
-    texts = [text_tasks.game_prompt(d, self.env_params, self.config.include_table)
-             for d in np.asarray(dialogues)]
+    texts = [
+      text_tasks.game_prompt(d, self.env_params, self.config.include_table)
+      for d in np.asarray(dialogues)
+    ]
     responses = llm_common.sample_responses(
-        self.lm, lora, texts, key, self.config.max_new_tokens, self.config.temperature,
-        greedy=greedy, system=self.config.system_prompt, min_width=self.prompt_width)
+      self.lm,
+      lora,
+      texts,
+      key,
+      self.config.max_new_tokens,
+      self.config.temperature,
+      greedy=greedy,
+      system=self.config.system_prompt,
+      min_width=self.prompt_width,
+    )
     lines, generation = responses.texts, responses.generation
-    utterances = np.stack([text_tasks.parse_move(line, self.env_params,
-                                                 lenient=self.config.lenient_parsing)
-                           for line in lines])
-    batch = ActorBatch(jnp.asarray(dialogues), jnp.asarray(utterances),
-                       jnp.asarray(responses.prompt_tokens), jnp.asarray(responses.prompt_mask),
-                       jnp.asarray(generation.tokens), jnp.asarray(generation.mask))
+    utterances = np.stack(
+      [
+        text_tasks.parse_move(line, self.env_params, lenient=self.config.lenient_parsing)
+        for line in lines
+      ]
+    )
+    batch = ActorBatch(
+      jnp.asarray(dialogues),
+      jnp.asarray(utterances),
+      jnp.asarray(responses.prompt_tokens),
+      jnp.asarray(responses.prompt_mask),
+      jnp.asarray(generation.tokens),
+      jnp.asarray(generation.mask),
+    )
     return batch, lines
 
   def collect(self, state: TrainState) -> tuple[TrainState, ActorBatch, dict, list[str]]:
@@ -354,15 +453,24 @@ class LLMArcher:
     carry, traj = self._step_env(state.env, batch.utterance, env_key)
     valid = np.asarray(batch.utterance[:, 0] != token_game.INVALID)
     reward = traj.reward + self.config.valid_move_bonus * jnp.asarray(valid, traj.reward.dtype)
-    buffer = replay.add(state.buffer, tc.UtteranceTransition(
-        dialogue=traj.obs, utterance=traj.action, reward=reward,
-        next_dialogue=traj.next_obs, terminated=traj.terminated))
+    buffer = replay.add(
+      state.buffer,
+      tc.UtteranceTransition(
+        dialogue=traj.obs,
+        utterance=traj.action,
+        reward=reward,
+        next_dialogue=traj.next_obs,
+        terminated=traj.terminated,
+      ),
+    )
     done = np.asarray(traj.terminated | traj.truncated)
     returns = np.asarray(traj.episode_return)
-    stats = {"episodes": float(done.sum()),
-             "episode_return_sum": float((returns * done).sum()),
-             "valid_move_fraction": float(valid.mean()),
-             "response_length": float(np.asarray(batch.response_mask).sum(1).mean())}
+    stats = {
+      "episodes": float(done.sum()),
+      "episode_return_sum": float((returns * done).sum()),
+      "valid_move_fraction": float(valid.mean()),
+      "response_length": float(np.asarray(batch.response_mask).sum(1).mean()),
+    }
     return state.replace(buffer=buffer, env=carry, key=key), batch, stats, lines
 
   def step(self, state: TrainState) -> tuple[TrainState, dict]:
@@ -393,12 +501,15 @@ class LLMArcher:
       wins += np.where(active, np.asarray(traj.reward), 0.0)
       valid_moves.extend(np.asarray(batch.utterance[:, 0] != token_game.INVALID)[active])
       finished |= np.asarray(traj.terminated | traj.truncated)
-    return {"eval_win_rate": float(wins.mean()),
-            "eval_valid_move_fraction": float(np.mean(valid_moves))}
+    return {
+      "eval_win_rate": float(wins.mean()),
+      "eval_valid_move_fraction": float(np.mean(valid_moves)),
+    }
 
 
-def make_learner(config: ml_collections.ConfigDict,
-                 lm: Optional[llm_common.LanguageModel] = None) -> training.HostLearner:
+def make_learner(
+  config: ml_collections.ConfigDict, lm: Optional[llm_common.LanguageModel] = None
+) -> training.HostLearner:
   """A host-driven learner whose `step` is one ArCHer iteration (lines are parsed on the host).
   `lm` may pass an already loaded model (tests pass a tiny one)."""
   agent = LLMArcher(config, lm)
@@ -406,21 +517,29 @@ def make_learner(config: ml_collections.ConfigDict,
   def step(state):
     state, metrics = agent.step(state)
     episodes = metrics["episodes"]
-    metrics["episode_return"] = (metrics["episode_return_sum"] / episodes if episodes > 0
-                                 else float("nan"))
+    metrics["episode_return"] = (
+      metrics["episode_return_sum"] / episodes if episodes > 0 else float("nan")
+    )
     return state, metrics
 
   return training.HostLearner(
-      init=agent.init, step=step,
-      evaluate=((lambda state: agent.evaluate(state.lora, config.eval_episodes))
-                if config.eval_episodes else None),
-      num_updates=config.num_updates, env_steps_per_update=config.num_envs,
-      progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
+    init=agent.init,
+    step=step,
+    evaluate=(
+      (lambda state: agent.evaluate(state.lora, config.eval_episodes))
+      if config.eval_episodes
+      else None
+    ),
+    num_updates=config.num_updates,
+    env_steps_per_update=config.num_envs,
+    progress=lambda record, texts: _progress_line(record, texts, config.num_updates),
+  )
 
 
 def _progress_line(record: dict, texts: dict, num_updates: int) -> str:
-  return (f"iteration {record['update']}/{num_updates} | games ended {record['episodes']:.0f}"
-          f" (return {record['episode_return']:.2f}) | valid {record['valid_move_fraction']:.2f}"
-          f" | critic {record['critic_loss']:.4f} | actor "
-          f"{record.get('actor_loss', float('nan')):.4f} | {texts['example_line'][:50]!r}")
-
+  return (
+    f"iteration {record['update']}/{num_updates} | games ended {record['episodes']:.0f}"
+    f" (return {record['episode_return']:.2f}) | valid {record['valid_move_fraction']:.2f}"
+    f" | critic {record['critic_loss']:.4f} | actor "
+    f"{record.get('actor_loss', float('nan')):.4f} | {texts['example_line'][:50]!r}"
+  )

@@ -55,36 +55,47 @@ def validate_config_fields(config: ml_collections.ConfigDict, num_devices: int) 
   checks.one_of(config, "dtype", DTYPES)
   checks.one_of(config, "optimizer", tc.OPTIMIZERS)
   if num_devices != 1:
-    raise checks.ConfigError(f"num_devices: expected 1 (the LLM loop runs on one device), "
-                             f"got {num_devices}")
+    raise checks.ConfigError(
+      f"num_devices: expected 1 (the LLM loop runs on one device), got {num_devices}"
+    )
 
 
-def load_language_model(num_layers: int, dtype: str, lora_rank: int,
-                        lora_alpha: float) -> LanguageModel:
+def load_language_model(
+  num_layers: int, dtype: str, lora_rank: int, lora_alpha: float
+) -> LanguageModel:
   """SmolLM2-135M-Instruct from the installed GGUF (`num_layers` 0 = all layers)."""
-  fields, params = llm_weights.load_smollm2(num_layers=num_layers or None,
-                                            dtype=getattr(jnp, dtype))
-  model_config = llama.LlamaConfig(**fields, dtype=getattr(jnp, dtype), lora_rank=lora_rank,
-                                   lora_alpha=lora_alpha)
-  return LanguageModel(model_config, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID,
-                       llm_weights.PAD_ID)
+  fields, params = llm_weights.load_smollm2(
+    num_layers=num_layers or None, dtype=getattr(jnp, dtype)
+  )
+  model_config = llama.LlamaConfig(
+    **fields, dtype=getattr(jnp, dtype), lora_rank=lora_rank, lora_alpha=lora_alpha
+  )
+  return LanguageModel(
+    model_config, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID, llm_weights.PAD_ID
+  )
 
 
 def language_model(config, lm: Optional[LanguageModel] = None) -> LanguageModel:
   """`lm` (an already loaded model, e.g. a tiny one in tests) with the LoRA rank and alpha of
   `config`, or the model `config` names, loaded."""
   if lm is None:
-    return load_language_model(config.num_layers, config.dtype, config.lora_rank,
-                               config.lora_alpha)
+    return load_language_model(config.num_layers, config.dtype, config.lora_rank, config.lora_alpha)
   if lm.config.lora_rank != config.lora_rank:
-    lm = lm._replace(config=dataclasses.replace(lm.config, lora_rank=config.lora_rank,
-                                                lora_alpha=config.lora_alpha))
+    lm = lm._replace(
+      config=dataclasses.replace(
+        lm.config, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha
+      )
+    )
   return lm
 
 
-def encode_prompts(lm: LanguageModel, texts: Sequence[str], system: str = "",
-                   bucket: int = PROMPT_BUCKET, min_width: int = 0
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def encode_prompts(
+  lm: LanguageModel,
+  texts: Sequence[str],
+  system: str = "",
+  bucket: int = PROMPT_BUCKET,
+  min_width: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
   """Chat-template prompts, left-padded to a multiple of `bucket` and to at least `min_width`:
   int32 `[B, P]`, bool `[B, P]` (a fixed width keeps every jitted call at one shape)."""
   ids = [llm_weights.chat_prompt(lm.tokenizer, text, system=system or None) for text in texts]
@@ -92,8 +103,8 @@ def encode_prompts(lm: LanguageModel, texts: Sequence[str], system: str = "",
   tokens = np.full((len(ids), width), lm.pad_id, np.int32)
   mask = np.zeros((len(ids), width), bool)
   for row, x in enumerate(ids):
-    tokens[row, width - len(x):] = x
-    mask[row, width - len(x):] = True
+    tokens[row, width - len(x) :] = x
+    mask[row, width - len(x) :] = True
   return tokens, mask
 
 
@@ -115,24 +126,52 @@ class Responses(NamedTuple):
   texts: list
 
 
-def sample_responses(lm: LanguageModel, lora: PyTree, prompts: Sequence[str], key: Array,
-                     max_new_tokens: int, temperature: float, greedy: bool = False,
-                     system: str = "", bucket: int = PROMPT_BUCKET,
-                     min_width: int = 0) -> Responses:
+def sample_responses(
+  lm: LanguageModel,
+  lora: PyTree,
+  prompts: Sequence[str],
+  key: Array,
+  max_new_tokens: int,
+  temperature: float,
+  greedy: bool = False,
+  system: str = "",
+  bucket: int = PROMPT_BUCKET,
+  min_width: int = 0,
+) -> Responses:
   """One response per prompt text: chat-template encoding, one jitted `llama.generate` call on
   the left-padded batch, and the decoded responses."""
   tokens, mask = encode_prompts(lm, prompts, system, bucket=bucket, min_width=min_width)
-  generation = llama.generate(lm.config, lm.params, lora, jnp.asarray(tokens),
-                              jnp.asarray(mask), key, max_new_tokens, temperature=temperature,
-                              greedy=greedy, eos_id=lm.eos_id, pad_id=lm.pad_id)
+  generation = llama.generate(
+    lm.config,
+    lm.params,
+    lora,
+    jnp.asarray(tokens),
+    jnp.asarray(mask),
+    key,
+    max_new_tokens,
+    temperature=temperature,
+    greedy=greedy,
+    eos_id=lm.eos_id,
+    pad_id=lm.pad_id,
+  )
   generation = jax.tree.map(np.asarray, generation)
-  return Responses(tokens, mask, generation,
-                   decode_responses(lm, generation.tokens, generation.mask))
+  return Responses(
+    tokens, mask, generation, decode_responses(lm, generation.tokens, generation.mask)
+  )
 
 
-def response_logprobs(model_config: llama.LlamaConfig, params: PyTree, lora: Optional[PyTree],
-                      prompt_tokens: Array, prompt_mask: Array, response: Array,
-                      response_mask: Array, *, temperature=1.0, use_lora: bool = True) -> Array:
+def response_logprobs(
+  model_config: llama.LlamaConfig,
+  params: PyTree,
+  lora: Optional[PyTree],
+  prompt_tokens: Array,
+  prompt_mask: Array,
+  response: Array,
+  response_mask: Array,
+  *,
+  temperature=1.0,
+  use_lora: bool = True,
+) -> Array:
   """Teacher-forced `log π(response_t | prompt, response_<t)`, float32 `[B, N]` (0 off the mask).
 
   One forward pass on `[prompt (left-padded), response (right-padded)]`; the output projection
@@ -144,8 +183,16 @@ def response_logprobs(model_config: llama.LlamaConfig, params: PyTree, lora: Opt
   tokens = jnp.concatenate([prompt_tokens, response], axis=1).astype(jnp.int32)
   mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
   prompt_len = prompt_tokens.shape[1]
-  logits, _ = llama.forward(model_config, params, lora, tokens, llama.positions_from_mask(mask),
-                            mask, use_lora=use_lora, logits_from=prompt_len - 1)
+  logits, _ = llama.forward(
+    model_config,
+    params,
+    lora,
+    tokens,
+    llama.positions_from_mask(mask),
+    mask,
+    use_lora=use_lora,
+    logits_from=prompt_len - 1,
+  )
   logits = logits[:, :-1] / temperature
   log_probs = jax.nn.log_softmax(logits, axis=-1)
   picked = jnp.take_along_axis(log_probs, response[:, :, None].astype(jnp.int32), axis=-1)[..., 0]

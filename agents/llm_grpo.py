@@ -107,8 +107,15 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run (one device: a host loop)."""
-  checks.positive_int(config, "num_prompts", "samples_per_prompt", "max_new_tokens",
-                      "prompt_bucket", "num_updates", "update_epochs")
+  checks.positive_int(
+    config,
+    "num_prompts",
+    "samples_per_prompt",
+    "max_new_tokens",
+    "prompt_bucket",
+    "num_updates",
+    "update_epochs",
+  )
   tc.non_negative_int(config, "eval_problems", "eval_seed")
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "advantage_eps")
@@ -117,15 +124,22 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "estimator", ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   if config.samples_per_prompt < 2:
-    raise checks.ConfigError(f"config.samples_per_prompt: expected at least 2 (a group needs "
-                             f"two samples to compare), got {config.samples_per_prompt}")
+    raise checks.ConfigError(
+      f"config.samples_per_prompt: expected at least 2 (a group needs "
+      f"two samples to compare), got {config.samples_per_prompt}"
+    )
   llm_common.validate_config_fields(config, num_devices)
   try:
-    text_tasks.arithmetic_problem(0, 0, max_operand=config.task.max_operand,
-                                  operations=tuple(config.task.operations))
-    text_tasks.arithmetic_reward("", 0, correct_weight=config.task.correct_weight,
-                                 format_weight=config.task.format_weight,
-                                 answer_mode=config.task.answer_mode)
+    text_tasks.arithmetic_problem(
+      0, 0, max_operand=config.task.max_operand, operations=tuple(config.task.operations)
+    )
+    text_tasks.arithmetic_reward(
+      "",
+      0,
+      correct_weight=config.task.correct_weight,
+      format_weight=config.task.format_weight,
+      answer_mode=config.task.answer_mode,
+    )
   except ValueError as error:
     raise checks.ConfigError(f"config.task.{error}") from None
 
@@ -139,8 +153,9 @@ class TrainState(struct.PyTreeNode):
   seed: Array  # int32: the problems and sampling keys of update u are functions of (seed, u)
 
 
-def phrase_patterns(lm: llm_common.LanguageModel, phrases: Sequence[str]
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def phrase_patterns(
+  lm: llm_common.LanguageModel, phrases: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
   """Token patterns of `phrases` with and without a leading space: int32 `[S, W]`, `[S]`."""
   encoded = []
   for phrase in phrases:
@@ -153,7 +168,7 @@ def phrase_patterns(lm: llm_common.LanguageModel, phrases: Sequence[str]
   width = max(len(x) for x in encoded)
   patterns = np.zeros((len(encoded), width), np.int32)
   for row, ids in enumerate(encoded):
-    patterns[row, :len(ids)] = ids
+    patterns[row, : len(ids)] = ids
   return patterns, np.array([len(x) for x in encoded], np.int32)
 
 
@@ -172,8 +187,14 @@ class RolloutBatch(NamedTuple):
   rewards: Array  # float32 [B]
 
 
-def grpo_token_advantages(config, rewards: Array, response: Array, response_mask: Array,
-                          patterns: Array, pattern_lengths: Array) -> tuple[Array, Array]:
+def grpo_token_advantages(
+  config,
+  rewards: Array,
+  response: Array,
+  response_mask: Array,
+  patterns: Array,
+  pattern_lengths: Array,
+) -> tuple[Array, Array]:
   """Token advantages `[B, N]` and the row mask `[B]` kept by the DAPO filter (batch-level)."""
   num_groups = config.num_prompts
   ids = gr.contiguous_group_ids(num_groups, config.samples_per_prompt)
@@ -194,38 +215,68 @@ def grpo_token_advantages(config, rewards: Array, response: Array, response_mask
   return token_advantages, keep
 
 
-def llm_grpo_objective(lora: PyTree, params: PyTree, model_config: llama.LlamaConfig, config,
-                       batch: RolloutBatch, token_advantages: Array, loss_mask: Array,
-                       old_logp: Optional[Array], ref_logp: Optional[Array]
-                       ) -> tuple[Array, dict]:
+def llm_grpo_objective(
+  lora: PyTree,
+  params: PyTree,
+  model_config: llama.LlamaConfig,
+  config,
+  batch: RolloutBatch,
+  token_advantages: Array,
+  loss_mask: Array,
+  old_logp: Optional[Array],
+  ref_logp: Optional[Array],
+) -> tuple[Array, dict]:
   """GRPO's objective (paper Eq. 3) on the batch: clipped surrogate + β·KL, aggregated."""
-  logp = llm_common.response_logprobs(model_config, params, lora, batch.prompt_tokens,
-                                      batch.prompt_mask, batch.response, batch.response_mask,
-                                      temperature=config.temperature)
+  logp = llm_common.response_logprobs(
+    model_config,
+    params,
+    lora,
+    batch.prompt_tokens,
+    batch.prompt_mask,
+    batch.response,
+    batch.response_mask,
+    temperature=config.temperature,
+  )
   old = jax.lax.stop_gradient(logp) if old_logp is None else old_logp
-  per_token, extras = pg.clipped_surrogate_loss(logp, old, token_advantages,
-                                                epsilon=config.clip_epsilon,
-                                                epsilon_high=config.clip_epsilon_high)
+  per_token, extras = pg.clipped_surrogate_loss(
+    logp, old, token_advantages, epsilon=config.clip_epsilon, epsilon_high=config.clip_epsilon_high
+  )
   kl = jnp.zeros_like(logp)
   if ref_logp is not None:
     kl = pg.kl_divergence(logp, ref_logp, config.kl_estimator)
     per_token = per_token + config.kl_coef * kl
-  loss, agg = pg.aggregate(per_token, loss_mask, config.loss_aggregation,
-                           constant=float(config.max_new_tokens))
+  loss, agg = pg.aggregate(
+    per_token, loss_mask, config.loss_aggregation, constant=float(config.max_new_tokens)
+  )
   metrics = {
-      "kl": pg.masked_mean(kl, loss_mask),
-      "clip_fraction": pg.masked_mean(extras.clipped, loss_mask),
-      "ratio": pg.masked_mean(extras.ratio, loss_mask),
-      "logp": pg.masked_mean(logp, loss_mask),
-      "loss_denominator": agg.denominator,
+    "kl": pg.masked_mean(kl, loss_mask),
+    "clip_fraction": pg.masked_mean(extras.clipped, loss_mask),
+    "ratio": pg.masked_mean(extras.ratio, loss_mask),
+    "logp": pg.masked_mean(logp, loss_mask),
+    "loss_denominator": agg.denominator,
   }
   return loss, metrics
 
 
-UPDATE_FIELDS = ("num_prompts", "samples_per_prompt", "max_new_tokens", "temperature",
-                 "learning_rate", "optimizer", "max_grad_norm", "update_epochs", "clip_epsilon",
-                 "clip_epsilon_high", "kl_coef", "kl_estimator", "estimator", "advantage_eps",
-                 "loss_aggregation", "dynamic_sampling", "hicra_alpha")
+UPDATE_FIELDS = (
+  "num_prompts",
+  "samples_per_prompt",
+  "max_new_tokens",
+  "temperature",
+  "learning_rate",
+  "optimizer",
+  "max_grad_norm",
+  "update_epochs",
+  "clip_epsilon",
+  "clip_epsilon_high",
+  "kl_coef",
+  "kl_estimator",
+  "estimator",
+  "advantage_eps",
+  "loss_aggregation",
+  "dynamic_sampling",
+  "hicra_alpha",
+)
 UpdateSettings = NamedTuple("UpdateSettings", [(name, Any) for name in UPDATE_FIELDS])
 UpdateSettings.__doc__ = "The config fields the jitted update reads (hashable: a cache key)."
 
@@ -248,16 +299,23 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
   tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
 
   @jax.jit
-  def update(state: TrainState, params: PyTree, batch: RolloutBatch, patterns: Array,
-             pattern_lengths: Array) -> tuple[TrainState, dict]:
+  def update(
+    state: TrainState, params: PyTree, batch: RolloutBatch, patterns: Array, pattern_lengths: Array
+  ) -> tuple[TrainState, dict]:
     token_advantages, keep = grpo_token_advantages(
-        config, batch.rewards, batch.response, batch.response_mask, patterns, pattern_lengths)
+      config, batch.rewards, batch.response, batch.response_mask, patterns, pattern_lengths
+    )
     loss_mask = batch.response_mask & keep[:, None]
-    logprobs = functools.partial(llm_common.response_logprobs, model_config, params,
-                                 prompt_tokens=batch.prompt_tokens,
-                                 prompt_mask=batch.prompt_mask, response=batch.response,
-                                 response_mask=batch.response_mask,
-                                 temperature=config.temperature)
+    logprobs = functools.partial(
+      llm_common.response_logprobs,
+      model_config,
+      params,
+      prompt_tokens=batch.prompt_tokens,
+      prompt_mask=batch.prompt_mask,
+      response=batch.response,
+      response_mask=batch.response_mask,
+      temperature=config.temperature,
+    )
     ref_logp = None
     if config.kl_coef > 0:
       ref_logp = jax.lax.stop_gradient(logprobs(None, use_lora=False))
@@ -267,8 +325,16 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
 
     def epoch(state, _):
       (loss, metrics), grads = jax.value_and_grad(llm_grpo_objective, has_aux=True)(
-          state.lora, params, model_config, config, batch, token_advantages, loss_mask,
-          old_logp, ref_logp)
+        state.lora,
+        params,
+        model_config,
+        config,
+        batch,
+        token_advantages,
+        loss_mask,
+        old_logp,
+        ref_logp,
+      )
       updates, opt_state = tx.update(grads, state.opt_state, state.lora)
       lora = optax.apply_updates(state.lora, updates)
       metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
@@ -291,8 +357,9 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
 class LLMGRPO:
   """GRPO on the arithmetic task: owns the frozen model, the optimizer and the jitted calls."""
 
-  def __init__(self, config: ml_collections.ConfigDict,
-               lm: Optional[llm_common.LanguageModel] = None):
+  def __init__(
+    self, config: ml_collections.ConfigDict, lm: Optional[llm_common.LanguageModel] = None
+  ):
     validate_config(config)
     self.config = ml_collections.FrozenConfigDict(config)
     self.lm = llm_common.language_model(config, lm)
@@ -305,32 +372,49 @@ class LLMGRPO:
     """Fresh adapters (zero `b`: the starting policy is the instruct model) and optimizer state."""
     key = jax.random.fold_in(jax.random.key(seed), 0)
     lora = llama.init_lora(self.lm.config, key)
-    return TrainState(lora=lora, opt_state=self.tx.init(lora), update=jnp.zeros((), jnp.int32),
-                      seed=jnp.asarray(seed, jnp.int32))
+    return TrainState(
+      lora=lora,
+      opt_state=self.tx.init(lora),
+      update=jnp.zeros((), jnp.int32),
+      seed=jnp.asarray(seed, jnp.int32),
+    )
 
   def problems(self, seed: int, update: int) -> list:
     """The G problems of update `update` of seed `seed`."""
     task = self.config.task
     g = self.config.num_prompts
-    return text_tasks.arithmetic_problems(seed, g, start=update * g,
-                                          max_operand=task.max_operand,
-                                          operations=tuple(task.operations))
+    return text_tasks.arithmetic_problems(
+      seed, g, start=update * g, max_operand=task.max_operand, operations=tuple(task.operations)
+    )
 
-  def sample(self, lora: PyTree, problems: Sequence, key: Array, samples: int,
-             greedy: bool = False) -> llm_common.Responses:
+  def sample(
+    self, lora: PyTree, problems: Sequence, key: Array, samples: int, greedy: bool = False
+  ) -> llm_common.Responses:
     """`samples` responses per problem (rows grouped by problem) and their decoded text."""
     texts = [text_tasks.arithmetic_prompt(p) for p in problems for _ in range(samples)]
     return llm_common.sample_responses(
-        self.lm, lora, texts, key, self.config.max_new_tokens, self.config.temperature,
-        greedy=greedy, system=self.config.task.system_prompt, bucket=self.config.prompt_bucket)
+      self.lm,
+      lora,
+      texts,
+      key,
+      self.config.max_new_tokens,
+      self.config.temperature,
+      greedy=greedy,
+      system=self.config.task.system_prompt,
+      bucket=self.config.prompt_bucket,
+    )
 
   def rewards(self, responses: Sequence[str], problems: Sequence, samples: int):
     """Host-side rewards `[B]` (float32), correct `[B]`, formatted `[B]`."""
     task = self.config.task
     answers = [p.answer for p in problems for _ in range(samples)]
-    return text_tasks.arithmetic_rewards(responses, answers, correct_weight=task.correct_weight,
-                                         format_weight=task.format_weight,
-                                         answer_mode=task.answer_mode)
+    return text_tasks.arithmetic_rewards(
+      responses,
+      answers,
+      correct_weight=task.correct_weight,
+      format_weight=task.format_weight,
+      answer_mode=task.answer_mode,
+    )
 
   def step(self, state: TrainState) -> tuple[TrainState, dict]:
     """One GRPO update: sample G x K responses, score them, update the adapters."""
@@ -343,52 +427,69 @@ class LLMGRPO:
     sample_seconds = time.perf_counter() - start
     rewards, correct, formatted = self.rewards(responses.texts, problems, k)
     generation = responses.generation
-    batch = RolloutBatch(jnp.asarray(responses.prompt_tokens), jnp.asarray(responses.prompt_mask),
-                         jnp.asarray(generation.tokens), jnp.asarray(generation.mask),
-                         jnp.asarray(rewards))
+    batch = RolloutBatch(
+      jnp.asarray(responses.prompt_tokens),
+      jnp.asarray(responses.prompt_mask),
+      jnp.asarray(generation.tokens),
+      jnp.asarray(generation.mask),
+      jnp.asarray(rewards),
+    )
     start = time.perf_counter()
     state, metrics = self.update(state, batch)
     metrics.update(
-        reward=float(rewards.mean()), correct=float(correct.mean()),
-        formatted=float(formatted.mean()),
-        response_length=float(generation.mask.sum(axis=1).mean()),
-        sample_seconds=sample_seconds, update_seconds=time.perf_counter() - start)
+      reward=float(rewards.mean()),
+      correct=float(correct.mean()),
+      formatted=float(formatted.mean()),
+      response_length=float(generation.mask.sum(axis=1).mean()),
+      sample_seconds=sample_seconds,
+      update_seconds=time.perf_counter() - start,
+    )
     metrics["example_response"] = responses.texts[0]
     return state, metrics
 
   def update(self, state: TrainState, batch: RolloutBatch) -> tuple[TrainState, dict]:
     """The jitted GRPO update on a scored batch; metrics as Python floats."""
-    state, metrics = self._update(state, self.lm.params, batch, self.patterns,
-                                  self.pattern_lengths)
+    state, metrics = self._update(state, self.lm.params, batch, self.patterns, self.pattern_lengths)
     return state, llm_common.scalar_metrics(metrics)
 
   def evaluate(self, lora: PyTree) -> dict:
     """Greedy replies to `eval_problems` held-out problems: mean reward, correct and format rate."""
     task = self.config.task
-    problems = text_tasks.arithmetic_problems(self.config.eval_seed, self.config.eval_problems,
-                                              max_operand=task.max_operand,
-                                              operations=tuple(task.operations))
+    problems = text_tasks.arithmetic_problems(
+      self.config.eval_seed,
+      self.config.eval_problems,
+      max_operand=task.max_operand,
+      operations=tuple(task.operations),
+    )
     responses = self.sample(lora, problems, jax.random.key(0), 1, greedy=True).texts
     rewards, correct, formatted = self.rewards(responses, problems, 1)
-    return {"eval_reward": float(rewards.mean()), "eval_correct": float(correct.mean()),
-            "eval_formatted": float(formatted.mean())}
+    return {
+      "eval_reward": float(rewards.mean()),
+      "eval_correct": float(correct.mean()),
+      "eval_formatted": float(formatted.mean()),
+    }
 
 
-def make_learner(config: ml_collections.ConfigDict,
-                 lm: Optional[llm_common.LanguageModel] = None) -> training.HostLearner:
+def make_learner(
+  config: ml_collections.ConfigDict, lm: Optional[llm_common.LanguageModel] = None
+) -> training.HostLearner:
   """A host-driven learner whose `step` is one GRPO update (rewards are scored on the host).
   `lm` may pass an already loaded model (tests pass a tiny one)."""
   agent = LLMGRPO(config, lm)
   return training.HostLearner(
-      init=agent.init, step=agent.step,
-      evaluate=(lambda state: agent.evaluate(state.lora)) if config.eval_problems else None,
-      num_updates=config.num_updates,
-      env_steps_per_update=config.num_prompts * config.samples_per_prompt,
-      progress=lambda record, texts: _progress_line(record, texts, config.num_updates))
+    init=agent.init,
+    step=agent.step,
+    evaluate=(lambda state: agent.evaluate(state.lora)) if config.eval_problems else None,
+    num_updates=config.num_updates,
+    env_steps_per_update=config.num_prompts * config.samples_per_prompt,
+    progress=lambda record, texts: _progress_line(record, texts, config.num_updates),
+  )
 
 
 def _progress_line(record: dict, texts: dict, num_updates: int) -> str:
-  return (f"update {record['update']}/{num_updates} | reward {record['reward']:.3f} | correct "
-          f"{record['correct']:.2f} | formatted {record['formatted']:.2f} | loss "
-          f"{record['loss']:.4f} | kl {record['kl']:.4f} | {record['sample_seconds']:.1f}+"
-          f"{record['update_seconds']:.1f} s | {texts['example_response'][:60]!r}")
+  return (
+    f"update {record['update']}/{num_updates} | reward {record['reward']:.3f} | correct "
+    f"{record['correct']:.2f} | formatted {record['formatted']:.2f} | loss "
+    f"{record['loss']:.4f} | kl {record['kl']:.4f} | {record['sample_seconds']:.1f}+"
+    f"{record['update_seconds']:.1f} s | {texts['example_response'][:60]!r}"
+  )

@@ -115,8 +115,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.eval_option_epsilon = 0.01
   # The goal moves after this many environment steps (summed over environments); 0: never.
   config.transfer_after = 0
-  config.env_kwargs.transfer_after_steps = (config.get_ref("transfer_after")
-                                            // config.get_ref("num_envs"))
+  config.env_kwargs.transfer_after_steps = config.get_ref("transfer_after") // config.get_ref(
+    "num_envs"
+  )
   config.env_kwargs.transfer_seed = 0  # seed of the moved goal's draw (part of the task)
   config.eval_episodes = 32
   return config
@@ -124,12 +125,33 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "n_step",
-                      "num_options", "eval_episodes", "rollout_unroll")
-  checks.positive(config, "critic_learning_rate", "intra_option_learning_rate",
-                  "termination_learning_rate", "temperature", "option_temperature")
-  checks.non_negative(config, "max_grad_norm", "critic_coef", "entropy_coef",
-                      "deliberation_cost", "termination_margin", "transfer_after")
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "n_step",
+    "num_options",
+    "eval_episodes",
+    "rollout_unroll",
+  )
+  checks.positive(
+    config,
+    "critic_learning_rate",
+    "intra_option_learning_rate",
+    "termination_learning_rate",
+    "temperature",
+    "option_temperature",
+  )
+  checks.non_negative(
+    config,
+    "max_grad_norm",
+    "critic_coef",
+    "entropy_coef",
+    "deliberation_cost",
+    "termination_margin",
+    "transfer_after",
+  )
   checks.in_unit_interval(config, "gamma", "option_epsilon", "eval_option_epsilon")
   checks.one_of(config, "optimizer", OPTIMIZERS)
   checks.one_of(config, "option_policy", OPTION_POLICIES)
@@ -142,17 +164,24 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   sizes = tuple(config.hidden_sizes)
   if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
     raise checks.ConfigError(
-        f"config.hidden_sizes: expected a tuple of integers > 0, got {config.hidden_sizes!r}")
+      f"config.hidden_sizes: expected a tuple of integers > 0, got {config.hidden_sizes!r}"
+    )
   if isinstance(config.transfer_after, bool) or not isinstance(config.transfer_after, int):
     raise checks.ConfigError(
-        f"config.transfer_after: expected an integer >= 0, got {config.transfer_after!r}")
+      f"config.transfer_after: expected an integer >= 0, got {config.transfer_after!r}"
+    )
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
-                  "one update of num_envs * num_steps")
+  checks.at_least(
+    config,
+    "total_timesteps",
+    config.num_envs * config.num_steps,
+    "one update of num_envs * num_steps",
+  )
   env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
   if not envs.spec(env, env_params).discrete:
-    raise checks.ConfigError(f"config.env_name: expected an environment with discrete actions, "
-                             f"got {config.env_name!r}")
+    raise checks.ConfigError(
+      f"config.env_name: expected an environment with discrete actions, got {config.env_name!r}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -182,8 +211,9 @@ def state_value(q: Array, kind: str, epsilon) -> Array:
   return jnp.max(q, axis=-1)
 
 
-def select_options_and_actions(out: OptionCriticOutput, option_tm1: Array, key: Array, config,
-                               epsilon) -> tuple[Array, OptionExtras]:
+def select_options_and_actions(
+  out: OptionCriticOutput, option_tm1: Array, key: Array, config, epsilon
+) -> tuple[Array, OptionExtras]:
   """Terminates or keeps each environment's option, then samples an action from it."""
   num_envs = option_tm1.shape[0]
   select_key, action_key = jax.random.split(key)
@@ -192,11 +222,15 @@ def select_options_and_actions(out: OptionCriticOutput, option_tm1: Array, key: 
   running = jnp.maximum(option_tm1, 0)
   beta_running = jnp.take_along_axis(out.beta, running[:, None], axis=1)[:, 0]
   option, switched = jax.vmap(options.select_option)(
-      jax.random.split(select_key, num_envs), running, beta_running, probs, must_choose)
+    jax.random.split(select_key, num_envs), running, beta_running, probs, must_choose
+  )
   logits = jnp.take_along_axis(out.logits, option[:, None, None], axis=1)[:, 0]
   action = jax.vmap(jax.random.categorical)(jax.random.split(action_key, num_envs), logits)
-  extras = OptionExtras(option=option, switched=switched,
-                        terminated_option=jnp.logical_and(switched, jnp.logical_not(must_choose)))
+  extras = OptionExtras(
+    option=option,
+    switched=switched,
+    terminated_option=jnp.logical_and(switched, jnp.logical_not(must_choose)),
+  )
   return action.astype(jnp.int32), extras
 
 
@@ -208,13 +242,24 @@ class OptionEnvCarry(struct.PyTreeNode):
 
 
 def reset(env, env_params, key: Array, num_envs: int) -> OptionEnvCarry:
-  return OptionEnvCarry(env=rollout.reset(env, env_params, key, num_envs),
-                        option=jnp.full((num_envs,), NO_OPTION, jnp.int32))
+  return OptionEnvCarry(
+    env=rollout.reset(env, env_params, key, num_envs),
+    option=jnp.full((num_envs,), NO_OPTION, jnp.int32),
+  )
 
 
-def collect(env, env_params, network: nn.Module, params: PyTree, carry: OptionEnvCarry,
-            key: Array, num_steps: int, config, epsilon, unroll: int = 1
-            ) -> tuple[OptionEnvCarry, Transition]:
+def collect(
+  env,
+  env_params,
+  network: nn.Module,
+  params: PyTree,
+  carry: OptionEnvCarry,
+  key: Array,
+  num_steps: int,
+  config,
+  epsilon,
+  unroll: int = 1,
+) -> tuple[OptionEnvCarry, Transition]:
   """`num_steps` steps of every environment; `[T, N]` transitions with `OptionExtras`."""
 
   def one_step(carry_and_key, _):
@@ -224,11 +269,13 @@ def collect(env, env_params, network: nn.Module, params: PyTree, carry: OptionEn
     action, extras = select_options_and_actions(out, carry.option, policy_key, config, epsilon)
     env_carry, transition = rollout.step(env, env_params, carry.env, action, env_key)
     option = jnp.where(transition.done, NO_OPTION, extras.option)
-    return (OptionEnvCarry(env=env_carry, option=option), key), \
-        transition._replace(policy_extras=extras)
+    return (OptionEnvCarry(env=env_carry, option=option), key), transition._replace(
+      policy_extras=extras
+    )
 
-  (carry, _), transitions = jax.lax.scan(one_step, (carry, key), None, length=num_steps,
-                                         unroll=unroll)
+  (carry, _), transitions = jax.lax.scan(
+    one_step, (carry, key), None, length=num_steps, unroll=unroll
+  )
   return carry, transitions
 
 
@@ -251,8 +298,9 @@ class TrajectoryLosses(NamedTuple):
   advantage: Array  # [T], Q - V used by the termination loss
 
 
-def trajectory_losses(out: OptionCriticOutput, out_next: OptionCriticOutput, traj: Transition,
-                      config) -> TrajectoryLosses:
+def trajectory_losses(
+  out: OptionCriticOutput, out_next: OptionCriticOutput, traj: Transition, config
+) -> TrajectoryLosses:
   """All option-critic loss terms for one environment's `[T]` slice of a rollout."""
   extras: OptionExtras = traj.policy_extras
   option = extras.option
@@ -268,16 +316,24 @@ def trajectory_losses(out: OptionCriticOutput, out_next: OptionCriticOutput, tra
   # The option of transition k ended on arrival in s_{k+1} iff a new one was drawn there.
   option_end = jnp.concatenate([extras.switched[1:], jnp.zeros((1,), bool)])
   targets = options.option_aware_n_step_returns(
-      traj.reward, discount, take(q_next), option_end, config.n_step,
-      truncated_t=traj.truncated, beta_t=beta_next, v_t=v_next)
+    traj.reward,
+    discount,
+    take(q_next),
+    option_end,
+    config.n_step,
+    truncated_t=traj.truncated,
+    beta_t=beta_next,
+    v_t=v_next,
+  )
 
   critic, critic_extras = jax.vmap(
-      lambda q, w, g: options.option_critic_loss(q, w, g, loss_type=config.critic_loss))(
-          out.q, option, targets)
+    lambda q, w, g: options.option_critic_loss(q, w, g, loss_type=config.critic_loss)
+  )(out.q, option, targets)
   logits = jnp.take_along_axis(out.logits, option[:, None, None], axis=1)[:, 0]
   baseline = take(stop(out.q)) if config.baseline else jnp.zeros_like(targets)
   policy, pg_extras = jax.vmap(options.intra_option_pg_loss, in_axes=(0, 0, 0, 0, None))(
-      logits, traj.action, targets, baseline, config.entropy_coef)
+    logits, traj.action, targets, baseline, config.entropy_coef
+  )
 
   # [T+1] states s_0 .. s_T for the termination loss: "next" reads s_{k+1} (the true successor,
   # next_obs[k]) and "current" reads s_k (obs[k]); the unused end is filled with a real state.
@@ -288,48 +344,59 @@ def trajectory_losses(out: OptionCriticOutput, out_next: OptionCriticOutput, tra
   beta_states = pick(out.beta, out_next.beta)
   q_states = stop(pick(out.q, out_next.q))
   termination, term_extras = options.trajectory_termination_loss(
-      beta_states, q_states, option, traj.terminated, traj.truncated,
-      cost + config.termination_margin,
-      v=state_value(q_states, config.value_over_options, epsilon),
-      state_for_termination=config.state_for_termination)
+    beta_states,
+    q_states,
+    option,
+    traj.terminated,
+    traj.truncated,
+    cost + config.termination_margin,
+    v=state_value(q_states, config.value_over_options, epsilon),
+    state_for_termination=config.state_for_termination,
+  )
   del termination  # reduced over the whole batch below, from its sum and count
   return TrajectoryLosses(
-      critic=critic, policy=policy, termination_sum=term_extras.loss_sum,
-      termination_count=term_extras.num_valid, target=targets,
-      td_error=critic_extras.td_error, entropy=pg_extras.entropy, beta=term_extras.beta,
-      advantage=term_extras.advantage)
+    critic=critic,
+    policy=policy,
+    termination_sum=term_extras.loss_sum,
+    termination_count=term_extras.num_valid,
+    target=targets,
+    td_error=critic_extras.td_error,
+    entropy=pg_extras.entropy,
+    beta=term_extras.beta,
+    advantage=term_extras.advantage,
+  )
 
 
-def option_critic_objective(params: PyTree, network: nn.Module, traj: Transition, config
-                       ) -> tuple[Array, dict[str, Array]]:
+def option_critic_objective(
+  params: PyTree, network: nn.Module, traj: Transition, config
+) -> tuple[Array, dict[str, Array]]:
   """The A2OC objective on a `[T, N]` rollout (batch-level: reduces over time and envs)."""
   out = network.apply(params, traj.obs)
   out_next = network.apply(params, traj.next_obs)
-  per_env = jax.vmap(trajectory_losses, in_axes=(1, 1, 1, None))(
-      out, out_next, traj, config)
+  per_env = jax.vmap(trajectory_losses, in_axes=(1, 1, 1, None))(out, out_next, traj, config)
   if config.loss_reduction == "sum":
     critic, policy = per_env.critic.sum(), per_env.policy.sum()
     termination = per_env.termination_sum.sum()
   else:
     critic, policy = per_env.critic.mean(), per_env.policy.mean()
-    termination = per_env.termination_sum.sum() / jnp.maximum(per_env.termination_count.sum(),
-                                                               1.0)
+    termination = per_env.termination_sum.sum() / jnp.maximum(per_env.termination_count.sum(), 1.0)
   total = config.critic_coef * critic + policy + termination
   return total, {
-      "loss": total,
-      "critic_loss": critic,
-      "policy_loss": policy,
-      "termination_loss": termination,
-      "entropy": per_env.entropy.mean(),
-      "td_error_abs": jnp.abs(per_env.td_error).mean(),
-      "target": per_env.target.mean(),
-      "termination_probability": per_env.beta.mean(),
-      "termination_advantage": per_env.advantage.mean(),
+    "loss": total,
+    "critic_loss": critic,
+    "policy_loss": policy,
+    "termination_loss": termination,
+    "entropy": per_env.entropy.mean(),
+    "td_error_abs": jnp.abs(per_env.td_error).mean(),
+    "target": per_env.target.mean(),
+    "termination_probability": per_env.beta.mean(),
+    "termination_advantage": per_env.advantage.mean(),
   }
 
 
 def param_labels(params: PyTree) -> PyTree:
   """'termination' / 'policy' for those heads, 'critic' for Q and the shared torso."""
+
   def label(path, _):
     names = [getattr(k, "key", "") for k in path]
     if "termination_head" in names:
@@ -337,21 +404,28 @@ def param_labels(params: PyTree) -> PyTree:
     if "policy_head" in names:
       return "policy"
     return "critic"
+
   return jax.tree_util.tree_map_with_path(label, params)
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
   """One optimizer per part (critic + torso, intra-option policies, terminations)."""
+
   def optimizer(learning_rate):
     if config.optimizer == "rmsprop":
       return optax.rmsprop(learning_rate, decay=0.99, eps=0.1)  # A2OC's rho and eps
     if config.optimizer == "adam":
       return optax.adam(learning_rate)
     return optax.sgd(learning_rate)
+
   per_part = optax.multi_transform(
-      {"critic": optimizer(config.critic_learning_rate),
-       "policy": optimizer(config.intra_option_learning_rate),
-       "termination": optimizer(config.termination_learning_rate)}, param_labels)
+    {
+      "critic": optimizer(config.critic_learning_rate),
+      "policy": optimizer(config.intra_option_learning_rate),
+      "termination": optimizer(config.termination_learning_rate),
+    },
+    param_labels,
+  )
   if config.max_grad_norm > 0:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), per_part)
   return per_part
@@ -359,10 +433,15 @@ def make_optimizer(config) -> optax.GradientTransformation:
 
 def make_network(env_spec: envs.EnvSpec, config) -> OptionCriticNetwork:
   return OptionCriticNetwork(
-      num_options=config.num_options, num_actions=env_spec.action_dim,
-      observation_ndim=len(env_spec.observation_shape), hidden_sizes=tuple(config.hidden_sizes),
-      activation=config.activation, temperature=config.temperature,
-      head_init_scale=config.head_init_scale, head_bias=config.head_bias)
+    num_options=config.num_options,
+    num_actions=env_spec.action_dim,
+    observation_ndim=len(env_spec.observation_shape),
+    hidden_sizes=tuple(config.hidden_sizes),
+    activation=config.activation,
+    temperature=config.temperature,
+    head_init_scale=config.head_init_scale,
+    head_bias=config.head_bias,
+  )
 
 
 class OptionCriticAgent(struct.PyTreeNode):
@@ -382,8 +461,7 @@ class OptionCriticAgent(struct.PyTreeNode):
     tx = make_optimizer(config)
     return cls(params=params, opt_state=tx.init(params), network=network, tx=tx, config=config)
 
-  def act(self, obs: PyTree, option: Array, key: Array, epsilon=None
-          ) -> tuple[Array, OptionExtras]:
+  def act(self, obs: PyTree, option: Array, key: Array, epsilon=None) -> tuple[Array, OptionExtras]:
     """Actions for a batch of observations given each one's running option (`[N]`, -1: none).
 
     Returns the actions and `OptionExtras` (the option now running, whether it was just drawn).
@@ -418,8 +496,16 @@ def option_statistics(traj: Transition) -> dict[str, Array]:
   return {"option_termination_rate": extras.terminated_option.astype(jnp.float32).mean()}
 
 
-def evaluate_options(env, env_params, network: nn.Module, params: PyTree, key: Array,
-                     config, num_episodes: int, max_steps: int) -> dict[str, Array]:
+def evaluate_options(
+  env,
+  env_params,
+  network: nn.Module,
+  params: PyTree,
+  key: Array,
+  config,
+  num_episodes: int,
+  max_steps: int,
+) -> dict[str, Array]:
   """One episode per environment; steps to the end and per-option mean durations.
 
   An option's duration is the number of steps from the state where it was drawn to the state
@@ -434,8 +520,9 @@ def evaluate_options(env, env_params, network: nn.Module, params: PyTree, key: A
     carry, active, key = state
     key, policy_key, env_key = jax.random.split(key, 3)
     out = network.apply(params, carry.env.obs)
-    action, extras = select_options_and_actions(out, carry.option, policy_key, config,
-                                                config.eval_option_epsilon)
+    action, extras = select_options_and_actions(
+      out, carry.option, policy_key, config, config.eval_option_epsilon
+    )
     env_carry, transition = rollout.step(env, env_params, carry.env, action, env_key)
     chosen = jax.nn.one_hot(extras.option, num_options) * active[:, None]
     record = (chosen, chosen * extras.switched[:, None], transition.reward * active)
@@ -445,22 +532,25 @@ def evaluate_options(env, env_params, network: nn.Module, params: PyTree, key: A
 
   active = jnp.ones((num_episodes,), bool)
   (_, still_running, _), (steps, starts, rewards) = jax.lax.scan(
-      one_step, (carry, active, run_key), None, length=max_steps)
+    one_step, (carry, active, run_key), None, length=max_steps
+  )
   lengths = steps.sum(axis=(0, 2))  # [episodes]: steps until the first episode ended
   per_option_steps, per_option_starts = steps.sum(axis=(0, 1)), starts.sum(axis=(0, 1))
-  duration = jnp.where(per_option_starts > 0,
-                       per_option_steps / jnp.maximum(per_option_starts, 1.0), jnp.nan)
+  duration = jnp.where(
+    per_option_starts > 0, per_option_steps / jnp.maximum(per_option_starts, 1.0), jnp.nan
+  )
   metrics = {
-      "eval_length": lengths.mean(),
-      "eval_return": rewards.sum(axis=0).mean(),
-      "eval_success": (rewards.sum(axis=0) > 0).astype(jnp.float32).mean(),
-      "eval_unfinished": still_running.astype(jnp.float32).mean(),
-      "eval_option_duration": per_option_steps.sum() / jnp.maximum(per_option_starts.sum(), 1.0),
+    "eval_length": lengths.mean(),
+    "eval_return": rewards.sum(axis=0).mean(),
+    "eval_success": (rewards.sum(axis=0) > 0).astype(jnp.float32).mean(),
+    "eval_unfinished": still_running.astype(jnp.float32).mean(),
+    "eval_option_duration": per_option_steps.sum() / jnp.maximum(per_option_starts.sum(), 1.0),
   }
   for w in range(num_options):
     metrics[f"eval_option_{w}_duration"] = duration[w]
     metrics[f"eval_option_{w}_usage"] = per_option_steps[w] / jnp.maximum(
-        per_option_steps.sum(), 1.0)
+      per_option_steps.sum(), 1.0
+    )
   return metrics
 
 
@@ -481,9 +571,18 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
-    carry, traj = collect(env, env_params, network, state.agent.params, state.env, rollout_key,
-                          config.num_steps, config, config.option_epsilon,
-                          unroll=config.rollout_unroll)
+    carry, traj = collect(
+      env,
+      env_params,
+      network,
+      state.agent.params,
+      state.env,
+      rollout_key,
+      config.num_steps,
+      config,
+      config.option_epsilon,
+      unroll=config.rollout_unroll,
+    )
     agent, metrics = state.agent.update(traj)
     metrics.update(rollout_statistics(traj))
     metrics.update(option_statistics(traj))
@@ -494,13 +593,28 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     if hasattr(env_params, "transfer_after_steps"):
       # Evaluate on the goal the agent is training on at this update.
       moved = state.update * config.num_steps >= env_params.transfer_after_steps
-      eval_params = env_params.replace(transfer_after_steps=jnp.where(
-          moved, 0, env_params.transfer_after_steps))
-    return evaluate_options(env, eval_params, network, state.agent.params, key, config,
-                            config.eval_episodes, env_params.max_steps_in_episode)
+      eval_params = env_params.replace(
+        transfer_after_steps=jnp.where(moved, 0, env_params.transfer_after_steps)
+      )
+    return evaluate_options(
+      env,
+      eval_params,
+      network,
+      state.agent.params,
+      key,
+      config,
+      config.eval_episodes,
+      env_params.max_steps_in_episode,
+    )
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
-                 env_steps_per_update=steps_per_update, sharded_field="env")
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=num_updates,
+    env_steps_per_update=steps_per_update,
+    sharded_field="env",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

@@ -97,21 +97,39 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   offline.validate_config(config, num_devices)
 
 
-def sample_ota_batch(key: Array, data: goal_sampler.GoalDataset, batch_size: int,
-                     config: goal_sampler.SamplerConfig, abstraction_factor: int) -> dict:
+def sample_ota_batch(
+  key: Array,
+  data: goal_sampler.GoalDataset,
+  batch_size: int,
+  config: goal_sampler.SamplerConfig,
+  abstraction_factor: int,
+) -> dict:
   """One OTA batch: OGBench's `HGCDataset.sample` keys plus the option-aware high-value keys
   `high_value_goals, high_value_option_observations, high_value_rewards, high_value_masks`
   (the reference's names). Pure function of the key; batch-level."""
   idx_key, value_key, high_key, option_key = jax.random.split(key, 4)
-  batch, idx, end = goal_sampler.sample_hgc_rows(idx_key, value_key, high_key, data, batch_size,
-                                                 config)
-  draw = goal_sampler.sample_goal_indices(option_key, idx, end, data.traj_end.shape[0],
-                                          config.value, config.gamma, config.gc_negative)
-  option = gc.ota_option_indices(idx, end, draw.drawn_idx, draw.is_traj, draw.is_cur,
-                                 abstraction_factor, gc_negative=config.gc_negative)
-  return {**batch, "high_value_goals": goal_sampler.rows(data, option.goal_idx),
-          "high_value_option_observations": goal_sampler.rows(data, option.option_idx),
-          "high_value_rewards": option.reward, "high_value_masks": option.mask}
+  batch, idx, end = goal_sampler.sample_hgc_rows(
+    idx_key, value_key, high_key, data, batch_size, config
+  )
+  draw = goal_sampler.sample_goal_indices(
+    option_key, idx, end, data.traj_end.shape[0], config.value, config.gamma, config.gc_negative
+  )
+  option = gc.ota_option_indices(
+    idx,
+    end,
+    draw.drawn_idx,
+    draw.is_traj,
+    draw.is_cur,
+    abstraction_factor,
+    gc_negative=config.gc_negative,
+  )
+  return {
+    **batch,
+    "high_value_goals": goal_sampler.rows(data, option.goal_idx),
+    "high_value_option_observations": goal_sampler.rows(data, option.option_idx),
+    "high_value_rewards": option.reward,
+    "high_value_masks": option.mask,
+  }
 
 
 class OTAAgent(struct.PyTreeNode):
@@ -129,19 +147,33 @@ class OTAAgent(struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, observation_dim: int, action_dim: int, config) -> "OTAAgent":
     config = ml_collections.FrozenConfigDict(config)
-    nets = gcn.GoalHierarchy.make(config.value_hidden_sizes, config.actor_hidden_sizes,
-                                  action_dim, config.rep_dim, config.layer_norm,
-                                  config.const_std, normalize=gc.length_normalize)
+    nets = gcn.GoalHierarchy.make(
+      config.value_hidden_sizes,
+      config.actor_hidden_sizes,
+      action_dim,
+      config.rep_dim,
+      config.layer_norm,
+      config.const_std,
+      normalize=gc.length_normalize,
+    )
     params = nets.init(key, observation_dim)
-    params["high_value"] = nets.value.init(jax.random.fold_in(key, 1),
-                                           nets.state_rep(observation_dim))
+    params["high_value"] = nets.value.init(
+      jax.random.fold_in(key, 1), nets.state_rep(observation_dim)
+    )
     tx = offline.make_optimizer(config)
-    return cls(params=params, target_params=params["value"],
-               high_target_params=params["high_value"], opt_state=tx.init(params), nets=nets,
-               tx=tx, config=config)
+    return cls(
+      params=params,
+      target_params=params["value"],
+      high_target_params=params["high_value"],
+      opt_state=tx.init(params),
+      nets=nets,
+      tx=tx,
+      config=config,
+    )
 
-  def value(self, params: PyTree, obs: Array, goal: Array, heads: PyTree = None,
-            level: str = "low") -> Array:
+  def value(
+    self, params: PyTree, obs: Array, goal: Array, heads: PyTree = None, level: str = "low"
+  ) -> Array:
     """[B, E] V^l (level "low") or V^h ("high") of (s, φ([s; g])); `heads` replaces the heads."""
     if heads is None:
       heads = params["value" if level == "low" else "high_value"]
@@ -151,29 +183,48 @@ class OTAAgent(struct.PyTreeNode):
     """The four batch-mean losses {value, high_value, low_actor, high_actor} and the metrics."""
     config = self.config
     obs, next_obs = batch["observations"], batch["next_observations"]
-    v, v_tgt, next_v_tgt = self.nets.value_targets(params, params["value"], self.target_params,
-                                                   obs, next_obs, batch["value_goals"])
+    v, v_tgt, next_v_tgt = self.nets.value_targets(
+      params, params["value"], self.target_params, obs, next_obs, batch["value_goals"]
+    )
     value_loss, value_extras = gc.ivl_value_loss_batch(
-        v, v_tgt, next_v_tgt, batch["rewards"], config.gamma * batch["masks"], config.expectile)
+      v, v_tgt, next_v_tgt, batch["rewards"], config.gamma * batch["masks"], config.expectile
+    )
 
     vh, vh_tgt, option_vh_tgt = self.nets.value_targets(
-        params, params["high_value"], self.high_target_params, obs,
-        batch["high_value_option_observations"], batch["high_value_goals"])
-    high_value_losses, high_value_extras = jax.vmap(functools.partial(
-        gc.ota_high_value_loss, high_discount=high_gamma(config), expectile=config.expectile))(
-            vh, vh_tgt, option_vh_tgt, batch["high_value_rewards"], batch["high_value_masks"])
+      params,
+      params["high_value"],
+      self.high_target_params,
+      obs,
+      batch["high_value_option_observations"],
+      batch["high_value_goals"],
+    )
+    high_value_losses, high_value_extras = jax.vmap(
+      functools.partial(
+        gc.ota_high_value_loss, high_discount=high_gamma(config), expectile=config.expectile
+      )
+    )(vh, vh_tgt, option_vh_tgt, batch["high_value_rewards"], batch["high_value_masks"])
     high_value_loss = jnp.mean(high_value_losses)
 
-    _, actor = gc.hiql_actor_losses(*self.nets.actor_inputs(params, "high_value", batch),
-                                    config.low_alpha, config.high_alpha,
-                                    rep_grad=config.low_actor_rep_grad)
-    losses = {"value": value_loss, "high_value": high_value_loss,
-              "low_actor": actor.low_actor_loss, "high_actor": actor.high_actor_loss}
+    _, actor = gc.hiql_actor_losses(
+      *self.nets.actor_inputs(params, "high_value", batch),
+      config.low_alpha,
+      config.high_alpha,
+      rep_grad=config.low_actor_rep_grad,
+    )
+    losses = {
+      "value": value_loss,
+      "high_value": high_value_loss,
+      "low_actor": actor.low_actor_loss,
+      "high_actor": actor.high_actor_loss,
+    }
     metrics = {
-        "value_loss": value_loss, "high_value_loss": high_value_loss,
-        "v_mean": v.mean(), "high_v_mean": vh.mean(),
-        "value_advantage": value_extras.advantage.mean(),
-        "high_value_advantage": high_value_extras.advantage.mean(), **actor.summary(),
+      "value_loss": value_loss,
+      "high_value_loss": high_value_loss,
+      "v_mean": v.mean(),
+      "high_v_mean": vh.mean(),
+      "value_advantage": value_extras.advantage.mean(),
+      "high_value_advantage": high_value_extras.advantage.mean(),
+      **actor.summary(),
     }
     return losses, metrics
 
@@ -188,9 +239,9 @@ class OTAAgent(struct.PyTreeNode):
     stepped, metrics = common.gradient_step(self, self.loss, batch)
     tau = self.config.tau
     return stepped.replace(
-        target_params=offline.polyak(self.target_params, self.params["value"], tau),
-        high_target_params=offline.polyak(self.high_target_params, self.params["high_value"],
-                                          tau)), metrics
+      target_params=offline.polyak(self.target_params, self.params["value"], tau),
+      high_target_params=offline.polyak(self.high_target_params, self.params["high_value"], tau),
+    ), metrics
 
   def act(self, obs: Array, goal: Array, key: Array, temperature: float = 0.0) -> Array:
     """HIQL's hierarchy at inference (latent subgoal, then low action): V^h plays no part."""
@@ -198,8 +249,10 @@ class OTAAgent(struct.PyTreeNode):
 
   def goal_values(self, obs: Array, goal: Array) -> dict:
     """{"v": V^l, "vh": V^h}, each [B] and averaged over its heads (`path_values`)."""
-    return {"v": jnp.mean(self.value(self.params, obs, goal), axis=-1),
-            "vh": jnp.mean(self.value(self.params, obs, goal, level="high"), axis=-1)}
+    return {
+      "v": jnp.mean(self.value(self.params, obs, goal), axis=-1),
+      "vh": jnp.mean(self.value(self.params, obs, goal, level="high"), axis=-1),
+    }
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:

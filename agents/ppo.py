@@ -62,8 +62,9 @@ class PPOAgent(struct.PyTreeNode):
     init_key, key = jax.random.split(key)
     params = common.init_params(network, init_key, env_spec.observation_shape)
     tx = common.ppo_optimizer(config, num_updates(config))
-    return cls(params=params, opt_state=tx.init(params), key=key, network=network, tx=tx,
-               config=config)
+    return cls(
+      params=params, opt_state=tx.init(params), key=key, network=network, tx=tx, config=config
+    )
 
   def act(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
     """Actions for a batch of observations (the mode of the policy if `deterministic`)."""
@@ -72,32 +73,47 @@ class PPOAgent(struct.PyTreeNode):
 
   def update(self, batch: Batch) -> tuple["PPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over one flat rollout batch."""
-    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
-                                   self.config.update_epochs)
+    return common.minibatch_epochs(
+      self, batch, _minibatch_step, self.config.num_minibatches, self.config.update_epochs
+    )
 
 
 def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
-  return ActorCritic(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
-                     observation_ndim=len(env_spec.observation_shape),
-                     hidden_sizes=tuple(config.hidden_sizes), activation=config.activation)
+  return ActorCritic(
+    action_dim=env_spec.action_dim,
+    discrete=env_spec.discrete,
+    observation_ndim=len(env_spec.observation_shape),
+    hidden_sizes=tuple(config.hidden_sizes),
+    activation=config.activation,
+  )
 
 
 def num_updates(config) -> int:
   return training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
 
 
-def ppo_objective(params: PyTree, network: nn.Module, batch: Batch, config
-                  ) -> tuple[Array, dict[str, Array]]:
+def ppo_objective(
+  params: PyTree, network: nn.Module, batch: Batch, config
+) -> tuple[Array, dict[str, Array]]:
   """The PPO objective on one minibatch (`policy_gradient.ppo_loss`), advantages normalised
   over the minibatch first if `config.normalize_advantages`."""
   dist, value = network.apply(params, batch.obs)
   advantage = batch.advantage
   if config.normalize_advantages:
     advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-  loss, parts = pg.ppo_loss(dist.log_prob(batch.action), batch.log_prob, advantage, value,
-                            batch.value, batch.target, dist.entropy(),
-                            clip_epsilon=config.clip_epsilon, clip_value=config.clip_value,
-                            value_coef=config.value_coef, entropy_coef=config.entropy_coef)
+  loss, parts = pg.ppo_loss(
+    dist.log_prob(batch.action),
+    batch.log_prob,
+    advantage,
+    value,
+    batch.value,
+    batch.target,
+    dist.entropy(),
+    clip_epsilon=config.clip_epsilon,
+    clip_value=config.clip_value,
+    value_coef=config.value_coef,
+    entropy_coef=config.entropy_coef,
+  )
   return loss, {"loss": loss, **parts._asdict()}
 
 
@@ -144,9 +160,17 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
-    carry, traj = rollout.rollout(env, env_params, policy, state.agent.params, state.env,
-                                  rollout_key, config.num_steps, unroll=config.rollout_unroll,
-                                  noise_fn=noise)
+    carry, traj = rollout.rollout(
+      env,
+      env_params,
+      policy,
+      state.agent.params,
+      state.env,
+      rollout_key,
+      config.num_steps,
+      unroll=config.rollout_unroll,
+      noise_fn=noise,
+    )
     batch = make_batch(state.agent, traj, config)
     agent, metrics = state.agent.update(batch)
     metrics.update(rollout.rollout_statistics(traj))
@@ -156,12 +180,25 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     def greedy(params, obs, _):
       dist, _ = agent_network.apply(params, obs)
       return dist.mode(), None
-    return rollout.evaluate(env, env_params, greedy, state.agent.params, key,
-                            config.eval_episodes, env_params.max_steps_in_episode)
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates(config),
-                 env_steps_per_update=config.num_envs * config.num_steps,
-                 sharded_field="env")
+    return rollout.evaluate(
+      env,
+      env_params,
+      greedy,
+      state.agent.params,
+      key,
+      config.eval_episodes,
+      env_params.max_steps_in_episode,
+    )
+
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=num_updates(config),
+    env_steps_per_update=config.num_envs * config.num_steps,
+    sharded_field="env",
+  )
 
 
 def make_batch(agent: PPOAgent, traj, config) -> Batch:
@@ -170,15 +207,24 @@ def make_batch(agent: PPOAgent, traj, config) -> Batch:
   log_prob, value = traj.policy_extras
   next_value = agent.network.apply(agent.params, traj.next_obs, method=ActorCritic.value)
   discount = config.gamma * (1.0 - traj.terminated.astype(jnp.float32))
+
   def gae(reward, discount, value, next_value, done):
-    return pg.generalized_advantage_estimation(reward, discount, value, next_value,
-                                               config.gae_lambda, done)
+    return pg.generalized_advantage_estimation(
+      reward, discount, value, next_value, config.gae_lambda, done
+    )
+
   advantage = jax.vmap(gae, in_axes=1, out_axes=1)(
-      traj.reward, discount, value, next_value, traj.done)
+    traj.reward, discount, value, next_value, traj.done
+  )
   flat = lambda x: x.reshape((-1,) + x.shape[2:])
-  return Batch(obs=jax.tree.map(flat, traj.obs), action=flat(traj.action),
-               log_prob=flat(log_prob), value=flat(value), advantage=flat(advantage),
-               target=flat(advantage + value))
+  return Batch(
+    obs=jax.tree.map(flat, traj.obs),
+    action=flat(traj.action),
+    log_prob=flat(log_prob),
+    value=flat(value),
+    advantage=flat(advantage),
+    target=flat(advantage + value),
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

@@ -96,8 +96,17 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "lagrange_optimizer", LAGRANGE_OPTIMIZERS)
   checks.one_of(config, "pid_normalisation", ("sum", "diff", "none"))
   checks.one_of(config, "shield", SHIELDS)
-  checks.non_negative(config, "cost_limit", "cost_value_coef", "lagrange_init", "pid_kp",
-                      "pid_ki", "pid_kd", "pid_penalty_max", "shield_margin")
+  checks.non_negative(
+    config,
+    "cost_limit",
+    "cost_value_coef",
+    "lagrange_init",
+    "pid_kp",
+    "pid_ki",
+    "pid_kd",
+    "pid_penalty_max",
+    "shield_margin",
+  )
   checks.positive(config, "lagrange_learning_rate")
   checks.positive_int(config, "pid_delay")
   checks.in_unit_interval(config, "cost_gamma", "cost_gae_lambda", "shield_decay")
@@ -107,19 +116,25 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
       raise checks.ConfigError(f"config.{field}: expected a number in [0, 1), got {value!r}")
   if config.shield != "none":
     if config.env_name not in SHIELDABLE_ENVS:
-      raise checks.ConfigError(f"config.shield: the CBF shield needs one of "
-                               f"{list(SHIELDABLE_ENVS)}, got env_name {config.env_name!r}")
+      raise checks.ConfigError(
+        f"config.shield: the CBF shield needs one of "
+        f"{list(SHIELDABLE_ENVS)}, got env_name {config.env_name!r}"
+      )
     if config.env_kwargs.get("dynamics", "velocity") != "velocity":
-      raise checks.ConfigError("config.shield: the CBF shield assumes single-integrator "
-                               "dynamics, got env_kwargs.dynamics "
-                               f"{config.env_kwargs.get('dynamics')!r}")
+      raise checks.ConfigError(
+        "config.shield: the CBF shield assumes single-integrator "
+        "dynamics, got env_kwargs.dynamics "
+        f"{config.env_kwargs.get('dynamics')!r}"
+      )
     if not 0.0 < config.shield_decay:
       raise checks.ConfigError(
-          f"config.shield_decay: expected a number in (0, 1], got {config.shield_decay!r}")
+        f"config.shield_decay: expected a number in (0, 1], got {config.shield_decay!r}"
+      )
   env, env_params = make_env(config)
   if not reports_cost(env.env, env_params):
-    raise checks.ConfigError(f"config.env_name: expected an environment reporting "
-                             f"info['cost'], got {env.env.name!r}")
+    raise checks.ConfigError(
+      f"config.env_name: expected an environment reporting info['cost'], got {env.env.name!r}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -127,8 +142,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
 # ----------------------------------------------------------------------------------------------
 
 
-def point_hazard_shield(env_state, action: Array, params, *, decay: float, margin: float
-                        ) -> tuple[Array, Array]:
+def point_hazard_shield(
+  env_state, action: Array, params, *, decay: float, margin: float
+) -> tuple[Array, Array]:
   """CBF shield for PointHazard's single integrator: the executed action and `intervened`.
 
   Per-example: `action` float `[2]`. The proposal is first clipped to the action box (the
@@ -145,8 +161,11 @@ def point_hazard_shield(env_state, action: Array, params, *, decay: float, margi
   """
   centers, radii = point_hazard.hazards(env_state, params)
   position = env_state.position
-  rows = jax.vmap(lambda centre, radius: safety.circle_cbf_constraint(
-      position, centre, radius, dt=params.dt, gamma=decay, margin=margin))(centers, radii)
+  rows = jax.vmap(
+    lambda centre, radius: safety.circle_cbf_constraint(
+      position, centre, radius, dt=params.dt, gamma=decay, margin=margin
+    )
+  )(centers, radii)
   a, b = rows
   proposal = jnp.clip(action.astype(jnp.float32), -1.0, 1.0)
   ones = jnp.ones_like(proposal)
@@ -160,8 +179,10 @@ def make_env(config):
   Sequence-valued `env_kwargs` (e.g. PointHazard's `start=(0.0, 0.0)`, which a config can only
   hold as a tuple) become float32 arrays, the form the environment's params hold.
   """
-  kwargs = {name: jnp.asarray(value, jnp.float32) if isinstance(value, (tuple, list)) else value
-            for name, value in config.env_kwargs.items()}
+  kwargs = {
+    name: jnp.asarray(value, jnp.float32) if isinstance(value, (tuple, list)) else value
+    for name, value in config.env_kwargs.items()
+  }
   env, env_params = envs.make(config.env_name, **kwargs)
   shield_fn = None
   if config.shield == "cbf":
@@ -169,6 +190,7 @@ def make_env(config):
 
     def shield_fn(env_state, action, params):
       return point_hazard_shield(env_state, action, params, decay=decay, margin=margin)
+
   return SafetyWrapper(env, shield_fn), env_params
 
 
@@ -206,14 +228,25 @@ class PPOLagrangianAgent(struct.PyTreeNode):
     cost_network = StateValue(tuple(config.hidden_sizes), config.activation)
     actor_key, cost_key, key = jax.random.split(key, 3)
     shape = env_spec.observation_shape
-    params = {"actor_critic": common.init_params(network, actor_key, shape),
-              "cost_critic": common.init_params(cost_network, cost_key, shape)}
-    tx = common.ppo_optimizer(config, training.num_updates(
-        config.total_timesteps, config.num_envs * config.num_steps))
+    params = {
+      "actor_critic": common.init_params(network, actor_key, shape),
+      "cost_critic": common.init_params(cost_network, cost_key, shape),
+    }
+    tx = common.ppo_optimizer(
+      config, training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
+    )
     multiplier = initial_multiplier(config)
-    return cls(params=params, opt_state=tx.init(params), multiplier=multiplier,
-               multiplier_opt_state=_multiplier_tx(config).init(multiplier.lam), key=key,
-               network=network, cost_network=cost_network, tx=tx, config=config)
+    return cls(
+      params=params,
+      opt_state=tx.init(params),
+      multiplier=multiplier,
+      multiplier_opt_state=_multiplier_tx(config).init(multiplier.lam),
+      key=key,
+      network=network,
+      cost_network=cost_network,
+      tx=tx,
+      config=config,
+    )
 
   @property
   def lam(self) -> Array:
@@ -232,41 +265,60 @@ class PPOLagrangianAgent(struct.PyTreeNode):
       return self
     if config.multiplier == "pid":
       new = safety.pid_lagrange_update(
-          self.multiplier, episode_cost, cost_limit=config.cost_limit, kp=config.pid_kp,
-          ki=config.pid_ki, kd=config.pid_kd, p_ema_alpha=config.pid_p_ema_alpha,
-          d_ema_alpha=config.pid_d_ema_alpha, normalisation=config.pid_normalisation,
-          penalty_max=config.pid_penalty_max)
+        self.multiplier,
+        episode_cost,
+        cost_limit=config.cost_limit,
+        kp=config.pid_kp,
+        ki=config.pid_ki,
+        kd=config.pid_kd,
+        p_ema_alpha=config.pid_p_ema_alpha,
+        d_ema_alpha=config.pid_d_ema_alpha,
+        normalisation=config.pid_normalisation,
+        penalty_max=config.pid_penalty_max,
+      )
       opt_state = self.multiplier_opt_state
     elif config.lagrange_optimizer == "sgd":
-      new = safety.lagrange_update(self.multiplier, episode_cost, cost_limit=config.cost_limit,
-                                   learning_rate=config.lagrange_learning_rate,
-                                   upper_bound=_upper_bound(config))
+      new = safety.lagrange_update(
+        self.multiplier,
+        episode_cost,
+        cost_limit=config.cost_limit,
+        learning_rate=config.lagrange_learning_rate,
+        upper_bound=_upper_bound(config),
+      )
       opt_state = self.multiplier_opt_state
     else:
-      new, opt_state = _adam_lagrange_step(self.multiplier, self.multiplier_opt_state,
-                                           episode_cost, config)
+      new, opt_state = _adam_lagrange_step(
+        self.multiplier, self.multiplier_opt_state, episode_cost, config
+      )
     keep = lambda old, updated: jnp.where(valid, updated, old)
-    return self.replace(multiplier=jax.tree.map(keep, self.multiplier, new),
-                        multiplier_opt_state=jax.tree.map(keep, self.multiplier_opt_state,
-                                                          opt_state))
+    return self.replace(
+      multiplier=jax.tree.map(keep, self.multiplier, new),
+      multiplier_opt_state=jax.tree.map(keep, self.multiplier_opt_state, opt_state),
+    )
 
   def update(self, batch: CostBatch) -> tuple["PPOLagrangianAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps at the current multiplier."""
-    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
-                                   self.config.update_epochs)
+    return common.minibatch_epochs(
+      self, batch, _minibatch_step, self.config.num_minibatches, self.config.update_epochs
+    )
 
 
 def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
   """PPO's actor-critic (separate torsos for the policy and the reward value)."""
-  return ActorCritic(action_dim=env_spec.action_dim, discrete=env_spec.discrete,
-                     observation_ndim=len(env_spec.observation_shape),
-                     hidden_sizes=tuple(config.hidden_sizes), activation=config.activation)
+  return ActorCritic(
+    action_dim=env_spec.action_dim,
+    discrete=env_spec.discrete,
+    observation_ndim=len(env_spec.observation_shape),
+    hidden_sizes=tuple(config.hidden_sizes),
+    activation=config.activation,
+  )
 
 
 def initial_multiplier(config):
   if config.multiplier == "pid":
-    return safety.pid_lagrange_init(lam_init=float(config.lagrange_init),
-                                    delay=int(config.pid_delay))
+    return safety.pid_lagrange_init(
+      lam_init=float(config.lagrange_init), delay=int(config.pid_delay)
+    )
   if config.multiplier == "none":
     return safety.lagrange_init(0.0)
   return safety.lagrange_init(float(config.lagrange_init))
@@ -284,8 +336,9 @@ def _multiplier_tx(config) -> optax.GradientTransformation:
 
 def _adam_lagrange_step(state: safety.LagrangeState, opt_state, episode_cost, config):
   """OmniSafe's `Lagrange`: Adam on `-lam (J_c - d)`, then the projection onto [0, bound]."""
-  grad = jax.grad(safety.lagrange_multiplier_loss)(state.lam, episode_cost,
-                                                   cost_limit=config.cost_limit)
+  grad = jax.grad(safety.lagrange_multiplier_loss)(
+    state.lam, episode_cost, cost_limit=config.cost_limit
+  )
   updates, opt_state = _multiplier_tx(config).update(grad, opt_state)
   lam = jnp.maximum(state.lam + updates, 0.0)
   bound = _upper_bound(config)
@@ -294,8 +347,9 @@ def _adam_lagrange_step(state: safety.LagrangeState, opt_state, episode_cost, co
   return safety.LagrangeState(lam=lam), opt_state
 
 
-def ppo_lagrangian_objective(params: PyTree, network: nn.Module, cost_network: nn.Module,
-                             batch: CostBatch, lam: Array, config) -> tuple[Array, dict[str, Array]]:
+def ppo_lagrangian_objective(
+  params: PyTree, network: nn.Module, cost_network: nn.Module, batch: CostBatch, lam: Array, config
+) -> tuple[Array, dict[str, Array]]:
   """PPO's loss (`policy_gradient.ppo_loss`) on `(A_r - lam A_c) / (1 + lam)` plus the cost
   critic's value loss.
 
@@ -310,21 +364,38 @@ def ppo_lagrangian_objective(params: PyTree, network: nn.Module, cost_network: n
     adv_c = adv_c - adv_c.mean()
   combined = safety.ppo_lag_advantage(adv_r, adv_c, lam)
   dist, value = network.apply(params["actor_critic"], batch.reward.obs)
-  loss, parts = pg.ppo_loss(dist.log_prob(batch.reward.action), batch.reward.log_prob, combined,
-                            value, batch.reward.value, batch.reward.target, dist.entropy(),
-                            clip_epsilon=config.clip_epsilon, clip_value=config.clip_value,
-                            value_coef=config.value_coef, entropy_coef=config.entropy_coef)
+  loss, parts = pg.ppo_loss(
+    dist.log_prob(batch.reward.action),
+    batch.reward.log_prob,
+    combined,
+    value,
+    batch.reward.value,
+    batch.reward.target,
+    dist.entropy(),
+    clip_epsilon=config.clip_epsilon,
+    clip_value=config.clip_value,
+    value_coef=config.value_coef,
+    entropy_coef=config.entropy_coef,
+  )
   cost_value = cost_network.apply(params["cost_critic"], batch.reward.obs)
   clip = config.clip_epsilon if config.clip_value else None
-  cost_loss = pg.value_loss(cost_value, batch.cost_target, batch.cost_value,
-                            clip_epsilon=clip).mean()
+  cost_loss = pg.value_loss(
+    cost_value, batch.cost_target, batch.cost_value, clip_epsilon=clip
+  ).mean()
   total = loss + config.cost_value_coef * cost_loss
   return total, {**parts._asdict(), "loss": total, "cost_value_loss": cost_loss}
 
 
 def _minibatch_step(agent: PPOLagrangianAgent, minibatch: CostBatch):
-  return common.gradient_step(agent, ppo_lagrangian_objective, agent.network, agent.cost_network,
-                              minibatch, agent.lam, agent.config)
+  return common.gradient_step(
+    agent,
+    ppo_lagrangian_objective,
+    agent.network,
+    agent.cost_network,
+    minibatch,
+    agent.lam,
+    agent.config,
+  )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -359,16 +430,32 @@ def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
     return pg.generalized_advantage_estimation(reward, discount, value, next_value, lambda_, done)
 
   per_env = jax.vmap(gae, in_axes=(1, 1, 1, 1, 1, None), out_axes=1)
-  advantage = per_env(traj.reward, config.gamma * not_terminated, value, next_value, traj.done,
-                      config.gae_lambda)
-  cost_advantage = per_env(traj.next_obs.cost, config.cost_gamma * not_terminated, cost_value,
-                           next_cost_value, traj.done, config.cost_gae_lambda)
+  advantage = per_env(
+    traj.reward, config.gamma * not_terminated, value, next_value, traj.done, config.gae_lambda
+  )
+  cost_advantage = per_env(
+    traj.next_obs.cost,
+    config.cost_gamma * not_terminated,
+    cost_value,
+    next_cost_value,
+    traj.done,
+    config.cost_gae_lambda,
+  )
   flat = lambda x: x.reshape((-1,) + x.shape[2:])
-  reward = Batch(obs=flat(obs), action=flat(traj.action), log_prob=flat(log_prob),
-                 value=flat(value), advantage=flat(advantage), target=flat(advantage + value))
-  return CostBatch(reward=reward, cost_value=flat(cost_value),
-                   cost_advantage=flat(cost_advantage),
-                   cost_target=flat(cost_advantage + cost_value))
+  reward = Batch(
+    obs=flat(obs),
+    action=flat(traj.action),
+    log_prob=flat(log_prob),
+    value=flat(value),
+    advantage=flat(advantage),
+    target=flat(advantage + value),
+  )
+  return CostBatch(
+    reward=reward,
+    cost_value=flat(cost_value),
+    cost_advantage=flat(cost_advantage),
+    cost_target=flat(cost_advantage + cost_value),
+  )
 
 
 def safety_statistics(traj) -> dict[str, Array]:
@@ -378,13 +465,13 @@ def safety_statistics(traj) -> dict[str, Array]:
   succ = traj.next_obs
   steps = done.size
   return {
-      "episode_cost_sum": (succ.episode_cost * done).sum(),
-      "episode_violations_sum": (succ.episode_violations.astype(jnp.float32) * done).sum(),
-      "violating_episode_sum": ((succ.episode_violations > 0).astype(jnp.float32) * done).sum(),
-      "rollout_cost": succ.cost.sum(),
-      "violating_steps": (succ.cost > 0).astype(jnp.float32).sum(),
-      "cost_rate": succ.cost.sum() / steps,
-      "intervention_rate": succ.intervened.astype(jnp.float32).sum() / steps,
+    "episode_cost_sum": (succ.episode_cost * done).sum(),
+    "episode_violations_sum": (succ.episode_violations.astype(jnp.float32) * done).sum(),
+    "violating_episode_sum": ((succ.episode_violations > 0).astype(jnp.float32) * done).sum(),
+    "rollout_cost": succ.cost.sum(),
+    "violating_steps": (succ.cost > 0).astype(jnp.float32).sum(),
+    "cost_rate": succ.cost.sum() / steps,
+    "intervention_rate": succ.intervened.astype(jnp.float32).sum() / steps,
   }
 
 
@@ -396,8 +483,11 @@ def first_episode_cost(traj) -> dict[str, Array]:
   valid = rollout.first_episode_mask(traj.done)
   cost = jnp.where(valid, traj.next_obs.cost, 0.0).sum(axis=0)
   violations = (valid & (traj.next_obs.cost > 0)).sum(axis=0).astype(jnp.float32)
-  return {"eval_cost": cost.mean(), "eval_violations": violations.mean(),
-          "eval_violation_rate": (violations > 0).astype(jnp.float32).mean()}
+  return {
+    "eval_cost": cost.mean(),
+    "eval_violations": violations.mean(),
+    "eval_violation_rate": (violations > 0).astype(jnp.float32).mean(),
+  }
 
 
 def mean_episode_cost(traj) -> tuple[Array, Array]:
@@ -432,9 +522,17 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
   def step(state: RunnerState):
     key, rollout_key = jax.random.split(state.key)
-    carry, traj = rollout.rollout(env, env_params, policy, state.agent.params, state.env,
-                                  rollout_key, config.num_steps, unroll=config.rollout_unroll,
-                                  noise_fn=noise)
+    carry, traj = rollout.rollout(
+      env,
+      env_params,
+      policy,
+      state.agent.params,
+      state.env,
+      rollout_key,
+      config.num_steps,
+      unroll=config.rollout_unroll,
+      noise_fn=noise,
+    )
     episode_cost, valid = mean_episode_cost(traj)
     agent = state.agent.update_multiplier(episode_cost, valid)
     agent, metrics = agent.update(make_batch(agent, traj, config))
@@ -447,18 +545,32 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     def greedy(params, obs, _):
       dist = actor_critic.apply(params["actor_critic"], obs.obs, method=ActorCritic.policy)
       return dist.mode(), None
-    metrics = rollout.evaluate(env, env_params, greedy, state.agent.params, key,
-                               config.eval_episodes, env_params.max_steps_in_episode)
+
+    metrics = rollout.evaluate(
+      env,
+      env_params,
+      greedy,
+      state.agent.params,
+      key,
+      config.eval_episodes,
+      env_params.max_steps_in_episode,
+    )
     # The same episodes again (same key) for their cost, which `rollout.evaluate` does not see.
     reset_key, run_key = jax.random.split(key)
     carry = rollout.reset(env, env_params, reset_key, config.eval_episodes)
-    _, traj = rollout.rollout(env, env_params, greedy, state.agent.params, carry, run_key,
-                              env_params.max_steps_in_episode)
+    _, traj = rollout.rollout(
+      env, env_params, greedy, state.agent.params, carry, run_key, env_params.max_steps_in_episode
+    )
     return {**metrics, **first_episode_cost(traj)}
 
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
-                 env_steps_per_update=steps_per_update, sharded_field="env")
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+    env_steps_per_update=steps_per_update,
+    sharded_field="env",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

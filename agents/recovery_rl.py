@@ -50,8 +50,12 @@ from hrljax import envs, replay, rollout, training
 from hrljax.agents import sac_common
 from hrljax.envs import point_hazard
 from hrljax.losses import safety
-from hrljax.networks.continuous import (QEnsemble, TanhGaussianActor, action_bound_tuples,
-                                        rescale_action)
+from hrljax.networks.continuous import (
+  QEnsemble,
+  TanhGaussianActor,
+  action_bound_tuples,
+  rescale_action,
+)
 from hrljax.rollout import two_rate
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
@@ -112,54 +116,71 @@ def get_config() -> ml_collections.ConfigDict:
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   sac_common.validate_sac_fields(config, num_devices)
-  checks.positive_int(config, "risk_batch_size", "risk_buffer_size", "control_steps",
-                      "projection_steps", "recovery_samples")
-  checks.non_negative_int(config, "risk_updates_per_step", "risk_pretrain_updates",
-                          "random_steps")
-  checks.positive(config, "risk_learning_rate", "recovery_learning_rate", "waypoint_gain",
-                  "recovery_risk_weight")
-  checks.in_unit_interval(config, "risk_gamma", "risk_tau", "recovery_risk_target",
-                          "risk_epsilon")
+  checks.positive_int(
+    config,
+    "risk_batch_size",
+    "risk_buffer_size",
+    "control_steps",
+    "projection_steps",
+    "recovery_samples",
+  )
+  checks.non_negative_int(config, "risk_updates_per_step", "risk_pretrain_updates", "random_steps")
+  checks.positive(
+    config, "risk_learning_rate", "recovery_learning_rate", "waypoint_gain", "recovery_risk_weight"
+  )
+  checks.in_unit_interval(config, "risk_gamma", "risk_tau", "recovery_risk_target", "risk_epsilon")
   for field in ("reflex", "terminal_on_violation", "action_relabeling"):
     if not isinstance(config[field], bool):
       raise checks.ConfigError(f"config.{field}: expected a bool, got {config[field]!r}")
-  for field, choices in (("controller", CONTROLLERS), ("reflex_mode", REFLEX_MODES),
-                         ("recovery_credit", rollout.RECOVERY_CREDITS),
-                         ("risk_next_action", RISK_NEXT_ACTIONS),
-                         ("recovery_objective", RECOVERY_OBJECTIVES),
-                         ("recovery_action", RECOVERY_ACTIONS)):
+  for field, choices in (
+    ("controller", CONTROLLERS),
+    ("reflex_mode", REFLEX_MODES),
+    ("recovery_credit", rollout.RECOVERY_CREDITS),
+    ("risk_next_action", RISK_NEXT_ACTIONS),
+    ("recovery_objective", RECOVERY_OBJECTIVES),
+    ("recovery_action", RECOVERY_ACTIONS),
+  ):
     checks.one_of(config, field, choices)
   checks.non_negative(config, "intervention_penalty")
   _validate_combinations(config)
   _validate_task_risk_penalty(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   if not isinstance(env, point_hazard.PointHazard):
-    raise checks.ConfigError(f"config.env_name: expected an environment with info['cost'] and "
-                             f"info['violation'] (PointHazard-v0), got {config.env_name!r}")
+    raise checks.ConfigError(
+      f"config.env_name: expected an environment with info['cost'] and "
+      f"info['violation'] (PointHazard-v0), got {config.env_name!r}"
+    )
   if config.controller == "waypoint" and env_params.observation_type != "relative":
-    raise checks.ConfigError("config.controller: 'waypoint' reads the position from a "
-                             "'relative' PointHazard observation, got observation_type "
-                             f"{env_params.observation_type!r}")
+    raise checks.ConfigError(
+      "config.controller: 'waypoint' reads the position from a "
+      "'relative' PointHazard observation, got observation_type "
+      f"{env_params.observation_type!r}"
+    )
 
 
 def _validate_combinations(config: ml_collections.ConfigDict) -> None:
   """Fields that only work together."""
   if config.reflex_mode == "end_decision" and not config.action_relabeling:
     raise checks.ConfigError(
-        "config.action_relabeling: False needs reflex_mode 'per_step' or 'latch' (with "
-        "'end_decision' a task decision executes only its own nominal actions), got "
-        f"reflex_mode={config.reflex_mode!r}")
+      "config.action_relabeling: False needs reflex_mode 'per_step' or 'latch' (with "
+      "'end_decision' a task decision executes only its own nominal actions), got "
+      f"reflex_mode={config.reflex_mode!r}"
+    )
   # The search aims at Q_risk <= risk_epsilon − margin, which must leave some actions.
   if config.recovery_action != "policy" and not (
-      isinstance(config.recovery_margin, (int, float))
-      and 0.0 <= config.recovery_margin < config.risk_epsilon):
-    raise checks.ConfigError(f"config.recovery_margin: expected a float in [0, risk_epsilon = "
-                             f"{config.risk_epsilon!r}), got {config.recovery_margin!r}")
+    isinstance(config.recovery_margin, (int, float))
+    and 0.0 <= config.recovery_margin < config.risk_epsilon
+  ):
+    raise checks.ConfigError(
+      f"config.recovery_margin: expected a float in [0, risk_epsilon = "
+      f"{config.risk_epsilon!r}), got {config.recovery_margin!r}"
+    )
   if not config.action_relabeling and (config.control_steps != 1 or config.controller != "direct"):
     raise checks.ConfigError(
-        "config.action_relabeling: False stores the executed low-level action as the task "
-        "action, which needs control_steps=1 and controller='direct', got control_steps="
-        f"{config.control_steps!r}, controller={config.controller!r}")
+      "config.action_relabeling: False stores the executed low-level action as the task "
+      "action, which needs control_steps=1 and controller='direct', got control_steps="
+      f"{config.control_steps!r}, controller={config.controller!r}"
+    )
 
 
 def _validate_task_risk_penalty(config: ml_collections.ConfigDict) -> None:
@@ -169,12 +190,14 @@ def _validate_task_risk_penalty(config: ml_collections.ConfigDict) -> None:
   checks.positive(config, "task_risk_nu")
   limit = config.task_risk_limit
   if limit is not None and not (isinstance(limit, (int, float)) and 0.0 < limit < 1.0):
-    raise checks.ConfigError(f"config.task_risk_limit: expected None (risk_epsilon) or a float "
-                             f"in (0, 1), got {limit!r}")
+    raise checks.ConfigError(
+      f"config.task_risk_limit: expected None (risk_epsilon) or a float in (0, 1), got {limit!r}"
+    )
   if limit is None and config.task_risk_penalty != "off" and not 0.0 < config.risk_epsilon < 1.0:
     raise checks.ConfigError(
-        "config.task_risk_limit: None takes risk_epsilon, which the penalty needs in (0, 1), "
-        f"got risk_epsilon={config.risk_epsilon!r}; set task_risk_limit")
+      "config.task_risk_limit: None takes risk_epsilon, which the penalty needs in (0, 1), "
+      f"got risk_epsilon={config.risk_epsilon!r}; set task_risk_limit"
+    )
   if config.task_risk_nu_learning_rate is not None:  # None: 0.1 × actor_learning_rate
     checks.positive(config, "task_risk_nu_learning_rate")
 
@@ -196,10 +219,16 @@ def smdp_sac_batch(batch: two_rate.DecisionTransition, gamma: float) -> sac_comm
   makes that γ^n·(1 − terminated) for a decision of n control steps (Sutton, Precup, Singh,
   "Between MDPs and semi-MDPs", 1999: SMDP Q-learning). For n = 1 it is `terminated` exactly.
   """
-  continuation = (jnp.power(gamma, batch.num_substeps.astype(jnp.float32) - 1.0)
-                  * (1.0 - batch.terminated.astype(jnp.float32)))
-  return sac_common.Transition(obs=batch.obs, action=batch.action, reward=batch.reward,
-                        terminated=1.0 - continuation, next_obs=batch.next_obs)
+  continuation = jnp.power(gamma, batch.num_substeps.astype(jnp.float32) - 1.0) * (
+    1.0 - batch.terminated.astype(jnp.float32)
+  )
+  return sac_common.Transition(
+    obs=batch.obs,
+    action=batch.action,
+    reward=batch.reward,
+    terminated=1.0 - continuation,
+    next_obs=batch.next_obs,
+  )
 
 
 class RecoveryAgent(struct.PyTreeNode):
@@ -222,8 +251,9 @@ class RecoveryAgent(struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env_spec: envs.EnvSpec, config, action_bounds=None
-             ) -> "RecoveryAgent":
+  def create(
+    cls, key: Array, env_spec: envs.EnvSpec, config, action_bounds=None
+  ) -> "RecoveryAgent":
     """`key` builds the SAC task agent exactly as `SACAgent.create(key, ...)` would; the safety
     networks are initialised from `fold_in(key, 1)`."""
     config = ml_collections.FrozenConfigDict(config)
@@ -235,16 +265,29 @@ class RecoveryAgent(struct.PyTreeNode):
     recovery_params = recovery_actor.init(recovery_key, obs)
     risk_tx = sac_common.make_optimizer(config, config.risk_learning_rate)
     recovery_tx = sac_common.make_optimizer(config, config.recovery_learning_rate)
-    nu_rate = (0.1 * config.actor_learning_rate if config.task_risk_nu_learning_rate is None
-               else config.task_risk_nu_learning_rate)
+    nu_rate = (
+      0.1 * config.actor_learning_rate
+      if config.task_risk_nu_learning_rate is None
+      else config.task_risk_nu_learning_rate
+    )
     nu_tx = sac_common.make_optimizer(config, nu_rate)
     log_nu = jnp.asarray(math.log(config.task_risk_nu), jnp.float32)
-    return cls(task=task, risk_params=risk_params, target_risk_params=risk_params,
-               recovery_params=recovery_params, risk_opt_state=risk_tx.init(risk_params),
-               recovery_opt_state=recovery_tx.init(recovery_params), log_nu=log_nu,
-               nu_opt_state=nu_tx.init(log_nu), risk_critic=risk_critic,
-               recovery_actor=recovery_actor, risk_tx=risk_tx, recovery_tx=recovery_tx,
-               nu_tx=nu_tx, config=config)
+    return cls(
+      task=task,
+      risk_params=risk_params,
+      target_risk_params=risk_params,
+      recovery_params=recovery_params,
+      risk_opt_state=risk_tx.init(risk_params),
+      recovery_opt_state=recovery_tx.init(recovery_params),
+      log_nu=log_nu,
+      nu_opt_state=nu_tx.init(log_nu),
+      risk_critic=risk_critic,
+      recovery_actor=recovery_actor,
+      risk_tx=risk_tx,
+      recovery_tx=recovery_tx,
+      nu_tx=nu_tx,
+      config=config,
+    )
 
   def risk_heads(self, params: PyTree, obs: PyTree, action: Array) -> Array:
     """Both heads, sigmoid(Q_k(s, a)) ∈ (0, 1), float `[2, B]`."""
@@ -267,8 +310,9 @@ class RecoveryAgent(struct.PyTreeNode):
     controller = make_controller(self.config, self.task.action_low, self.task.action_high)
     return self.risk_score(obs, controller(obs, command))
 
-  def update_task_risk_multiplier(self, obs: PyTree, key: Array, enabled: Array
-                                  ) -> tuple["RecoveryAgent", dict[str, Array]]:
+  def update_task_risk_multiplier(
+    self, obs: PyTree, key: Array, enabled: Array
+  ) -> tuple["RecoveryAgent", dict[str, Array]]:
     """With `task_risk_penalty="learned"` and the traced bool `enabled`, one optimizer step of
     log ν on SQRL's multiplier loss (`losses.safety.sqrl_lambda_loss`) at fresh task actions of
     the batch's observations: log ν rises while the batch's geometric mean of Q_risk exceeds
@@ -282,14 +326,18 @@ class RecoveryAgent(struct.PyTreeNode):
       return self, metrics
 
     def objective(log_nu):
-      return jnp.mean(jax.vmap(lambda l: safety.sqrl_lambda_loss(log_nu, l, target_safety=limit))(
-          logit))
+      return jnp.mean(
+        jax.vmap(lambda l: safety.sqrl_lambda_loss(log_nu, l, target_safety=limit))(logit)
+      )
+
     grad = jax.grad(objective)(self.log_nu)
     updates, nu_opt_state = self.nu_tx.update(grad, self.nu_opt_state, self.log_nu)
     log_nu = optax.apply_updates(self.log_nu, updates)
     keep = lambda new, old: jnp.where(enabled, new, old)
-    return self.replace(log_nu=keep(log_nu, self.log_nu),
-                        nu_opt_state=jax.tree.map(keep, nu_opt_state, self.nu_opt_state)), metrics
+    return self.replace(
+      log_nu=keep(log_nu, self.log_nu),
+      nu_opt_state=jax.tree.map(keep, nu_opt_state, self.nu_opt_state),
+    ), metrics
 
   def recovery_action(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
     """π_rec's environment action `[B, |A|]` (its mode if `deterministic`)."""
@@ -297,8 +345,9 @@ class RecoveryAgent(struct.PyTreeNode):
     normalized = dist.mode() if deterministic else dist.sample(seed=key)
     return self.task.to_env_action(normalized)
 
-  def recovery_action_from_noise(self, obs: PyTree, noise: Array, deterministic: bool = False
-                                 ) -> Array:
+  def recovery_action_from_noise(
+    self, obs: PyTree, noise: Array, deterministic: bool = False
+  ) -> Array:
     """π_rec's environment action `[B, |A|]` from standard-normal `noise` `[B, |A|]` (the
     reparameterised sample tanh(μ + σ·noise), or the mode if `deterministic`)."""
     dist = self.recovery_actor.apply(self.recovery_params, obs)
@@ -306,8 +355,7 @@ class RecoveryAgent(struct.PyTreeNode):
     pre_squash = gaussian.loc if deterministic else gaussian.loc + gaussian.scale_diag * noise
     return self.task.to_env_action(dist.bijector.forward(pre_squash))
 
-  def act(self, obs: PyTree, key: Array, deterministic: bool = False
-          ) -> tuple[Array, Array, Array]:
+  def act(self, obs: PyTree, key: Array, deterministic: bool = False) -> tuple[Array, Array, Array]:
     """One control step's `(executed, proposed, intervened)`, `[B, ...]`: π_rec's action where
     the risk of the task policy's proposal exceeds ε_risk (strict), else the proposal."""
     task_key, recovery_key = jax.random.split(key)
@@ -318,12 +366,14 @@ class RecoveryAgent(struct.PyTreeNode):
 
   def switch(self, obs: PyTree, proposed: Array, recovery: Array) -> tuple[Array, Array]:
     """The threshold switch on a batch: `(executed [B, |A|], intervened [B])`."""
-    select = jax.vmap(lambda r, a, b: safety.reflex_select(r, a, b,
-                                                           threshold=self.config.risk_epsilon))
+    select = jax.vmap(
+      lambda r, a, b: safety.reflex_select(r, a, b, threshold=self.config.risk_epsilon)
+    )
     return select(self.risk(obs, proposed), proposed, recovery)
 
-  def update_safety(self, batch: two_rate.ControlTransition, key: Array
-                    ) -> tuple["RecoveryAgent", dict]:
+  def update_safety(
+    self, batch: two_rate.ControlTransition, key: Array
+  ) -> tuple["RecoveryAgent", dict]:
     """One step of Q_risk (TD loss), then one of π_rec on the updated critic, then the Polyak
     step of the risk target (every step, as the reference). `[B]` batch."""
     config = self.config
@@ -337,36 +387,51 @@ class RecoveryAgent(struct.PyTreeNode):
 
     def risk_objective(params):
       q = self.risk_heads(params, batch.obs, batch.action)
-      loss, extras = jax.vmap(lambda *a: safety.qrisk_loss(
-          *a, terminal_on_violation=config.terminal_on_violation))(
-              q[0], q[1], cost, discount, q_next[0], q_next[1])
+      loss, extras = jax.vmap(
+        lambda *a: safety.qrisk_loss(*a, terminal_on_violation=config.terminal_on_violation)
+      )(q[0], q[1], cost, discount, q_next[0], q_next[1])
       return jnp.mean(loss), extras
-    (risk_loss, extras), grads = jax.value_and_grad(risk_objective, has_aux=True)(
-        self.risk_params)
+
+    (risk_loss, extras), grads = jax.value_and_grad(risk_objective, has_aux=True)(self.risk_params)
     updates, risk_opt_state = self.risk_tx.update(grads, self.risk_opt_state, self.risk_params)
     risk_params = optax.apply_updates(self.risk_params, updates)
 
     def recovery_objective(params):
       normalized = self.recovery_actor.apply(params, batch.obs).sample(
-          seed=jax.random.fold_in(key, 1))
+        seed=jax.random.fold_in(key, 1)
+      )
       q = self.risk_heads(risk_params, batch.obs, self.task.to_env_action(normalized))
       risk = safety.risk_value(q[0], q[1])
       if config.recovery_objective == "risk":
         return jnp.mean(risk)
       q_task = self.task.critic.apply(self.task.critic_params, batch.obs, normalized)
-      return jnp.mean(safety.task_recovery_loss(q_task, risk,
-                                                risk_target=config.recovery_risk_target,
-                                                risk_weight=config.recovery_risk_weight))
+      return jnp.mean(
+        safety.task_recovery_loss(
+          q_task,
+          risk,
+          risk_target=config.recovery_risk_target,
+          risk_weight=config.recovery_risk_weight,
+        )
+      )
+
     recovery_loss, grads = jax.value_and_grad(recovery_objective)(self.recovery_params)
-    updates, recovery_opt_state = self.recovery_tx.update(grads, self.recovery_opt_state,
-                                                          self.recovery_params)
+    updates, recovery_opt_state = self.recovery_tx.update(
+      grads, self.recovery_opt_state, self.recovery_params
+    )
     recovery_params = optax.apply_updates(self.recovery_params, updates)
     target = optax.incremental_update(risk_params, self.target_risk_params, config.risk_tau)
-    agent = self.replace(risk_params=risk_params, target_risk_params=target,
-                         recovery_params=recovery_params, risk_opt_state=risk_opt_state,
-                         recovery_opt_state=recovery_opt_state)
-    return agent, {"risk_loss": risk_loss, "recovery_loss": recovery_loss,
-                   "risk": jnp.mean(extras.risk_tm1)}
+    agent = self.replace(
+      risk_params=risk_params,
+      target_risk_params=target,
+      recovery_params=recovery_params,
+      risk_opt_state=risk_opt_state,
+      recovery_opt_state=recovery_opt_state,
+    )
+    return agent, {
+      "risk_loss": risk_loss,
+      "recovery_loss": recovery_loss,
+      "risk": jnp.mean(extras.risk_tm1),
+    }
 
 
 def task_risk_penalty_fn(agent: RecoveryAgent, enabled: Array) -> sac_common.ActorPenaltyFn:
@@ -382,8 +447,9 @@ def task_risk_penalty_fn(agent: RecoveryAgent, enabled: Array) -> sac_common.Act
   0) instead, which pushes only the actions above ε_task. ν and the critic get no gradient.
   """
   limit = task_risk_limit(agent.config)
-  penalty = jax.vmap(lambda logit: safety.sqrl_actor_penalty(agent.log_nu, logit,
-                                                             target_safety=limit))
+  penalty = jax.vmap(
+    lambda logit: safety.sqrl_actor_penalty(agent.log_nu, logit, target_safety=limit)
+  )
   if agent.config.task_risk_form == "hinge":
     linear = penalty
     penalty = lambda logit: jnp.maximum(linear(logit), 0.0)  # ν > 0: ν·max(Q_risk − ε, 0)
@@ -396,17 +462,30 @@ def make_safety_networks(env_spec: envs.EnvSpec, config) -> tuple[QEnsemble, Tan
   a tanh-Gaussian policy on [-1, 1]^|A|."""
   observation_ndim = len(env_spec.observation_shape)
   hidden = tuple(config.risk_hidden_sizes)
-  return (QEnsemble(num_members=2, hidden_sizes=hidden, activation=config.activation,
-                    observation_ndim=observation_ndim),
-          TanhGaussianActor(action_dim=env_spec.action_dim, hidden_sizes=hidden,
-                            activation=config.activation, observation_ndim=observation_ndim,
-                            log_std_min=config.log_std_min, log_std_max=config.log_std_max))
+  return (
+    QEnsemble(
+      num_members=2,
+      hidden_sizes=hidden,
+      activation=config.activation,
+      observation_ndim=observation_ndim,
+    ),
+    TanhGaussianActor(
+      action_dim=env_spec.action_dim,
+      hidden_sizes=hidden,
+      activation=config.activation,
+      observation_ndim=observation_ndim,
+      log_std_min=config.log_std_min,
+      log_std_max=config.log_std_max,
+    ),
+  )
 
 
 def recovery_noise_fn(num_envs: int, action_dim: int):
   """`safety_noise_fn(key, (T, K)) -> noise [T, K, N, |A|]` for `rollout.two_rate_rollout`."""
+
   def draw(key, leading):
     return jax.random.normal(key, tuple(leading) + (num_envs, action_dim), jnp.float32)
+
   return draw
 
 
@@ -434,10 +513,12 @@ def make_reflex(agent_like: RecoveryAgent, deterministic: bool = False) -> rollo
   π_rec's where none is found). `reflex_mode="latch"` keeps the recovery in charge until the
   decision ends.
   """
+
   def trigger(safety_params, obs, proposed):
     agent, enabled = safety_params
-    select = jax.vmap(lambda r, a: safety.reflex_select(r, a, a,
-                                                        threshold=agent.config.risk_epsilon)[1])
+    select = jax.vmap(
+      lambda r, a: safety.reflex_select(r, a, a, threshold=agent.config.risk_epsilon)[1]
+    )
     return select(agent.risk(obs, proposed), proposed) & enabled
 
   def recover(safety_params, obs, proposed, noise):
@@ -447,13 +528,22 @@ def make_reflex(agent_like: RecoveryAgent, deterministic: bool = False) -> rollo
     if config.recovery_action == "policy":
       return policy_action
     return safety.nearest_safe_action(
-        agent.risk_score, obs, proposed, policy_action, method=config.recovery_action,
-        threshold=config.risk_epsilon, margin=config.recovery_margin, low=agent.task.action_low,
-        high=agent.task.action_high, num_steps=config.projection_steps,
-        num_samples=config.recovery_samples)
+      agent.risk_score,
+      obs,
+      proposed,
+      policy_action,
+      method=config.recovery_action,
+      threshold=config.risk_epsilon,
+      margin=config.recovery_margin,
+      low=agent.task.action_low,
+      high=agent.task.action_high,
+      num_steps=config.projection_steps,
+      num_samples=config.recovery_samples,
+    )
 
-  return rollout.Reflex(trigger_fn=trigger, recovery_fn=recover,
-                        latch=agent_like.config.reflex_mode == "latch")
+  return rollout.Reflex(
+    trigger_fn=trigger, recovery_fn=recover, latch=agent_like.config.reflex_mode == "latch"
+  )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -493,14 +583,25 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     one_obs = jax.tree.map(lambda x: x[0], carry.obs)
     action = jnp.zeros((env_spec.action_dim,), jnp.float32)
     scalar, no = jnp.zeros((), jnp.float32), jnp.zeros((), bool)
-    task_item = two_rate.DecisionTransition(obs=one_obs, action=action, reward=scalar,
-                                            terminated=no, next_obs=one_obs,
-                                            num_substeps=jnp.zeros((), jnp.int32))
-    risk_item = two_rate.ControlTransition(obs=one_obs, action=action, cost=scalar,
-                                           terminated=no, next_obs=one_obs, next_action=action)
-    return RunnerState(agent=agent, task_buffer=replay.init(task_item, config.buffer_size),
-                       risk_buffer=replay.init(risk_item, config.risk_buffer_size),
-                       env=two_rate.cost_carry(carry), key=key, update=jnp.zeros((), jnp.int32))
+    task_item = two_rate.DecisionTransition(
+      obs=one_obs,
+      action=action,
+      reward=scalar,
+      terminated=no,
+      next_obs=one_obs,
+      num_substeps=jnp.zeros((), jnp.int32),
+    )
+    risk_item = two_rate.ControlTransition(
+      obs=one_obs, action=action, cost=scalar, terminated=no, next_obs=one_obs, next_action=action
+    )
+    return RunnerState(
+      agent=agent,
+      task_buffer=replay.init(task_item, config.buffer_size),
+      risk_buffer=replay.init(risk_item, config.risk_buffer_size),
+      env=two_rate.cost_carry(carry),
+      key=key,
+      update=jnp.zeros((), jnp.int32),
+    )
 
   def policy(params, obs, key):
     # SAC's behaviour policy, returning the command in [-1, 1] (the controller maps it).
@@ -512,6 +613,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     def one(task, key):
       batch = smdp_sac_batch(replay.sample(buffer, key, config.batch_size), config.gamma)
       return task.update(batch)
+
     task, metrics = jax.lax.scan(one, agent.task, jax.random.split(key, config.updates_per_step))
     return agent.replace(task=task), jax.tree.map(jnp.mean, metrics)
 
@@ -522,22 +624,27 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       batch = smdp_sac_batch(replay.sample(buffer, key, config.batch_size), config.gamma)
       task, metrics = agent.task.update(batch, task_risk_penalty_fn(agent, risk_ready))
       agent, nu_metrics = agent.replace(task=task).update_task_risk_multiplier(
-          batch.obs, jax.random.fold_in(key, 1), risk_ready)
+        batch.obs, jax.random.fold_in(key, 1), risk_ready
+      )
       return agent, {**metrics, **nu_metrics}
+
     agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, config.updates_per_step))
     return agent, jax.tree.map(jnp.mean, metrics)
 
   def safety_updates(agent: RecoveryAgent, buffer, key, count):
     # `count` is traced (one compiled loop serves the pre-training and the regular updates).
-    metric_shapes = jax.eval_shape(agent.update_safety, replay.sample(
-        buffer, key, config.risk_batch_size), key)[1]
+    metric_shapes = jax.eval_shape(
+      agent.update_safety, replay.sample(buffer, key, config.risk_batch_size), key
+    )[1]
 
     def one(i, carry):
       agent, sums = carry
       sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
       agent, metrics = agent.update_safety(
-          replay.sample(buffer, sample_key, config.risk_batch_size), update_key)
+        replay.sample(buffer, sample_key, config.risk_batch_size), update_key
+      )
       return agent, jax.tree.map(jnp.add, sums, metrics)
+
     agent, sums = jax.lax.fori_loop(0, count, one, (agent, _zeros(metric_shapes)))
     return agent, jax.tree.map(lambda x: x / jnp.maximum(count, 1), sums)
 
@@ -547,47 +654,76 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     # The reflex waits for the pre-trained critic; uniform actions may go on behind it.
     reflex_on = state.update * steps_per_update >= config.learning_starts
     uniform = state.update * steps_per_update < max(config.learning_starts, config.random_steps)
-    carry, traj = collect_two_rate(state.agent, env, env_params, policy,
-                                   (state.agent.task.actor_params, uniform), controller,
-                                   state.env.env, rollout_key, config.num_steps, reflex_on)
+    carry, traj = collect_two_rate(
+      state.agent,
+      env,
+      env_params,
+      policy,
+      (state.agent.task.actor_params, uniform),
+      controller,
+      state.env.env,
+      rollout_key,
+      config.num_steps,
+      reflex_on,
+    )
     task_buffer, risk_buffer = store(state, traj)
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
     if config.task_risk_penalty == "off":
       agent, metrics = _when(learning, task_updates, state.agent, task_buffer, update_key)
     else:
-      agent, metrics = _when(learning, penalised_task_updates, state.agent, task_buffer,
-                             update_key, reflex_on)
+      agent, metrics = _when(
+        learning, penalised_task_updates, state.agent, task_buffer, update_key, reflex_on
+      )
     first = learning & (state.update * steps_per_update < config.learning_starts)
     count = config.risk_updates_per_step + jnp.where(first, config.risk_pretrain_updates, 0)
-    agent, safety_metrics = _when(learning, safety_updates, agent, risk_buffer,
-                                  jax.random.fold_in(update_key, 1), count)
+    agent, safety_metrics = _when(
+      learning, safety_updates, agent, risk_buffer, jax.random.fold_in(update_key, 1), count
+    )
     metrics.update(safety_metrics)
-    tracked, cost_metrics = two_rate.episode_cost_statistics(traj.control,
-                                                             state.env.replace(env=carry))
+    tracked, cost_metrics = two_rate.episode_cost_statistics(
+      traj.control, state.env.replace(env=carry)
+    )
     metrics.update(episode_statistics(traj))
     metrics.update(cost_metrics)
-    return RunnerState(agent=agent, task_buffer=task_buffer, risk_buffer=risk_buffer,
-                       env=tracked, key=key, update=state.update + 1), metrics
+    return RunnerState(
+      agent=agent,
+      task_buffer=task_buffer,
+      risk_buffer=risk_buffer,
+      env=tracked,
+      key=key,
+      update=state.update + 1,
+    ), metrics
 
   def store(state: RunnerState, traj) -> tuple[replay.ReplayBuffer, replay.ReplayBuffer]:
     # Decisions to the task buffer (option (b): only the valid decision slots), every control
     # step to the risk buffer.
     items, valid = two_rate.decision_transitions(
-        traj, task_actions(traj, low, high, config),
-        task_rewards(traj, config.intervention_penalty))
-    task_buffer = (replay.add(state.task_buffer, items) if valid is None
-                   else replay.add_masked(state.task_buffer, items, valid))
-    risk_buffer = replay.add(state.risk_buffer, two_rate.control_transitions(
-        traj.control, two_rate.commands_in_force(traj), controller))
+      traj, task_actions(traj, low, high, config), task_rewards(traj, config.intervention_penalty)
+    )
+    task_buffer = (
+      replay.add(state.task_buffer, items)
+      if valid is None
+      else replay.add_masked(state.task_buffer, items, valid)
+    )
+    risk_buffer = replay.add(
+      state.risk_buffer,
+      two_rate.control_transitions(traj.control, two_rate.commands_in_force(traj), controller),
+    )
     return task_buffer, risk_buffer
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     return two_rate.first_episode_statistics(
-        evaluation_episodes(state.agent, key, config.eval_episodes))
+      evaluation_episodes(state.agent, key, config.eval_episodes)
+    )
 
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
-                 env_steps_per_update=steps_per_update, sharded_field="env")
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+    env_steps_per_update=steps_per_update,
+    sharded_field="env",
+  )
 
 
 def _zeros(shapes: PyTree) -> PyTree:
@@ -603,30 +739,65 @@ def _when(predicate: Array, fn, agent, *args):
 def episode_statistics(traj) -> dict[str, Array]:
   """The episode return and length sums of a collected stream (decision- or control-rate)."""
   if isinstance(traj, rollout.EndDecisionTrajectory):
-    return {**two_rate.control_episode_statistics(traj),
-            "task_decisions": traj.valid.sum().astype(jnp.float32)}
+    return {
+      **two_rate.control_episode_statistics(traj),
+      "task_decisions": traj.valid.sum().astype(jnp.float32),
+    }
   return rollout.rollout_statistics(traj.decision)
 
 
-def collect_two_rate(agent: RecoveryAgent, env, env_params, policy_fn, policy_params, controller,
-                     carry, key: Array, num_decisions: int, reflex_on: Array,
-                     deterministic: bool = False):
+def collect_two_rate(
+  agent: RecoveryAgent,
+  env,
+  env_params,
+  policy_fn,
+  policy_params,
+  controller,
+  carry,
+  key: Array,
+  num_decisions: int,
+  reflex_on: Array,
+  deterministic: bool = False,
+):
   """The two-rate rollout of `config.reflex_mode`: `rollout.two_rate_rollout` (no reflex,
   "per_step", "latch") or `rollout.two_rate_rollout_end_decision` ("end_decision", returning a
   `rollout.EndDecisionTrajectory`)."""
   config = agent.config
   noise_fn = recovery_noise_fn(carry.running_return.shape[0], agent.recovery_actor.action_dim)
-  common = dict(info_keys=two_rate.SAFETY_INFO_KEYS, unroll=config.rollout_unroll,
-                safety_noise_fn=noise_fn)
+  common = dict(
+    info_keys=two_rate.SAFETY_INFO_KEYS, unroll=config.rollout_unroll, safety_noise_fn=noise_fn
+  )
   if config.reflex and config.reflex_mode == "end_decision":
     return rollout.two_rate_rollout_end_decision(
-        env, env_params, policy_fn, policy_params, controller, make_reflex(agent, deterministic),
-        (agent, reflex_on), carry, key, num_decisions, config.control_steps,
-        recovery_credit=config.recovery_credit, **common)
+      env,
+      env_params,
+      policy_fn,
+      policy_params,
+      controller,
+      make_reflex(agent, deterministic),
+      (agent, reflex_on),
+      carry,
+      key,
+      num_decisions,
+      config.control_steps,
+      recovery_credit=config.recovery_credit,
+      **common,
+    )
   safety_fn = make_reflex(agent, deterministic) if config.reflex else rollout.no_safety_layer
-  return rollout.two_rate_rollout(env, env_params, policy_fn, policy_params, controller,
-                                  safety_fn, (agent, reflex_on), carry, key, num_decisions,
-                                  config.control_steps, **common)
+  return rollout.two_rate_rollout(
+    env,
+    env_params,
+    policy_fn,
+    policy_params,
+    controller,
+    safety_fn,
+    (agent, reflex_on),
+    carry,
+    key,
+    num_decisions,
+    config.control_steps,
+    **common,
+  )
 
 
 def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int):
@@ -647,8 +818,19 @@ def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int):
   reset_key, run_key = jax.random.split(key)
   carry = rollout.reset(env, env_params, reset_key, num_envs)
   num_decisions = -(-env_params.max_steps_in_episode // config.control_steps)
-  _, traj = collect_two_rate(agent, env, env_params, greedy, agent.task.actor_params, controller,
-                             carry, run_key, num_decisions, jnp.asarray(True), deterministic=True)
+  _, traj = collect_two_rate(
+    agent,
+    env,
+    env_params,
+    greedy,
+    agent.task.actor_params,
+    controller,
+    carry,
+    run_key,
+    num_decisions,
+    jnp.asarray(True),
+    deterministic=True,
+  )
   return traj
 
 

@@ -32,7 +32,6 @@ replay buffer and then performs `updates_per_step` gradient updates on sampled b
 `make_train(config)(key)` is a whole run as one XLA program.
 """
 
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -95,12 +94,20 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = SACAgent.create(agent_key, env_spec, config, (low, high))
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    example = Transition(obs=jax.tree.map(lambda x: x[0], carry.obs),
-                         action=jnp.zeros((env_spec.action_dim,), jnp.float32),
-                         reward=jnp.zeros((), jnp.float32), terminated=jnp.zeros((), bool),
-                         next_obs=jax.tree.map(lambda x: x[0], carry.obs))
-    return RunnerState(agent=agent, buffer=replay.init(example, config.buffer_size), env=carry,
-                       key=key, update=jnp.zeros((), jnp.int32))
+    example = Transition(
+      obs=jax.tree.map(lambda x: x[0], carry.obs),
+      action=jnp.zeros((env_spec.action_dim,), jnp.float32),
+      reward=jnp.zeros((), jnp.float32),
+      terminated=jnp.zeros((), bool),
+      next_obs=jax.tree.map(lambda x: x[0], carry.obs),
+    )
+    return RunnerState(
+      agent=agent,
+      buffer=replay.init(example, config.buffer_size),
+      env=carry,
+      key=key,
+      update=jnp.zeros((), jnp.int32),
+    )
 
   def policy(params, obs, key):
     actor_params, explore = params
@@ -110,39 +117,69 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   def gradient_updates(agent: SACAgent, buffer: replay.ReplayBuffer, key: Array):
     def one(agent, key):
       return agent.update(replay.sample(buffer, key, config.batch_size))
+
     agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, config.updates_per_step))
     return agent, jax.tree.map(jnp.mean, metrics)
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key, update_key = jax.random.split(state.key, 3)
     explore = state.update * steps_per_update < config.learning_starts
-    carry, traj = rollout.rollout(env, env_params, policy, (state.agent.actor_params, explore),
-                                  state.env, rollout_key, config.num_steps,
-                                  unroll=config.rollout_unroll)
+    carry, traj = rollout.rollout(
+      env,
+      env_params,
+      policy,
+      (state.agent.actor_params, explore),
+      state.env,
+      rollout_key,
+      config.num_steps,
+      unroll=config.rollout_unroll,
+    )
     flat = lambda x: x.reshape((-1,) + x.shape[2:])
-    items = Transition(obs=jax.tree.map(flat, traj.obs), action=flat(traj.policy_extras),
-                       reward=flat(traj.reward), terminated=flat(traj.terminated),
-                       next_obs=jax.tree.map(flat, traj.next_obs))
+    items = Transition(
+      obs=jax.tree.map(flat, traj.obs),
+      action=flat(traj.policy_extras),
+      reward=flat(traj.reward),
+      terminated=flat(traj.terminated),
+      next_obs=jax.tree.map(flat, traj.next_obs),
+    )
     buffer = replay.add(state.buffer, items)
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
     metric_shapes = jax.eval_shape(gradient_updates, state.agent, buffer, update_key)[1]
     agent, metrics = jax.lax.cond(
-        learning, gradient_updates,
-        lambda agent, *_: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                                               metric_shapes)),
-        state.agent, buffer, update_key)
+      learning,
+      gradient_updates,
+      lambda agent, *_: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
+      state.agent,
+      buffer,
+      update_key,
+    )
     metrics.update(rollout_statistics(traj))
-    return RunnerState(agent=agent, buffer=buffer, env=carry, key=key,
-                       update=state.update + 1), metrics
+    return RunnerState(
+      agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1
+    ), metrics
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     def greedy(params, obs, _):
       return rescale_action(actor.apply(params, obs).mode(), low, high), None
-    return rollout.evaluate(env, env_params, greedy, state.agent.actor_params, key,
-                            config.eval_episodes, env_params.max_steps_in_episode)
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=num_updates,
-                 env_steps_per_update=steps_per_update, sharded_field="env")
+    return rollout.evaluate(
+      env,
+      env_params,
+      greedy,
+      state.agent.actor_params,
+      key,
+      config.eval_episodes,
+      env_params.max_steps_in_episode,
+    )
+
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=num_updates,
+    env_steps_per_update=steps_per_update,
+    sharded_field="env",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

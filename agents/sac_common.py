@@ -27,8 +27,12 @@ from ml_collections import config_dict
 from hrljax import config_checks as checks
 from hrljax import envs
 from hrljax.losses import soft_actor_critic as soft_ac
-from hrljax.networks.continuous import (QEnsemble, TanhGaussianActor, action_bound_tuples,
-                                        rescale_action)
+from hrljax.networks.continuous import (
+  QEnsemble,
+  TanhGaussianActor,
+  action_bound_tuples,
+  rescale_action,
+)
 from hrljax.types import Array, PyTree
 
 # `actor_penalty_fn(obs [B, ...], action [B, |A|]) -> [B]`: an extra per-example actor loss term.
@@ -72,33 +76,57 @@ def add_sac_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 def validate_sac_fields(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first SAC field that cannot run (continuous actions
   needed)."""
-  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "updates_per_step",
-                      "buffer_size", "batch_size", "target_update_interval", "num_critics",
-                      "eval_episodes", "rollout_unroll")
-  if isinstance(config.learning_starts, bool) or not isinstance(config.learning_starts, int) \
-      or config.learning_starts < 0:
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "updates_per_step",
+    "buffer_size",
+    "batch_size",
+    "target_update_interval",
+    "num_critics",
+    "eval_episodes",
+    "rollout_unroll",
+  )
+  if (
+    isinstance(config.learning_starts, bool)
+    or not isinstance(config.learning_starts, int)
+    or config.learning_starts < 0
+  ):
     raise checks.ConfigError(
-        f"config.learning_starts: expected an integer >= 0, got {config.learning_starts!r}")
-  checks.positive(config, "actor_learning_rate", "critic_learning_rate", "alpha_learning_rate",
-                  "init_alpha")
+      f"config.learning_starts: expected an integer >= 0, got {config.learning_starts!r}"
+    )
+  checks.positive(
+    config, "actor_learning_rate", "critic_learning_rate", "alpha_learning_rate", "init_alpha"
+  )
   checks.in_unit_interval(config, "gamma", "tau")
   checks.one_of(config, "optimizer", ("adam", "sgd"))
   checks.one_of(config, "alpha_loss_form", soft_ac.ALPHA_LOSS_FORMS)
   checks.one_of(config, "actor_q_reduction", soft_ac.Q_REDUCTIONS)
   if config.target_entropy is not None and not math.isfinite(config.target_entropy):
     raise checks.ConfigError(
-        f"config.target_entropy: expected None (−action_dim) or a finite number, "
-        f"got {config.target_entropy!r}")
+      f"config.target_entropy: expected None (−action_dim) or a finite number, "
+      f"got {config.target_entropy!r}"
+    )
   if config.log_std_min >= config.log_std_max:
-    raise checks.ConfigError(f"config.log_std_min: expected less than config.log_std_max "
-                             f"({config.log_std_max}), got {config.log_std_min!r}")
+    raise checks.ConfigError(
+      f"config.log_std_min: expected less than config.log_std_max "
+      f"({config.log_std_max}), got {config.log_std_min!r}"
+    )
   checks.divisible(config, "num_envs", num_devices, "the device count")
-  checks.at_least(config, "total_timesteps", config.num_envs * config.num_steps,
-                  "one Learner step of num_envs * num_steps")
+  checks.at_least(
+    config,
+    "total_timesteps",
+    config.num_envs * config.num_steps,
+    "one Learner step of num_envs * num_steps",
+  )
   env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
   if envs.spec(env, env_params).discrete:
-    raise checks.ConfigError(f"config.env_name: expected an environment with continuous (Box) "
-                             f"actions, got {config.env_name!r} with discrete actions")
+    raise checks.ConfigError(
+      f"config.env_name: expected an environment with continuous (Box) "
+      f"actions, got {config.env_name!r} with discrete actions"
+    )
 
 
 class Transition(NamedTuple):
@@ -113,7 +141,6 @@ class Transition(NamedTuple):
   reward: Array  # float32 []
   terminated: Array  # bool []: natural end, no bootstrap
   next_obs: PyTree
-
 
 
 class SACAgent(struct.PyTreeNode):
@@ -139,8 +166,9 @@ class SACAgent(struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env_spec: envs.EnvSpec, config,
-             action_bounds: Optional[tuple[Any, Any]] = None) -> "SACAgent":
+  def create(
+    cls, key: Array, env_spec: envs.EnvSpec, config, action_bounds: Optional[tuple[Any, Any]] = None
+  ) -> "SACAgent":
     """Builds networks and optimizers. `action_bounds = (low, high)` (scalars or `[|A|]`) are the
     environment's action bounds (default [-1, 1]); the policy itself always acts on [-1, 1]."""
     config = ml_collections.FrozenConfigDict(config)
@@ -157,16 +185,29 @@ class SACAgent(struct.PyTreeNode):
     actor_tx = make_optimizer(config, config.actor_learning_rate)
     critic_tx = make_optimizer(config, config.critic_learning_rate)
     alpha_tx = make_optimizer(config, config.alpha_learning_rate)
-    target_entropy = (-float(action_dim) if config.target_entropy is None
-                      else float(config.target_entropy))
-    return cls(actor_params=actor_params, critic_params=critic_params,
-               target_critic_params=critic_params, log_alpha=log_alpha,
-               actor_opt_state=actor_tx.init(actor_params),
-               critic_opt_state=critic_tx.init(critic_params),
-               alpha_opt_state=alpha_tx.init(log_alpha), key=key,
-               num_updates=jnp.zeros((), jnp.int32), actor=actor, critic=critic,
-               actor_tx=actor_tx, critic_tx=critic_tx, alpha_tx=alpha_tx, action_low=low,
-               action_high=high, target_entropy=target_entropy, config=config)
+    target_entropy = (
+      -float(action_dim) if config.target_entropy is None else float(config.target_entropy)
+    )
+    return cls(
+      actor_params=actor_params,
+      critic_params=critic_params,
+      target_critic_params=critic_params,
+      log_alpha=log_alpha,
+      actor_opt_state=actor_tx.init(actor_params),
+      critic_opt_state=critic_tx.init(critic_params),
+      alpha_opt_state=alpha_tx.init(log_alpha),
+      key=key,
+      num_updates=jnp.zeros((), jnp.int32),
+      actor=actor,
+      critic=critic,
+      actor_tx=actor_tx,
+      critic_tx=critic_tx,
+      alpha_tx=alpha_tx,
+      action_low=low,
+      action_high=high,
+      target_entropy=target_entropy,
+      config=config,
+    )
 
   def act(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
     """Environment actions `[..., |A|]` for a batch of observations (the squashed mean if
@@ -183,8 +224,9 @@ class SACAgent(struct.PyTreeNode):
   def alpha(self) -> Array:
     return jnp.exp(self.log_alpha)
 
-  def update(self, batch: Transition, actor_penalty_fn: Optional[ActorPenaltyFn] = None
-             ) -> tuple["SACAgent", dict[str, Array]]:
+  def update(
+    self, batch: Transition, actor_penalty_fn: Optional[ActorPenaltyFn] = None
+  ) -> tuple["SACAgent", dict[str, Array]]:
     """One gradient step of the critics, the actor and the temperature on a `[B]` batch, then
     Polyak averaging of the target critics every `target_update_interval` updates.
 
@@ -206,10 +248,13 @@ class SACAgent(struct.PyTreeNode):
 
     def critic_objective(params):
       return soft_ac.critic_loss(self.critic.apply(params, batch.obs, batch.action), target)
+
     (q_loss, q_extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
-        self.critic_params)
-    updates, critic_opt_state = self.critic_tx.update(grads, self.critic_opt_state,
-                                                      self.critic_params)
+      self.critic_params
+    )
+    updates, critic_opt_state = self.critic_tx.update(
+      grads, self.critic_opt_state, self.critic_params
+    )
     critic_params = optax.apply_updates(self.critic_params, updates)
 
     def actor_objective(params):
@@ -221,18 +266,22 @@ class SACAgent(struct.PyTreeNode):
         return loss, (extras, None)
       penalty = jnp.mean(actor_penalty_fn(batch.obs, action))
       return loss + penalty, (extras, penalty)
+
     (pi_loss, (pi_extras, penalty)), grads = jax.value_and_grad(actor_objective, has_aux=True)(
-        self.actor_params)
-    updates, actor_opt_state = self.actor_tx.update(grads, self.actor_opt_state,
-                                                    self.actor_params)
+      self.actor_params
+    )
+    updates, actor_opt_state = self.actor_tx.update(grads, self.actor_opt_state, self.actor_params)
     actor_params = optax.apply_updates(self.actor_params, updates)
 
     _, fresh_log_prob = self.actor.apply(actor_params, batch.obs).sample_and_log_prob(
-        seed=alpha_key)
+      seed=alpha_key
+    )
 
     def alpha_objective(log_alpha):
-      return soft_ac.temperature_loss(log_alpha, fresh_log_prob, self.target_entropy,
-                              config.alpha_loss_form)
+      return soft_ac.temperature_loss(
+        log_alpha, fresh_log_prob, self.target_entropy, config.alpha_loss_form
+      )
+
     (a_loss, _), grad = jax.value_and_grad(alpha_objective, has_aux=True)(self.log_alpha)
     log_alpha, alpha_opt_state = self.log_alpha, self.alpha_opt_state
     if config.autotune_alpha:
@@ -242,21 +291,29 @@ class SACAgent(struct.PyTreeNode):
     num_updates = self.num_updates + 1
     averaged = optax.incremental_update(critic_params, self.target_critic_params, config.tau)
     average_now = num_updates % config.target_update_interval == 0
-    target_critic_params = jax.tree.map(lambda new, old: jnp.where(average_now, new, old),
-                                        averaged, self.target_critic_params)
+    target_critic_params = jax.tree.map(
+      lambda new, old: jnp.where(average_now, new, old), averaged, self.target_critic_params
+    )
 
-    agent = self.replace(actor_params=actor_params, critic_params=critic_params,
-                         target_critic_params=target_critic_params, log_alpha=log_alpha,
-                         actor_opt_state=actor_opt_state, critic_opt_state=critic_opt_state,
-                         alpha_opt_state=alpha_opt_state, key=key, num_updates=num_updates)
+    agent = self.replace(
+      actor_params=actor_params,
+      critic_params=critic_params,
+      target_critic_params=target_critic_params,
+      log_alpha=log_alpha,
+      actor_opt_state=actor_opt_state,
+      critic_opt_state=critic_opt_state,
+      alpha_opt_state=alpha_opt_state,
+      key=key,
+      num_updates=num_updates,
+    )
     metrics = {
-        "critic_loss": q_loss,
-        "actor_loss": pi_loss,
-        "alpha_loss": a_loss,
-        "alpha": alpha,
-        "entropy": -jnp.mean(pi_extras.log_prob),
-        "q_value": jnp.mean(q_extras.q_value),
-        "td_error_abs": jnp.mean(jnp.abs(q_extras.td_error)),
+      "critic_loss": q_loss,
+      "actor_loss": pi_loss,
+      "alpha_loss": a_loss,
+      "alpha": alpha,
+      "entropy": -jnp.mean(pi_extras.log_prob),
+      "q_value": jnp.mean(q_extras.q_value),
+      "td_error_abs": jnp.mean(jnp.abs(q_extras.td_error)),
     }
     if penalty is not None:
       metrics["actor_penalty"] = penalty
@@ -266,11 +323,20 @@ class SACAgent(struct.PyTreeNode):
 def make_networks(env_spec: envs.EnvSpec, config) -> tuple[TanhGaussianActor, QEnsemble]:
   """The actor on [-1, 1]^|A| and the K-critic ensemble."""
   observation_ndim = len(env_spec.observation_shape)
-  actor = TanhGaussianActor(action_dim=env_spec.action_dim, hidden_sizes=tuple(config.hidden_sizes),
-                            activation=config.activation, observation_ndim=observation_ndim,
-                            log_std_min=config.log_std_min, log_std_max=config.log_std_max)
-  critic = QEnsemble(num_members=config.num_critics, hidden_sizes=tuple(config.hidden_sizes),
-                     activation=config.activation, observation_ndim=observation_ndim)
+  actor = TanhGaussianActor(
+    action_dim=env_spec.action_dim,
+    hidden_sizes=tuple(config.hidden_sizes),
+    activation=config.activation,
+    observation_ndim=observation_ndim,
+    log_std_min=config.log_std_min,
+    log_std_max=config.log_std_max,
+  )
+  critic = QEnsemble(
+    num_members=config.num_critics,
+    hidden_sizes=tuple(config.hidden_sizes),
+    activation=config.activation,
+    observation_ndim=observation_ndim,
+  )
   return actor, critic
 
 
@@ -278,8 +344,9 @@ def make_optimizer(config, learning_rate: float) -> optax.GradientTransformation
   return optax.sgd(learning_rate) if config.optimizer == "sgd" else optax.adam(learning_rate)
 
 
-def behaviour_action(actor: TanhGaussianActor, actor_params: PyTree, obs: PyTree, key: Array,
-                     explore: Array) -> Array:
+def behaviour_action(
+  actor: TanhGaussianActor, actor_params: PyTree, obs: PyTree, key: Array, explore: Array
+) -> Array:
   """The acting policy's normalised action `[B, |A|]`: a sample of the actor, or, where the
   traced bool `explore` holds (the first `learning_starts` steps), uniform in [-1, 1]^|A|."""
   sample_key, uniform_key = jax.random.split(key)

@@ -21,12 +21,22 @@ projection changed the clipped proposal is logged as `intervention_rate`.
 import ml_collections
 
 from hrljax.agents import ppo_lagrangian
-from hrljax.agents.ppo_lagrangian import (PPOLagrangianAgent, make_learner, make_train,
-                                          point_hazard_shield)
+from hrljax.agents.ppo_lagrangian import (
+  PPOLagrangianAgent,
+  make_learner,
+  make_train,
+  point_hazard_shield,
+)
 from hrljax.config_checks import ConfigError
 
-__all__ = ["get_config", "validate_config", "make_learner", "make_train", "PPOLagrangianAgent",
-           "point_hazard_shield"]
+__all__ = [
+  "get_config",
+  "validate_config",
+  "make_learner",
+  "make_train",
+  "PPOLagrangianAgent",
+  "point_hazard_shield",
+]
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -68,9 +68,15 @@ class SpeaksUtterances:
 
   def act(self, dialogue: Array, key: Array, deterministic: bool = False) -> Array:
     """Utterances int32 `[B, L]` for dialogues `[B, D]` (greedy decoding if `deterministic`)."""
-    tokens, _ = transformer.generate(self.policy, self.policy_params, dialogue, key,
-                                     num_tokens=self.utterance_len,
-                                     temperature=self.config.temperature, greedy=deterministic)
+    tokens, _ = transformer.generate(
+      self.policy,
+      self.policy_params,
+      dialogue,
+      key,
+      num_tokens=self.utterance_len,
+      temperature=self.config.temperature,
+      greedy=deterministic,
+    )
     return tokens
 
 
@@ -105,14 +111,17 @@ def non_negative_int(config, *fields: str) -> None:
 def check_heads_divide(config, width_field: str) -> None:
   """`config.<width_field>` is a multiple of `config.num_heads`."""
   if config[width_field] % config.num_heads:
-    raise checks.ConfigError(f"config.{width_field}: expected a multiple of config.num_heads "
-                             f"({config.num_heads}), got {config[width_field]}")
+    raise checks.ConfigError(
+      f"config.{width_field}: expected a multiple of config.num_heads "
+      f"({config.num_heads}), got {config[width_field]}"
+    )
 
 
 def validate_config_fields(config: ml_collections.ConfigDict) -> None:
   """Checks of the fields `add_config_fields` adds (ConfigError naming the field)."""
-  checks.positive_int(config, "d_model", "num_layers", "num_heads", "bc_batch_size",
-                      "bc_dataset_episodes")
+  checks.positive_int(
+    config, "d_model", "num_layers", "num_heads", "bc_batch_size", "bc_dataset_episodes"
+  )
   checks.positive(config, "temperature", "bc_learning_rate")
   checks.in_unit_interval(config, "bc_random_question_prob")
   non_negative_int(config, "bc_steps")
@@ -121,9 +130,13 @@ def validate_config_fields(config: ml_collections.ConfigDict) -> None:
     raise checks.ConfigError(f"config.env_name: expected 'TokenGame-v0', got {config.env_name!r}")
 
 
-def make_optimizer(name: str, learning_rate: float, max_grad_norm: float,
-                   adam_eps: float = 1e-8, weight_decay: float = 0.0
-                   ) -> optax.GradientTransformation:
+def make_optimizer(
+  name: str,
+  learning_rate: float,
+  max_grad_norm: float,
+  adam_eps: float = 1e-8,
+  weight_decay: float = 0.0,
+) -> optax.GradientTransformation:
   """Global-norm clipping, then "sgd" or "adam" at a constant rate; Adam with `weight_decay` > 0
   is AdamW ("Decoupled Weight Decay Regularization", Loshchilov & Hutter, arXiv 1711.05101)."""
   if name == "sgd":
@@ -144,9 +157,13 @@ def make_policy(env_params: token_game.EnvParams, config) -> transformer.CausalT
   """The token policy, sized so that a full dialogue plus one utterance fits."""
   max_len = token_game.max_dialogue_len(env_params) + env_params.utterance_len + 1
   return transformer.CausalTransformer(
-      vocab_size=token_game.vocabulary(env_params).size, d_model=config.d_model,
-      num_layers=config.num_layers, num_heads=config.num_heads, max_len=max_len,
-      pad_token=token_game.PAD)
+    vocab_size=token_game.vocabulary(env_params).size,
+    d_model=config.d_model,
+    num_layers=config.num_layers,
+    num_heads=config.num_heads,
+    max_len=max_len,
+    pad_token=token_game.PAD,
+  )
 
 
 def first_dialogue(env_params: token_game.EnvParams) -> Array:
@@ -160,8 +177,9 @@ def first_utterance(env_params: token_game.EnvParams) -> Array:
   return jnp.zeros((1, env_params.utterance_len), jnp.int32)
 
 
-def init_policy_params(key: Array, model: transformer.CausalTransformer,
-                       env_params: token_game.EnvParams) -> PyTree:
+def init_policy_params(
+  key: Array, model: transformer.CausalTransformer, env_params: token_game.EnvParams
+) -> PyTree:
   return model.init(key, first_dialogue(env_params))
 
 
@@ -172,33 +190,46 @@ def token_mask(utterance: Array) -> Array:
 
 def sampling_policy(policy: transformer.CausalTransformer, utterance_len: int, temperature):
   """`policy_fn(params, dialogue [N, D], key) -> (utterance [N, L], token log-probs [N, L])`."""
+
   def sample(params, obs, key):
-    return transformer.generate(policy, params, obs, key, num_tokens=utterance_len,
-                                temperature=temperature)
+    return transformer.generate(
+      policy, params, obs, key, num_tokens=utterance_len, temperature=temperature
+    )
+
   return sample
 
 
-def greedy_evaluation(env, env_params: token_game.EnvParams,
-                      policy: transformer.CausalTransformer, num_episodes: int):
+def greedy_evaluation(
+  env, env_params: token_game.EnvParams, policy: transformer.CausalTransformer, num_episodes: int
+):
   """`evaluate(policy_params, key)`: greedy decoding over `num_episodes` games (ArCHer evaluates
   greedily); with the default rewards `eval_return` is the success rate."""
+
   def greedy(params, obs, key):
-    tokens, _ = transformer.generate(policy, params, obs, key,
-                                     num_tokens=env_params.utterance_len, greedy=True)
+    tokens, _ = transformer.generate(
+      policy, params, obs, key, num_tokens=env_params.utterance_len, greedy=True
+    )
     return tokens, None
 
   def evaluate(params, key):
-    return rollout.evaluate(env, env_params, greedy, params, key, num_episodes,
-                            env_params.max_steps_in_episode)
+    return rollout.evaluate(
+      env, env_params, greedy, params, key, num_episodes, env_params.max_steps_in_episode
+    )
+
   return evaluate
 
 
-def token_log_probs_and_entropy(policy: transformer.CausalTransformer, params: PyTree,
-                                dialogue: Array, utterance: Array, temperature
-                                ) -> tuple[Array, Array]:
+def token_log_probs_and_entropy(
+  policy: transformer.CausalTransformer,
+  params: PyTree,
+  dialogue: Array,
+  utterance: Array,
+  temperature,
+) -> tuple[Array, Array]:
   """Teacher-forced token log-probs and entropies `[B, L]` of softmax(logits / temperature)."""
-  logits = policy.apply(params, dialogue, utterance,
-                        method=transformer.CausalTransformer.utterance_logits)
+  logits = policy.apply(
+    params, dialogue, utterance, method=transformer.CausalTransformer.utterance_logits
+  )
   log_probs = jax.nn.log_softmax(logits / temperature, axis=-1)
   token_logp = jnp.take_along_axis(log_probs, utterance[..., None].astype(jnp.int32), axis=-1)
   return token_logp[..., 0], pg.categorical_entropy(logits / temperature)
@@ -219,9 +250,11 @@ def evaluation_key(init_key: Array) -> Array:
 def fixed_games_evaluation(evaluate_params: Callable) -> Callable:
   """A `Learner.evaluate` for a run state with `agent.policy_params` and `eval_key`: greedy play
   on the run's fixed evaluation games (the key the loop passes is not used)."""
+
   def evaluate(state, key: Array) -> dict[str, Array]:
     del key  # the same games at every evaluation: `evaluation_key`
     return evaluate_params(state.agent.policy_params, state.eval_key)
+
   return evaluate
 
 
@@ -239,10 +272,13 @@ def learner_parts(config) -> LearnerParts:
   """The game, its parameters, the policy, its sampling function and the learner's evaluation."""
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   policy = make_policy(env_params, config)
-  return LearnerParts(env, env_params, policy,
-                      sampling_policy(policy, env_params.utterance_len, config.temperature),
-                      fixed_games_evaluation(greedy_evaluation(env, env_params, policy,
-                                                               config.eval_episodes)))
+  return LearnerParts(
+    env,
+    env_params,
+    policy,
+    sampling_policy(policy, env_params.utterance_len, config.temperature),
+    fixed_games_evaluation(greedy_evaluation(env, env_params, policy, config.eval_episodes)),
+  )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -250,8 +286,9 @@ def learner_parts(config) -> LearnerParts:
 # ----------------------------------------------------------------------------------------------
 
 
-def scripted_rollout(key: Array, env, env_params: token_game.EnvParams, num_episodes: int,
-                     random_question_prob: float):
+def scripted_rollout(
+  key: Array, env, env_params: token_game.EnvParams, num_episodes: int, random_question_prob: float
+):
   """`num_episodes` games of the scripted questioner run in parallel for `max_turns` turns: the
   rollout's `[max_turns, num_episodes]` trajectory (rewards and successors included). A game that
   ends early is reset and its next game's first turns fill the remaining steps, so every step is
@@ -262,22 +299,30 @@ def scripted_rollout(key: Array, env, env_params: token_game.EnvParams, num_epis
   def scripted(_, obs, step_key):
     keys = jax.random.split(step_key, obs.shape[0])
     utterance = jax.vmap(token_game.scripted_questioner, in_axes=(0, 0, None, None))(
-        keys, obs, env_params, random_question_prob)
+      keys, obs, env_params, random_question_prob
+    )
     return utterance, None
 
   return rollout.rollout(env, env_params, scripted, None, carry, run_key, env_params.max_turns)[1]
 
 
-def scripted_dataset(key: Array, env, env_params: token_game.EnvParams, num_episodes: int,
-                     random_question_prob: float) -> UtteranceData:
+def scripted_dataset(
+  key: Array, env, env_params: token_game.EnvParams, num_episodes: int, random_question_prob: float
+) -> UtteranceData:
   """`num_episodes * max_turns` utterances of the scripted questioner (`scripted_rollout`)."""
   traj = scripted_rollout(key, env, env_params, num_episodes, random_question_prob)
   return UtteranceData(dialogue=flatten_steps(traj.obs), utterance=flatten_steps(traj.action))
 
 
-def behaviour_cloning(key: Array, model: transformer.CausalTransformer, params: PyTree,
-                      data: UtteranceData, num_steps: int, batch_size: int,
-                      learning_rate: float) -> tuple[PyTree, Array]:
+def behaviour_cloning(
+  key: Array,
+  model: transformer.CausalTransformer,
+  params: PyTree,
+  data: UtteranceData,
+  num_steps: int,
+  batch_size: int,
+  learning_rate: float,
+) -> tuple[PyTree, Array]:
   """`num_steps` Adam steps of BC on uniformly sampled batches; returns params and the losses."""
   tx = optax.adam(learning_rate)
   num_examples = data.utterance.shape[0]
@@ -296,8 +341,9 @@ def behaviour_cloning(key: Array, model: transformer.CausalTransformer, params: 
     updates, opt_state = tx.update(grads, opt_state, params)
     return (optax.apply_updates(params, updates), opt_state), loss
 
-  (params, _), losses = jax.lax.scan(bc_step, (params, tx.init(params)),
-                                     jax.random.split(key, num_steps))
+  (params, _), losses = jax.lax.scan(
+    bc_step, (params, tx.init(params)), jax.random.split(key, num_steps)
+  )
   return params, losses
 
 
@@ -312,17 +358,20 @@ def warm_start_keys(bc_key: Array) -> Array:
   return jax.random.split(jax.random.fold_in(bc_key, BC_STREAM), 3)
 
 
-def pretrained_policy_params(bc_key: Array, model: transformer.CausalTransformer, env,
-                             env_params: token_game.EnvParams, config) -> PyTree:
+def pretrained_policy_params(
+  bc_key: Array, model: transformer.CausalTransformer, env, env_params: token_game.EnvParams, config
+) -> PyTree:
   """Warm-started policy parameters: `config.bc_steps` BC steps on scripted dialogues (the random
   initialisation if 0). Deterministic in `bc_key`; jittable."""
   init_key, data_key, step_key = warm_start_keys(bc_key)
   params = init_policy_params(init_key, model, env_params)
   if config.bc_steps > 0:
-    data = scripted_dataset(data_key, env, env_params, config.bc_dataset_episodes,
-                            config.bc_random_question_prob)
-    params, _ = behaviour_cloning(step_key, model, params, data, config.bc_steps,
-                                  config.bc_batch_size, config.bc_learning_rate)
+    data = scripted_dataset(
+      data_key, env, env_params, config.bc_dataset_episodes, config.bc_random_question_prob
+    )
+    params, _ = behaviour_cloning(
+      step_key, model, params, data, config.bc_steps, config.bc_batch_size, config.bc_learning_rate
+    )
   return params
 
 
@@ -335,12 +384,14 @@ def warm_start_policy_params(key: Array, config: ml_collections.ConfigDict) -> P
   config = ml_collections.FrozenConfigDict(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   agent_key = jax.random.split(key, 3)[0]
-  return pretrained_policy_params(bc_key_of(agent_key), make_policy(env_params, config), env,
-                                  env_params, config)
+  return pretrained_policy_params(
+    bc_key_of(agent_key), make_policy(env_params, config), env, env_params, config
+  )
 
 
-def warm_start_transitions(bc_key: Array, env, env_params: token_game.EnvParams,
-                           config) -> UtteranceTransition:
+def warm_start_transitions(
+  bc_key: Array, env, env_params: token_game.EnvParams, config
+) -> UtteranceTransition:
   """The behaviour-cloning dataset of `pretrained_policy_params(bc_key, ...)` as
   utterance-level transitions, with the rewards and successors BC does not need.
 
@@ -349,8 +400,11 @@ def warm_start_transitions(bc_key: Array, env, env_params: token_game.EnvParams,
   policy from an SFT checkpoint, both made before any interaction.
   """
   data_key = warm_start_keys(bc_key)[1]
-  return transitions_from_rollout(scripted_rollout(
-      data_key, env, env_params, config.bc_dataset_episodes, config.bc_random_question_prob))
+  return transitions_from_rollout(
+    scripted_rollout(
+      data_key, env, env_params, config.bc_dataset_episodes, config.bc_random_question_prob
+    )
+  )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -360,27 +414,35 @@ def warm_start_transitions(bc_key: Array, env, env_params: token_game.EnvParams,
 
 def transitions_from_rollout(traj) -> UtteranceTransition:
   """The `[T, N]` rollout as a flat `[T * N]` batch of utterance-level transitions."""
-  return UtteranceTransition(dialogue=flatten_steps(traj.obs),
-                             utterance=flatten_steps(traj.action),
-                             reward=flatten_steps(traj.reward),
-                             next_dialogue=flatten_steps(traj.next_obs),
-                             terminated=flatten_steps(traj.terminated))
+  return UtteranceTransition(
+    dialogue=flatten_steps(traj.obs),
+    utterance=flatten_steps(traj.action),
+    reward=flatten_steps(traj.reward),
+    next_dialogue=flatten_steps(traj.next_obs),
+    terminated=flatten_steps(traj.terminated),
+  )
 
 
 def empty_buffer(env_params: token_game.EnvParams, capacity: int) -> replay.ReplayBuffer:
   """A replay buffer of `capacity` utterance-level transitions of the game."""
   dialogue = first_dialogue(env_params)[0]
-  example = UtteranceTransition(dialogue=dialogue, utterance=first_utterance(env_params)[0],
-                                reward=jnp.zeros((), jnp.float32), next_dialogue=dialogue,
-                                terminated=jnp.zeros((), bool))
+  example = UtteranceTransition(
+    dialogue=dialogue,
+    utterance=first_utterance(env_params)[0],
+    reward=jnp.zeros((), jnp.float32),
+    next_dialogue=dialogue,
+    terminated=jnp.zeros((), bool),
+  )
   return replay.init(example, capacity)
 
 
-def sample_batches(buffer: replay.ReplayBuffer, key: Array, num_batches: int,
-                   batch_size: int) -> UtteranceTransition:
+def sample_batches(
+  buffer: replay.ReplayBuffer, key: Array, num_batches: int, batch_size: int
+) -> UtteranceTransition:
   """`num_batches` uniform batches, leaves `[num_batches, batch_size, ...]`."""
   return jax.vmap(lambda k: replay.sample(buffer, k, batch_size))(
-      jax.random.split(key, num_batches))
+    jax.random.split(key, num_batches)
+  )
 
 
 def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
@@ -389,12 +451,17 @@ def make_critic(env_params: token_game.EnvParams, config) -> transformer.Utteran
   network's defaults."""
   max_len = token_game.max_dialogue_len(env_params) + env_params.utterance_len
   return transformer.UtteranceCritic(
-      vocab_size=token_game.vocabulary(env_params).size, d_model=config.critic_d_model,
-      num_layers=config.critic_num_layers, num_heads=config.num_heads, max_len=max_len,
-      pad_token=token_game.PAD, num_critics=config.num_critics,
-      utterance_encoding=config.critic_utterance_encoding,
-      readout=getattr(config, "critic_readout", "mean"),
-      causal=getattr(config, "critic_causal", False))
+    vocab_size=token_game.vocabulary(env_params).size,
+    d_model=config.critic_d_model,
+    num_layers=config.critic_num_layers,
+    num_heads=config.num_heads,
+    max_len=max_len,
+    pad_token=token_game.PAD,
+    num_critics=config.num_critics,
+    utterance_encoding=config.critic_utterance_encoding,
+    readout=getattr(config, "critic_readout", "mean"),
+    causal=getattr(config, "critic_causal", False),
+  )
 
 
 def outcome_means(values: Array, batch: UtteranceTransition) -> dict[str, Array]:

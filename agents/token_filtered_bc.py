@@ -69,17 +69,25 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_envs", "bc_updates", "batch_size",
-                      "eval_episodes", "rollout_unroll")
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_envs",
+    "bc_updates",
+    "batch_size",
+    "eval_episodes",
+    "rollout_unroll",
+  )
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.one_of(config, "filter", FILTERS)
   if not (isinstance(config.top_fraction, (int, float)) and 0.0 < config.top_fraction <= 1.0):
     raise checks.ConfigError(
-        f"config.top_fraction: expected a number in (0, 1], got {config.top_fraction!r}")
-  if isinstance(config.success_return, bool) or not isinstance(config.success_return,
-                                                                (int, float)):
+      f"config.top_fraction: expected a number in (0, 1], got {config.top_fraction!r}"
+    )
+  if isinstance(config.success_return, bool) or not isinstance(config.success_return, (int, float)):
     raise checks.ConfigError(
-        f"config.success_return: expected a number, got {config.success_return!r}")
+      f"config.success_return: expected a number, got {config.success_return!r}"
+    )
   checks.one_of(config, "optimizer", tc.OPTIMIZERS)
   tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
@@ -113,20 +121,26 @@ class FilteredBCAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env, env_params: token_game.EnvParams,
-             config) -> "FilteredBCAgent":
+  def create(cls, key: Array, env, env_params: token_game.EnvParams, config) -> "FilteredBCAgent":
     """The behaviour-cloned policy (the BC key of every token agent) and its optimizer."""
     config = ml_collections.FrozenConfigDict(config)
     policy = tc.make_policy(env_params, config)
     key = tc.bc_key_of(key)
     policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
     tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
-    return cls(policy_params=policy_params, opt_state=tx.init(policy_params),
-               key=jax.random.fold_in(key, 0), policy=policy, tx=tx,
-               utterance_len=env_params.utterance_len, config=config)
+    return cls(
+      policy_params=policy_params,
+      opt_state=tx.init(policy_params),
+      key=jax.random.fold_in(key, 0),
+      policy=policy,
+      tx=tx,
+      utterance_len=env_params.utterance_len,
+      config=config,
+    )
 
-  def update(self, data: tc.UtteranceData, keep: Array
-             ) -> tuple["FilteredBCAgent", dict[str, Array]]:
+  def update(
+    self, data: tc.UtteranceData, keep: Array
+  ) -> tuple["FilteredBCAgent", dict[str, Array]]:
     """`bc_updates` BC steps on utterances `data` (`[R]` rows) restricted to `keep` `[R]`."""
     config = self.config
     key, sample_key = jax.random.split(self.key)
@@ -141,10 +155,10 @@ class FilteredBCAgent(tc.SpeaksUtterances, struct.PyTreeNode):
 
       (loss, extras), grads = jax.value_and_grad(loss_fn, has_aux=True)(agent.policy_params)
       updates, opt_state = agent.tx.update(grads, agent.opt_state, agent.policy_params)
-      agent = agent.replace(policy_params=optax.apply_updates(agent.policy_params, updates),
-                            opt_state=opt_state)
-      return agent, {"bc_loss": loss,
-                     "kept_log_prob": jnp.mean(extras.sequence_log_prob)}
+      agent = agent.replace(
+        policy_params=optax.apply_updates(agent.policy_params, updates), opt_state=opt_state
+      )
+      return agent, {"bc_loss": loss, "kept_log_prob": jnp.mean(extras.sequence_log_prob)}
 
     agent, metrics = jax.lax.scan(bc_step, self.replace(key=key), indices)
     return agent, jax.tree.map(jnp.mean, metrics)
@@ -162,8 +176,11 @@ class RunnerState(struct.PyTreeNode):
 
 def episode_metrics(episodes: rollout.GroupedEpisodes, keep: Array) -> dict[str, Array]:
   """Sums over the iteration's games (the loop turns `*_sum` into means)."""
-  return {**rollout.episode_sums(episodes), "kept_fraction": keep.astype(jnp.float32).mean(),
-          "utterances": episodes.valid.astype(jnp.float32).sum()}
+  return {
+    **rollout.episode_sums(episodes),
+    "kept_fraction": keep.astype(jnp.float32).mean(),
+    "utterances": episodes.valid.astype(jnp.float32).sum(),
+  }
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
@@ -177,27 +194,45 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
     agent = FilteredBCAgent.create(agent_key, env, env_params, config)
-    return RunnerState(agent=agent, env_ids=jnp.arange(config.num_envs, dtype=jnp.int32),
-                       key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32))
+    return RunnerState(
+      agent=agent,
+      env_ids=jnp.arange(config.num_envs, dtype=jnp.int32),
+      key=key,
+      eval_key=eval_key,
+      update=jnp.zeros((), jnp.int32),
+    )
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
-    episodes = rollout.grouped_episodes(env, env_params, sample, state.agent.policy_params,
-                                        rollout_key, state.env_ids, num_steps,
-                                        unroll=config.rollout_unroll)
+    episodes = rollout.grouped_episodes(
+      env,
+      env_params,
+      sample,
+      state.agent.policy_params,
+      rollout_key,
+      state.env_ids,
+      num_steps,
+      unroll=config.rollout_unroll,
+    )
     summary = rollout.summarize_episodes(episodes)
     keep = keep_dialogues(summary.episode_return, summary.ended, config)
     transitions = episodes.transitions
-    data = tc.UtteranceData(dialogue=tc.flatten_steps(transitions.obs),
-                            utterance=tc.flatten_steps(transitions.action))
+    data = tc.UtteranceData(
+      dialogue=tc.flatten_steps(transitions.obs), utterance=tc.flatten_steps(transitions.action)
+    )
     keep_rows = tc.flatten_steps(episodes.valid & keep[None, :])
     agent, metrics = state.agent.update(data, keep_rows)
     metrics.update(episode_metrics(episodes, keep))
     return state.replace(agent=agent, key=key, update=state.update + 1), metrics
 
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
-                 env_steps_per_update=steps_per_update, sharded_field="env_ids")
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+    env_steps_per_update=steps_per_update,
+    sharded_field="env_ids",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

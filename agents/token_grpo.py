@@ -84,11 +84,21 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_groups", "group_size", "num_envs",
-                      "update_epochs", "num_minibatches", "eval_episodes", "rollout_unroll")
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_groups",
+    "group_size",
+    "num_envs",
+    "update_epochs",
+    "num_minibatches",
+    "eval_episodes",
+    "rollout_unroll",
+  )
   checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
-  checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "entropy_coef",
-                      "advantage_eps")
+  checks.non_negative(
+    config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "entropy_coef", "advantage_eps"
+  )
   checks.one_of(config, "estimator", ESTIMATORS)
   checks.one_of(config, "grpo_scale", GRPO_SCALES)
   checks.one_of(config, "singleton_mode", SINGLETON_MODES)
@@ -99,14 +109,16 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   num_envs = config.num_groups * config.group_size
   if config.num_envs != num_envs:
     raise checks.ConfigError(
-        f"config.num_envs: expected num_groups * group_size ({num_envs}), got {config.num_envs}")
+      f"config.num_envs: expected num_groups * group_size ({num_envs}), got {config.num_envs}"
+    )
   checks.divisible(config, "num_envs", num_devices, "the device count")
   _, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
   rows = num_envs * env_params.max_turns
   if rows % config.num_minibatches:
     raise checks.ConfigError(
-        f"config.num_minibatches: expected a divisor of num_envs * max_turns ({rows}), "
-        f"got {config.num_minibatches}")
+      f"config.num_minibatches: expected a divisor of num_envs * max_turns ({rows}), "
+      f"got {config.num_minibatches}"
+    )
   training.num_updates(config.total_timesteps, rows)
 
 
@@ -123,13 +135,21 @@ class UtteranceBatch(NamedTuple):
 def episode_advantages(returns: Array, group_ids: Array, config) -> Array:
   """Group-relative advantages `[N]` of the dialogues' returns."""
   if config.estimator == "grpo":
-    return gr.grpo_advantages(returns, group_ids, config.num_groups, scale=config.grpo_scale,
-                              eps=config.advantage_eps, singleton_mode=config.singleton_mode)
+    return gr.grpo_advantages(
+      returns,
+      group_ids,
+      config.num_groups,
+      scale=config.grpo_scale,
+      eps=config.advantage_eps,
+      singleton_mode=config.singleton_mode,
+    )
   if config.estimator == "dr_grpo":
-    return gr.dr_grpo_advantages(returns, group_ids, config.num_groups,
-                                 singleton_mode=config.singleton_mode)
-  return gr.rloo_advantages(returns, group_ids, config.num_groups,
-                            singleton_mode=config.singleton_mode)
+    return gr.dr_grpo_advantages(
+      returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
+    )
+  return gr.rloo_advantages(
+    returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
+  )
 
 
 def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[UtteranceBatch, Array]:
@@ -140,11 +160,14 @@ def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[UtteranceBatc
   utterance = tc.flatten_steps(transitions.action)
   valid = tc.flatten_steps(episodes.valid)
   mask = tc.token_mask(utterance) & valid[:, None]
-  row_advantage = tc.flatten_steps(
-      jnp.broadcast_to(advantage[None, :], episodes.valid.shape))
-  batch = UtteranceBatch(dialogue=tc.flatten_steps(transitions.obs), utterance=utterance,
-                         log_prob=tc.flatten_steps(transitions.policy_extras),
-                         advantage=gr.broadcast_to_tokens(row_advantage, mask), mask=mask)
+  row_advantage = tc.flatten_steps(jnp.broadcast_to(advantage[None, :], episodes.valid.shape))
+  batch = UtteranceBatch(
+    dialogue=tc.flatten_steps(transitions.obs),
+    utterance=utterance,
+    log_prob=tc.flatten_steps(transitions.policy_extras),
+    advantage=gr.broadcast_to_tokens(row_advantage, mask),
+    mask=mask,
+  )
   return batch, advantage
 
 
@@ -161,35 +184,49 @@ class TokenGRPOAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env, env_params: token_game.EnvParams,
-             config) -> "TokenGRPOAgent":
+  def create(cls, key: Array, env, env_params: token_game.EnvParams, config) -> "TokenGRPOAgent":
     """The behaviour-cloned policy (the BC key of every token agent), also the KL reference."""
     config = ml_collections.FrozenConfigDict(config)
     policy = tc.make_policy(env_params, config)
     key = tc.bc_key_of(key)
     policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
-    tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm,
-                           config.adam_eps)
-    return cls(policy_params=policy_params, ref_params=policy_params,
-               opt_state=tx.init(policy_params), key=jax.random.fold_in(key, 0), policy=policy,
-               tx=tx, utterance_len=env_params.utterance_len, config=config)
+    tx = tc.make_optimizer(
+      config.optimizer, config.learning_rate, config.max_grad_norm, config.adam_eps
+    )
+    return cls(
+      policy_params=policy_params,
+      ref_params=policy_params,
+      opt_state=tx.init(policy_params),
+      key=jax.random.fold_in(key, 0),
+      policy=policy,
+      tx=tx,
+      utterance_len=env_params.utterance_len,
+      config=config,
+    )
 
   def update(self, batch: UtteranceBatch) -> tuple["TokenGRPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over the update's utterances."""
-    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
-                                   self.config.update_epochs)
+    return common.minibatch_epochs(
+      self, batch, _minibatch_step, self.config.num_minibatches, self.config.update_epochs
+    )
 
 
-def token_grpo_objective(params: PyTree, agent: TokenGRPOAgent, batch: UtteranceBatch
-              ) -> tuple[Array, dict[str, Array]]:
+def token_grpo_objective(
+  params: PyTree, agent: TokenGRPOAgent, batch: UtteranceBatch
+) -> tuple[Array, dict[str, Array]]:
   """Clipped surrogate + `kl_coef` KL to the reference − `entropy_coef` entropy, aggregated over
   the read tokens with `config.loss_aggregation`."""
   config = agent.config
   logp, entropy = tc.token_log_probs_and_entropy(
-      agent.policy, params, batch.dialogue, batch.utterance, config.temperature)
+    agent.policy, params, batch.dialogue, batch.utterance, config.temperature
+  )
   surrogate, extras = pg.clipped_surrogate_loss(
-      logp, batch.log_prob, batch.advantage, epsilon=config.clip_epsilon,
-      epsilon_high=config.clip_epsilon_high)
+    logp,
+    batch.log_prob,
+    batch.advantage,
+    epsilon=config.clip_epsilon,
+    epsilon_high=config.clip_epsilon_high,
+  )
 
   def agg(x):
     return pg.aggregate(x, batch.mask, config.loss_aggregation)[0]
@@ -198,23 +235,32 @@ def token_grpo_objective(params: PyTree, agent: TokenGRPOAgent, batch: Utterance
   total = surrogate_loss - config.entropy_coef * entropy
   metrics = {}
   if config.kl_coef > 0:
-    ref_logp = transformer.utterance_log_probs(agent.policy, agent.ref_params, batch.dialogue,
-                                               batch.utterance, config.temperature)
+    ref_logp = transformer.utterance_log_probs(
+      agent.policy, agent.ref_params, batch.dialogue, batch.utterance, config.temperature
+    )
     kl = agg(pg.kl_divergence(logp, ref_logp, config.kl_estimator))
     total = total + config.kl_coef * kl
     metrics["kl_to_reference"] = kl
-  metrics.update(loss=total, policy_loss=surrogate_loss, entropy=entropy,
-                 approx_kl=pg.masked_mean(extras.approx_kl, batch.mask),
-                 clip_fraction=pg.masked_mean(extras.clipped, batch.mask))
+  metrics.update(
+    loss=total,
+    policy_loss=surrogate_loss,
+    entropy=entropy,
+    approx_kl=pg.masked_mean(extras.approx_kl, batch.mask),
+    clip_fraction=pg.masked_mean(extras.clipped, batch.mask),
+  )
   return total, metrics
 
 
-def _minibatch_step(agent: TokenGRPOAgent, minibatch: UtteranceBatch
-                    ) -> tuple[TokenGRPOAgent, dict[str, Array]]:
-  grads, metrics = jax.grad(token_grpo_objective, has_aux=True)(agent.policy_params, agent, minibatch)
+def _minibatch_step(
+  agent: TokenGRPOAgent, minibatch: UtteranceBatch
+) -> tuple[TokenGRPOAgent, dict[str, Array]]:
+  grads, metrics = jax.grad(token_grpo_objective, has_aux=True)(
+    agent.policy_params, agent, minibatch
+  )
   updates, opt_state = agent.tx.update(grads, agent.opt_state, agent.policy_params)
-  return agent.replace(policy_params=optax.apply_updates(agent.policy_params, updates),
-                       opt_state=opt_state), metrics
+  return agent.replace(
+    policy_params=optax.apply_updates(agent.policy_params, updates), opt_state=opt_state
+  ), metrics
 
 
 class RunnerState(struct.PyTreeNode):
@@ -229,8 +275,11 @@ class RunnerState(struct.PyTreeNode):
 
 def episode_metrics(episodes: rollout.GroupedEpisodes, advantage: Array) -> dict[str, Array]:
   """Sums over the update's games (the loop turns `*_sum` into means)."""
-  return {**rollout.episode_sums(episodes), "advantage_abs_mean": jnp.mean(jnp.abs(advantage)),
-          "utterances": episodes.valid.astype(jnp.float32).sum()}
+  return {
+    **rollout.episode_sums(episodes),
+    "advantage_abs_mean": jnp.mean(jnp.abs(advantage)),
+    "utterances": episodes.valid.astype(jnp.float32).sum(),
+  }
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
@@ -244,23 +293,39 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
     agent = TokenGRPOAgent.create(agent_key, env, env_params, config)
-    return RunnerState(agent=agent,
-                       group_ids=rollout.grouped_ids(config.num_groups, config.group_size),
-                       key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32))
+    return RunnerState(
+      agent=agent,
+      group_ids=rollout.grouped_ids(config.num_groups, config.group_size),
+      key=key,
+      eval_key=eval_key,
+      update=jnp.zeros((), jnp.int32),
+    )
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
-    episodes = rollout.grouped_episodes(env, env_params, sample, state.agent.policy_params,
-                                        rollout_key, state.group_ids, num_steps,
-                                        unroll=config.rollout_unroll)
+    episodes = rollout.grouped_episodes(
+      env,
+      env_params,
+      sample,
+      state.agent.policy_params,
+      rollout_key,
+      state.group_ids,
+      num_steps,
+      unroll=config.rollout_unroll,
+    )
     batch, advantage = make_batch(episodes, config)
     agent, metrics = state.agent.update(batch)
     metrics.update(episode_metrics(episodes, advantage))
     return state.replace(agent=agent, key=key, update=state.update + 1), metrics
 
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
-                 env_steps_per_update=steps_per_update, sharded_field="group_ids")
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+    env_steps_per_update=steps_per_update,
+    sharded_field="group_ids",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

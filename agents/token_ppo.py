@@ -81,9 +81,18 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "update_epochs",
-                      "num_minibatches", "value_d_model", "value_num_layers", "eval_episodes",
-                      "rollout_unroll")
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "update_epochs",
+    "num_minibatches",
+    "value_d_model",
+    "value_num_layers",
+    "eval_episodes",
+    "rollout_unroll",
+  )
   checks.positive(config, "learning_rate", "value_learning_rate", "max_grad_norm", "adam_eps")
   checks.non_negative(config, "clip_epsilon", "entropy_coef")
   checks.in_unit_interval(config, "gamma", "token_gamma", "gae_lambda")
@@ -95,31 +104,43 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   batch = config.num_envs * config.num_steps
   if batch % config.num_minibatches:
     raise checks.ConfigError(
-        f"config.num_minibatches: expected a divisor of num_envs * num_steps ({batch}), "
-        f"got {config.num_minibatches}")
+      f"config.num_minibatches: expected a divisor of num_envs * num_steps ({batch}), "
+      f"got {config.num_minibatches}"
+    )
   training.num_updates(config.total_timesteps, batch)
   envs.make(config.env_name, **config.env_kwargs)  # unknown fields fail here
 
 
-def make_value_network(env_params: token_game.EnvParams, config
-                       ) -> transformer.TokenValueNetwork:
+def make_value_network(env_params: token_game.EnvParams, config) -> transformer.TokenValueNetwork:
   max_len = token_game.max_dialogue_len(env_params) + env_params.utterance_len + 1
   return transformer.TokenValueNetwork(
-      vocab_size=token_game.vocabulary(env_params).size, d_model=config.value_d_model,
-      num_layers=config.value_num_layers, num_heads=config.num_heads, max_len=max_len,
-      pad_token=token_game.PAD)
+    vocab_size=token_game.vocabulary(env_params).size,
+    d_model=config.value_d_model,
+    num_layers=config.value_num_layers,
+    num_heads=config.num_heads,
+    max_len=max_len,
+    pad_token=token_game.PAD,
+  )
 
 
-def token_advantages(reward: Array, terminated: Array, done: Array, value: Array,
-                     next_dialogue_value: Array, mask: Array, config) -> Array:
+def token_advantages(
+  reward: Array,
+  terminated: Array,
+  done: Array,
+  value: Array,
+  next_dialogue_value: Array,
+  mask: Array,
+  config,
+) -> Array:
   """Token-level GAE `[T, N, L]` from time-major `[T, N]` / `[T, N, L]` rollout fields (0 on
   unread tokens): `hierarchical_critics.token_level_advantages` per environment."""
+
   def one_env(*fields):
-    return hc.token_level_advantages(*fields, config.gamma, config.gae_lambda,
-                                     config.token_gamma)
+    return hc.token_level_advantages(*fields, config.gamma, config.gae_lambda, config.token_gamma)
 
   return jax.vmap(one_env, in_axes=1, out_axes=1)(
-      reward.astype(jnp.float32), terminated, done, value, next_dialogue_value, mask)
+    reward.astype(jnp.float32), terminated, done, value, next_dialogue_value, mask
+  )
 
 
 class TokenBatch(NamedTuple):
@@ -158,35 +179,49 @@ class TokenPPOAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     value_key, key = jax.random.split(key)
     policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
     key = jax.random.fold_in(key, 0)
-    value_params = value_network.init(value_key, tc.first_dialogue(env_params),
-                                      tc.first_utterance(env_params))
+    value_params = value_network.init(
+      value_key, tc.first_dialogue(env_params), tc.first_utterance(env_params)
+    )
     policy_tx, value_tx = (
-        tc.make_optimizer(config.optimizer, learning_rate, config.max_grad_norm, config.adam_eps)
-        for learning_rate in (config.learning_rate, config.value_learning_rate))
-    return cls(policy_params=policy_params, value_params=value_params,
-               policy_opt_state=policy_tx.init(policy_params),
-               value_opt_state=value_tx.init(value_params), key=key, policy=policy,
-               value_network=value_network, policy_tx=policy_tx, value_tx=value_tx,
-               utterance_len=env_params.utterance_len, config=config)
+      tc.make_optimizer(config.optimizer, learning_rate, config.max_grad_norm, config.adam_eps)
+      for learning_rate in (config.learning_rate, config.value_learning_rate)
+    )
+    return cls(
+      policy_params=policy_params,
+      value_params=value_params,
+      policy_opt_state=policy_tx.init(policy_params),
+      value_opt_state=value_tx.init(value_params),
+      key=key,
+      policy=policy,
+      value_network=value_network,
+      policy_tx=policy_tx,
+      value_tx=value_tx,
+      utterance_len=env_params.utterance_len,
+      config=config,
+    )
 
   def update(self, batch: TokenBatch) -> tuple["TokenPPOAgent", dict[str, Array]]:
     """`update_epochs` passes of shuffled minibatch steps over the update's utterances."""
-    return common.minibatch_epochs(self, batch, _minibatch_step, self.config.num_minibatches,
-                                   self.config.update_epochs)
+    return common.minibatch_epochs(
+      self, batch, _minibatch_step, self.config.num_minibatches, self.config.update_epochs
+    )
 
 
-def token_ppo_objective(params: tuple[PyTree, PyTree], agent: TokenPPOAgent, batch: TokenBatch
-                        ) -> tuple[Array, dict[str, Array]]:
+def token_ppo_objective(
+  params: tuple[PyTree, PyTree], agent: TokenPPOAgent, batch: TokenBatch
+) -> tuple[Array, dict[str, Array]]:
   """Clipped surrogate + value loss − entropy bonus, each aggregated over the read tokens."""
   config = agent.config
   policy_params, value_params = params
-  logp, entropy = tc.token_log_probs_and_entropy(agent.policy, policy_params, batch.dialogue,
-                                                 batch.utterance, config.temperature)
+  logp, entropy = tc.token_log_probs_and_entropy(
+    agent.policy, policy_params, batch.dialogue, batch.utterance, config.temperature
+  )
   advantage = batch.advantage
   if config.normalize_advantages:
     advantage = hc.normalize_token_advantages(advantage, batch.mask)
-  surrogate, extras = pg.clipped_surrogate_loss(logp, batch.log_prob, advantage,
-                                                epsilon=config.clip_epsilon)
+  surrogate, extras = pg.clipped_surrogate_loss(
+    logp, batch.log_prob, advantage, epsilon=config.clip_epsilon
+  )
   value = agent.value_network.apply(value_params, batch.dialogue, batch.utterance)
   clip = config.clip_epsilon if config.clip_value else None
   v_loss = pg.value_loss(value, batch.target, batch.value, clip_epsilon=clip)
@@ -197,27 +232,33 @@ def token_ppo_objective(params: tuple[PyTree, PyTree], agent: TokenPPOAgent, bat
   policy_loss, value_loss, entropy = agg(surrogate), agg(v_loss), agg(entropy)
   total = policy_loss + value_loss - config.entropy_coef * entropy
   return total, {
-      "loss": total,
-      "policy_loss": policy_loss,
-      "value_loss": value_loss,
-      "entropy": entropy,
-      "approx_kl": pg.masked_mean(extras.approx_kl, batch.mask),
-      "clip_fraction": pg.masked_mean(extras.clipped, batch.mask),
+    "loss": total,
+    "policy_loss": policy_loss,
+    "value_loss": value_loss,
+    "entropy": entropy,
+    "approx_kl": pg.masked_mean(extras.approx_kl, batch.mask),
+    "clip_fraction": pg.masked_mean(extras.clipped, batch.mask),
   }
 
 
-def _minibatch_step(agent: TokenPPOAgent, minibatch: TokenBatch
-                    ) -> tuple[TokenPPOAgent, dict[str, Array]]:
+def _minibatch_step(
+  agent: TokenPPOAgent, minibatch: TokenBatch
+) -> tuple[TokenPPOAgent, dict[str, Array]]:
   (policy_grads, value_grads), metrics = jax.grad(token_ppo_objective, has_aux=True)(
-      (agent.policy_params, agent.value_params), agent, minibatch)
+    (agent.policy_params, agent.value_params), agent, minibatch
+  )
   policy_updates, policy_opt_state = agent.policy_tx.update(
-      policy_grads, agent.policy_opt_state, agent.policy_params)
+    policy_grads, agent.policy_opt_state, agent.policy_params
+  )
   value_updates, value_opt_state = agent.value_tx.update(
-      value_grads, agent.value_opt_state, agent.value_params)
-  return agent.replace(policy_params=optax.apply_updates(agent.policy_params, policy_updates),
-                       value_params=optax.apply_updates(agent.value_params, value_updates),
-                       policy_opt_state=policy_opt_state,
-                       value_opt_state=value_opt_state), metrics
+    value_grads, agent.value_opt_state, agent.value_params
+  )
+  return agent.replace(
+    policy_params=optax.apply_updates(agent.policy_params, policy_updates),
+    value_params=optax.apply_updates(agent.value_params, value_updates),
+    policy_opt_state=policy_opt_state,
+    value_opt_state=value_opt_state,
+  ), metrics
 
 
 def make_batch(agent: TokenPPOAgent, traj, config) -> TokenBatch:
@@ -227,15 +268,23 @@ def make_batch(agent: TokenPPOAgent, traj, config) -> TokenBatch:
   mask = tc.token_mask(utterance)
   value = agent.value_network.apply(agent.value_params, dialogue, utterance)
   # The value before the first token of any utterance depends only on the dialogue.
-  next_value = agent.value_network.apply(agent.value_params, tc.flatten_steps(traj.next_obs),
-                                         utterance[:, :1])[:, 0]
+  next_value = agent.value_network.apply(
+    agent.value_params, tc.flatten_steps(traj.next_obs), utterance[:, :1]
+  )[:, 0]
   unflat = lambda x: x.reshape((num_steps, num_envs) + x.shape[1:])
-  advantage = token_advantages(traj.reward, traj.terminated, traj.done, unflat(value),
-                               unflat(next_value), unflat(mask), config)
+  advantage = token_advantages(
+    traj.reward, traj.terminated, traj.done, unflat(value), unflat(next_value), unflat(mask), config
+  )
   advantage = tc.flatten_steps(advantage)
-  return TokenBatch(dialogue=dialogue, utterance=utterance,
-                    log_prob=tc.flatten_steps(traj.policy_extras), value=value,
-                    advantage=advantage, target=advantage + value, mask=mask)
+  return TokenBatch(
+    dialogue=dialogue,
+    utterance=utterance,
+    log_prob=tc.flatten_steps(traj.policy_extras),
+    value=value,
+    advantage=advantage,
+    target=advantage + value,
+    mask=mask,
+  )
 
 
 class RunnerState(struct.PyTreeNode):
@@ -259,22 +308,36 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = TokenPPOAgent.create(agent_key, env, env_params, config)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    return RunnerState(agent=agent, env=carry, key=key, eval_key=eval_key,
-                       update=jnp.zeros((), jnp.int32))
+    return RunnerState(
+      agent=agent, env=carry, key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32)
+    )
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
-    carry, traj = rollout.rollout(env, env_params, sample, state.agent.policy_params, state.env,
-                                  rollout_key, config.num_steps, unroll=config.rollout_unroll)
+    carry, traj = rollout.rollout(
+      env,
+      env_params,
+      sample,
+      state.agent.policy_params,
+      state.env,
+      rollout_key,
+      config.num_steps,
+      unroll=config.rollout_unroll,
+    )
     batch = make_batch(state.agent, traj, config)
     agent, metrics = state.agent.update(batch)
     metrics.update(rollout_statistics(traj))
     metrics["advantage_abs"] = pg.masked_mean(jnp.abs(batch.advantage), batch.mask)
     return state.replace(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
-  return Learner(init=init, step=step, evaluate=evaluate,
-                 num_updates=training.num_updates(config.total_timesteps, steps_per_update),
-                 env_steps_per_update=steps_per_update, sharded_field="env")
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=training.num_updates(config.total_timesteps, steps_per_update),
+    env_steps_per_update=steps_per_update,
+    sharded_field="env",
+  )
 
 
 def make_train(config: ml_collections.ConfigDict):

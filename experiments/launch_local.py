@@ -20,11 +20,16 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
   flags.DEFINE_integer("num_processes", 2, "Processes to start.")
-  flags.DEFINE_integer("devices_per_process", None,
-                       "Fake CPU devices per process (XLA_FLAGS); default: leave XLA_FLAGS as is.")
+  flags.DEFINE_integer(
+    "devices_per_process",
+    None,
+    "Fake CPU devices per process (XLA_FLAGS); default: leave XLA_FLAGS as is.",
+  )
   flags.DEFINE_float("grace_seconds", 10.0, "Time the others get to exit after one fails.")
 
 
@@ -37,8 +42,9 @@ def free_port() -> int:
 def process_env(devices: int | None) -> dict:
   env = dict(os.environ)
   if devices is not None:
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        f" --xla_force_host_platform_device_count={devices}").strip()
+    env["XLA_FLAGS"] = (
+      env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
+    ).strip()
   return env
 
 
@@ -57,14 +63,19 @@ def stop(processes, grace_seconds: float) -> None:
       process.wait()
 
 
-def launch(num_processes: int, train_args: list, devices: int | None,
-           grace_seconds: float) -> int:
+def launch(num_processes: int, train_args: list, devices: int | None, grace_seconds: float) -> int:
   address = f"127.0.0.1:{free_port()}"
   processes = []
   for index in range(num_processes):
-    command = [sys.executable, "-m", "experiments.train", *train_args,
-               f"--coordinator_address={address}", f"--num_processes={num_processes}",
-               f"--process_id={index}"]
+    command = [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      *train_args,
+      f"--coordinator_address={address}",
+      f"--num_processes={num_processes}",
+      f"--process_id={index}",
+    ]
     stdout = None if index == 0 else subprocess.DEVNULL  # process 0 reports progress
     processes.append(subprocess.Popen(command, env=process_env(devices), stdout=stdout))
     print(f"launch_local: process {index} pid {processes[-1].pid}", flush=True)
@@ -74,8 +85,11 @@ def launch(num_processes: int, train_args: list, devices: int | None,
       failed = [(i, code) for i, code in enumerate(codes) if code not in (None, 0)]
       if failed:
         index, code = failed[0]
-        print(f"error: process {index} exited with code {code}; stopping the other processes",
-              file=sys.stderr, flush=True)
+        print(
+          f"error: process {index} exited with code {code}; stopping the other processes",
+          file=sys.stderr,
+          flush=True,
+        )
         stop(processes, grace_seconds)
         return 1
       if all(code == 0 for code in codes):
@@ -92,8 +106,7 @@ def main(argv):
     sys.exit(f"error: --num_processes: expected an integer >= 1, got {FLAGS.num_processes}")
   if not any(arg.startswith("--config") for arg in train_args):
     sys.exit("error: expected the train arguments after `--`, e.g. -- --config=... --workdir=...")
-  sys.exit(launch(FLAGS.num_processes, train_args, FLAGS.devices_per_process,
-                  FLAGS.grace_seconds))
+  sys.exit(launch(FLAGS.num_processes, train_args, FLAGS.devices_per_process, FLAGS.grace_seconds))
 
 
 if __name__ == "__main__":

@@ -35,8 +35,7 @@ def define_flags() -> None:
 
 
 # Fields of an evaluation record that say where and when it was made, not how the policy did.
-BOOKKEEPING = ("seed", "update", "env_steps", "wall_time", "eval_episodes_per_task",
-               "eval_seconds")
+BOOKKEEPING = ("seed", "update", "env_steps", "wall_time", "eval_episodes_per_task", "eval_seconds")
 
 
 class Point(NamedTuple):
@@ -50,6 +49,7 @@ class Point(NamedTuple):
 def read_run(workdir: str) -> tuple[str, list]:
   """`("<agent> <maze>", evaluation records)` of one workdir."""
   from hrljax.logging import read_jsonl
+
   with open(os.path.join(workdir, "config.json")) as f:
     config = json.load(f)
   label = f"{config['agent']} {config['env_name'].split('-')[1]}"
@@ -66,12 +66,17 @@ def evaluation_points(records: Sequence[dict], y: str) -> list:
   for update in sorted(by_update):
     seeds = sorted(by_update[update], key=lambda r: r.get("seed", 0))
     if any(y not in seed for seed in seeds):
-      known = sorted(k for k, v in seeds[0].items()
-                     if isinstance(v, (int, float)) and k not in BOOKKEEPING)
-      raise ValueError(f"y: {y!r} is not recorded by the evaluation at update {update}; "
-                       f"expected one of {known}")
-    points.append(Point(update, int(seeds[0]["eval_episodes_per_task"]),
-                        tuple(float(seed[y]) for seed in seeds)))
+      known = sorted(
+        k for k, v in seeds[0].items() if isinstance(v, (int, float)) and k not in BOOKKEEPING
+      )
+      raise ValueError(
+        f"y: {y!r} is not recorded by the evaluation at update {update}; expected one of {known}"
+      )
+    points.append(
+      Point(
+        update, int(seeds[0]["eval_episodes_per_task"]), tuple(float(seed[y]) for seed in seeds)
+      )
+    )
   return points
 
 
@@ -103,18 +108,22 @@ def markdown_table(grouped: dict, y: str) -> str:
 
   def shown(v: float) -> str:
     return f"{k * v:.0f}" if k != 1 else f"{v:.3g}"
+
   rows = [f"| run | update | episodes / task | {y} per seed | mean |", "|---|---|---|---|---|"]
   for label, points in grouped.items():
     for p in points:
       per_seed = " / ".join(shown(v) for v in p.values)
-      rows.append(f"| {label} | {p.update:,} | {p.episodes} | {per_seed} | "
-                  f"{shown(sum(p.values) / len(p.values))} |")
+      rows.append(
+        f"| {label} | {p.update:,} | {p.episodes} | {per_seed} | "
+        f"{shown(sum(p.values) / len(p.values))} |"
+      )
   return "\n".join(rows)
 
 
 def plot(grouped: dict, y: str, out: str) -> str:
   """Mean over seeds as a line, each seed as dots, one colour per curve; writes the PNG."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -122,11 +131,17 @@ def plot(grouped: dict, y: str, out: str) -> str:
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
   for label, points in grouped.items():
     updates = [p.update for p in points]
-    line, = ax.plot(updates, [k * sum(p.values) / len(p.values) for p in points], marker="o",
-                    label=label)
+    (line,) = ax.plot(
+      updates, [k * sum(p.values) / len(p.values) for p in points], marker="o", label=label
+    )
     for p in points:
-      ax.scatter([p.update] * len(p.values), [k * v for v in p.values], s=10, alpha=0.5,
-                 color=line.get_color())
+      ax.scatter(
+        [p.update] * len(p.values),
+        [k * v for v in p.values],
+        s=10,
+        alpha=0.5,
+        color=line.get_color(),
+      )
   ax.set_xlabel("updates")
   ax.set_ylabel(f"{y} (%)" if k != 1 else y)
   ax.grid(alpha=0.3)

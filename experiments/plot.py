@@ -7,6 +7,8 @@ from absl import app, flags
 from hrljax.logging import plot_curves
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
   flags.DEFINE_string("out", None, "PNG path (default: <first workdir>/curve.png).")
@@ -18,8 +20,9 @@ def define_flags() -> None:
 def main(argv):
   workdirs = argv[1:]
   if not workdirs:
-    print("error: expected one or more workdirs: python -m experiments.plot WORKDIR...",
-          file=sys.stderr)
+    print(
+      "error: expected one or more workdirs: python -m experiments.plot WORKDIR...", file=sys.stderr
+    )
     sys.exit(2)
   out = FLAGS.out or f"{workdirs[0].rstrip('/')}/curve.png"
   try:

@@ -21,6 +21,8 @@ import numpy as np
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
   flags.DEFINE_string("out", None, "PNG path (default: <workdir>/options.png).")
@@ -29,6 +31,7 @@ def define_flags() -> None:
 
 def load_config(workdir: str):
   import ml_collections
+
   path = os.path.join(workdir, "config.json")
   if not os.path.exists(path):
     raise FileNotFoundError(f"no config.json in {workdir}")
@@ -45,8 +48,12 @@ def restore_state(workdir: str, config, seed: Optional[int] = None):
   """The final run state of one seed (the first by default) of the run in `workdir`."""
   from hrljax import training
   from hrljax.agents import option_critic
-  states = dict(training.seed_states(config, training.restore(
-      option_critic.make_learner(config), config, workdir)))
+
+  states = dict(
+    training.seed_states(
+      config, training.restore(option_critic.make_learner(config), config, workdir)
+    )
+  )
   seed = config.seeds[0] if seed is None else seed
   if seed not in states:
     raise ValueError(f"--seed: expected one of the run's seeds {list(states)}, got {seed}")
@@ -62,12 +69,17 @@ def option_maps(agent, env, env_params) -> dict[str, np.ndarray]:
   import jax
   import jax.numpy as jnp
   from hrljax.envs import four_rooms
+
   cells = four_rooms.free_cells()
   size = four_rooms.GRID_SIZE
 
   def observe(cell):
-    state = four_rooms.EnvState(pos=cell, goal=env_params.goal, time=jnp.zeros((), jnp.int32),
-                                total_steps=jnp.zeros((), jnp.int32))
+    state = four_rooms.EnvState(
+      pos=cell,
+      goal=env_params.goal,
+      time=jnp.zeros((), jnp.int32),
+      total_steps=jnp.zeros((), jnp.int32),
+    )
     return env.get_obs(state)
 
   obs = jax.vmap(observe)(jnp.asarray(cells))
@@ -81,6 +93,7 @@ def option_maps(agent, env, env_params) -> dict[str, np.ndarray]:
 
 def draw(maps: dict, goals: dict, out: str, title: str = "") -> str:
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   from matplotlib.colors import ListedColormap
@@ -96,12 +109,18 @@ def draw(maps: dict, goals: dict, out: str, title: str = "") -> str:
   fig.colorbar(image, ax=axes[:num_options].tolist(), fraction=0.02, pad=0.01)
   colors = plt.get_cmap("tab10").colors[:num_options]
   options_cmap = ListedColormap(colors).with_extremes(bad="0.35")
-  axes[-1].imshow(np.ma.masked_array(greedy, walls), cmap=options_cmap, vmin=-0.5,
-                  vmax=num_options - 0.5)
+  axes[-1].imshow(
+    np.ma.masked_array(greedy, walls), cmap=options_cmap, vmin=-0.5, vmax=num_options - 0.5
+  )
   axes[-1].set_title("greedy option argmax Q")
   handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors]
-  axes[-1].legend(handles, [f"option {w}" for w in range(num_options)], loc="upper left",
-                  bbox_to_anchor=(1.0, 1.0), fontsize=8)
+  axes[-1].legend(
+    handles,
+    [f"option {w}" for w in range(num_options)],
+    loc="upper left",
+    bbox_to_anchor=(1.0, 1.0),
+    fontsize=8,
+  )
   for ax in axes:
     for label, (row, col) in goals.items():
       ax.text(col, row, label, ha="center", va="center", color="red", fontweight="bold")
@@ -118,6 +137,7 @@ def plot_workdir(workdir: str, out: str = None, seed: Optional[int] = None) -> s
   """Restores the run in `workdir` (one seed of it) and writes the PNG; returns its path."""
   from hrljax import envs
   from hrljax.envs import four_rooms
+
   config = load_config(workdir)
   if config.env_name != four_rooms.ENV_NAME:
     raise ValueError(f"config.env_name: expected {four_rooms.ENV_NAME!r}, got {config.env_name!r}")
@@ -134,8 +154,9 @@ def plot_workdir(workdir: str, out: str = None, seed: Optional[int] = None) -> s
 def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every restore step at INFO
   if len(argv) != 2:
-    print("error: expected one workdir: python -m experiments.plot_options WORKDIR",
-          file=sys.stderr)
+    print(
+      "error: expected one workdir: python -m experiments.plot_options WORKDIR", file=sys.stderr
+    )
     sys.exit(2)
   try:
     print(plot_workdir(argv[1], FLAGS.out, FLAGS.seed))

@@ -40,8 +40,11 @@ def define_flags() -> None:
   flags.DEFINE_float("cost_limit", None, "Draw the cost limit as a vertical line.")
   flags.DEFINE_string("path_run", None, "A recovery_rl / bresa workdir whose episode path to draw.")
   flags.DEFINE_string("path_out", "path.png", "PNG path of the episode picture.")
-  flags.DEFINE_integer("path_run_seed", None, "The seed of --path_run to draw (default: the first).")
+  flags.DEFINE_integer(
+    "path_run_seed", None, "The seed of --path_run to draw (default: the first)."
+  )
   flags.DEFINE_integer("path_seed", 0, "Key of the drawn evaluation episode.")
+
 
 FINAL_FRACTION = 0.1  # the last 10% of the training updates give the "final" numbers
 COST_RATE_KEYS = ("cost_per_step", "cost_rate")  # recovery_rl / bresa, ppo_lagrangian
@@ -75,7 +78,8 @@ def agent_label(config: dict) -> str:
     return "sac" if config.get("control_steps", 1) == 1 else "two-rate sac"
   if agent == "ppo_lagrangian":
     return {"none": "ppo", "lagrange": "ppo_lagrangian", "pid": "ppo_pid_lagrangian"}.get(
-        config.get("multiplier"), "ppo_lagrangian")
+      config.get("multiplier"), "ppo_lagrangian"
+    )
   if agent is None:
     raise ValueError("config.agent: expected an agent name in config.json, got none")
   return agent
@@ -83,8 +87,11 @@ def agent_label(config: dict) -> str:
 
 def _episode_mean(records: Sequence[dict], name: str) -> float:
   """The mean of a per-episode metric over the records' episodes (weighted by `episodes`)."""
-  pairs = [(r[name], r.get("episodes", 1.0)) for r in records
-           if r.get(name) is not None and math.isfinite(r[name]) and r.get("episodes", 1.0) > 0]
+  pairs = [
+    (r[name], r.get("episodes", 1.0))
+    for r in records
+    if r.get(name) is not None and math.isfinite(r[name]) and r.get("episodes", 1.0) > 0
+  ]
   weight = sum(w for _, w in pairs)
   return sum(v * w for v, w in pairs) / weight if weight > 0 else math.nan
 
@@ -104,31 +111,39 @@ def training_cost(records: Sequence[dict]) -> float:
 def summarize_run(workdir: str) -> list[RunSummary]:
   """Reads `config.json` and `metrics.jsonl` of one run: one summary per seed."""
   from hrljax.logging import read_jsonl
+
   config = load_config(workdir)
   records = read_jsonl(workdir)
   seeds = sorted({int(r.get("seed", 0)) for r in records if r.get("phase") == "train"})
   if not seeds:
     raise ValueError(f"{workdir}: expected training records in metrics.jsonl, got none")
-  return [_summarize_seed(workdir, config, [r for r in records if int(r.get("seed", 0)) == s], s)
-          for s in seeds]
+  return [
+    _summarize_seed(workdir, config, [r for r in records if int(r.get("seed", 0)) == s], s)
+    for s in seeds
+  ]
 
 
-def _summarize_seed(workdir: str, config: dict, records: Sequence[dict], seed: int
-                    ) -> RunSummary:
+def _summarize_seed(workdir: str, config: dict, records: Sequence[dict], seed: int) -> RunSummary:
   # A run restarted from scratch (killed before its first checkpoint) logs its first updates
   # twice: keep the last record of each update.
-  train = sorted({r["update"]: r for r in records if r.get("phase") == "train"}.values(),
-                 key=lambda r: r["update"])
+  train = sorted(
+    {r["update"]: r for r in records if r.get("phase") == "train"}.values(),
+    key=lambda r: r["update"],
+  )
   last_update = train[-1]["update"]
   final = [r for r in train if r["update"] > (1.0 - FINAL_FRACTION) * last_update] or train[-1:]
   evaluation = [r for r in records if r.get("phase") == "eval"]
   ev = evaluation[-1] if evaluation else {}
-  return RunSummary(workdir=workdir, label=agent_label(config), seed=seed,
-                    episode_return=_episode_mean(final, "episode_return"),
-                    episode_cost=_episode_mean(final, "episode_cost"),
-                    training_cost=training_cost(train),
-                    eval_return=float(ev.get("eval_return", math.nan)),
-                    eval_cost=float(ev.get("eval_cost", math.nan)))
+  return RunSummary(
+    workdir=workdir,
+    label=agent_label(config),
+    seed=seed,
+    episode_return=_episode_mean(final, "episode_return"),
+    episode_cost=_episode_mean(final, "episode_cost"),
+    training_cost=training_cost(train),
+    eval_return=float(ev.get("eval_return", math.nan)),
+    eval_cost=float(ev.get("eval_cost", math.nan)),
+  )
 
 
 def group(summaries: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
@@ -141,8 +156,10 @@ def group(summaries: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
 def table(summaries: Sequence[RunSummary]) -> str:
   """A markdown table: one row per agent, mean ± std (population) over its seeds."""
   fields = ("episode_return", "episode_cost", "training_cost", "eval_return", "eval_cost")
-  lines = ["| agent | seeds | " + " | ".join(fields) + " |",
-           "| --- | --- | " + " | ".join("---" for _ in fields) + " |"]
+  lines = [
+    "| agent | seeds | " + " | ".join(fields) + " |",
+    "| --- | --- | " + " | ".join("---" for _ in fields) + " |",
+  ]
   for label, runs in group(summaries).items():
     cells = []
     for field in fields:
@@ -152,16 +169,20 @@ def table(summaries: Sequence[RunSummary]) -> str:
   return "\n".join(lines)
 
 
-def draw_scatter(summaries: Sequence[RunSummary], out: str,
-                 cost_limit: Optional[float] = None) -> str:
+def draw_scatter(
+  summaries: Sequence[RunSummary], out: str, cost_limit: Optional[float] = None
+) -> str:
   """Episode return against episode cost, one point per run, one colour per agent."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots(figsize=(6.4, 4.4))
   for label, runs in group(summaries).items():
-    ax.scatter([r.episode_cost for r in runs], [r.episode_return for r in runs], label=label,
-               s=40, alpha=0.8)
+    ax.scatter(
+      [r.episode_cost for r in runs], [r.episode_return for r in runs], label=label, s=40, alpha=0.8
+    )
   if cost_limit is not None:
     ax.axvline(cost_limit, color="0.4", linestyle="--", linewidth=1, label="cost limit")
   ax.set_xlabel("episode cost (last 10% of training)")
@@ -192,6 +213,7 @@ def episode_path(agent, key) -> EpisodePath:
   import jax
   from hrljax import envs, rollout
   from hrljax.agents import recovery_rl
+
   traj = jax.jit(recovery_rl.evaluation_episodes, static_argnums=2)(agent, key, 1)
   if isinstance(traj, rollout.EndDecisionTrajectory):
     obs, next_obs, intervened, decision_start = _end_decision_steps(traj)
@@ -201,10 +223,14 @@ def episode_path(agent, key) -> EpisodePath:
   # Relative observations hold `g - p` next to `p`: the goal is their sum.
   goal = obs[0, :2] + obs[0, 2:4]
   centers = obs[0, 4:].reshape(-1, 2) + obs[0, :2]
-  return EpisodePath(positions=np.concatenate([obs[:1, :2], next_obs[:, :2]]),
-                     intervened=intervened, decision_start=decision_start,
-                     hazard_centers=centers, hazard_radii=np.asarray(params.hazard_radii),
-                     goal=goal)
+  return EpisodePath(
+    positions=np.concatenate([obs[:1, :2], next_obs[:, :2]]),
+    intervened=intervened,
+    decision_start=decision_start,
+    hazard_centers=centers,
+    hazard_radii=np.asarray(params.hazard_radii),
+    goal=goal,
+  )
 
 
 def _fixed_decision_steps(traj):
@@ -212,8 +238,10 @@ def _fixed_decision_steps(traj):
   executed control step, from a `rollout.TwoRateTrajectory` (`[D, K, N]` control steps; a
   decision starts every K steps)."""
   from hrljax import rollout
-  valid = np.asarray(rollout.first_episode_mask(traj.decision.done))[:, None, :] \
-      & np.asarray(traj.control.active)  # [D, K, 1]
+
+  valid = np.asarray(rollout.first_episode_mask(traj.decision.done))[:, None, :] & np.asarray(
+    traj.control.active
+  )  # [D, K, 1]
   keep = valid[..., 0].reshape(-1)
   obs = np.asarray(traj.control.obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
   next_obs = np.asarray(traj.control.next_obs)[..., 0, :].reshape(keep.shape[0], -1)[keep]
@@ -229,6 +257,7 @@ def _end_decision_steps(traj):
   step that ended one: a decision written there (`valid`) or a reflex (which ends the decision
   in force, even a command it rejected at its first step, which is written nowhere)."""
   from hrljax import rollout
+
   control = traj.control
   flat = lambda x: np.asarray(x)[..., 0].reshape(-1)  # environment 0, in control-step order
   done = flat(control.terminated | control.truncated)
@@ -245,8 +274,10 @@ def _end_decision_steps(traj):
 def draw_path(path: EpisodePath, out: str, title: str = "") -> str:
   """The arena, hazards (red discs), start, goal, the path and the reflex's interventions."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots(figsize=(5.0, 5.0))
   for center, radius in zip(path.hazard_centers, path.hazard_radii):
     ax.add_patch(plt.Circle(center, radius, color="tab:red", alpha=0.3))
@@ -256,8 +287,14 @@ def draw_path(path: EpisodePath, out: str, title: str = "") -> str:
   ax.plot(starts[:, 0], starts[:, 1], "o", color="tab:blue", markersize=3, label="decision")
   hits = p[:-1][path.intervened]
   if len(hits):
-    ax.plot(hits[:, 0], hits[:, 1], "x", color="tab:orange", markersize=6,
-            label=f"reflex ({len(hits)} steps)")
+    ax.plot(
+      hits[:, 0],
+      hits[:, 1],
+      "x",
+      color="tab:orange",
+      markersize=6,
+      label=f"reflex ({len(hits)} steps)",
+    )
   ax.plot(*p[0], "s", color="k", label="start")
   ax.add_patch(plt.Circle(path.goal, 0.1, fill=False, color="tab:green", linewidth=2))
   ax.plot(*path.goal, "*", color="tab:green", markersize=12, label="goal")
@@ -277,12 +314,12 @@ def restore_agent(workdir: str, seed: Optional[int] = None):
   the run's first seed)."""
   import ml_collections
   from hrljax import agents, training
+
   saved = load_config(workdir)
   if saved.get("agent") not in ("recovery_rl", "bresa"):
     raise ValueError(f"config.agent: expected 'recovery_rl' or 'bresa', got {saved.get('agent')!r}")
   # Fields added after the run was saved take the agent's defaults, which are what it ran with.
-  config = ml_collections.ConfigDict({**agents.get(saved["agent"]).get_config().to_dict(),
-                                      **saved})
+  config = ml_collections.ConfigDict({**agents.get(saved["agent"]).get_config().to_dict(), **saved})
   for field in ("hidden_sizes", "risk_hidden_sizes", "seeds"):
     config[field] = tuple(config[field])
   if not os.path.isdir(os.path.join(workdir, "checkpoints")):
@@ -291,8 +328,9 @@ def restore_agent(workdir: str, seed: Optional[int] = None):
   states = dict(training.seed_states(config, training.restore(learner, config, workdir)))
   seed = config.seeds[0] if seed is None else seed
   if seed not in states:
-    raise ValueError(f"--path_run_seed: expected one of the run's seeds {sorted(states)}, "
-                     f"got {seed}")
+    raise ValueError(
+      f"--path_run_seed: expected one of the run's seeds {sorted(states)}, got {seed}"
+    )
   return states[seed].agent
 
 
@@ -308,10 +346,17 @@ def main(argv):
       print(draw_scatter(summaries, FLAGS.out, FLAGS.cost_limit))
     if FLAGS.path_run:
       import jax
+
       agent = restore_agent(FLAGS.path_run, FLAGS.path_run_seed)
       path = episode_path(agent, jax.random.key(FLAGS.path_seed))
-      print(draw_path(path, FLAGS.path_out, title=f"{FLAGS.path_run}: "
-                      f"{int(path.intervened.sum())} reflex steps of {len(path.intervened)}"))
+      print(
+        draw_path(
+          path,
+          FLAGS.path_out,
+          title=f"{FLAGS.path_run}: "
+          f"{int(path.intervened.sum())} reflex steps of {len(path.intervened)}",
+        )
+      )
   except (FileNotFoundError, ValueError) as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)

@@ -38,10 +38,12 @@ def define_flags() -> None:
 def read_run(workdir: str) -> tuple[dict, list]:
   """`(config, records)` of one run directory."""
   from hrljax.logging import read_jsonl
+
   path = os.path.join(workdir, "config.json")
   if not os.path.exists(path):
-    raise FileNotFoundError(f"no config.json in {workdir}: expected a run directory of "
-                            "experiments.train")
+    raise FileNotFoundError(
+      f"no config.json in {workdir}: expected a run directory of experiments.train"
+    )
   with open(path) as f:
     config = json.load(f)
   return config, read_jsonl(workdir)
@@ -54,8 +56,10 @@ def by_seed(records: Sequence[dict]) -> dict[int, dict[str, list]]:
   for record in records:
     if record.get("phase") in ("train", "eval"):
       grouped[int(record.get("seed", 0))][record["phase"]][record["update"]] = record
-  return {seed: {phase: [kept[u] for u in sorted(kept)] for phase, kept in phases.items()}
-          for seed, phases in grouped.items()}
+  return {
+    seed: {phase: [kept[u] for u in sorted(kept)] for phase, kept in phases.items()}
+    for seed, phases in grouped.items()
+  }
 
 
 def violating_steps(train: Sequence[dict]) -> int:
@@ -63,8 +67,10 @@ def violating_steps(train: Sequence[dict]) -> int:
   total, previous = 0.0, 0
   for record in train:
     if "violating_steps" not in record:
-      raise ValueError(f"update {record['update']}: expected 'violating_steps' in the training "
-                       "record (a run of a safety agent)")
+      raise ValueError(
+        f"update {record['update']}: expected 'violating_steps' in the training "
+        "record (a run of a safety agent)"
+      )
     total += record["violating_steps"] * (record["update"] - previous)
     previous = record["update"]
   return int(round(total))
@@ -92,9 +98,12 @@ def seed_entry(phases: dict) -> dict:
     raise ValueError("expected training records, got none")
   final = phases["eval"][-1] if phases["eval"] else {}
   evaluation = {k: round(float(v), 3) for k, v in final.items() if k.startswith("eval_")}
-  return {"violating_steps": violating_steps(train),
-          "train_return_last10": round(last_tenth(train, "episode_return"), 3),
-          "train_cost_last10": round(last_tenth(train, "episode_cost"), 3), **evaluation}
+  return {
+    "violating_steps": violating_steps(train),
+    "train_return_last10": round(last_tenth(train, "episode_return"), 3),
+    "train_cost_last10": round(last_tenth(train, "episode_cost"), 3),
+    **evaluation,
+  }
 
 
 def table_row(workdirs: Sequence[str]) -> dict:
@@ -102,20 +111,27 @@ def table_row(workdirs: Sequence[str]) -> dict:
   names the agent as the table does (`plot_safety.agent_label`: "sac" for Recovery RL with the
   reflex off, "ppo" for PPO-Lagrangian without a multiplier, ...)."""
   from experiments.plot_safety import agent_label
+
   agent, label, env_steps, seeds = None, None, 0, {}
   for workdir in workdirs:
     config, records = read_run(workdir)
     if agent not in (None, config.get("agent")):
-      raise ValueError(f"{workdir}: expected runs of one agent, got {agent!r} and "
-                       f"{config.get('agent')!r}")
+      raise ValueError(
+        f"{workdir}: expected runs of one agent, got {agent!r} and {config.get('agent')!r}"
+      )
     agent, label = config.get("agent"), agent_label(config)
     for seed, phases in by_seed(records).items():
       if seed in seeds:
         raise ValueError(f"{workdir}: seed {seed} appears in two runs")
       seeds[seed] = seed_entry(phases)
       env_steps = phases["train"][-1]["env_steps"]
-  return {"agent": agent, "label": label, "seeds": sorted(seeds), "env_steps": env_steps,
-          **{f"seed{s}": seeds[s] for s in sorted(seeds)}}
+  return {
+    "agent": agent,
+    "label": label,
+    "seeds": sorted(seeds),
+    "env_steps": env_steps,
+    **{f"seed{s}": seeds[s] for s in sorted(seeds)},
+  }
 
 
 def markdown(row: dict) -> str:
@@ -123,9 +139,11 @@ def markdown(row: dict) -> str:
   separated by slashes, as in SAFETY.md's tables."""
   entries = [row[f"seed{s}"] for s in row["seeds"]]
   cell = lambda key, fmt: " / ".join(fmt(e.get(key, math.nan)) for e in entries)
-  return (f"| {row['label']} (seeds {', '.join(map(str, row['seeds']))}) | "
-          f"{cell('eval_return', lambda v: f'{v:.3f}')} | {cell('eval_cost', lambda v: f'{v:g}')}"
-          f" | {cell('violating_steps', lambda v: f'{v:,}')} | {row['env_steps']:,} |")
+  return (
+    f"| {row['label']} (seeds {', '.join(map(str, row['seeds']))}) | "
+    f"{cell('eval_return', lambda v: f'{v:.3f}')} | {cell('eval_cost', lambda v: f'{v:g}')}"
+    f" | {cell('violating_steps', lambda v: f'{v:,}')} | {row['env_steps']:,} |"
+  )
 
 
 def main(argv):

@@ -19,12 +19,18 @@ from absl import app, flags
 from hrljax.logging import read_jsonl
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
   flags.DEFINE_string("metric", "episode_return", "Training metric averaged over the run's end.")
   flags.DEFINE_float("last", 0.1, "Fraction of the updates, at the end, to average --metric over.")
-  flags.DEFINE_string("steps", None, "START:END: average --metric over the records whose env_steps "
-                      "are in (START, END] instead of the last updates.")
+  flags.DEFINE_string(
+    "steps",
+    None,
+    "START:END: average --metric over the records whose env_steps "
+    "are in (START, END] instead of the last updates.",
+  )
   flags.DEFINE_list("eval", [], "Metrics of the final evaluation to show (default: every eval_*).")
 
 
@@ -54,8 +60,9 @@ def seed_rows(workdir: str, metric: str, last: float, eval_fields, steps=None) -
   rows = []
   for seed in sorted({r.get("seed", 0) for r in records}):
     mine = [r for r in records if r.get("seed", 0) == seed]
-    window = [r for r in mine if r.get("phase") == "train" and in_window(r)
-              and r.get(metric) is not None]
+    window = [
+      r for r in mine if r.get("phase") == "train" and in_window(r) and r.get(metric) is not None
+    ]
     final = [r for r in mine if r.get("phase") == "eval"]
     row = {"run": workdir, "seed": seed, metric: window_mean(window, metric)}
     if final:
@@ -70,8 +77,9 @@ def mean_row(rows: list) -> dict:
   keys = [k for k in rows[0] if k not in ("run", "seed")]
   out = {"run": f"mean of {len(rows)}", "seed": "-"}
   for key in keys:
-    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))
-              and not math.isnan(r[key])]
+    values = [
+      r[key] for r in rows if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])
+    ]
     out[key] = sum(values) / len(values) if values else math.nan
   return out
 
@@ -87,8 +95,10 @@ def format_table(rows: list) -> str:
 def main(argv):
   workdirs = argv[1:]
   if not workdirs:
-    print("error: expected one or more run directories: python -m experiments.summarize RUN...",
-          file=sys.stderr)
+    print(
+      "error: expected one or more run directories: python -m experiments.summarize RUN...",
+      file=sys.stderr,
+    )
     sys.exit(2)
   if not 0.0 < FLAGS.last <= 1.0:
     print(f"error: --last: expected a fraction in (0, 1], got {FLAGS.last}", file=sys.stderr)
@@ -99,12 +109,14 @@ def main(argv):
       steps = tuple(float(v) for v in FLAGS.steps.split(":"))
       assert len(steps) == 2 and steps[0] < steps[1]
     except (ValueError, AssertionError):
-      print(f"error: --steps: expected START:END with START < END, got {FLAGS.steps!r}",
-            file=sys.stderr)
+      print(
+        f"error: --steps: expected START:END with START < END, got {FLAGS.steps!r}", file=sys.stderr
+      )
       sys.exit(2)
   try:
-    rows = [row for w in workdirs
-            for row in seed_rows(w, FLAGS.metric, FLAGS.last, FLAGS.eval, steps)]
+    rows = [
+      row for w in workdirs for row in seed_rows(w, FLAGS.metric, FLAGS.last, FLAGS.eval, steps)
+    ]
   except FileNotFoundError as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)

@@ -50,6 +50,7 @@ def read_curve(workdir: str, y: str = "eval_return") -> Curve:
   """The evaluation records of `workdir/metrics.jsonl` grouped by update (a record without a
   `seed` field, from a one-seed run, counts as seed 0). ValueError if there is none."""
   from hrljax.logging import read_jsonl
+
   by_update = {}
   for record in read_jsonl(workdir):
     if record.get("phase") != "eval" or record.get(y) is None:
@@ -68,7 +69,7 @@ def first_crossing(curve: Curve, bar: float):
   for index, (steps, mean) in enumerate(means):
     if mean >= bar:
       before = means[index - 1][0] if index else 0
-      stays = all(later >= bar for _, later in means[index + 1:])
+      stays = all(later >= bar for _, later in means[index + 1 :])
       return steps, before, stays
   return None
 
@@ -76,8 +77,10 @@ def first_crossing(curve: Curve, bar: float):
 def table(label: str, curve: Curve) -> str:
   """One markdown row per evaluation: updates, utterances per seed, per-seed values, mean."""
   seeds = curve.seeds
-  lines = [f"{label}: updates | utterances / seed | seeds {' / '.join(map(str, seeds))} | mean",
-           "|---|---|---|---|"]
+  lines = [
+    f"{label}: updates | utterances / seed | seeds {' / '.join(map(str, seeds))} | mean",
+    "|---|---|---|---|",
+  ]
   for (update, steps, values), (_, mean) in zip(curve.points, curve.means()):
     per_seed = " / ".join(f"{values[s]:.3f}" if s in values else "-" for s in seeds)
     lines.append(f"| {update} | {steps:,} | {per_seed} | {mean:.3f} |")
@@ -86,14 +89,21 @@ def table(label: str, curve: Curve) -> str:
 
 def bars_table(labels: list, curves: list, bars: list) -> str:
   """Per bar: each run's first crossing ("stays" or not) and its ratio to the first run's."""
-  lines = ["| bar | " + " | ".join(labels) + " | " + " | ".join(
-      f"{labels[0]} / {label}" for label in labels[1:]) + " |",
-           "|---|" + "---|" * (2 * len(labels) - 1)]
+  lines = [
+    "| bar | "
+    + " | ".join(labels)
+    + " | "
+    + " | ".join(f"{labels[0]} / {label}" for label in labels[1:])
+    + " |",
+    "|---|" + "---|" * (2 * len(labels) - 1),
+  ]
   for bar in bars:
     crossings = [first_crossing(curve, bar) for curve in curves]
     cells = [("-" if c is None else f"{c[0]:,}" + (" (stays)" if c[2] else "")) for c in crossings]
-    ratios = [("-" if c is None or crossings[0] is None or c[0] == 0
-               else f"{crossings[0][0] / c[0]:.2f}") for c in crossings[1:]]
+    ratios = [
+      ("-" if c is None or crossings[0] is None or c[0] == 0 else f"{crossings[0][0] / c[0]:.2f}")
+      for c in crossings[1:]
+    ]
     lines.append(f"| {bar:g} | " + " | ".join(cells + ratios) + " |")
   return "\n".join(lines)
 
@@ -101,8 +111,10 @@ def bars_table(labels: list, curves: list, bars: list) -> str:
 def plot(labels: list, curves: list, png: str, y: str) -> str:
   """The mean curves on one figure."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
   for label, curve in zip(labels, curves):
     steps, means = zip(*curve.means())

@@ -16,19 +16,28 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
-  flags.DEFINE_string("workdir", None, "Directory for metrics, config and checkpoints.", required=True)
+  flags.DEFINE_string(
+    "workdir", None, "Directory for metrics, config and checkpoints.", required=True
+  )
   flags.DEFINE_integer("num_devices", None, "Devices on the data axis of the mesh (default: all).")
   flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events (needs tensorboardX).")
-  flags.DEFINE_string("coordinator_address", None,
-                      "Multi-process runs: host:port of process 0 (with --num_processes and "
-                      "--process_id); every process runs the same command over one global mesh.")
+  flags.DEFINE_string(
+    "coordinator_address",
+    None,
+    "Multi-process runs: host:port of process 0 (with --num_processes and "
+    "--process_id); every process runs the same command over one global mesh.",
+  )
   flags.DEFINE_integer("num_processes", None, "Multi-process runs: how many processes.")
   flags.DEFINE_integer("process_id", None, "Multi-process runs: this process's index.")
-  flags.DEFINE_bool("distributed_auto", False,
-                    "Call jax.distributed.initialize() with JAX's cluster auto-detection "
-                    "(TPU pods, SLURM, ...).")
+  flags.DEFINE_bool(
+    "distributed_auto",
+    False,
+    "Call jax.distributed.initialize() with JAX's cluster auto-detection (TPU pods, SLURM, ...).",
+  )
   config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
 
 
@@ -41,6 +50,7 @@ def fail(message: str, code: int = 2) -> None:
 def check_workdir(workdir: str) -> None:
   """Fails early, with one line, when the workdir cannot be written."""
   from hrljax import checkpoint
+
   try:
     checkpoint.probe_writable(workdir)
   except checkpoint.CheckpointError as error:
@@ -65,6 +75,7 @@ def initialize_processes(argv: list) -> None:
   `jax.distributed.initialize` refuses to run.
   """
   from hrljax import distributed
+
   address = _flag_value(argv, "coordinator_address")
   num_processes = _flag_value(argv, "num_processes")
   process_id = _flag_value(argv, "process_id")
@@ -83,6 +94,7 @@ def initialize_processes(argv: list) -> None:
 def prepare(config, num_devices=None):
   """`(agent module, mesh)` for a config that can run; ValueError naming the field otherwise."""
   from hrljax import agents, distributed, training
+
   agent = agents.get(config.agent)
   mesh = distributed.make_mesh(num_devices)
   training.validate_run_config(config)
@@ -100,9 +112,11 @@ def experiment(config, workdir: str, num_devices=None, tensorboard: bool = False
   agent, mesh = prepare(config, num_devices)
   check_workdir(workdir)
   logger = MetricsLogger(workdir, tensorboard=tensorboard, enabled=jax.process_index() == 0)
-  logger.progress(f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
-                  f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
-                  f"{len(config.seeds)} seed(s), workdir {workdir}")
+  logger.progress(
+    f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
+    f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
+    f"{len(config.seeds)} seed(s), workdir {workdir}"
+  )
   return training.run(agent.make_learner(config), config, workdir, mesh=mesh, logger=logger)
 
 

@@ -36,8 +36,9 @@ def probe_writable(directory: str) -> None:
       f.write("ok")
     os.remove(probe)
   except OSError as error:
-    raise CheckpointError(f"checkpoint directory {directory!r} is not writable: "
-                          f"{error.strerror or error}") from error
+    raise CheckpointError(
+      f"checkpoint directory {directory!r} is not writable: {error.strerror or error}"
+    ) from error
 
 
 def _stored_shape(leaf: Any) -> tuple:
@@ -53,8 +54,9 @@ class Checkpointer:
   def __init__(self, directory: str, max_to_keep: int = 2):
     self.directory = os.path.abspath(directory)
     probe_writable(self.directory)
-    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
-                                           cleanup_tmp_directories=True)
+    options = ocp.CheckpointManagerOptions(
+      max_to_keep=max_to_keep, create=True, cleanup_tmp_directories=True
+    )
     # Handlers named up front, so that a fresh manager can read a checkpoint's metadata.
     handlers = {"state": ocp.StandardCheckpointHandler(), "metadata": ocp.JsonCheckpointHandler()}
     self._manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
@@ -77,8 +79,10 @@ class Checkpointer:
     items = {"state": ocp.args.StandardSave(state)}
     if metadata is not None:
       items["metadata"] = ocp.args.JsonSave(metadata)
-    self._reporting(f"saving checkpoint {step}", lambda: self._manager.save(
-        step, args=ocp.args.Composite(**items), force=True))
+    self._reporting(
+      f"saving checkpoint {step}",
+      lambda: self._manager.save(step, args=ocp.args.Composite(**items), force=True),
+    )
     if not self._saved_once:
       self._reporting(f"saving checkpoint {step}", self._manager.wait_until_finished)
       self._saved_once = True
@@ -90,8 +94,11 @@ class Checkpointer:
 
   def all_steps(self) -> list[int]:
     """The complete checkpoints, oldest first (half-written temporary directories excluded)."""
-    return sorted(step for step in self._manager.all_steps()
-                  if os.path.isdir(os.path.join(self.directory, str(step), "state")))
+    return sorted(
+      step
+      for step in self._manager.all_steps()
+      if os.path.isdir(os.path.join(self.directory, str(step), "state"))
+    )
 
   def restore(self, like: Any, step: Optional[int] = None) -> Any:
     """Restores checkpoint `step` (the latest if None) into the structure and shardings of `like`."""
@@ -103,20 +110,27 @@ class Checkpointer:
     difference = self._first_difference(like, step)
     if difference is not None:
       raise CheckpointMismatch(
-          f"checkpoint {step} in {self.directory} does not fit the run state this config "
-          f"builds ({difference}); it was written with another config or an older hrljax. "
-          f"Resume with the config saved beside it (config.json of the run), or start a new "
-          f"--workdir")
+        f"checkpoint {step} in {self.directory} does not fit the run state this config "
+        f"builds ({difference}); it was written with another config or an older hrljax. "
+        f"Resume with the config saved beside it (config.json of the run), or start a new "
+        f"--workdir"
+      )
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
     restored = self._manager.restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
+      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
+    )
     return restored.state
 
   def _first_difference(self, like: Any, step: int) -> Optional[str]:
     """The first array of `like` missing from, added to or shaped unlike checkpoint `step`."""
     stored = ocp.tree.to_flat_dict(self._manager.item_metadata(step)["state"].tree)
-    wanted = {path: leaf for path, leaf in ocp.tree.to_flat_dict(
-        ocp.tree.serialize_tree(like, keep_empty_nodes=True)).items() if leaf is not None}
+    wanted = {
+      path: leaf
+      for path, leaf in ocp.tree.to_flat_dict(
+        ocp.tree.serialize_tree(like, keep_empty_nodes=True)
+      ).items()
+      if leaf is not None
+    }
     unmatched = sorted(set(stored) ^ set(wanted))
     if unmatched:
       where = "in the checkpoint only" if unmatched[0] in stored else "not in the checkpoint"
@@ -124,8 +138,10 @@ class Checkpointer:
     for path, leaf in wanted.items():
       shape = _stored_shape(leaf)
       if stored[path] is not None and tuple(stored[path].shape) != shape:
-        return (f"{'/'.join(path)}: shape {shape} in this run, "
-                f"{tuple(stored[path].shape)} in the checkpoint")
+        return (
+          f"{'/'.join(path)}: shape {shape} in this run, "
+          f"{tuple(stored[path].shape)} in the checkpoint"
+        )
     return None
 
   def restore_metadata(self, step: Optional[int] = None) -> Optional[dict]:

@@ -14,8 +14,7 @@ def _fail(field: str, expected: str, value: Any) -> None:
 
 def _finite_number(value: Any) -> bool:
   """An int or float other than a bool (True would pass as 1), and finite."""
-  return (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value))
+  return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def positive(config, *fields: str) -> None:

@@ -21,9 +21,11 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 DATA_AXIS = "data"
 
 
-def initialize_processes(coordinator_address: Optional[str] = None,
-                         num_processes: Optional[int] = None,
-                         process_id: Optional[int] = None) -> None:
+def initialize_processes(
+  coordinator_address: Optional[str] = None,
+  num_processes: Optional[int] = None,
+  process_id: Optional[int] = None,
+) -> None:
   """Joins JAX's multi-controller runtime; call before anything touches a device.
 
   Every process then runs the same program over one global mesh (`make_mesh` spans all
@@ -35,8 +37,9 @@ def initialize_processes(coordinator_address: Optional[str] = None,
   if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
     raise ValueError(f"process_id: expected 0..{num_processes - 1}, got {process_id!r}")
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(coordinator_address=coordinator_address,
-                             num_processes=num_processes, process_id=process_id)
+  jax.distributed.initialize(
+    coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+  )
 
 
 def make_mesh(num_devices: Optional[int] = None, axis_name: str = DATA_AXIS) -> Mesh:
@@ -48,8 +51,9 @@ def make_mesh(num_devices: Optional[int] = None, axis_name: str = DATA_AXIS) -> 
   available = jax.device_count()
   num_devices = available if num_devices is None else num_devices
   if not 1 <= num_devices <= available:
-    raise ValueError(f"num_devices: expected 1..{available} (devices visible to JAX), "
-                     f"got {num_devices}")
+    raise ValueError(
+      f"num_devices: expected 1..{available} (devices visible to JAX), got {num_devices}"
+    )
   devices = np.asarray(jax.devices()[:num_devices])
   return Mesh(devices, (axis_name,), axis_types=(AxisType.Auto,))
 
@@ -63,16 +67,18 @@ def data_sharded(mesh: Mesh, axis: int = 0) -> NamedSharding:
   return NamedSharding(mesh, P(*([None] * axis), mesh.axis_names[0]))
 
 
-def data_parallel_shardings(state: Any, mesh: Mesh, sharded_field: Optional[str],
-                            seed_axis: bool = False) -> Any:
+def data_parallel_shardings(
+  state: Any, mesh: Mesh, sharded_field: Optional[str], seed_axis: bool = False
+) -> Any:
   """Shardings for a run state: `state.<sharded_field>` split on its environment axis, the rest
   replicated. With `seed_axis` every leaf has a leading seed axis and the environment axis is
   the second one."""
   shardings = jax.tree.map(lambda _: replicated(mesh), state)
   if sharded_field is None:
     return shardings
-  per_env = jax.tree.map(lambda _: data_sharded(mesh, axis=int(seed_axis)),
-                         getattr(state, sharded_field))
+  per_env = jax.tree.map(
+    lambda _: data_sharded(mesh, axis=int(seed_axis)), getattr(state, sharded_field)
+  )
   return shardings.replace(**{sharded_field: per_env})
 
 
@@ -85,6 +91,7 @@ def place(tree: Any, shardings: Any) -> Any:
   avoids `device_put` aliasing a single-device buffer that a donated step would then delete.
   Typed PRNG keys travel as their key data.
   """
+
   def put(x, sharding):
     if _is_key(x):
       data = put(np.asarray(jax.random.key_data(x)), sharding)
@@ -99,17 +106,21 @@ def _is_key(x: Any) -> bool:
   return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def jit_step(fn: Callable, state_shardings: Any, num_other_args: int = 0,
-             donate: bool = True) -> Callable:
+def jit_step(
+  fn: Callable, state_shardings: Any, num_other_args: int = 0, donate: bool = True
+) -> Callable:
   """`jax.jit(fn)` for `fn(state, *others) -> (state, outputs)`, keeping the state's shardings.
 
   The other arguments are left to the compiler; the other outputs (metrics) come back replicated,
   so every process of a multi-process run can read them; the input state is donated.
   """
   mesh = jax.tree.leaves(state_shardings)[0].mesh
-  return jax.jit(fn, in_shardings=(state_shardings,) + (None,) * num_other_args,
-                 out_shardings=(state_shardings, replicated(mesh)),
-                 donate_argnums=(0,) if donate else ())
+  return jax.jit(
+    fn,
+    in_shardings=(state_shardings,) + (None,) * num_other_args,
+    out_shardings=(state_shardings, replicated(mesh)),
+    donate_argnums=(0,) if donate else (),
+  )
 
 
 def jit_replicated_output(fn: Callable, mesh: Mesh) -> Callable:

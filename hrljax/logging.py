@@ -39,6 +39,7 @@ def read_jsonl(path: str) -> list[dict]:
 def cpu_model() -> str:
   """The CPU's model name from /proc/cpuinfo (the machine's architecture where there is none)."""
   import platform
+
   try:
     with open("/proc/cpuinfo") as f:
       for line in f:
@@ -58,15 +59,21 @@ def environment() -> dict:
   import importlib.metadata
   import platform
   import jax
+
   versions = {}
   for name in NUMERIC_PACKAGES:
     try:
       versions[name] = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
       versions[name] = None
-  return {"python": platform.python_version(), "packages": versions, "cpu": cpu_model(),
-          "cpu_count": os.cpu_count(), "devices": [d.device_kind for d in jax.devices()],
-          "xla_flags": os.environ.get("XLA_FLAGS", "")}
+  return {
+    "python": platform.python_version(),
+    "packages": versions,
+    "cpu": cpu_model(),
+    "cpu_count": os.cpu_count(),
+    "devices": [d.device_kind for d in jax.devices()],
+    "xla_flags": os.environ.get("XLA_FLAGS", ""),
+  }
 
 
 def write_environment(path: str) -> None:
@@ -80,8 +87,7 @@ def write_environment(path: str) -> None:
 class MetricsLogger:
   """Writes records to `<workdir>/metrics.jsonl` (and TensorBoard if asked) and prints progress."""
 
-  def __init__(self, workdir: str, tensorboard: bool = False, stream=None,
-               enabled: bool = True):
+  def __init__(self, workdir: str, tensorboard: bool = False, stream=None, enabled: bool = True):
     self.path = os.path.join(workdir, METRICS_FILE)
     self.stream = stream
     self.enabled = enabled
@@ -91,9 +97,11 @@ class MetricsLogger:
     """Drops the records a run resumed at `update` will write again (later updates, evaluations)."""
     if not (self.enabled and os.path.exists(self.path)):
       return
-    kept = [r for r in read_jsonl(self.path)
-            if r.get("update", 0) < update
-            or (r.get("update", 0) == update and r.get("phase") != "eval")]
+    kept = [
+      r
+      for r in read_jsonl(self.path)
+      if r.get("update", 0) < update or (r.get("update", 0) == update and r.get("phase") != "eval")
+    ]
     with open(self.path, "w") as f:
       for record in kept:
         f.write(json.dumps(record) + "\n")
@@ -126,9 +134,11 @@ def _tensorboard_writer(workdir: str):
 
 def format_progress(record: dict, total_updates: int) -> str:
   """One console line: progress, env steps, speed, return and loss."""
-  parts = [f"update {record['update']}/{total_updates}",
-           f"env steps {record['env_steps']:,}",
-           f"{record.get('env_steps_per_second', 0):,.0f} steps/s"]
+  parts = [
+    f"update {record['update']}/{total_updates}",
+    f"env steps {record['env_steps']:,}",
+    f"{record.get('env_steps_per_second', 0):,.0f} steps/s",
+  ]
   for key in ("episode_return", "eval_return", "loss"):
     value = record.get(key)
     if isinstance(value, (int, float)):
@@ -152,35 +162,45 @@ def seed_curves(records: list, x: str, y: str) -> dict:
 def mean_curve(curves: dict) -> tuple:
   """`(xs, mean, low, high)` over the seeds at the x values every seed has (low/high: the range)."""
   common = sorted(set.intersection(*(set(xs) for xs, _ in curves.values())))
-  values = np.array([[dict(zip(xs, ys))[v] for v in common] for xs, ys in curves.values()],
-                    dtype=float)
+  values = np.array(
+    [[dict(zip(xs, ys))[v] for v in common] for xs, ys in curves.values()], dtype=float
+  )
   return np.asarray(common), values.mean(0), values.min(0), values.max(0)
 
 
-def plot_curves(workdirs: Sequence[str], out: str, y: str = "episode_return",
-                x: str = "env_steps", labels: Optional[Iterable[str]] = None,
-                title: Optional[str] = None) -> str:
+def plot_curves(
+  workdirs: Sequence[str],
+  out: str,
+  y: str = "episode_return",
+  x: str = "env_steps",
+  labels: Optional[Iterable[str]] = None,
+  title: Optional[str] = None,
+) -> str:
   """Draws `y` against `x` for each run's JSONL on one figure and writes a PNG to `out`.
 
   A run of several seeds is drawn as the mean over its seeds with their range shaded.
   """
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  labels = list(labels) if labels is not None else [os.path.basename(os.path.normpath(w))
-                                                    for w in workdirs]
+  labels = (
+    list(labels)
+    if labels is not None
+    else [os.path.basename(os.path.normpath(w)) for w in workdirs]
+  )
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
   for workdir, label in zip(workdirs, labels):
     curves = seed_curves(read_jsonl(workdir), x, y)
     if not curves:
       raise ValueError(f"y: no record in {workdir} has both {x!r} and {y!r}")
     if len(curves) == 1:
-      (xs, ys), = curves.values()
+      ((xs, ys),) = curves.values()
       ax.plot(xs, ys, label=label)
       continue
     xs, mean, low, high = mean_curve(curves)
-    line, = ax.plot(xs, mean, label=f"{label} (mean of {len(curves)} seeds)")
+    (line,) = ax.plot(xs, mean, label=f"{label} (mean of {len(curves)} seeds)")
     ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
   ax.set_xlabel(x.replace("_", " "))
   ax.set_ylabel(y.replace("_", " "))

@@ -76,8 +76,10 @@ def validate_config(config, num_devices: int) -> None:
   """
   checks.positive_int(config, "num_updates", "batch_size")
   checks.non_negative_int(config, "eval_episodes")
-  for check, optional_field in ((checks.non_negative_int, "periodic_eval_episodes"),
-                                (checks.positive_int, "eval_max_episode_steps")):
+  for check, optional_field in (
+    (checks.non_negative_int, "periodic_eval_episodes"),
+    (checks.positive_int, "eval_max_episode_steps"),
+  ):
     if config[optional_field] is not None:  # None: the default protocol
       check(config, optional_field)
   checks.positive(config, "learning_rate", "tau")
@@ -94,8 +96,9 @@ def validate_config(config, num_devices: int) -> None:
     raise checks.ConfigError(f"config.{error}") from None
   if not os.path.exists(config.dataset_path):
     raise checks.ConfigError(
-        f"config.dataset_path: expected an existing .npz file (python -m experiments.make_dataset "
-        f"--env={config.env_name} --out={config.dataset_path}), got {config.dataset_path!r}")
+      f"config.dataset_path: expected an existing .npz file (python -m experiments.make_dataset "
+      f"--env={config.env_name} --out={config.dataset_path}), got {config.dataset_path!r}"
+    )
 
 
 def make_optimizer(config) -> optax.GradientTransformation:
@@ -119,8 +122,9 @@ def load_datasets(config) -> tuple[goal_sampler.GoalDataset, goal_sampler.GoalDa
   return train, val
 
 
-def make_learner(config, create_agent: Callable[..., Any],
-                 sample_batch: Callable[..., dict]) -> Learner:
+def make_learner(
+  config, create_agent: Callable[..., Any], sample_batch: Callable[..., dict]
+) -> Learner:
   """A `Learner` whose `step` samples one batch on the device and performs one update.
 
   `sharded_field=None`: the whole state is replicated; a multi-device mesh shards nothing
@@ -148,6 +152,12 @@ def make_learner(config, create_agent: Callable[..., Any],
     _, metrics = state.agent.loss(state.agent.params, batch)
     return {f"eval_{name}": value for name, value in metrics.items()}
 
-  return Learner(init=init, step=step, evaluate=evaluate, num_updates=config.num_updates,
-                 env_steps_per_update=config.batch_size, sharded_field=None,
-                 host_evaluate=ogbench_evaluation.host_evaluator(config))
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=config.num_updates,
+    env_steps_per_update=config.batch_size,
+    sharded_field=None,
+    host_evaluate=ogbench_evaluation.host_evaluator(config),
+  )

@@ -30,9 +30,14 @@ def _policy(agent, obs, goal, key, temperature: float):
   return agent.act(obs, goal, key, temperature)
 
 
-def evaluate_tasks(agent, config, num_episodes: Optional[int] = None,
-                   task_ids: Sequence[int] = TASK_IDS, seed: int = 0,
-                   max_episode_steps: Optional[int] = None) -> dict:
+def evaluate_tasks(
+  agent,
+  config,
+  num_episodes: Optional[int] = None,
+  task_ids: Sequence[int] = TASK_IDS,
+  seed: int = 0,
+  max_episode_steps: Optional[int] = None,
+) -> dict:
   """Success rate on each task with a jitted policy and the simulator driven from Python.
 
   Seeds the global `np.random` (OGBench's maze draws its start/goal noise from it) and the
@@ -43,22 +48,23 @@ def evaluate_tasks(agent, config, num_episodes: Optional[int] = None,
   """
   num_episodes = config.eval_episodes if num_episodes is None else num_episodes
   temperature = float(config.eval_temperature)
-  env = pointmaze.make_env(config.env_name, max_episode_steps=max_episode_steps,
-                           terminate_at_goal=True)
+  env = pointmaze.make_env(
+    config.env_name, max_episode_steps=max_episode_steps, terminate_at_goal=True
+  )
   key = jax.random.key(seed)
   np.random.seed(seed)
   results = {}
   for task_id in task_ids:
     successes = []
     for episode in range(num_episodes):
-      obs, info = env.reset(seed=seed * 1000 + task_id * 100 + episode,
-                            options=dict(task_id=task_id))
+      obs, info = env.reset(
+        seed=seed * 1000 + task_id * 100 + episode, options=dict(task_id=task_id)
+      )
       goal = np.asarray(info["goal"], np.float32)
       done, success = False, False
       while not done:
         key, act_key = jax.random.split(key)
-        action = np.asarray(_policy(agent, np.asarray(obs, np.float32), goal, act_key,
-                                    temperature))
+        action = np.asarray(_policy(agent, np.asarray(obs, np.float32), goal, act_key, temperature))
         obs, _, terminated, truncated, info = env.step(action)
         done = terminated or truncated
         success = bool(info["success"])
@@ -102,8 +108,9 @@ def path_values(agent, env_name: str) -> dict:
       out[f"task{k}_{name}_rise"] = float(np.mean(np.diff(v) > 0))
     actions = np.asarray(agent.act(xy[:-1], goal[:-1], jax.random.key(0), 0.0))
     step = xy[1:] - xy[:-1]
-    cos = np.sum(actions * step, -1) / (np.linalg.norm(actions, axis=-1) *
-                                          np.linalg.norm(step, axis=-1) + 1e-9)
+    cos = np.sum(actions * step, -1) / (
+      np.linalg.norm(actions, axis=-1) * np.linalg.norm(step, axis=-1) + 1e-9
+    )
     out[f"task{k}_action_cos"] = float(np.mean(cos))
   env.close()
   return out
@@ -132,10 +139,16 @@ def host_evaluator(config) -> Optional[Callable[[object, int], dict]]:
     if not episodes:  # periodic_eval_episodes = 0: the final evaluation only
       return {}
     start = time.perf_counter()
-    results = evaluate_tasks(state.agent, config, num_episodes=episodes, seed=seed,
-                             max_episode_steps=config.eval_max_episode_steps)
+    results = evaluate_tasks(
+      state.agent,
+      config,
+      num_episodes=episodes,
+      seed=seed,
+      max_episode_steps=config.eval_max_episode_steps,
+    )
     results["eval_episodes_per_task"] = episodes
     results["eval_seconds"] = time.perf_counter() - start
     results.update(path_values(state.agent, config.env_name))
     return results
+
   return evaluate

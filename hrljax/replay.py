@@ -49,12 +49,15 @@ def init(example_item: PyTree, capacity: int) -> ReplayBuffer:
     raise ValueError(f"capacity: expected an integer > 0, got {capacity!r}")
   leaves = jax.tree.leaves(example_item)
   if not leaves:
-    raise ValueError(f"example_item: expected a pytree with at least one array leaf, "
-                     f"got {example_item!r}")
+    raise ValueError(
+      f"example_item: expected a pytree with at least one array leaf, got {example_item!r}"
+    )
   storage = jax.tree.map(
-      lambda x: jnp.zeros((capacity,) + tuple(jnp.shape(x)), _dtype(x)), example_item)
-  return ReplayBuffer(storage=storage, position=jnp.zeros((), jnp.int32),
-                      size=jnp.zeros((), jnp.int32))
+    lambda x: jnp.zeros((capacity,) + tuple(jnp.shape(x)), _dtype(x)), example_item
+  )
+  return ReplayBuffer(
+    storage=storage, position=jnp.zeros((), jnp.int32), size=jnp.zeros((), jnp.int32)
+  )
 
 
 def add(buffer: ReplayBuffer, items: PyTree) -> ReplayBuffer:
@@ -72,12 +75,15 @@ def add(buffer: ReplayBuffer, items: PyTree) -> ReplayBuffer:
   first = buffer.position + (batch_size - kept)
   slots = (first + jnp.arange(kept, dtype=jnp.int32)) % capacity
   storage = jax.tree.map(
-      lambda store, x: store.at[slots].set(x[batch_size - kept:].astype(store.dtype)),
-      buffer.storage, items)
+    lambda store, x: store.at[slots].set(x[batch_size - kept :].astype(store.dtype)),
+    buffer.storage,
+    items,
+  )
   return ReplayBuffer(
-      storage=storage,
-      position=((buffer.position + batch_size) % capacity).astype(jnp.int32),
-      size=jnp.minimum(buffer.size + batch_size, capacity).astype(jnp.int32))
+    storage=storage,
+    position=((buffer.position + batch_size) % capacity).astype(jnp.int32),
+    size=jnp.minimum(buffer.size + batch_size, capacity).astype(jnp.int32),
+  )
 
 
 def add_masked(buffer: ReplayBuffer, items: PyTree, valid: Array) -> ReplayBuffer:
@@ -91,18 +97,23 @@ def add_masked(buffer: ReplayBuffer, items: PyTree, valid: Array) -> ReplayBuffe
   chex.assert_trees_all_equal_structs(items, buffer.storage)
   batch_size = _batch_size(items, buffer.storage)
   if batch_size > buffer.capacity:
-    raise ValueError(f"items: expected at most the buffer's capacity ({buffer.capacity}) items "
-                     f"per masked add, got {batch_size}")
+    raise ValueError(
+      f"items: expected at most the buffer's capacity ({buffer.capacity}) items "
+      f"per masked add, got {batch_size}"
+    )
   if valid.shape != (batch_size,):
     raise ValueError(f"valid: expected shape ({batch_size},), got {valid.shape}")
   count = valid.sum(dtype=jnp.int32)
   rank = jnp.cumsum(valid.astype(jnp.int32)) - 1
   slots = jnp.where(valid, (buffer.position + rank) % buffer.capacity, buffer.capacity)
-  storage = jax.tree.map(lambda store, x: store.at[slots].set(x.astype(store.dtype), mode="drop"),
-                         buffer.storage, items)
+  storage = jax.tree.map(
+    lambda store, x: store.at[slots].set(x.astype(store.dtype), mode="drop"), buffer.storage, items
+  )
   return ReplayBuffer(
-      storage=storage, position=((buffer.position + count) % buffer.capacity).astype(jnp.int32),
-      size=jnp.minimum(buffer.size + count, buffer.capacity).astype(jnp.int32))
+    storage=storage,
+    position=((buffer.position + count) % buffer.capacity).astype(jnp.int32),
+    size=jnp.minimum(buffer.size + count, buffer.capacity).astype(jnp.int32),
+  )
 
 
 def sample(buffer: ReplayBuffer, key: Array, batch_size: int) -> PyTree:
@@ -134,8 +145,10 @@ def _batch_size(items: PyTree, storage: PyTree) -> int:
   for item, store in zip(jax.tree.leaves(items), jax.tree.leaves(storage)):
     shape = jnp.shape(item)
     if len(shape) != store.ndim or tuple(shape[1:]) != tuple(store.shape[1:]):
-      raise ValueError(f"items: expected leaves shaped [batch, *{tuple(store.shape[1:])}] "
-                       f"like the buffer's items, got a leaf of shape {tuple(shape)}")
+      raise ValueError(
+        f"items: expected leaves shaped [batch, *{tuple(store.shape[1:])}] "
+        f"like the buffer's items, got a leaf of shape {tuple(shape)}"
+      )
     sizes.add(shape[0])
   if len(sizes) != 1:
     raise ValueError(f"items: expected one leading batch size for every leaf, got {sorted(sizes)}")

@@ -37,8 +37,14 @@ from hrljax.logging import MetricsLogger, format_progress, write_environment
 RUN_FIELDS = ("seeds", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
 
 
-def run_config(*, log_every: int = 10, eval_every: int = 0, checkpoint_every: int = 100,
-               max_checkpoints: int = 2, seeds: tuple = (0,)) -> ml_collections.ConfigDict:
+def run_config(
+  *,
+  log_every: int = 10,
+  eval_every: int = 0,
+  checkpoint_every: int = 100,
+  max_checkpoints: int = 2,
+  seeds: tuple = (0,),
+) -> ml_collections.ConfigDict:
   """The run-level fields every experiment config carries, with an agent's defaults.
 
   An agent's `get_config()` starts from this and adds its own fields.
@@ -48,7 +54,9 @@ def run_config(*, log_every: int = 10, eval_every: int = 0, checkpoint_every: in
   config.log_every = log_every  # updates per compiled chunk, JSONL record and progress line
   config.eval_every = eval_every  # updates between evaluations (a multiple of log_every), and one
   #                                 at update 0; 0: at the end only
-  config.checkpoint_every = checkpoint_every  # updates between checkpoints (a multiple of log_every)
+  config.checkpoint_every = (
+    checkpoint_every  # updates between checkpoints (a multiple of log_every)
+  )
   config.max_checkpoints = max_checkpoints  # checkpoints kept
   return config
 
@@ -56,15 +64,22 @@ def run_config(*, log_every: int = 10, eval_every: int = 0, checkpoint_every: in
 def validate_run_config(config) -> None:
   """Raises `ConfigError` naming the first run-level field that cannot run."""
   seeds = config.seeds
-  if not (isinstance(seeds, tuple) and seeds and len(set(seeds)) == len(seeds) and all(
-      isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-    raise checks.ConfigError(f"config.seeds: expected distinct integers >= 0 (e.g. 0,1,2), "
-                             f"got {seeds!r}")
+  if not (
+    isinstance(seeds, tuple)
+    and seeds
+    and len(set(seeds)) == len(seeds)
+    and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+  ):
+    raise checks.ConfigError(
+      f"config.seeds: expected distinct integers >= 0 (e.g. 0,1,2), got {seeds!r}"
+    )
   checks.positive_int(config, "log_every", "checkpoint_every", "max_checkpoints")
   eval_every = config.eval_every
   if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 0:
-    raise checks.ConfigError(f"config.eval_every: expected an integer >= 0 (0: evaluate at the "
-                             f"end only), got {eval_every!r}")
+    raise checks.ConfigError(
+      f"config.eval_every: expected an integer >= 0 (0: evaluate at the "
+      f"end only), got {eval_every!r}"
+    )
   checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   checks.divisible(config, "eval_every", config.log_every, "config.log_every")
 
@@ -72,8 +87,9 @@ def validate_run_config(config) -> None:
 def num_updates(total: int, per_update: int, field: str = "total_timesteps") -> int:
   """How many updates of `per_update` fit a budget of `total`: the one formula for it."""
   if total < per_update:
-    raise checks.ConfigError(f"config.{field}: expected at least {per_update} (one update), "
-                             f"got {total}")
+    raise checks.ConfigError(
+      f"config.{field}: expected at least {per_update} (one update), got {total}"
+    )
   return total // per_update
 
 
@@ -97,9 +113,12 @@ def whole_run(learner: Learner) -> Callable[[jax.Array], tuple[Any, dict]]:
   The whole run is one XLA program with no host round trip: jit it, or
   `jax.jit(jax.vmap(train))(keys)` to train many seeds (or hyperparameters) at once.
   """
+
   def train(key: jax.Array) -> tuple[Any, dict]:
-    return jax.lax.scan(lambda state, _: learner.step(state), learner.init(key), None,
-                        length=learner.num_updates)
+    return jax.lax.scan(
+      lambda state, _: learner.step(state), learner.init(key), None, length=learner.num_updates
+    )
+
   return train
 
 
@@ -138,8 +157,11 @@ def undefined_episode_means(metric_sums: dict) -> tuple:
 
 
 def _float_leaves(state: Any) -> list:
-  return [(path, leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
-          if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)]
+  return [
+    (path, leaf)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
+    if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
+  ]
 
 
 @jax.jit
@@ -153,8 +175,9 @@ def _all_finite_per_leaf(leaves: list) -> list:
 NAN_WHEN_NO_EPISODE_ENDED = ("episode_return", "episode_length")
 
 
-def first_non_finite(metrics: dict, state: Any,
-                     ignore: tuple = NAN_WHEN_NO_EPISODE_ENDED) -> Optional[str]:
+def first_non_finite(
+  metrics: dict, state: Any, ignore: tuple = NAN_WHEN_NO_EPISODE_ENDED
+) -> Optional[str]:
   """The name of the first NaN/inf metric, else the path of the first NaN/inf state leaf, else None.
 
   Episode statistics are NaN when no episode ended in a chunk: that is not a divergence.
@@ -183,15 +206,20 @@ def _chunk_fn(step: Callable, example_state: Any) -> Callable:
       state, sums = carry
       state, metrics = step(state)
       return state, jax.tree.map(jnp.add, sums, metrics)
+
     zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
     return jax.lax.fori_loop(0, num_updates, body, (state, zeros))
+
   return chunk
 
 
 def _write_config(workdir: str, config) -> None:
   """`config.json` and `environment.json` (package versions, CPU: what else the numbers need)."""
-  config_json = json.loads(config.to_json_best_effort()) if hasattr(config, "to_json_best_effort") \
-      else dict(config)
+  config_json = (
+    json.loads(config.to_json_best_effort())
+    if hasattr(config, "to_json_best_effort")
+    else dict(config)
+  )
   with open(os.path.join(workdir, "config.json"), "w") as f:
     json.dump(config_json, f, indent=2, sort_keys=True)
   write_environment(workdir)
@@ -200,13 +228,15 @@ def _write_config(workdir: str, config) -> None:
 def _diverged(problem: str, update: int, checkpointer: ckpt.Checkpointer) -> TrainingDiverged:
   checkpointer.close()
   return TrainingDiverged(
-      f"non-finite {problem} at update {update}; stopped without saving. "
-      f"The last good checkpoint is update {checkpointer.latest_step()} in "
-      f"{checkpointer.directory}.")
+    f"non-finite {problem} at update {update}; stopped without saving. "
+    f"The last good checkpoint is update {checkpointer.latest_step()} in "
+    f"{checkpointer.directory}."
+  )
 
 
-def _resume(checkpointer: ckpt.Checkpointer, state: Any, logger: MetricsLogger
-            ) -> tuple[Any, int, float]:
+def _resume(
+  checkpointer: ckpt.Checkpointer, state: Any, logger: MetricsLogger
+) -> tuple[Any, int, float]:
   """`(state, updates done, wall seconds spent)` from the latest checkpoint, or from scratch."""
   update = checkpointer.latest_step()
   if update is None:  # a fresh run, or one killed before its first checkpoint: start the log anew
@@ -255,15 +285,29 @@ class _Seeds(NamedTuple):
     return self.map(lambda k: jax.random.fold_in(k, update))(keys)
 
 
-def _chunk_records(seeds: _Seeds, metric_sums: dict, length: int, update: int,
-                   learner: Learner, elapsed: float, seconds: float) -> list:
+def _chunk_records(
+  seeds: _Seeds,
+  metric_sums: dict,
+  length: int,
+  update: int,
+  learner: Learner,
+  elapsed: float,
+  seconds: float,
+) -> list:
   """One train record per seed from a chunk's metric sums."""
   records = []
   for seed, sums in seeds.per_seed(metric_sums):
-    records.append({"phase": "train", "seed": seed, "update": update,
-                    "env_steps": update * learner.env_steps_per_update, "wall_time": elapsed,
-                    "env_steps_per_second": length * learner.env_steps_per_update
-                    / max(seconds, 1e-9), **summarize(sums, length)})
+    records.append(
+      {
+        "phase": "train",
+        "seed": seed,
+        "update": update,
+        "env_steps": update * learner.env_steps_per_update,
+        "wall_time": elapsed,
+        "env_steps_per_second": length * learner.env_steps_per_update / max(seconds, 1e-9),
+        **summarize(sums, length),
+      }
+    )
   return records
 
 
@@ -271,8 +315,9 @@ def _first_problem(seeds: _Seeds, records: list, metric_sums: dict, state: Any) 
   """The first non-finite metric (naming its seed when there are several) or state leaf."""
   for (seed, sums), record in zip(seeds.per_seed(metric_sums), records):
     metrics = {k: v for k, v in record.items() if k not in ("phase", "seed", "update")}
-    problem = first_non_finite(metrics, {}, ignore=NAN_WHEN_NO_EPISODE_ENDED
-                               + undefined_episode_means(sums))
+    problem = first_non_finite(
+      metrics, {}, ignore=NAN_WHEN_NO_EPISODE_ENDED + undefined_episode_means(sums)
+    )
     if problem is not None:
       return f"{problem} (seed {seed})" if seeds.batched else problem
   return first_non_finite({}, state)
@@ -301,18 +346,31 @@ class _Evaluator:
     return results
 
 
-def _log_evaluation(logger: MetricsLogger, seeds: _Seeds, results: list, update: int,
-                    learner: Learner, elapsed: float) -> None:
+def _log_evaluation(
+  logger: MetricsLogger, seeds: _Seeds, results: list, update: int, learner: Learner, elapsed: float
+) -> None:
   lines = []
   for seed, result in zip(seeds.seeds, results):
-    record = logger.write({"phase": "eval", "seed": seed, "update": update,
-                           "env_steps": update * learner.env_steps_per_update,
-                           "wall_time": elapsed, **result})
-    shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
-                      if k not in ("seed", "update", "env_steps", "wall_time")
-                      and not k.startswith("task") and isinstance(v, (int, float)))
-    lines.append(f"evaluation at update {update}" + (f" (seed {seed})" if seeds.batched else "")
-                 + f": {shown}")
+    record = logger.write(
+      {
+        "phase": "eval",
+        "seed": seed,
+        "update": update,
+        "env_steps": update * learner.env_steps_per_update,
+        "wall_time": elapsed,
+        **result,
+      }
+    )
+    shown = ", ".join(
+      f"{k} {v:.4g}"
+      for k, v in record.items()
+      if k not in ("seed", "update", "env_steps", "wall_time")
+      and not k.startswith("task")
+      and isinstance(v, (int, float))
+    )
+    lines.append(
+      f"evaluation at update {update}" + (f" (seed {seed})" if seeds.batched else "") + f": {shown}"
+    )
   for line in lines:
     logger.progress(line)
 
@@ -325,13 +383,13 @@ def _progress_record(records: list) -> dict:
   for key, value in records[0].items():
     if isinstance(value, float) and key != "wall_time":
       values = [r[key] for r in records if isinstance(r.get(key), float)]
-      mean[key] = float(np.nanmean(values)) if values and not all(map(math.isnan, values)) \
-          else math.nan
+      mean[key] = (
+        float(np.nanmean(values)) if values and not all(map(math.isnan, values)) else math.nan
+      )
   return mean
 
 
-def _periodic_evaluation_due(config, update: int, num_updates: int, at_start: bool = False
-                             ) -> bool:
+def _periodic_evaluation_due(config, update: int, num_updates: int, at_start: bool = False) -> bool:
   """Whether a periodic evaluation belongs at `update` (the final one is always made).
 
   At the start of a run (`at_start`) this also covers update 0, where a learning curve starts,
@@ -344,8 +402,9 @@ def _periodic_evaluation_due(config, update: int, num_updates: int, at_start: bo
   return at_start or update > 0
 
 
-def train(learner: Learner, config, workdir: str, mesh=None,
-          logger: Optional[MetricsLogger] = None) -> Any:
+def train(
+  learner: Learner, config, workdir: str, mesh=None, logger: Optional[MetricsLogger] = None
+) -> Any:
   """Runs (or resumes) a whole experiment in `workdir`; returns the final run state.
 
   The run-level fields come from `config` (`run_config`): `seeds`, `log_every`, `eval_every`,
@@ -359,8 +418,9 @@ def train(learner: Learner, config, workdir: str, mesh=None,
 
   seeds = _Seeds.of(config.seeds)
   state = jax.jit(seeds.map(learner.init))(seeds.init_keys)
-  shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field,
-                                                  seed_axis=seeds.batched)
+  shardings = distributed.data_parallel_shardings(
+    state, mesh, learner.sharded_field, seed_axis=seeds.batched
+  )
   state = distributed.place(state, shardings)
 
   checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
@@ -369,8 +429,9 @@ def train(learner: Learner, config, workdir: str, mesh=None,
     _write_config(workdir, config)
 
   start = time.perf_counter()
-  chunk = distributed.jit_step(_chunk_fn(seeds.map(learner.step), state), shardings,
-                               num_other_args=1)
+  chunk = distributed.jit_step(
+    _chunk_fn(seeds.map(learner.step), state), shardings, num_other_args=1
+  )
   chunk = chunk.lower(state, jnp.int32(config.log_every)).compile()
   logger.progress(f"compiled the update loop in {time.perf_counter() - start:.1f} s")
   evaluate = _Evaluator(learner, seeds, mesh)
@@ -436,8 +497,9 @@ class HostLearner(NamedTuple):
   progress: Callable[[dict, dict], str]  # (logged record, str metrics) -> one progress line
 
 
-def train_on_host(learner: HostLearner, config, workdir: str,
-                  logger: Optional[MetricsLogger] = None) -> Any:
+def train_on_host(
+  learner: HostLearner, config, workdir: str, logger: Optional[MetricsLogger] = None
+) -> Any:
   """Runs (or resumes) a `HostLearner` in `workdir`; returns the final run state.
 
   Writes `config.json`, `metrics.jsonl` (an evaluation record with `phase="eval"` at update 0,
@@ -446,8 +508,10 @@ def train_on_host(learner: HostLearner, config, workdir: str,
   """
   validate_run_config(config)
   if len(config.seeds) != 1:
-    raise checks.ConfigError(f"config.seeds: a host-driven agent trains one seed per run (one "
-                             f"workdir each), got {config.seeds!r}")
+    raise checks.ConfigError(
+      f"config.seeds: a host-driven agent trains one seed per run (one "
+      f"workdir each), got {config.seeds!r}"
+    )
   seed = config.seeds[0]
   os.makedirs(workdir, exist_ok=True)
   ckpt.probe_writable(workdir)
@@ -457,17 +521,28 @@ def train_on_host(learner: HostLearner, config, workdir: str,
   _write_config(workdir, config)  # after the resume, as in `train`
 
   def log_evaluation():
-    logger.write(dict(phase="eval", seed=seed, update=update,
-                      env_steps=update * learner.env_steps_per_update, wall_time=elapsed,
-                      **learner.evaluate(state)))
+    logger.write(
+      dict(
+        phase="eval",
+        seed=seed,
+        update=update,
+        env_steps=update * learner.env_steps_per_update,
+        wall_time=elapsed,
+        **learner.evaluate(state),
+      )
+    )
 
   def evaluation_due(at_start: bool = False) -> bool:
     """At the start: update 0, or the evaluation of the resumed checkpoint's update (dropped
     with the records after it); then every `eval_every` updates and at the end."""
     if learner.evaluate is None:
       return False
-    return (update == 0 and at_start or update == learner.num_updates
-            or _periodic_evaluation_due(config, update, learner.num_updates, at_start))
+    return (
+      update == 0
+      and at_start
+      or update == learner.num_updates
+      or _periodic_evaluation_due(config, update, learner.num_updates, at_start)
+    )
 
   if evaluation_due(at_start=True):
     log_evaluation()
@@ -481,8 +556,14 @@ def train_on_host(learner: HostLearner, config, workdir: str,
     problem = first_non_finite(numbers, state)
     if problem is not None:
       raise _diverged(problem, update, checkpointer)
-    record = dict(phase="train", seed=seed, update=update,
-                  env_steps=update * learner.env_steps_per_update, wall_time=elapsed, **numbers)
+    record = dict(
+      phase="train",
+      seed=seed,
+      update=update,
+      env_steps=update * learner.env_steps_per_update,
+      wall_time=elapsed,
+      **numbers,
+    )
     if update % config.log_every == 0:
       logger.write(record)
       logger.progress(learner.progress(record, texts))
@@ -494,8 +575,13 @@ def train_on_host(learner: HostLearner, config, workdir: str,
   return state
 
 
-def run(learner: Union[Learner, HostLearner], config, workdir: str, mesh=None,
-        logger: Optional[MetricsLogger] = None) -> Any:
+def run(
+  learner: Union[Learner, HostLearner],
+  config,
+  workdir: str,
+  mesh=None,
+  logger: Optional[MetricsLogger] = None,
+) -> Any:
   """Trains either kind of learner in `workdir` (`train` or `train_on_host`)."""
   if isinstance(learner, HostLearner):
     return train_on_host(learner, config, workdir, logger=logger)

@@ -38,9 +38,18 @@ def _bounds_text(low, high, low_open: bool, high_open: bool) -> str:
   return " and ".join(bounds)
 
 
-def number(name: str, value, *, low: Optional[float] = None, high: Optional[float] = None,
-           low_open: bool = False, high_open: bool = False, finite: bool = True,
-           optional: bool = False, arrays: bool = False) -> None:
+def number(
+  name: str,
+  value,
+  *,
+  low: Optional[float] = None,
+  high: Optional[float] = None,
+  low_open: bool = False,
+  high_open: bool = False,
+  finite: bool = True,
+  optional: bool = False,
+  arrays: bool = False,
+) -> None:
   """Checks a real number against `low`/`high` (closed unless `*_open`); NaN always fails.
 
   Args:

@@ -161,12 +161,12 @@ def _reduce_heads(values: Array, heads: str) -> Array:
 
 
 def archer_q_targets(
-    r: Array,
-    terminated: Array,
-    v_next_tgt: Array,
-    gamma: float,
-    *,
-    heads: str = "per_head",
+  r: Array,
+  terminated: Array,
+  v_next_tgt: Array,
+  gamma: float,
+  *,
+  heads: str = "per_head",
 ) -> Array:
   """ArCHer Q-targets y_e = r + γ·(1 − terminated)·V̄_e(s'), per transition.
 
@@ -219,9 +219,16 @@ def archer_v_targets(q_pi_tgt: Array, *, heads: str = "per_head") -> Array:
   return _reduce_heads(q_pi_tgt, heads)
 
 
-def _twin_critic_targets(r: Array, terminated: Array, v_next_tgt: Array, q_at_a_tgt: Array,
-                         gamma: float, q_target_heads: str, v_target_heads: str,
-                         stop_target_gradients: bool) -> Tuple[Array, Array]:
+def _twin_critic_targets(
+  r: Array,
+  terminated: Array,
+  v_next_tgt: Array,
+  q_at_a_tgt: Array,
+  gamma: float,
+  q_target_heads: str,
+  v_target_heads: str,
+  stop_target_gradients: bool,
+) -> Tuple[Array, Array]:
   """The Q-targets y (`archer_q_targets`) and V-targets z (`archer_v_targets` of the target
   critic's Q at a_π or at the data action), both `[E, B]`, optionally without gradient."""
   _checks.choice("q_target_heads", q_target_heads, HEAD_MODES)
@@ -235,12 +242,12 @@ def _twin_critic_targets(r: Array, terminated: Array, v_next_tgt: Array, q_at_a_
 
 
 def _twin_critic_loss(
-    q: Array,
-    v: Array,
-    q_target: Array,
-    v_target: Array,
-    v_term: Array,
-    valid: Array,
+  q: Array,
+  v: Array,
+  q_target: Array,
+  v_target: Array,
+  v_term: Array,
+  valid: Array,
 ) -> Tuple[Array, CriticExtras]:
   """Σ_e mean_B (y_e − Q_e)² + Σ_e mean_B v_term_e over valid examples."""
   q_td_error = q_target - q
@@ -262,18 +269,18 @@ def _twin_critic_loss(
 
 
 def archer_critic_loss(
-    q: Array,
-    v: Array,
-    v_next_tgt: Array,
-    q_pi_tgt: Array,
-    r: Array,
-    terminated: Array,
-    gamma: float,
-    *,
-    q_target_heads: str = "per_head",
-    v_target_heads: str = "per_head",
-    valid: Optional[Array] = None,
-    stop_target_gradients: bool = True,
+  q: Array,
+  v: Array,
+  v_next_tgt: Array,
+  q_pi_tgt: Array,
+  r: Array,
+  terminated: Array,
+  gamma: float,
+  *,
+  q_target_heads: str = "per_head",
+  v_target_heads: str = "per_head",
+  valid: Optional[Array] = None,
+  stop_target_gradients: bool = True,
 ) -> Tuple[Array, CriticExtras]:
   """ArCHer utterance-level twin Q/V critic loss.
 
@@ -313,9 +320,16 @@ def archer_critic_loss(
   """
   _check_ensemble(q, v, v_next_tgt, q_pi_tgt)
   valid = _valid_mask(valid, q.shape[1])
-  q_target, v_target = _twin_critic_targets(r, terminated, v_next_tgt, q_pi_tgt, gamma,
-                                            q_target_heads, v_target_heads,
-                                            stop_target_gradients)
+  q_target, v_target = _twin_critic_targets(
+    r,
+    terminated,
+    v_next_tgt,
+    q_pi_tgt,
+    gamma,
+    q_target_heads,
+    v_target_heads,
+    stop_target_gradients,
+  )
   v_term = jnp.square(v_target - v)
   return _twin_critic_loss(q, v, q_target, v_target, v_term, valid)
 
@@ -340,12 +354,12 @@ def archer_advantage(q: Array, v: Array) -> Array:
 
 
 def archer_actor_loss(
-    token_logp: Array,
-    token_mask: Array,
-    q_pi: Array,
-    v: Array,
-    *,
-    valid: Optional[Array] = None,
+  token_logp: Array,
+  token_mask: Array,
+  q_pi: Array,
+  v: Array,
+  *,
+  valid: Optional[Array] = None,
 ) -> Tuple[Array, ActorExtras]:
   """ArCHer token-level REINFORCE loss weighted by the utterance-level advantage.
 
@@ -389,15 +403,15 @@ def archer_actor_loss(
 
 
 def archer_baseline_actor_loss(
-    token_logp: Array,
-    token_mask: Array,
-    q_pi: Array,
-    v: Array,
-    token_baseline: Array,
-    *,
-    baseline_coef: float = 1.0,
-    baseline_denominator: str = "valid_tokens",
-    valid: Optional[Array] = None,
+  token_logp: Array,
+  token_mask: Array,
+  q_pi: Array,
+  v: Array,
+  token_baseline: Array,
+  *,
+  baseline_coef: float = 1.0,
+  baseline_denominator: str = "valid_tokens",
+  valid: Optional[Array] = None,
 ) -> Tuple[Array, BaselineActorExtras]:
   """ArCHer actor loss with a token-level baseline b_h (the paper's variance-reduced variant).
 
@@ -473,19 +487,19 @@ def archer_baseline_actor_loss(
 
 
 def offline_archer_critic_loss(
-    q: Array,
-    v: Array,
-    v_next_tgt: Array,
-    q_data_tgt: Array,
-    r: Array,
-    terminated: Array,
-    gamma: float,
-    expectile: float = 0.9,
-    *,
-    q_target_heads: str = "per_head",
-    v_target_heads: str = "per_head",
-    valid: Optional[Array] = None,
-    stop_target_gradients: bool = True,
+  q: Array,
+  v: Array,
+  v_next_tgt: Array,
+  q_data_tgt: Array,
+  r: Array,
+  terminated: Array,
+  gamma: float,
+  expectile: float = 0.9,
+  *,
+  q_target_heads: str = "per_head",
+  v_target_heads: str = "per_head",
+  valid: Optional[Array] = None,
+  stop_target_gradients: bool = True,
 ) -> Tuple[Array, CriticExtras]:
   """Offline ArCHer twin critic: IQL (TD Q-loss and expectile V-loss) at the utterance level.
 
@@ -523,22 +537,29 @@ def offline_archer_critic_loss(
   _checks.open_unit_interval("expectile", expectile)
   _check_ensemble(q, v, v_next_tgt, q_data_tgt)
   valid = _valid_mask(valid, q.shape[1])
-  q_target, v_target = _twin_critic_targets(r, terminated, v_next_tgt, q_data_tgt, gamma,
-                                            q_target_heads, v_target_heads,
-                                            stop_target_gradients)
+  q_target, v_target = _twin_critic_targets(
+    r,
+    terminated,
+    v_next_tgt,
+    q_data_tgt,
+    gamma,
+    q_target_heads,
+    v_target_heads,
+    stop_target_gradients,
+  )
   v_term = expectile_loss(v_target - v, expectile)
   return _twin_critic_loss(q, v, q_target, v_target, v_term, valid)
 
 
 def offline_archer_actor_loss(
-    token_logp: Array,
-    token_mask: Array,
-    q_data: Array,
-    v: Array,
-    inv_temp: float = 1.0,
-    max_weight: Optional[float] = None,
-    *,
-    valid: Optional[Array] = None,
+  token_logp: Array,
+  token_mask: Array,
+  q_data: Array,
+  v: Array,
+  inv_temp: float = 1.0,
+  max_weight: Optional[float] = None,
+  *,
+  valid: Optional[Array] = None,
 ) -> Tuple[Array, AWRActorExtras]:
   """Offline ArCHer actor: advantage-weighted regression on the dataset utterance's tokens.
 
@@ -592,11 +613,11 @@ def offline_archer_actor_loss(
 
 
 def filtered_bc_mask(
-    returns: Array,
-    top_fraction: float = 0.1,
-    *,
-    method: str = "quantile",
-    valid: Optional[Array] = None,
+  returns: Array,
+  top_fraction: float = 0.1,
+  *,
+  method: str = "quantile",
+  valid: Optional[Array] = None,
 ) -> Array:
   """Which trajectories filtered BC keeps: those with the highest returns.
 
@@ -630,7 +651,8 @@ def filtered_bc_mask(
   valid = _valid_mask(valid, returns.shape[0])
   if method == "quantile":
     threshold = jnp.nanquantile(
-      jnp.where(valid, returns, jnp.nan), 1.0 - top_fraction, method="linear")
+      jnp.where(valid, returns, jnp.nan), 1.0 - top_fraction, method="linear"
+    )
     return valid & (returns >= threshold)
   num_valid = jnp.sum(valid)
   num_keep = jnp.floor(top_fraction * num_valid).astype(jnp.int32)
@@ -641,9 +663,9 @@ def filtered_bc_mask(
 
 
 def filtered_bc_loss(
-    token_logp: Array,
-    token_mask: Array,
-    keep: Array,
+  token_logp: Array,
+  token_mask: Array,
+  keep: Array,
 ) -> Tuple[Array, BCExtras]:
   """Behaviour cloning on the kept utterances: mean over kept examples of the token-summed NLL.
 
@@ -715,15 +737,15 @@ class TokenStream(NamedTuple):
 
 
 def token_stream(
-    reward: Array,
-    terminated: Array,
-    done: Array,
-    value: Array,
-    next_dialogue_value: Array,
-    mask: Array,
-    gamma: float,
-    gae_lambda: float,
-    token_gamma: float = 1.0,
+  reward: Array,
+  terminated: Array,
+  done: Array,
+  value: Array,
+  next_dialogue_value: Array,
+  mask: Array,
+  gamma: float,
+  gae_lambda: float,
+  token_gamma: float = 1.0,
 ) -> TokenStream:
   """Turns one trajectory of `T` utterances into `T * L` token steps (per trajectory).
 
@@ -755,8 +777,7 @@ def token_stream(
   """
   for name, rate in (("gamma", gamma), ("gae_lambda", gae_lambda), ("token_gamma", token_gamma)):
     _checks.discount(name, rate)
-  chex.assert_rank([reward, terminated, done, value, next_dialogue_value, mask],
-                   [1, 1, 1, 2, 1, 2])
+  chex.assert_rank([reward, terminated, done, value, next_dialogue_value, mask], [1, 1, 1, 2, 1, 2])
   chex.assert_type([reward, value, next_dialogue_value], float)
   chex.assert_equal_shape([value, mask])
   chex.assert_equal_shape([reward, terminated, done, next_dialogue_value, value[:, 0]])
@@ -771,17 +792,26 @@ def token_stream(
   discount = jnp.where(is_last, last_discount[:, None], token_gamma)
   step_reward = jnp.where(is_last, reward[:, None], 0.0)
   return TokenStream(
-      reward=jnp.where(mask, step_reward, 0.0).reshape(-1),
-      discount=jnp.where(mask, discount, 1.0).reshape(-1),
-      value=jnp.where(mask, value, 0.0).reshape(-1),
-      next_value=jnp.where(mask, next_value, 0.0).reshape(-1),
-      lambda_=jnp.where(mask, gae_lambda, 1.0).reshape(-1),
-      done=(is_last & done.astype(bool)[:, None]).reshape(-1))
+    reward=jnp.where(mask, step_reward, 0.0).reshape(-1),
+    discount=jnp.where(mask, discount, 1.0).reshape(-1),
+    value=jnp.where(mask, value, 0.0).reshape(-1),
+    next_value=jnp.where(mask, next_value, 0.0).reshape(-1),
+    lambda_=jnp.where(mask, gae_lambda, 1.0).reshape(-1),
+    done=(is_last & done.astype(bool)[:, None]).reshape(-1),
+  )
 
 
-def token_level_advantages(reward: Array, terminated: Array, done: Array, value: Array,
-                           next_dialogue_value: Array, mask: Array, gamma: float,
-                           gae_lambda: float, token_gamma: float = 1.0) -> Array:
+def token_level_advantages(
+  reward: Array,
+  terminated: Array,
+  done: Array,
+  value: Array,
+  next_dialogue_value: Array,
+  mask: Array,
+  gamma: float,
+  gae_lambda: float,
+  token_gamma: float = 1.0,
+) -> Array:
   """Token-level GAE `[T, L]` of one trajectory of `T` utterances (0 on unread tokens).
 
   GAE (Schulman et al., arXiv 1506.02438, Eq. 16) over the `token_stream` of the trajectory:
@@ -790,11 +820,12 @@ def token_level_advantages(reward: Array, terminated: Array, done: Array, value:
   value targets are `advantages + value`.
   """
   num_steps, num_tokens = mask.shape
-  stream = token_stream(reward, terminated, done, value, next_dialogue_value, mask, gamma,
-                        gae_lambda, token_gamma)
+  stream = token_stream(
+    reward, terminated, done, value, next_dialogue_value, mask, gamma, gae_lambda, token_gamma
+  )
   advantage = policy_gradient.generalized_advantage_estimation(
-      stream.reward, stream.discount, stream.value, stream.next_value, stream.lambda_,
-      stream.done)
+    stream.reward, stream.discount, stream.value, stream.next_value, stream.lambda_, stream.done
+  )
   return jnp.where(mask, advantage.reshape(num_steps, num_tokens), 0.0)
 
 

@@ -162,8 +162,7 @@ def softmax_option_probs(q_s: Array, temperature: Numeric = 1.0) -> Array:
 
 def _not_a_distribution(option_probs: Array) -> Array:
   """True if `option_probs` has a NaN or a negative entry, or no positive mass."""
-  return (jnp.any(jnp.isnan(option_probs)) | jnp.any(option_probs < 0)
-          | ~jnp.any(option_probs > 0))
+  return jnp.any(jnp.isnan(option_probs)) | jnp.any(option_probs < 0) | ~jnp.any(option_probs > 0)
 
 
 def sample_option(key: chex.PRNGKey, option_probs: Array) -> Array:
@@ -182,8 +181,13 @@ def sample_option(key: chex.PRNGKey, option_probs: Array) -> Array:
   return jnp.where(_not_a_distribution(option_probs), jnp.int32(option_probs.shape[0]), option)
 
 
-def select_option(key: chex.PRNGKey, option_tm1: Array, beta_t: Array, option_probs_t: Array,
-                  must_choose: Union[bool, Array] = False):
+def select_option(
+  key: chex.PRNGKey,
+  option_tm1: Array,
+  beta_t: Array,
+  option_probs_t: Array,
+  must_choose: Union[bool, Array] = False,
+):
   """Call-and-return option execution: keep the running option unless it terminates.
 
   Per-example. The running option `option_tm1` terminates in the arrival state with probability
@@ -215,8 +219,9 @@ def select_option(key: chex.PRNGKey, option_tm1: Array, beta_t: Array, option_pr
   terminated = jax.random.bernoulli(term_key, beta_t) | jnp.isnan(beta_t)
   switched = jnp.logical_or(terminated, must_choose)
   new_option = sample_option(choice_key, option_probs_t)
-  new_option = jnp.where(jnp.isnan(beta_t) & ~jnp.asarray(must_choose),
-                         jnp.int32(option_probs_t.shape[0]), new_option)
+  new_option = jnp.where(
+    jnp.isnan(beta_t) & ~jnp.asarray(must_choose), jnp.int32(option_probs_t.shape[0]), new_option
+  )
   option_t = jnp.where(switched, new_option, jnp.asarray(option_tm1, jnp.int32))
   return option_t, switched
 
@@ -234,14 +239,14 @@ def _value_on_switch(q_t: Array, q_t_selector: Optional[Array]) -> Array:
 
 
 def intra_option_q_target(
-    r_t: Numeric,
-    discount_t: Numeric,
-    q_t: Array,
-    beta_t: Numeric,
-    option_tm1: Numeric,
-    q_t_selector: Optional[Array] = None,
-    *,
-    stop_target_gradients: bool = True,
+  r_t: Numeric,
+  discount_t: Numeric,
+  q_t: Array,
+  beta_t: Numeric,
+  option_tm1: Numeric,
+  q_t_selector: Optional[Array] = None,
+  *,
+  stop_target_gradients: bool = True,
 ) -> Array:
   """One-step intra-option Q-learning target of option-critic.
 
@@ -287,13 +292,13 @@ def intra_option_q_target(
 
 
 def option_critic_loss(
-    q_tm1: Array,
-    option_tm1: Numeric,
-    target_tm1: Numeric,
-    *,
-    loss_type: str = "l2",
-    huber_delta: float = 1.0,
-    stop_target_gradients: bool = True,
+  q_tm1: Array,
+  option_tm1: Numeric,
+  target_tm1: Numeric,
+  *,
+  loss_type: str = "l2",
+  huber_delta: float = 1.0,
+  stop_target_gradients: bool = True,
 ):
   """Critic regression of Q(s, w) onto an intra-option target.
 
@@ -330,8 +335,9 @@ def option_critic_loss(
 # Option-aware multi-step returns.
 
 
-def option_segment_ends(option_end_t: Array, n: int, *,
-                        episode_end_t: Optional[Array] = None) -> Array:
+def option_segment_ends(
+  option_end_t: Array, n: int, *, episode_end_t: Optional[Array] = None
+) -> Array:
   """Index of the last transition of the option-aware window that starts at each step.
 
   Per-trajectory. The window starting at transition t runs until the option ends
@@ -370,16 +376,16 @@ def option_segment_ends(option_end_t: Array, n: int, *,
 
 
 def option_aware_n_step_returns(
-    r_t: Array,
-    discount_t: Array,
-    bootstrap_t: Array,
-    option_end_t: Array,
-    n: int,
-    *,
-    truncated_t: Optional[Array] = None,
-    beta_t: Optional[Array] = None,
-    v_t: Optional[Array] = None,
-    stop_target_gradients: bool = True,
+  r_t: Array,
+  discount_t: Array,
+  bootstrap_t: Array,
+  option_end_t: Array,
+  n: int,
+  *,
+  truncated_t: Optional[Array] = None,
+  beta_t: Optional[Array] = None,
+  v_t: Optional[Array] = None,
+  stop_target_gradients: bool = True,
 ) -> Array:
   """n-step returns that stop at option boundaries.
 
@@ -427,8 +433,9 @@ def option_aware_n_step_returns(
   _checks.integer("n", n)
   if (beta_t is None) != (v_t is None):
     raise ValueError(
-        "beta_t, v_t: expected both (expected-termination form) or neither (plain form), got "
-        f"beta_t={'set' if beta_t is not None else None}, v_t={'set' if v_t is not None else None}")
+      "beta_t, v_t: expected both (expected-termination form) or neither (plain form), got "
+      f"beta_t={'set' if beta_t is not None else None}, v_t={'set' if v_t is not None else None}"
+    )
   chex.assert_rank([r_t, discount_t, bootstrap_t, option_end_t], 1)
   chex.assert_type([r_t, discount_t, bootstrap_t], float)
   chex.assert_equal_shape([r_t, discount_t, bootstrap_t, option_end_t])
@@ -460,17 +467,17 @@ def option_aware_n_step_returns(
 
 
 def intra_option_n_step_targets(
-    r_t: Array,
-    discount_t: Array,
-    q_t: Array,
-    beta_t: Array,
-    option_tm1: Array,
-    option_end_t: Array,
-    n: int,
-    *,
-    truncated_t: Optional[Array] = None,
-    q_t_selector: Optional[Array] = None,
-    stop_target_gradients: bool = True,
+  r_t: Array,
+  discount_t: Array,
+  q_t: Array,
+  beta_t: Array,
+  option_tm1: Array,
+  option_end_t: Array,
+  n: int,
+  *,
+  truncated_t: Optional[Array] = None,
+  q_t_selector: Optional[Array] = None,
+  stop_target_gradients: bool = True,
 ) -> Array:
   """n-step option-critic targets for every step of a trajectory.
 
@@ -512,20 +519,26 @@ def intra_option_n_step_targets(
     chex.assert_equal_shape([q_t, q_t_selector])
   q_continue = jnp.take_along_axis(q_t, option_tm1[:, None], axis=1)[:, 0]
   v_switch = _value_on_switch(q_t, q_t_selector)
-  option_changes = jnp.concatenate(
-      [option_tm1[1:] != option_tm1[:-1], jnp.zeros((1,), dtype=bool)])
+  option_changes = jnp.concatenate([option_tm1[1:] != option_tm1[:-1], jnp.zeros((1,), dtype=bool)])
   window_ends = jnp.logical_or(option_end_t.astype(bool), option_changes)
   return option_aware_n_step_returns(
-      r_t, discount_t, q_continue, window_ends, n, truncated_t=truncated_t, beta_t=beta_t,
-      v_t=v_switch, stop_target_gradients=stop_target_gradients)
+    r_t,
+    discount_t,
+    q_continue,
+    window_ends,
+    n,
+    truncated_t=truncated_t,
+    beta_t=beta_t,
+    v_t=v_switch,
+    stop_target_gradients=stop_target_gradients,
+  )
 
 
 # ---------------------------------------------------------------------------------------------
 # Actor: termination gradient and intra-option policy gradient.
 
 
-def termination_loss(beta: Array, q_option: Numeric, v: Numeric, xi: Numeric,
-                     mask: Numeric = 1.0):
+def termination_loss(beta: Array, q_option: Numeric, v: Numeric, xi: Numeric, mask: Numeric = 1.0):
   """Termination loss with deliberation cost, `beta * stop_gradient(Q(s, w) - V(s) + xi) * mask`.
 
   Per-example. Minimising it follows the termination gradient theorem (Bacon et al. 2017,
@@ -562,15 +575,15 @@ def termination_loss(beta: Array, q_option: Numeric, v: Numeric, xi: Numeric,
 
 
 def trajectory_termination_loss(
-    beta: Array,
-    q: Array,
-    option_tm1: Array,
-    terminated_t: Array,
-    truncated_t: Array,
-    xi: Numeric,
-    *,
-    v: Optional[Array] = None,
-    state_for_termination: str = "next",
+  beta: Array,
+  q: Array,
+  option_tm1: Array,
+  terminated_t: Array,
+  truncated_t: Array,
+  xi: Numeric,
+  *,
+  v: Optional[Array] = None,
+  state_for_termination: str = "next",
 ):
   """Termination loss over a trajectory, evaluated at s_{t+1} (paper) or s_t (reference codes).
 
@@ -609,8 +622,8 @@ def trajectory_termination_loss(
   num_steps = option_tm1.shape[0]
   if beta.shape[0] != num_steps + 1:
     raise AssertionError(
-        f"beta, q: expected {num_steps + 1} states for {num_steps} transitions, "
-        f"got {beta.shape[0]}")
+      f"beta, q: expected {num_steps + 1} states for {num_steps} transitions, got {beta.shape[0]}"
+    )
   if v is None:
     v = jnp.max(q, axis=-1)
   chex.assert_shape(v, (num_steps + 1,))
@@ -623,23 +636,29 @@ def trajectory_termination_loss(
   ended = jnp.logical_or(terminated_t.astype(bool), truncated_t.astype(bool))
   mask = jnp.logical_not(ended).astype(beta.dtype)
   per_step_loss, extras = jax.vmap(termination_loss, in_axes=(0, 0, 0, None, 0))(
-      beta_w, q_w, v[states], xi, mask)
+    beta_w, q_w, v[states], xi, mask
+  )
   loss_sum = jnp.sum(per_step_loss)
   num_valid = jnp.sum(mask)
   loss = loss_sum / jnp.maximum(num_valid, 1.0)
   return loss, TrajectoryTerminationExtras(
-      per_step_loss=per_step_loss, advantage=extras.advantage, beta=beta_w, mask=mask,
-      loss_sum=loss_sum, num_valid=num_valid)
+    per_step_loss=per_step_loss,
+    advantage=extras.advantage,
+    beta=beta_w,
+    mask=mask,
+    loss_sum=loss_sum,
+    num_valid=num_valid,
+  )
 
 
 def intra_option_pg_loss(
-    logits_tm1: Array,
-    a_tm1: Numeric,
-    target_tm1: Numeric,
-    baseline_tm1: Numeric,
-    entropy_coef: Numeric = 0.0,
-    *,
-    stop_target_gradients: bool = True,
+  logits_tm1: Array,
+  a_tm1: Numeric,
+  target_tm1: Numeric,
+  baseline_tm1: Numeric,
+  entropy_coef: Numeric = 0.0,
+  *,
+  stop_target_gradients: bool = True,
 ):
   """Intra-option policy-gradient loss with entropy regularisation.
 

@@ -34,11 +34,11 @@ from hrljax.losses import _checks
 Array = chex.Array
 
 AGGREGATION_MODES = (
-    "token_mean",
-    "seq_mean_token_sum",
-    "seq_mean_token_mean",
-    "seq_mean_constant_norm",
-    "total_constant_norm",
+  "token_mean",
+  "seq_mean_token_sum",
+  "seq_mean_token_mean",
+  "seq_mean_constant_norm",
+  "total_constant_norm",
 )
 KL_ESTIMATORS = ("k1", "abs", "k2", "k3", "k1+", "k3+")
 
@@ -49,14 +49,14 @@ KL_ESTIMATORS = ("k1", "abs", "k2", "k3", "k1+", "k3+")
 
 
 def generalized_advantage_estimation(
-    r_t: Array,
-    discount_t: Array,
-    v_tm1: Array,
-    v_t: Array,
-    lambda_: float,
-    done_t: Optional[Array] = None,
-    stop_target_gradients: bool = True,
-    unroll: int = 16,
+  r_t: Array,
+  discount_t: Array,
+  v_tm1: Array,
+  v_t: Array,
+  lambda_: float,
+  done_t: Optional[Array] = None,
+  stop_target_gradients: bool = True,
+  unroll: int = 16,
 ) -> Array:
   """Truncation-aware GAE over one trajectory of `T` steps (per trajectory; the caller vmaps).
 
@@ -101,7 +101,8 @@ def generalized_advantage_estimation(
     return advantage, advantage
 
   _, advantages = jax.lax.scan(
-      backward, jnp.zeros((), r_t.dtype), (delta_t, continue_t), reverse=True, unroll=unroll)
+    backward, jnp.zeros((), r_t.dtype), (delta_t, continue_t), reverse=True, unroll=unroll
+  )
   return jax.lax.stop_gradient(advantages) if stop_target_gradients else advantages
 
 
@@ -118,13 +119,13 @@ class SurrogateExtras(NamedTuple):
 
 
 def clipped_surrogate_loss(
-    logp: Array,
-    old_logp: Array,
-    advantages: Array,
-    epsilon: float = 0.2,
-    epsilon_high: Optional[float] = None,
-    dual_clip: Optional[float] = None,
-    log_ratio_clamp: Optional[float] = 20.0,
+  logp: Array,
+  old_logp: Array,
+  advantages: Array,
+  epsilon: float = 0.2,
+  epsilon_high: Optional[float] = None,
+  dual_clip: Optional[float] = None,
+  log_ratio_clamp: Optional[float] = 20.0,
 ) -> tuple[Array, SurrogateExtras]:
   """Per-element PPO clipped surrogate loss `−min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A)` (element-wise).
 
@@ -169,10 +170,10 @@ def clipped_surrogate_loss(
     dual_active = (advantages < 0) & (loss > cap)
     loss = jnp.where(dual_active, cap, loss)
   extras = SurrogateExtras(
-      ratio=ratio,
-      clipped=(clipped > unclipped).astype(loss.dtype),
-      dual_clipped=dual_active.astype(loss.dtype),
-      approx_kl=old_logp - logp,
+    ratio=ratio,
+    clipped=(clipped > unclipped).astype(loss.dtype),
+    dual_clipped=dual_active.astype(loss.dtype),
+    approx_kl=old_logp - logp,
   )
   return loss, extras
 
@@ -191,10 +192,10 @@ def sequence_log_ratio(logp: Array, old_logp: Array, mask: Array) -> Array:
 
 
 def value_loss(
-    value: Array,
-    target: Array,
-    old_value: Optional[Array] = None,
-    clip_epsilon: Optional[float] = None,
+  value: Array,
+  target: Array,
+  old_value: Optional[Array] = None,
+  clip_epsilon: Optional[float] = None,
 ) -> Array:
   """Per-element squared value error `½ (v − target)²`, optionally clipped around the old value.
 
@@ -228,18 +229,18 @@ class PPOExtras(NamedTuple):
 
 
 def ppo_loss(
-    logp: Array,
-    old_logp: Array,
-    advantages: Array,
-    value: Array,
-    old_value: Array,
-    target: Array,
-    entropy: Array,
-    *,
-    clip_epsilon: float = 0.2,
-    clip_value: bool = True,
-    value_coef: float = 0.5,
-    entropy_coef: float = 0.01,
+  logp: Array,
+  old_logp: Array,
+  advantages: Array,
+  value: Array,
+  old_value: Array,
+  target: Array,
+  entropy: Array,
+  *,
+  clip_epsilon: float = 0.2,
+  clip_value: bool = True,
+  value_coef: float = 0.5,
+  entropy_coef: float = 0.01,
 ) -> tuple[Array, PPOExtras]:
   """PPO's objective on a flat minibatch `[B]`: mean clipped surrogate + `value_coef` · mean value
   loss − `entropy_coef` · mean entropy.
@@ -268,9 +269,13 @@ def ppo_loss(
   policy_loss, extras = clipped_surrogate_loss(logp, old_logp, advantages, epsilon=clip_epsilon)
   v_loss = value_loss(value, target, old_value, clip_epsilon=clip_epsilon if clip_value else None)
   total = policy_loss.mean() + value_coef * v_loss.mean() - entropy_coef * entropy.mean()
-  return total, PPOExtras(policy_loss=policy_loss.mean(), value_loss=v_loss.mean(),
-                          entropy=entropy.mean(), approx_kl=extras.approx_kl.mean(),
-                          clip_fraction=extras.clipped.mean())
+  return total, PPOExtras(
+    policy_loss=policy_loss.mean(),
+    value_loss=v_loss.mean(),
+    entropy=entropy.mean(),
+    approx_kl=extras.approx_kl.mean(),
+    clip_fraction=extras.clipped.mean(),
+  )
 
 
 def categorical_entropy(logits: Array) -> Array:
@@ -286,10 +291,10 @@ def categorical_entropy(logits: Array) -> Array:
 
 
 def kl_divergence(
-    logp: Array,
-    ref_logp: Array,
-    estimator: str = "k3",
-    clamp: Optional[float] = None,
+  logp: Array,
+  ref_logp: Array,
+  estimator: str = "k3",
+  clamp: Optional[float] = None,
 ) -> Array:
   """Per-element sample estimate of KL(π ‖ π_ref) from the log-probs of sampled tokens/actions.
 
@@ -309,8 +314,14 @@ def kl_divergence(
   k1 = -d
   k2 = 0.5 * jnp.square(d)
   k3 = jnp.exp(d) - d - 1.0
-  value = {"k1": k1, "abs": jnp.abs(d), "k2": k2, "k3": k3,
-           "k1+": _straight_through(k1, k2), "k3+": _straight_through(k3, k2)}[estimator]
+  value = {
+    "k1": k1,
+    "abs": jnp.abs(d),
+    "k2": k2,
+    "k3": k3,
+    "k1+": _straight_through(k1, k2),
+    "k3+": _straight_through(k3, k2),
+  }[estimator]
   if clamp is not None:
     value = jnp.clip(value, -clamp, clamp)
   return value
@@ -332,11 +343,11 @@ class Aggregate(NamedTuple):
 
 
 def aggregate(
-    loss: Array,
-    mask: Array,
-    mode: str = "token_mean",
-    constant: Optional[float] = None,
-    normalizer: Optional[Array] = None,
+  loss: Array,
+  mask: Array,
+  mode: str = "token_mean",
+  constant: Optional[float] = None,
+  normalizer: Optional[Array] = None,
 ) -> tuple[Array, Aggregate]:
   """Reduces `[B, T]` per-token losses to a scalar (batch-level).
 

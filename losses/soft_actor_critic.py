@@ -43,8 +43,14 @@ class TemperatureExtras(NamedTuple):
   entropy_gap: Array  # [B]: −log π(ã|s) − H̄, the (sampled) entropy above the target
 
 
-def soft_q_target(r_t: Array, discount_t: Array, q_t: Array, log_prob_t: Array, alpha: Array,
-                  stop_target_gradients: bool = True) -> Array:
+def soft_q_target(
+  r_t: Array,
+  discount_t: Array,
+  q_t: Array,
+  log_prob_t: Array,
+  alpha: Array,
+  stop_target_gradients: bool = True,
+) -> Array:
   """The soft Bellman target y = r + discount·(min_k Q̄_k(s', a') − α·log π(a'|s')), a' ~ π(·|s').
 
   arXiv:1812.05905 Eq. 3 and 5 (the soft value of the next state under the current policy,
@@ -86,8 +92,9 @@ def critic_loss(q_tm1: Array, target: Array) -> tuple[Array, CriticExtras]:
   return loss, CriticExtras(td_error=td_error, q_value=q_tm1)
 
 
-def actor_loss(log_prob: Array, q_value: Array, alpha: Array, q_reduction: str = "min"
-               ) -> tuple[Array, ActorExtras]:
+def actor_loss(
+  log_prob: Array, q_value: Array, alpha: Array, q_reduction: str = "min"
+) -> tuple[Array, ActorExtras]:
   """J_π = E_B[α·log π(ã|s) − Q(s, ã)] with ã = f(ε; s) reparameterised (arXiv:1812.05905 Eq. 7).
 
   The mean over B. Q is the `min` over the K critics (the paper) or their `mean` (softlearning's
@@ -108,8 +115,9 @@ def actor_loss(log_prob: Array, q_value: Array, alpha: Array, q_reduction: str =
   return loss, ActorExtras(q_value=q, log_prob=log_prob)
 
 
-def temperature_loss(log_alpha: Array, log_prob: Array, target_entropy: float,
-                     form: str = "alpha") -> tuple[Array, TemperatureExtras]:
+def temperature_loss(
+  log_alpha: Array, log_prob: Array, target_entropy: float, form: str = "alpha"
+) -> tuple[Array, TemperatureExtras]:
   """J(α) = E_B[−α·(log π(ã|s) + H̄)] (arXiv:1812.05905 Eq. 18), a function of log α.
 
   The mean over B. `form="alpha"` is Eq. 18 with α = exp(log α) (its gradient in log α is

@@ -27,8 +27,9 @@ class ActorCritic(nn.Module):
   def setup(self):
     self.actor_torso = MLP(self.hidden_sizes, self.activation)
     self.critic_torso = MLP(self.hidden_sizes, self.activation)
-    self.policy_head = (CategoricalHead(self.action_dim) if self.discrete
-                        else GaussianHead(self.action_dim))
+    self.policy_head = (
+      CategoricalHead(self.action_dim) if self.discrete else GaussianHead(self.action_dim)
+    )
     self.value_head = ValueHead()
 
   def __call__(self, obs: jax.Array) -> tuple[distrax.Distribution, jax.Array]:
@@ -49,4 +50,4 @@ def flatten_observation(obs: jax.Array, observation_ndim: int) -> jax.Array:
   obs = jnp.asarray(obs, jnp.float32)
   if observation_ndim == 1:
     return obs
-  return obs.reshape(obs.shape[:obs.ndim - observation_ndim] + (-1,))
+  return obs.reshape(obs.shape[: obs.ndim - observation_ndim] + (-1,))

@@ -41,8 +41,8 @@ class SquashedGaussian(distrax.Transformed):
     shift = jnp.broadcast_to((high + low) / 2.0, loc.shape)
     half_range = jnp.broadcast_to((high - low) / 2.0, loc.shape)
     bijector = distrax.Block(
-        distrax.Chain([distrax.ScalarAffine(shift=shift, scale=half_range), distrax.Tanh()]),
-        ndims=1)
+      distrax.Chain([distrax.ScalarAffine(shift=shift, scale=half_range), distrax.Tanh()]), ndims=1
+    )
     super().__init__(distrax.MultivariateNormalDiag(loc=loc, scale_diag=scale), bijector)
 
   def mode(self) -> jax.Array:
@@ -78,8 +78,9 @@ class TanhGaussianActor(nn.Module):
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> SquashedGaussian:
-    features = MLP(self.hidden_sizes, self.activation)(flatten_observation(obs,
-                                                                           self.observation_ndim))
+    features = MLP(self.hidden_sizes, self.activation)(
+      flatten_observation(obs, self.observation_ndim)
+    )
     mean = nn.Dense(self.action_dim, name="mean")(features)
     log_std = nn.Dense(self.action_dim, name="log_std")(features)
     log_std = jnp.clip(log_std, self.log_std_min, self.log_std_max)
@@ -113,8 +114,14 @@ def ensemble(module_class: type[nn.Module], num_members: int) -> type[nn.Module]
   """
   if isinstance(num_members, bool) or not isinstance(num_members, int) or num_members <= 0:
     raise ValueError(f"num_members: expected an integer > 0, got {num_members!r}")
-  return nn.vmap(module_class, variable_axes={"params": 0}, split_rngs={"params": True},
-                 in_axes=None, out_axes=0, axis_size=num_members)
+  return nn.vmap(
+    module_class,
+    variable_axes={"params": 0},
+    split_rngs={"params": True},
+    in_axes=None,
+    out_axes=0,
+    axis_size=num_members,
+  )
 
 
 class QEnsemble(nn.Module):
@@ -129,22 +136,27 @@ class QEnsemble(nn.Module):
   @nn.compact
   def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
     members = ensemble(QNetwork, self.num_members)
-    return members(hidden_sizes=self.hidden_sizes, activation=self.activation,
-                   observation_ndim=self.observation_ndim, layer_norm=self.layer_norm,
-                   name="members")(obs, action)
+    return members(
+      hidden_sizes=self.hidden_sizes,
+      activation=self.activation,
+      observation_ndim=self.observation_ndim,
+      layer_norm=self.layer_norm,
+      name="members",
+    )(obs, action)
 
 
-
-def action_bound_tuples(action_bounds: Optional[tuple[Any, Any]], action_dim: int
-                        ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def action_bound_tuples(
+  action_bounds: Optional[tuple[Any, Any]], action_dim: int
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
   """`(low, high)` as Python tuples of `action_dim` floats ([-1, 1] if `action_bounds` is None).
 
   Tuples, not arrays, so that the bounds can be static fields of a train state. Raises
   ValueError unless every bound is finite with low < high.
   """
   low, high = (-1.0, 1.0) if action_bounds is None else action_bounds
-  as_tuple = lambda x: tuple(float(v) for v in np.broadcast_to(np.asarray(x, np.float64),
-                                                               (action_dim,)))
+  as_tuple = lambda x: tuple(
+    float(v) for v in np.broadcast_to(np.asarray(x, np.float64), (action_dim,))
+  )
   low, high = as_tuple(low), as_tuple(high)
   if not all(math.isfinite(l) and math.isfinite(h) and l < h for l, h in zip(low, high)):
     raise ValueError(f"action_bounds: expected finite bounds with low < high, got {low}, {high}")

@@ -55,10 +55,17 @@ class EnsembleValue(nn.Module):
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
-    heads = nn.vmap(GoalMLP, variable_axes={"params": 0}, split_rngs={"params": True},
-                    in_axes=None, out_axes=-1, axis_size=self.num_heads)
-    out = heads(hidden_sizes=(*self.hidden_sizes, 1), activate_final=False,
-                layer_norm=self.layer_norm)(x)
+    heads = nn.vmap(
+      GoalMLP,
+      variable_axes={"params": 0},
+      split_rngs={"params": True},
+      in_axes=None,
+      out_axes=-1,
+      axis_size=self.num_heads,
+    )
+    out = heads(
+      hidden_sizes=(*self.hidden_sizes, 1), activate_final=False, layer_norm=self.layer_norm
+    )(x)
     return out[..., 0, :]
 
 
@@ -78,7 +85,8 @@ class GaussianActor(nn.Module):
       log_std = jnp.zeros_like(mean)
     else:
       log_std = jnp.broadcast_to(
-          self.param("log_stds", nn.initializers.zeros, (self.action_dim,)), mean.shape)
+        self.param("log_stds", nn.initializers.zeros, (self.action_dim,)), mean.shape
+      )
     scale = jnp.exp(jnp.clip(log_std, -5.0, 2.0)) * temperature
     return distrax.MultivariateNormalDiag(loc=mean, scale_diag=scale)
 
@@ -102,8 +110,9 @@ class GoalRep(nn.Module):
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
-    x = GoalMLP((*self.hidden_sizes, self.rep_dim), activate_final=False,
-                layer_norm=self.layer_norm)(x)
+    x = GoalMLP(
+      (*self.hidden_sizes, self.rep_dim), activate_final=False, layer_norm=self.layer_norm
+    )(x)
     return self.normalize(x)
 
 
@@ -117,10 +126,17 @@ class PhiEnsemble(nn.Module):
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
-    members = nn.vmap(GoalMLP, variable_axes={"params": 0}, split_rngs={"params": True},
-                      in_axes=None, out_axes=0, axis_size=self.num)
-    return members((*self.hidden_sizes, self.out_dim), activate_final=False,
-                   layer_norm=self.layer_norm)(x)
+    members = nn.vmap(
+      GoalMLP,
+      variable_axes={"params": 0},
+      split_rngs={"params": True},
+      in_axes=None,
+      out_axes=0,
+      axis_size=self.num,
+    )
+    return members(
+      (*self.hidden_sizes, self.out_dim), activate_final=False, layer_norm=self.layer_norm
+    )(x)
 
 
 def pair(x: Array, y: Array) -> Array:
@@ -154,14 +170,23 @@ class GoalHierarchy(NamedTuple):
   high_actor: GaussianActor
 
   @classmethod
-  def make(cls, value_hidden_sizes: Sequence[int], actor_hidden_sizes: Sequence[int],
-           action_dim: int, rep_dim: int, layer_norm: bool, const_std: bool,
-           normalize: Callable[[Array], Array]) -> "GoalHierarchy":
+  def make(
+    cls,
+    value_hidden_sizes: Sequence[int],
+    actor_hidden_sizes: Sequence[int],
+    action_dim: int,
+    rep_dim: int,
+    layer_norm: bool,
+    const_std: bool,
+    normalize: Callable[[Array], Array],
+  ) -> "GoalHierarchy":
     value_hidden_sizes, actor_hidden_sizes = tuple(value_hidden_sizes), tuple(actor_hidden_sizes)
-    return cls(goal_rep=GoalRep(value_hidden_sizes, rep_dim, layer_norm, normalize),
-               value=EnsembleValue(value_hidden_sizes, layer_norm),
-               low_actor=GaussianActor(actor_hidden_sizes, action_dim, const_std),
-               high_actor=GaussianActor(actor_hidden_sizes, rep_dim, const_std))
+    return cls(
+      goal_rep=GoalRep(value_hidden_sizes, rep_dim, layer_norm, normalize),
+      value=EnsembleValue(value_hidden_sizes, layer_norm),
+      low_actor=GaussianActor(actor_hidden_sizes, action_dim, const_std),
+      high_actor=GaussianActor(actor_hidden_sizes, rep_dim, const_std),
+    )
 
   @property
   def rep_dim(self) -> int:
@@ -170,10 +195,12 @@ class GoalHierarchy(NamedTuple):
   def init(self, key: Array, observation_dim: int) -> dict:
     """Parameters {goal_rep, value, low_actor, high_actor} from four keys split off `key`."""
     keys = jax.random.split(key, 4)
-    return {"goal_rep": self.goal_rep.init(keys[0], self.state_goal(observation_dim)),
-            "value": self.value.init(keys[1], self.state_rep(observation_dim)),
-            "low_actor": self.low_actor.init(keys[2], self.state_rep(observation_dim)),
-            "high_actor": self.high_actor.init(keys[3], self.state_goal(observation_dim))}
+    return {
+      "goal_rep": self.goal_rep.init(keys[0], self.state_goal(observation_dim)),
+      "value": self.value.init(keys[1], self.state_rep(observation_dim)),
+      "low_actor": self.low_actor.init(keys[2], self.state_rep(observation_dim)),
+      "high_actor": self.high_actor.init(keys[3], self.state_goal(observation_dim)),
+    }
 
   def state_goal(self, observation_dim: int) -> Array:
     """A dummy [s; g] input, for `init`."""
@@ -191,12 +218,21 @@ class GoalHierarchy(NamedTuple):
     """[B, E] the value heads `heads` on [s; φ([s; g])], φ from `params`."""
     return self.value.apply(heads, pair(obs, self.rep(params, obs, goal)))
 
-  def value_targets(self, params: PyTree, heads: PyTree, target_heads: PyTree, obs: Array,
-                    next_obs: Array, goal: Array) -> tuple[Array, Array, Array]:
+  def value_targets(
+    self,
+    params: PyTree,
+    heads: PyTree,
+    target_heads: PyTree,
+    obs: Array,
+    next_obs: Array,
+    goal: Array,
+  ) -> tuple[Array, Array, Array]:
     """The IVL loss's inputs V(s, g), V̄(s, g), V̄(s', g) (target heads on the online φ)."""
-    return (self.values(params, heads, obs, goal),
-            self.values(params, target_heads, obs, goal),
-            self.values(params, target_heads, next_obs, goal))
+    return (
+      self.values(params, heads, obs, goal),
+      self.values(params, target_heads, obs, goal),
+      self.values(params, target_heads, next_obs, goal),
+    )
 
   def actor_inputs(self, params: PyTree, high_heads: str, batch: dict) -> ActorInputs:
     """What HIQL's low and high AWR actor losses take, on a batch of OGBench's `HGCDataset`
@@ -214,14 +250,25 @@ class GoalHierarchy(NamedTuple):
     high_dist = self.high_actor.apply(params["high_actor"], pair(obs, high_goals))
     high_value = lambda x, g: self.values(stored, stored[high_heads], x, g)
     return ActorInputs(
-        low_log_prob=low_log_prob, subgoal_rep=self.rep(params, obs, low_goals),
-        v_next_w=self.values(stored, stored["value"], next_obs, low_goals),
-        v_w=self.values(stored, stored["value"], obs, low_goals),
-        high_log_prob=high_dist.log_prob, target_rep=self.rep(stored, obs, high_targets),
-        v_target_g=high_value(high_targets, high_goals), v_g=high_value(obs, high_goals))
+      low_log_prob=low_log_prob,
+      subgoal_rep=self.rep(params, obs, low_goals),
+      v_next_w=self.values(stored, stored["value"], next_obs, low_goals),
+      v_w=self.values(stored, stored["value"], obs, low_goals),
+      high_log_prob=high_dist.log_prob,
+      target_rep=self.rep(stored, obs, high_targets),
+      v_target_g=high_value(high_targets, high_goals),
+      v_g=high_value(obs, high_goals),
+    )
 
-  def act(self, params: PyTree, obs: Array, goal: Array, key: Array, temperature: float = 0.0,
-          normalize: Optional[Callable[[Array], Array]] = None) -> Array:
+  def act(
+    self,
+    params: PyTree,
+    obs: Array,
+    goal: Array,
+    key: Array,
+    temperature: float = 0.0,
+    normalize: Optional[Callable[[Array], Array]] = None,
+  ) -> Array:
     """Actions in [-1, 1]: a latent subgoal z ~ π^h(· | s, g), normalised like φ, then
     a ~ π^l(· | s, z); temperature 0 takes both means."""
     normalize = self.goal_rep.normalize if normalize is None else normalize

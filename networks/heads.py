@@ -20,8 +20,11 @@ class CategoricalHead(nn.Module):
 
   @nn.compact
   def __call__(self, features: jax.Array) -> distrax.Categorical:
-    logits = nn.Dense(self.num_actions, kernel_init=initializers.orthogonal(self.init_scale),
-                      bias_init=nn.initializers.zeros)(features)
+    logits = nn.Dense(
+      self.num_actions,
+      kernel_init=initializers.orthogonal(self.init_scale),
+      bias_init=nn.initializers.zeros,
+    )(features)
     return distrax.Categorical(logits=logits)
 
 
@@ -41,14 +44,21 @@ class GaussianHead(nn.Module):
 
   @nn.compact
   def __call__(self, features: jax.Array) -> distrax.MultivariateNormalDiag:
-    mean = nn.Dense(self.action_dim, kernel_init=initializers.orthogonal(self.init_scale),
-                    bias_init=nn.initializers.zeros)(features)
+    mean = nn.Dense(
+      self.action_dim,
+      kernel_init=initializers.orthogonal(self.init_scale),
+      bias_init=nn.initializers.zeros,
+    )(features)
     if self.state_dependent_std:
-      log_std = nn.Dense(self.action_dim, kernel_init=initializers.orthogonal(self.init_scale),
-                         bias_init=nn.initializers.constant(self.log_std_init))(features)
+      log_std = nn.Dense(
+        self.action_dim,
+        kernel_init=initializers.orthogonal(self.init_scale),
+        bias_init=nn.initializers.constant(self.log_std_init),
+      )(features)
     else:
-      log_std = self.param("log_std", nn.initializers.constant(self.log_std_init),
-                           (self.action_dim,))
+      log_std = self.param(
+        "log_std", nn.initializers.constant(self.log_std_init), (self.action_dim,)
+      )
       log_std = jnp.broadcast_to(log_std, mean.shape)
     log_std = jnp.clip(log_std, self.log_std_min, self.log_std_max)
     return distrax.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std))
@@ -61,8 +71,9 @@ class ValueHead(nn.Module):
 
   @nn.compact
   def __call__(self, features: jax.Array) -> jax.Array:
-    value = nn.Dense(1, kernel_init=initializers.orthogonal(self.init_scale),
-                     bias_init=nn.initializers.zeros)(features)
+    value = nn.Dense(
+      1, kernel_init=initializers.orthogonal(self.init_scale), bias_init=nn.initializers.zeros
+    )(features)
     return jnp.squeeze(value, axis=-1)
 
 
@@ -87,5 +98,6 @@ def sample_with_noise(dist: distrax.Distribution, noise: jax.Array) -> tuple[jax
   if isinstance(dist, distrax.MultivariateNormalDiag):
     action = dist.loc + dist.scale_diag * noise
     return action, dist.log_prob(action)
-  raise ValueError(f"dist: expected a distrax Categorical or MultivariateNormalDiag, "
-                   f"got {type(dist).__name__}")
+  raise ValueError(
+    f"dist: expected a distrax Categorical or MultivariateNormalDiag, got {type(dist).__name__}"
+  )

@@ -22,11 +22,13 @@ from hrljax.types import Array
 
 def orthogonal(scale: float = 1.0) -> nn.initializers.Initializer:
   """`nn.initializers.orthogonal(scale)` whose vmap runs the keys sequentially (see above)."""
+
   def init(key: Array, shape, dtype=jax.numpy.float32) -> Array:
     # `scale` is an argument, not a closure: it may be a tracer (`jnp.sqrt(2.0)` under jit), and
     # a sequential_vmap'd function may not close over tracers.
     def one(k, s):
       return nn.initializers.orthogonal(s)(k, shape, dtype)
+
     return jax.custom_batching.sequential_vmap(one)(key, scale)
 
   return init

@@ -83,21 +83,31 @@ class LlamaConfig:
   dtype: Any = jnp.float32  # compute dtype (float32 or bfloat16)
 
   def __post_init__(self):
-    for name in ("vocab_size", "dim", "num_layers", "num_heads", "num_kv_heads", "hidden_dim",
-                 "max_seq_len"):
+    for name in (
+      "vocab_size",
+      "dim",
+      "num_layers",
+      "num_heads",
+      "num_kv_heads",
+      "hidden_dim",
+      "max_seq_len",
+    ):
       _require_positive_int(name, getattr(self, name))
     if self.dim % self.num_heads:
       raise ValueError(f"dim: expected a multiple of num_heads={self.num_heads}, got {self.dim}")
     if (self.dim // self.num_heads) % 2:
-      raise ValueError(f"dim: expected an even head size dim/num_heads for RoPE, got "
-                       f"{self.dim // self.num_heads}")
+      raise ValueError(
+        f"dim: expected an even head size dim/num_heads for RoPE, got {self.dim // self.num_heads}"
+      )
     if self.num_heads % self.num_kv_heads:
-      raise ValueError(f"num_kv_heads: expected a divisor of num_heads={self.num_heads}, got "
-                       f"{self.num_kv_heads}")
+      raise ValueError(
+        f"num_kv_heads: expected a divisor of num_heads={self.num_heads}, got {self.num_kv_heads}"
+      )
     for name in ("rope_theta", "norm_eps", "lora_alpha"):
       value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-          0 < value < math.inf):
+      if (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf)
+      ):
         raise ValueError(f"{name}: expected a finite float > 0, got {value!r}")
     rank = self.lora_rank
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
@@ -147,8 +157,12 @@ def init_cache(config: LlamaConfig, batch_size: int, max_len: int, dtype=jnp.flo
   if max_len > config.max_seq_len:
     raise ValueError(f"max_len: expected <= config.max_seq_len={config.max_seq_len}, got {max_len}")
   shape = (config.num_layers, batch_size, max_len, config.num_kv_heads, config.head_dim)
-  return KVCache(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype),
-                 valid=jnp.zeros((batch_size, max_len), bool), length=jnp.zeros((), jnp.int32))
+  return KVCache(
+    keys=jnp.zeros(shape, dtype),
+    values=jnp.zeros(shape, dtype),
+    valid=jnp.zeros((batch_size, max_len), bool),
+    length=jnp.zeros((), jnp.int32),
+  )
 
 
 def positions_from_mask(mask: Array) -> Array:
@@ -198,12 +212,19 @@ class _Block(nn.Module):
   use_lora: bool
 
   def _dense(self, features: int, name: str) -> LoRADense:
-    return LoRADense(features, rank=self.config.lora_rank, alpha=self.config.lora_alpha,
-                     dtype=self.config.dtype, kernel_init=_INIT, name=name)
+    return LoRADense(
+      features,
+      rank=self.config.lora_rank,
+      alpha=self.config.lora_alpha,
+      dtype=self.config.dtype,
+      kernel_init=_INIT,
+      name=name,
+    )
 
   def _norm(self, name: str) -> nn.RMSNorm:
-    return nn.RMSNorm(epsilon=self.config.norm_eps, dtype=self.config.dtype,
-                      param_dtype=jnp.float32, name=name)
+    return nn.RMSNorm(
+      epsilon=self.config.norm_eps, dtype=self.config.dtype, param_dtype=jnp.float32, name=name
+    )
 
   @nn.compact
   def __call__(self, x: Array, layer_cache, positions: Array, mask: Array, write_index):
@@ -214,8 +235,9 @@ class _Block(nn.Module):
     k = self._dense(cfg.num_kv_heads * cfg.head_dim, "wk")(h, self.use_lora)
     v = self._dense(cfg.num_kv_heads * cfg.head_dim, "wv")(h, self.use_lora)
     q = apply_rope(q.reshape(batch, length, cfg.num_heads, cfg.head_dim), positions, cfg.rope_theta)
-    k = apply_rope(k.reshape(batch, length, cfg.num_kv_heads, cfg.head_dim), positions,
-                   cfg.rope_theta)
+    k = apply_rope(
+      k.reshape(batch, length, cfg.num_kv_heads, cfg.head_dim), positions, cfg.rope_theta
+    )
     v = v.reshape(batch, length, cfg.num_kv_heads, cfg.head_dim)
     if layer_cache is not None:
       cached_k, cached_v = layer_cache
@@ -284,28 +306,49 @@ class Llama(nn.Module):
   config: LlamaConfig
 
   @nn.compact
-  def __call__(self, tokens: Array, positions: Array, attn_mask: Array,
-               cache: Optional[KVCache] = None, use_lora: bool = True, *,
-               last_only: bool = False, logits_from: int = 0
-               ) -> Tuple[Array, Optional[KVCache]]:
+  def __call__(
+    self,
+    tokens: Array,
+    positions: Array,
+    attn_mask: Array,
+    cache: Optional[KVCache] = None,
+    use_lora: bool = True,
+    *,
+    last_only: bool = False,
+    logits_from: int = 0,
+  ) -> Tuple[Array, Optional[KVCache]]:
     cfg = self.config
     _check_int_tokens("tokens", tokens)
     batch, length = tokens.shape
     if getattr(positions, "shape", None) != tokens.shape or not jnp.issubdtype(
-        positions.dtype, jnp.integer):
-      raise ValueError(f"positions: expected an integer array of shape {tokens.shape}, got "
-                       f"{getattr(positions, 'dtype', None)} {getattr(positions, 'shape', None)}")
+      positions.dtype, jnp.integer
+    ):
+      raise ValueError(
+        f"positions: expected an integer array of shape {tokens.shape}, got "
+        f"{getattr(positions, 'dtype', None)} {getattr(positions, 'shape', None)}"
+      )
     _check_mask("attn_mask", attn_mask, tokens.shape)
     if length > cfg.max_seq_len:
-      raise ValueError(f"tokens: expected at most max_seq_len={cfg.max_seq_len} tokens per row, "
-                       f"got {length}")
-    if isinstance(logits_from, bool) or not isinstance(logits_from, int) or not (
-        0 <= logits_from < length):
-      raise ValueError(f"logits_from: expected an int in [0, {length}) (the token count), got "
-                       f"{logits_from!r}")
+      raise ValueError(
+        f"tokens: expected at most max_seq_len={cfg.max_seq_len} tokens per row, got {length}"
+      )
+    if (
+      isinstance(logits_from, bool)
+      or not isinstance(logits_from, int)
+      or not (0 <= logits_from < length)
+    ):
+      raise ValueError(
+        f"logits_from: expected an int in [0, {length}) (the token count), got {logits_from!r}"
+      )
 
-    embed = nn.Embed(cfg.vocab_size, cfg.dim, embedding_init=_INIT, dtype=cfg.dtype,
-                     param_dtype=jnp.float32, name="embed")
+    embed = nn.Embed(
+      cfg.vocab_size,
+      cfg.dim,
+      embedding_init=_INIT,
+      dtype=cfg.dtype,
+      param_dtype=jnp.float32,
+      name="embed",
+    )
     x = embed(tokens)
 
     if cache is None:
@@ -314,21 +357,29 @@ class Llama(nn.Module):
       layer_caches, write_index = None, None
     else:
       expected = (cfg.num_layers, batch)
-      if cache.keys.shape[:2] != expected or cache.keys.shape[3:] != (cfg.num_kv_heads,
-                                                                      cfg.head_dim):
-        raise ValueError(f"cache: expected keys [L={cfg.num_layers}, B={batch}, S, "
-                         f"{cfg.num_kv_heads}, {cfg.head_dim}], got {cache.keys.shape}")
+      if cache.keys.shape[:2] != expected or cache.keys.shape[3:] != (
+        cfg.num_kv_heads,
+        cfg.head_dim,
+      ):
+        raise ValueError(
+          f"cache: expected keys [L={cfg.num_layers}, B={batch}, S, "
+          f"{cfg.num_kv_heads}, {cfg.head_dim}], got {cache.keys.shape}"
+        )
       if length > cache.keys.shape[2]:
-        raise ValueError(f"tokens: expected at most the cache size {cache.keys.shape[2]} tokens, "
-                         f"got {length}")
+        raise ValueError(
+          f"tokens: expected at most the cache size {cache.keys.shape[2]} tokens, got {length}"
+        )
       write_index = cache.length
       valid, mask = _cache_mask(cache.valid, attn_mask, write_index)
       layer_caches = (cache.keys, cache.values)
 
-    layers = nn.scan(_Block, variable_axes={"params": 0, LORA_COLLECTION: 0},
-                     split_rngs={"params": True}, in_axes=(0, nn.broadcast, nn.broadcast,
-                                                           nn.broadcast),
-                     length=cfg.num_layers)(cfg, use_lora, name="layers")
+    layers = nn.scan(
+      _Block,
+      variable_axes={"params": 0, LORA_COLLECTION: 0},
+      split_rngs={"params": True},
+      in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast),
+      length=cfg.num_layers,
+    )(cfg, use_lora, name="layers")
     x, new_layer_caches = layers(x, layer_caches, positions, mask, write_index)
 
     if last_only:
@@ -341,8 +392,9 @@ class Llama(nn.Module):
     if cache is None:
       return logits, None
     new_keys, new_values = new_layer_caches
-    return logits, KVCache(keys=new_keys, values=new_values, valid=valid,
-                           length=write_index + length)
+    return logits, KVCache(
+      keys=new_keys, values=new_values, valid=valid, length=write_index + length
+    )
 
 
 def _variables(params: PyTree, lora: Optional[PyTree], use_lora: bool) -> Tuple[dict, bool]:
@@ -352,14 +404,31 @@ def _variables(params: PyTree, lora: Optional[PyTree], use_lora: bool) -> Tuple[
   return {"params": params}, False
 
 
-def forward(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], tokens: Array,
-            positions: Array, attn_mask: Array, cache: Optional[KVCache] = None, *,
-            use_lora: bool = True, last_only: bool = False,
-            logits_from: int = 0) -> Tuple[Array, Optional[KVCache]]:
+def forward(
+  config: LlamaConfig,
+  params: PyTree,
+  lora: Optional[PyTree],
+  tokens: Array,
+  positions: Array,
+  attn_mask: Array,
+  cache: Optional[KVCache] = None,
+  *,
+  use_lora: bool = True,
+  last_only: bool = False,
+  logits_from: int = 0,
+) -> Tuple[Array, Optional[KVCache]]:
   """`Llama(config).apply` on the base weights `params` and adapters `lora` (None = base model)."""
   variables, with_lora = _variables(params, lora, use_lora and config.lora_rank > 0)
-  return Llama(config).apply(variables, tokens, positions, attn_mask, cache, with_lora,
-                             last_only=last_only, logits_from=logits_from)
+  return Llama(config).apply(
+    variables,
+    tokens,
+    positions,
+    attn_mask,
+    cache,
+    with_lora,
+    last_only=last_only,
+    logits_from=logits_from,
+  )
 
 
 def _dummy_inputs():
@@ -378,7 +447,8 @@ def init_lora(config: LlamaConfig, key: Array) -> PyTree:
     raise ValueError(f"config.lora_rank: expected an int >= 1 for adapters, got {config.lora_rank}")
   # Under jit the base-weight initialisation is dead code and XLA drops it.
   return jax.jit(lambda k: Llama(config).init(k, *_dummy_inputs(), None, True)[LORA_COLLECTION])(
-      key)
+    key
+  )
 
 
 class _DecodeWeights(NamedTuple):
@@ -413,8 +483,16 @@ def _decode_weights(config: LlamaConfig, variables: dict, with_lora: bool) -> _D
   return _DecodeWeights(embed=params["embed"], norm=params["norm"], layers=layers)
 
 
-def _decode_step(config: LlamaConfig, weights: _DecodeWeights, with_lora: bool, token: Array,
-                 position: Array, layer_caches: tuple, valid: Array, write_index: Array):
+def _decode_step(
+  config: LlamaConfig,
+  weights: _DecodeWeights,
+  with_lora: bool,
+  token: Array,
+  position: Array,
+  layer_caches: tuple,
+  valid: Array,
+  write_index: Array,
+):
   """`Llama.__call__` for one new token per row with a cache, the layers unrolled in Python.
 
   Same modules and numerics as the scanned model (`_Block`, `nn.Embed`, `nn.RMSNorm`), on the
@@ -432,7 +510,8 @@ def _decode_step(config: LlamaConfig, weights: _DecodeWeights, with_lora: bool, 
     x, layer_cache = block.apply(layer_variables, x, layer_cache, position, mask, write_index)
     new_caches.append(layer_cache)
   x = nn.RMSNorm(epsilon=cfg.norm_eps, dtype=cfg.dtype, param_dtype=jnp.float32).apply(
-      {"params": weights.norm}, x)
+    {"params": weights.norm}, x
+  )
   logits = embed.apply({"params": weights.embed}, x, method="attend").astype(jnp.float32)
   return logits[:, -1], tuple(new_caches), valid
 
@@ -447,16 +526,35 @@ def _choose(logits: Array, key: Array, temperature, greedy: bool) -> Tuple[Array
 
 
 @functools.partial(jax.jit, static_argnames=("config", "max_new_tokens", "greedy", "use_lora"))
-def _generate(config, params, lora, prompt_tokens, prompt_mask, key, temperature, eos_id, pad_id,
-              *, max_new_tokens, greedy, use_lora):
+def _generate(
+  config,
+  params,
+  lora,
+  prompt_tokens,
+  prompt_mask,
+  key,
+  temperature,
+  eos_id,
+  pad_id,
+  *,
+  max_new_tokens,
+  greedy,
+  use_lora,
+):
   # eos_id, pad_id: traced int32 scalars (eos_id -1 = never stop), so they cost no recompile.
   batch, prompt_len = prompt_tokens.shape
   model = Llama(config)
   variables, with_lora = _variables(params, lora, use_lora)
   cache = init_cache(config, batch, prompt_len + max_new_tokens, dtype=config.dtype)
-  logits, cache = model.apply(variables, prompt_tokens.astype(jnp.int32),
-                              positions_from_mask(prompt_mask), prompt_mask, cache, with_lora,
-                              last_only=True)
+  logits, cache = model.apply(
+    variables,
+    prompt_tokens.astype(jnp.int32),
+    positions_from_mask(prompt_mask),
+    prompt_mask,
+    cache,
+    with_lora,
+    last_only=True,
+  )
   first_position = jnp.sum(prompt_mask, axis=1, dtype=jnp.int32)
   keys = jax.random.split(key, max_new_tokens)
   token, logprob = _choose(logits[:, -1], keys[0], temperature, greedy)
@@ -475,9 +573,16 @@ def _generate(config, params, lora, prompt_tokens, prompt_mask, key, temperature
     # Feed token i-1 (at slot prompt_len + i - 1, its position), sample token i.
     i, layer_caches, valid, previous, tokens, logprobs, mask, done = carry
     position = (first_position + i - 1)[:, None]
-    logits, layer_caches, valid = _decode_step(config, weights, with_lora, previous[:, None],
-                                               position, layer_caches, valid,
-                                               prompt_len + i - 1)
+    logits, layer_caches, valid = _decode_step(
+      config,
+      weights,
+      with_lora,
+      previous[:, None],
+      position,
+      layer_caches,
+      valid,
+      prompt_len + i - 1,
+    )
     token, logprob = _choose(logits, keys[i], temperature, greedy)
     active = ~done
     token = jnp.where(active, token, pad_id)
@@ -487,8 +592,7 @@ def _generate(config, params, lora, prompt_tokens, prompt_mask, key, temperature
     done = done | (token == eos_id)
     return i + 1, layer_caches, valid, token, tokens, logprobs, mask, done
 
-  carry = (jnp.ones((), jnp.int32), layer_caches, cache.valid, token, tokens, logprobs, mask,
-           done)
+  carry = (jnp.ones((), jnp.int32), layer_caches, cache.valid, token, tokens, logprobs, mask, done)
   _, _, _, _, tokens, logprobs, mask, _ = jax.lax.while_loop(unfinished, step, carry)
   return Generation(tokens=tokens, logprobs=logprobs, mask=mask)
 
@@ -500,10 +604,21 @@ def _check_token_id(name: str, value, vocab_size: int, allow_none: bool = False)
     raise ValueError(f"{name}: expected an int in [0, {vocab_size}), got {value!r}")
 
 
-def generate(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], prompt_tokens: Array,
-             prompt_mask: Array, key: Array, max_new_tokens: int, *, temperature=1.0,
-             greedy: bool = False, eos_id: Optional[int], pad_id: int,
-             use_lora: bool = True) -> Generation:
+def generate(
+  config: LlamaConfig,
+  params: PyTree,
+  lora: Optional[PyTree],
+  prompt_tokens: Array,
+  prompt_mask: Array,
+  key: Array,
+  max_new_tokens: int,
+  *,
+  temperature=1.0,
+  greedy: bool = False,
+  eos_id: Optional[int],
+  pad_id: int,
+  use_lora: bool = True,
+) -> Generation:
   """Samples `max_new_tokens` tokens after left-padded prompts, as one jitted program.
 
   Prefill of the prompts into a KV cache, then a `lax.while_loop` of cached one-token decode
@@ -530,22 +645,40 @@ def generate(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], prompt
   _require_positive_int("max_new_tokens", max_new_tokens)
   total = prompt_tokens.shape[1] + max_new_tokens
   if total > config.max_seq_len:
-    raise ValueError(f"prompt_tokens: prompt length {prompt_tokens.shape[1]} + max_new_tokens "
-                     f"{max_new_tokens} = {total} exceeds config.max_seq_len={config.max_seq_len}")
+    raise ValueError(
+      f"prompt_tokens: prompt length {prompt_tokens.shape[1]} + max_new_tokens "
+      f"{max_new_tokens} = {total} exceeds config.max_seq_len={config.max_seq_len}"
+    )
   if isinstance(temperature, (int, float)) and not (0 < temperature < math.inf):
     raise ValueError(f"temperature: expected a finite float > 0, got {temperature!r}")
   _check_token_id("eos_id", eos_id, config.vocab_size, allow_none=True)
   _check_token_id("pad_id", pad_id, config.vocab_size)
-  return _generate(config, params, lora, prompt_tokens, prompt_mask, key,
-                   jnp.asarray(temperature, jnp.float32),
-                   jnp.asarray(-1 if eos_id is None else eos_id, jnp.int32),
-                   jnp.asarray(pad_id, jnp.int32), max_new_tokens=max_new_tokens,
-                   greedy=bool(greedy),
-                   use_lora=bool(use_lora and config.lora_rank > 0 and lora is not None))
+  return _generate(
+    config,
+    params,
+    lora,
+    prompt_tokens,
+    prompt_mask,
+    key,
+    jnp.asarray(temperature, jnp.float32),
+    jnp.asarray(-1 if eos_id is None else eos_id, jnp.int32),
+    jnp.asarray(pad_id, jnp.int32),
+    max_new_tokens=max_new_tokens,
+    greedy=bool(greedy),
+    use_lora=bool(use_lora and config.lora_rank > 0 and lora is not None),
+  )
 
 
-def token_logprobs(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], tokens: Array,
-                   mask: Array, *, use_lora: bool = True, temperature=1.0) -> Array:
+def token_logprobs(
+  config: LlamaConfig,
+  params: PyTree,
+  lora: Optional[PyTree],
+  tokens: Array,
+  mask: Array,
+  *,
+  use_lora: bool = True,
+  temperature=1.0,
+) -> Array:
   """`log pi(tokens[:, t+1] | tokens[:, :t+1])`, float32 `[B, T-1]`, differentiable w.r.t. lora.
 
   Per-sequence, one teacher-forced forward pass (no cache). `tokens` int32 `[B, T]` is a prompt
@@ -561,8 +694,9 @@ def token_logprobs(config: LlamaConfig, params: PyTree, lora: Optional[PyTree], 
     raise ValueError(f"tokens: expected at least 2 tokens per row, got shape {tokens.shape}")
   if isinstance(temperature, (int, float)) and not (0 < temperature < math.inf):
     raise ValueError(f"temperature: expected a finite float > 0, got {temperature!r}")
-  logits, _ = forward(config, params, lora, tokens, positions_from_mask(mask), mask,
-                      use_lora=use_lora)
+  logits, _ = forward(
+    config, params, lora, tokens, positions_from_mask(mask), mask, use_lora=use_lora
+  )
   log_probs = jax.nn.log_softmax(logits[:, :-1] / temperature, axis=-1)
   picked = jnp.take_along_axis(log_probs, tokens[:, 1:, None].astype(jnp.int32), axis=-1)[..., 0]
   return jnp.where(mask[:, :-1] & mask[:, 1:], picked, 0.0)

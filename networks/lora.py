@@ -122,10 +122,12 @@ class LoRADense(nn.Module):
     y = jnp.dot(x, kernel.astype(self.dtype))
     if self.rank > 0 and use_lora:
       scale = lora_scale(self.rank, self.alpha)
-      a = self.variable(LORA_COLLECTION, "a", lambda: lora_a_init(
-          self.make_rng("params"), (in_features, self.rank)))
-      b = self.variable(LORA_COLLECTION, "b", lambda: jnp.zeros((self.rank, self.features),
-                                                              jnp.float32))
+      a = self.variable(
+        LORA_COLLECTION, "a", lambda: lora_a_init(self.make_rng("params"), (in_features, self.rank))
+      )
+      b = self.variable(
+        LORA_COLLECTION, "b", lambda: jnp.zeros((self.rank, self.features), jnp.float32)
+      )
       delta = lora_delta(x, a.value.astype(self.dtype), b.value.astype(self.dtype), scale)
       y = y + delta.astype(y.dtype)
     return y

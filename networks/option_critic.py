@@ -56,14 +56,17 @@ class OptionCriticNetwork(nn.Module):
 
   def setup(self):
     if self.num_options < 1 or self.num_actions < 1:
-      raise ValueError(f"num_options, num_actions: expected integers >= 1, got "
-                       f"{self.num_options}, {self.num_actions}")
+      raise ValueError(
+        f"num_options, num_actions: expected integers >= 1, got "
+        f"{self.num_options}, {self.num_actions}"
+      )
     if not self.temperature > 0:
       raise ValueError(f"temperature: expected a float > 0, got {self.temperature!r}")
     self.torso = MLP(tuple(self.hidden_sizes), self.activation) if self.hidden_sizes else None
     init = initializers.orthogonal(self.head_init_scale)
-    head = lambda size: nn.Dense(size, use_bias=self.head_bias, kernel_init=init,
-                                 bias_init=nn.initializers.zeros)
+    head = lambda size: nn.Dense(
+      size, use_bias=self.head_bias, kernel_init=init, bias_init=nn.initializers.zeros
+    )
     self.q_head = head(self.num_options)
     self.termination_head = head(self.num_options)
     self.policy_head = head(self.num_options * self.num_actions)
@@ -75,8 +78,11 @@ class OptionCriticNetwork(nn.Module):
   def __call__(self, obs: jax.Array) -> OptionCriticOutput:
     x = self.features(obs)
     logits = self.policy_head(x).reshape(x.shape[:-1] + (self.num_options, self.num_actions))
-    return OptionCriticOutput(q=self.q_head(x), beta=jax.nn.sigmoid(self.termination_head(x)),
-                              logits=logits / self.temperature)
+    return OptionCriticOutput(
+      q=self.q_head(x),
+      beta=jax.nn.sigmoid(self.termination_head(x)),
+      logits=logits / self.temperature,
+    )
 
   def option_values(self, obs: jax.Array) -> jax.Array:
     """Q(s, .) alone (`[..., O]`)."""

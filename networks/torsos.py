@@ -9,10 +9,10 @@ import jax.numpy as jnp
 from hrljax.networks import initializers
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "tanh": jnp.tanh,
-    "relu": nn.relu,
-    "gelu": nn.gelu,
-    "silu": nn.silu,
+  "tanh": jnp.tanh,
+  "relu": nn.relu,
+  "gelu": nn.gelu,
+  "silu": nn.silu,
 }
 
 
@@ -39,8 +39,9 @@ class MLP(nn.Module):
   def __call__(self, x: jax.Array) -> jax.Array:
     act = activation_by_name(self.activation)
     for i, size in enumerate(self.hidden_sizes):
-      x = nn.Dense(size, kernel_init=initializers.orthogonal(jnp.sqrt(2.0)),
-                   bias_init=nn.initializers.zeros)(x)
+      x = nn.Dense(
+        size, kernel_init=initializers.orthogonal(jnp.sqrt(2.0)), bias_init=nn.initializers.zeros
+      )(x)
       is_last = i == len(self.hidden_sizes) - 1
       if self.layer_norm and not is_last:
         x = nn.LayerNorm()(x)

@@ -161,8 +161,9 @@ class _Block(nn.Module):
     q, k, v = self._project(x)
     return self._finish(x, _attend(q, k, v, mask)), k, v
 
-  def decode(self, x: Array, keys: Array, values: Array, slot: Array,
-             valid: Array) -> Tuple[Array, Array, Array]:
+  def decode(
+    self, x: Array, keys: Array, values: Array, slot: Array, valid: Array
+  ) -> Tuple[Array, Array, Array]:
     """One new token x `[B, 1, d]` written at `slot` of the cache, attending to `valid` slots."""
     q, k, v = self._project(x)
     keys = jax.lax.dynamic_update_slice_in_dim(keys, k, slot, axis=2)
@@ -184,20 +185,23 @@ class _Trunk(nn.Module):
     for name in ("vocab_size", "d_model", "num_layers", "num_heads", "mlp_dim", "max_len"):
       _check_positive_int(name, getattr(self, name))
     if self.d_model % self.num_heads:
-      raise ValueError(f"d_model: expected a multiple of num_heads={self.num_heads}, "
-                       f"got {self.d_model}")
+      raise ValueError(
+        f"d_model: expected a multiple of num_heads={self.num_heads}, got {self.d_model}"
+      )
     self.token_embed = nn.Embed(self.vocab_size, self.d_model, embedding_init=_EMBED_INIT)
     self.position_embed = nn.Embed(self.max_len, self.d_model, embedding_init=_EMBED_INIT)
-    self.blocks = [_Block(self.d_model, self.num_heads, self.mlp_dim)
-                   for _ in range(self.num_layers)]
+    self.blocks = [
+      _Block(self.d_model, self.num_heads, self.mlp_dim) for _ in range(self.num_layers)
+    ]
     self.final_norm = nn.LayerNorm()
 
   def check_length(self, name: str, length: int) -> None:
     if length > self.max_len:
       raise ValueError(f"{name}: expected at most max_len={self.max_len} tokens, got {length}")
 
-  def __call__(self, tokens: Array, valid: Array,
-               causal: bool) -> Tuple[Array, Tuple[Array, ...], Tuple[Array, ...]]:
+  def __call__(
+    self, tokens: Array, valid: Array, causal: bool
+  ) -> Tuple[Array, Tuple[Array, ...], Tuple[Array, ...]]:
     """Hidden states `[B, S, d]` and per-layer keys/values of a whole sequence."""
     self.check_length("tokens", tokens.shape[1])
     x = self.token_embed(tokens) + self.position_embed(token_positions(valid))
@@ -217,14 +221,20 @@ class _Trunk(nn.Module):
     x = self.token_embed(token) + self.position_embed(cache.next_position)
     x = x[:, None, :]
     valid = jax.lax.dynamic_update_slice_in_dim(
-        cache.valid, jnp.ones((token.shape[0], 1), bool), cache.length, axis=1)
+      cache.valid, jnp.ones((token.shape[0], 1), bool), cache.length, axis=1
+    )
     keys, values = [], []
     for block, k, v in zip(self.blocks, cache.keys, cache.values):
       x, k, v = block.decode(x, k, v, cache.length, valid)
       keys.append(k)
       values.append(v)
-    cache = KVCache(keys=tuple(keys), values=tuple(values), valid=valid,
-                    length=cache.length + 1, next_position=cache.next_position + 1)
+    cache = KVCache(
+      keys=tuple(keys),
+      values=tuple(values),
+      valid=valid,
+      length=cache.length + 1,
+      next_position=cache.next_position + 1,
+    )
     return self.final_norm(x[:, 0]), cache
 
 
@@ -255,8 +265,14 @@ class CausalTransformer(nn.Module):
   pad_token: int = 0
 
   def setup(self):
-    self.trunk = _Trunk(self.vocab_size, self.d_model, self.num_layers, self.num_heads,
-                        self.mlp_dim or 4 * self.d_model, self.max_len)
+    self.trunk = _Trunk(
+      self.vocab_size,
+      self.d_model,
+      self.num_layers,
+      self.num_heads,
+      self.mlp_dim or 4 * self.d_model,
+      self.max_len,
+    )
     self.lm_head = nn.Dense(self.vocab_size, kernel_init=_EMBED_INIT)
 
   def __call__(self, tokens: Array, valid: Optional[Array] = None) -> Array:
@@ -292,7 +308,7 @@ class CausalTransformer(nn.Module):
     last = last_valid_index(prompt_valid)
     # The first token follows the last real prompt token, which right-padding puts mid-row.
     first = jnp.take_along_axis(hidden[:, :prompt_len], last[:, None, None], axis=1)
-    rest = hidden[:, prompt_len:prompt_len + utterance_len - 1]
+    rest = hidden[:, prompt_len : prompt_len + utterance_len - 1]
     return self.lm_head(jnp.concatenate([first, rest], axis=1))
 
   def prefill(self, prompt: Array, max_new_tokens: int) -> Tuple[Array, KVCache]:
@@ -304,8 +320,9 @@ class CausalTransformer(nn.Module):
       max_new_tokens: Python int >= 0, number of `decode` calls the cache must hold.
     """
     _check_tokens("prompt", prompt)
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
-        or max_new_tokens < 0:
+    if (
+      isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0
+    ):
       raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
     # Same bound as teacher forcing of the T + max_new_tokens + 1 tokens this produces, so that
     # generation and scoring accept the same shapes.
@@ -319,11 +336,11 @@ class CausalTransformer(nn.Module):
       return jnp.pad(cached, ((0, 0), (0, 0), (0, max_new_tokens), (0, 0)))
 
     cache = KVCache(
-        keys=tuple(room(k) for k in keys),
-        values=tuple(room(v) for v in values),
-        valid=jnp.pad(valid, ((0, 0), (0, max_new_tokens))),
-        length=jnp.asarray(prompt.shape[1], jnp.int32),
-        next_position=jnp.sum(valid, axis=1, dtype=jnp.int32),
+      keys=tuple(room(k) for k in keys),
+      values=tuple(room(v) for v in values),
+      valid=jnp.pad(valid, ((0, 0), (0, max_new_tokens))),
+      length=jnp.asarray(prompt.shape[1], jnp.int32),
+      next_position=jnp.sum(valid, axis=1, dtype=jnp.int32),
     )
     return logits, cache
 
@@ -352,8 +369,16 @@ def _choose(logits: Array, key: Array, temperature, greedy: bool) -> Tuple[Array
   return token, jnp.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]
 
 
-def generate(model: CausalTransformer, params, prompt: Array, key: Array, *, num_tokens: int,
-             temperature=1.0, greedy: bool = False) -> Tuple[Array, Array]:
+def generate(
+  model: CausalTransformer,
+  params,
+  prompt: Array,
+  key: Array,
+  *,
+  num_tokens: int,
+  temperature=1.0,
+  greedy: bool = False,
+) -> Tuple[Array, Array]:
   """Generates an utterance of `num_tokens` tokens per dialogue, jittable, with a KV cache.
 
   Per-batch (rows are independent; one key serves the batch). The prompt is run once
@@ -397,8 +422,9 @@ def generate(model: CausalTransformer, params, prompt: Array, key: Array, *, num
   return tokens, log_probs
 
 
-def utterance_log_probs(model: CausalTransformer, params, prompt: Array, utterance: Array,
-                        temperature=1.0) -> Array:
+def utterance_log_probs(
+  model: CausalTransformer, params, prompt: Array, utterance: Array, temperature=1.0
+) -> Array:
   """Teacher-forced log-probs float32 `[B, L]` of utterance tokens under the policy.
 
   log softmax(logits / temperature) of each token of `utterance` (int `[B, L]`) given the prompt
@@ -424,8 +450,14 @@ class _ScalarMLP(nn.Module):
 
 def _ensemble(hidden_sizes: Sequence[int], size: int) -> nn.Module:
   """`size` independently initialised heads evaluated on the same features, output `[E, B]`."""
-  heads = nn.vmap(_ScalarMLP, variable_axes={"params": 0}, split_rngs={"params": True},
-                  in_axes=None, out_axes=0, axis_size=size)
+  heads = nn.vmap(
+    _ScalarMLP,
+    variable_axes={"params": 0},
+    split_rngs={"params": True},
+    in_axes=None,
+    out_axes=0,
+    axis_size=size,
+  )
   return heads(tuple(hidden_sizes))
 
 
@@ -472,13 +504,21 @@ class UtteranceCritic(nn.Module):
 
   def setup(self):
     if self.utterance_encoding not in UTTERANCE_ENCODINGS:
-      raise ValueError(f"utterance_encoding: expected one of {list(UTTERANCE_ENCODINGS)}, "
-                       f"got {self.utterance_encoding!r}")
+      raise ValueError(
+        f"utterance_encoding: expected one of {list(UTTERANCE_ENCODINGS)}, "
+        f"got {self.utterance_encoding!r}"
+      )
     if self.readout not in CRITIC_READOUTS:
       raise ValueError(f"readout: expected one of {list(CRITIC_READOUTS)}, got {self.readout!r}")
     _check_positive_int("num_critics", self.num_critics)
-    self.encoder = _Trunk(self.vocab_size, self.d_model, self.num_layers, self.num_heads,
-                          self.mlp_dim or 4 * self.d_model, self.max_len)
+    self.encoder = _Trunk(
+      self.vocab_size,
+      self.d_model,
+      self.num_layers,
+      self.num_heads,
+      self.mlp_dim or 4 * self.d_model,
+      self.max_len,
+    )
     hidden_sizes = self.head_hidden_sizes or (self.d_model, self.d_model)
     self.q_heads = _ensemble(hidden_sizes, self.num_critics)
     self.v_heads = _ensemble(hidden_sizes, self.num_critics)
@@ -497,8 +537,9 @@ class UtteranceCritic(nn.Module):
     _check_tokens("dialogue", dialogue)
     return self.encode(dialogue, dialogue != self.pad_token)
 
-  def _q(self, dialogue: Array, state_features: Array, utterance: Array,
-         utterance_mask: Optional[Array]) -> Array:
+  def _q(
+    self, dialogue: Array, state_features: Array, utterance: Array, utterance_mask: Optional[Array]
+  ) -> Array:
     _check_tokens("utterance", utterance)
     chex.assert_equal_shape_prefix([dialogue, utterance], 1)
     if utterance_mask is None:
@@ -513,8 +554,9 @@ class UtteranceCritic(nn.Module):
       action_features = self.encode(tokens, valid)
     return self.q_heads(jnp.concatenate([state_features, action_features], axis=-1))
 
-  def __call__(self, dialogue: Array, utterance: Array,
-               utterance_mask: Optional[Array] = None) -> CriticOutput:
+  def __call__(
+    self, dialogue: Array, utterance: Array, utterance_mask: Optional[Array] = None
+  ) -> CriticOutput:
     """Q_e(s, a) and V_e(s), each float32 `[E, B]`.
 
     Args:
@@ -524,11 +566,13 @@ class UtteranceCritic(nn.Module):
         Pass `token_game.utterance_token_mask` (vmapped) to read exactly what the game reads.
     """
     state_features = self._dialogue_features(dialogue)
-    return CriticOutput(q=self._q(dialogue, state_features, utterance, utterance_mask),
-                        v=self.v_heads(state_features))
+    return CriticOutput(
+      q=self._q(dialogue, state_features, utterance, utterance_mask), v=self.v_heads(state_features)
+    )
 
-  def q_values(self, dialogue: Array, utterance: Array,
-               utterance_mask: Optional[Array] = None) -> Array:
+  def q_values(
+    self, dialogue: Array, utterance: Array, utterance_mask: Optional[Array] = None
+  ) -> Array:
     """Q_e(s, a) float32 `[E, B]` (arguments as in `__call__`)."""
     return self._q(dialogue, self._dialogue_features(dialogue), utterance, utterance_mask)
 
@@ -551,16 +595,20 @@ def critic_params_from_policy(critic_params, policy_params):
   encoder = critic_params["params"]["encoder"]
   trunk = policy_params["params"]["trunk"]
   if jax.tree.structure(encoder) != jax.tree.structure(trunk):
-    raise ValueError("policy_params: the policy's trunk and the critic's encoder differ in "
-                     "structure (expected the same d_model, num_layers and num_heads)")
+    raise ValueError(
+      "policy_params: the policy's trunk and the critic's encoder differ in "
+      "structure (expected the same d_model, num_layers and num_heads)"
+    )
 
   def copy(target, source):
     if target.shape == source.shape:
       return source
     if target.shape[1:] == source.shape[1:] and target.shape[0] <= source.shape[0]:
-      return source[:target.shape[0]]  # position embeddings: the critic needs fewer
-    raise ValueError(f"policy_params: a trunk parameter of shape {source.shape} cannot start a "
-                     f"critic encoder parameter of shape {target.shape}")
+      return source[: target.shape[0]]  # position embeddings: the critic needs fewer
+    raise ValueError(
+      f"policy_params: a trunk parameter of shape {source.shape} cannot start a "
+      f"critic encoder parameter of shape {target.shape}"
+    )
 
   params = dict(critic_params["params"])
   params["encoder"] = jax.tree.map(copy, encoder, trunk)
@@ -586,8 +634,13 @@ class TokenValueNetwork(nn.Module):
 
   def setup(self):
     self.body = CausalTransformer(
-        vocab_size=self.vocab_size, d_model=self.d_model, num_layers=self.num_layers,
-        num_heads=self.num_heads, max_len=self.max_len, pad_token=self.pad_token)
+      vocab_size=self.vocab_size,
+      d_model=self.d_model,
+      num_layers=self.num_layers,
+      num_heads=self.num_heads,
+      max_len=self.max_len,
+      pad_token=self.pad_token,
+    )
     self.head = nn.Dense(1)
 
   def __call__(self, dialogue: Array, utterance: Array) -> Array:

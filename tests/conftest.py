@@ -67,8 +67,12 @@ def write_random_walk(path, episodes=4, steps=60, seed=0):
       actions.append(action)
       terminals.append(t == steps - 1)
       pos = pos + 0.1 * action
-  np.savez_compressed(path, observations=np.asarray(obs, np.float32),
-                      actions=np.asarray(actions, np.float32), terminals=np.asarray(terminals))
+  np.savez_compressed(
+    path,
+    observations=np.asarray(obs, np.float32),
+    actions=np.asarray(actions, np.float32),
+    terminals=np.asarray(terminals),
+  )
   return str(path)
 
 

@@ -1,12 +1,12 @@
 """The layers import only downward: every module's imports are parsed and checked.
 
-  losses   -> jax, chex, rlax, distrax, optax, the standard library and each other
-  networks -> flax, jax, distrax, chex, numpy, the standard library, `hrljax.types` and each other
-  spine    -> (`hrljax.*` outside losses/networks/agents) nothing above it
-  agents   -> losses, networks, the spine, the shared agent helpers; no other agent except the
-              declared configurations of another (Bresa of Recovery RL, shielded PPO of
-              PPO-Lagrangian)
-  nothing outside `experiments/` imports `experiments`
+losses   -> jax, chex, rlax, distrax, optax, the standard library and each other
+networks -> flax, jax, distrax, chex, numpy, the standard library, `hrljax.types` and each other
+spine    -> (`hrljax.*` outside losses/networks/agents) nothing above it
+agents   -> losses, networks, the spine, the shared agent helpers; no other agent except the
+            declared configurations of another (Bresa of Recovery RL, shielded PPO of
+            PPO-Lagrangian)
+nothing outside `experiments/` imports `experiments`
 """
 
 import ast
@@ -27,7 +27,7 @@ STDLIB = set(sys.stdlib_module_names)
 
 def module_name(relative_path: str) -> str:
   """The import name of a repository file (`losses/x.py` installs as `hrljax.losses.x`)."""
-  parts = relative_path[:-len(".py")].split(os.sep)
+  parts = relative_path[: -len(".py")].split(os.sep)
   if parts[0] in INSTALLED_AS:
     parts = INSTALLED_AS[parts[0]].split(".") + parts[1:]
   return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -47,7 +47,7 @@ def imported_names(relative_path: str) -> list:
     elif isinstance(node, ast.ImportFrom):
       base = node.module or ""
       if node.level:
-        anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
         base = ".".join(anchor + ([node.module] if node.module else []))
       for alias in node.names:
         ours = base == "hrljax" or base in UPPER_LAYERS
@@ -69,8 +69,12 @@ def violation(module: str, target: str):
       return None
     return "losses import only jax, chex, rlax, distrax, optax and each other"
   if _within(module, "hrljax.networks"):
-    if (top in STDLIB or top in NETWORK_DEPENDENCIES or _within(target, "hrljax.networks")
-        or _within(target, "hrljax.types")):
+    if (
+      top in STDLIB
+      or top in NETWORK_DEPENDENCIES
+      or _within(target, "hrljax.networks")
+      or _within(target, "hrljax.types")
+    ):
       return None
     return "networks import only flax, jax, distrax, chex, numpy and hrljax.types"
   if _within(module, "hrljax.agents"):
@@ -99,13 +103,19 @@ def python_files():
 
 
 def test_every_import_points_down_the_layers():
-  problems = [f"{path}:{line}: imports {target}: {why}"
-              for path in python_files() for line, target in imported_names(path)
-              for why in [violation(module_name(path), target)] if why]
+  problems = [
+    f"{path}:{line}: imports {target}: {why}"
+    for path in python_files()
+    for line, target in imported_names(path)
+    for why in [violation(module_name(path), target)]
+    if why
+  ]
   assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("module, target, expected", [
+@pytest.mark.parametrize(
+  "module, target, expected",
+  [
     ("hrljax.losses.safety", "hrljax.networks.heads", "losses import only"),
     ("hrljax.losses.safety", "numpy", "losses import only"),
     ("hrljax.losses.group_relative.gigpo", "hrljax.losses._checks", None),
@@ -114,21 +124,28 @@ def test_every_import_points_down_the_layers():
     ("hrljax.training", "hrljax.agents.ppo", "the spine imports nothing above it"),
     ("hrljax.data.goal_sampler", "hrljax.losses.goal_conditioned", "the spine imports"),
     ("hrljax.rollout.plain", "hrljax.types", None),
-    ("hrljax.agents.hiql", "hrljax.agents.gcivl", "agents are leaves: hiql imports the agent gcivl"),
+    (
+      "hrljax.agents.hiql",
+      "hrljax.agents.gcivl",
+      "agents are leaves: hiql imports the agent gcivl",
+    ),
     ("hrljax.agents.hiql", "hrljax.agents.common", None),
     ("hrljax.agents.bresa", "hrljax.agents.recovery_rl", None),
     ("hrljax.agents.common", "hrljax.agents.ppo", "a shared agent helper imports no agent"),
     ("hrljax.agents.ppo", "experiments.configs", "nothing imports experiments"),
     ("experiments.train", "hrljax.agents.ppo", None),
-])
+  ],
+)
 def test_the_rules_catch_what_they_should(module, target, expected):
   why = violation(module, target)
   assert (why is None) if expected is None else (why is not None and expected in why)
 
 
 def test_relative_and_from_imports_resolve_to_module_names():
-  assert module_name(os.path.join("losses", "group_relative", "__init__.py")) == \
-      "hrljax.losses.group_relative"
+  assert (
+    module_name(os.path.join("losses", "group_relative", "__init__.py"))
+    == "hrljax.losses.group_relative"
+  )
   assert module_name(os.path.join("agents", "ppo.py")) == "hrljax.agents.ppo"
   names = [name for _, name in imported_names(os.path.join("hrljax", "training.py"))]
   assert "hrljax.checkpoint" in names and "jax" in names

@@ -52,8 +52,9 @@ def define_flags() -> None:
   flags.DEFINE_integer("seed", 0, "PRNG seed of the rollout.")
 
 
-def reference_gigpo(obs, r, traj, step, group, *, gamma=0.95, omega=1.0, norm="mean", eps=1e-6,
-                    weighting="trajectory"):
+def reference_gigpo(
+  obs, r, traj, step, group, *, gamma=0.95, omega=1.0, norm="mean", eps=1e-6, weighting="trajectory"
+):
   """GiGPO advantages (arXiv:2505.10978 Eqs. 3, 5-8) with Python dictionaries, in float64.
 
   One row per environment step, rows in any order; only real steps (no padding).
@@ -127,8 +128,9 @@ def random_episodes(num_groups: int, group_size: int, num_steps: int, seed: int)
   import jax.numpy as jnp
   from hrljax import envs, rollout
 
-  env, env_params = envs.make("FourRooms-misc", resample_init_pos=True, resample_goal_pos=True,
-                              max_steps_in_episode=num_steps)
+  env, env_params = envs.make(
+    "FourRooms-misc", resample_init_pos=True, resample_goal_pos=True, max_steps_in_episode=num_steps
+  )
 
   def uniform(params, obs, key):
     del params
@@ -137,17 +139,21 @@ def random_episodes(num_groups: int, group_size: int, num_steps: int, seed: int)
   @jax.jit
   def collect(key):
     group_ids = rollout.grouped_ids(num_groups, group_size)
-    episodes = rollout.grouped_episodes(env, env_params, uniform, None, key, group_ids,
-                                        num_steps)
+    episodes = rollout.grouped_episodes(env, env_params, uniform, None, key, group_ids, num_steps)
     shape = episodes.valid.shape
     traj = jnp.broadcast_to(jnp.arange(shape[1], dtype=jnp.int32)[None, :], shape)
     step = jnp.broadcast_to(jnp.arange(shape[0], dtype=jnp.int32)[:, None], shape)
     group = jnp.broadcast_to(group_ids[None, :], shape)
     transitions = episodes.transitions
     rows = shape[0] * shape[1]
-    return (transitions.obs.reshape(rows, -1), transitions.reward.reshape(rows),
-            traj.reshape(rows), step.reshape(rows), group.reshape(rows),
-            episodes.valid.reshape(rows))
+    return (
+      transitions.obs.reshape(rows, -1),
+      transitions.reward.reshape(rows),
+      traj.reshape(rows),
+      step.reshape(rows),
+      group.reshape(rows),
+      episodes.valid.reshape(rows),
+    )
 
   return tuple(np.asarray(x) for x in collect(jax.random.key(seed)))
 
@@ -165,9 +171,17 @@ def _interleaved_seconds(fns: dict, reps: dict) -> dict:
   return times
 
 
-def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, reps: int = 5,
-              reference_reps: int = 3, seed: int = 0, gamma: float = 0.95, omega: float = 1.0,
-              norm: str = "mean") -> dict:
+def benchmark(
+  num_groups: int = 512,
+  group_size: int = 8,
+  num_steps: int = 64,
+  reps: int = 5,
+  reference_reps: int = 3,
+  seed: int = 0,
+  gamma: float = 0.95,
+  omega: float = 1.0,
+  norm: str = "mean",
+) -> dict:
   """Times both implementations on one batch; returns the timings, ratios and largest difference."""
   import functools
 
@@ -177,9 +191,17 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
   obs, reward, traj, step, group, valid = random_episodes(num_groups, group_size, num_steps, seed)
   num_rows = reward.shape[0]
   num_traj = num_groups * group_size
-  advantages = jax.jit(functools.partial(
-      gr.gigpo_advantages, num_groups=num_groups, num_traj=num_traj, num_anchors=num_rows,
-      gamma=gamma, omega=omega, norm=norm))
+  advantages = jax.jit(
+    functools.partial(
+      gr.gigpo_advantages,
+      num_groups=num_groups,
+      num_traj=num_traj,
+      num_anchors=num_rows,
+      gamma=gamma,
+      omega=omega,
+      norm=norm,
+    )
+  )
 
   @jax.jit
   def with_anchors(obs, reward, traj, step, group, valid):
@@ -192,9 +214,15 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
   def grid(obs, reward, group, valid):
     # Rows are time-major: row t * num_traj + n is step t of trajectory n.
     return gr.gigpo_grid_advantages(
-        reward.reshape(shape), group.reshape(shape)[0], obs.reshape(shape + obs.shape[1:]),
-        num_groups=num_groups, valid=valid.reshape(shape), gamma=gamma, omega=omega,
-        norm=norm).advantages.reshape(-1)
+      reward.reshape(shape),
+      group.reshape(shape)[0],
+      obs.reshape(shape + obs.shape[1:]),
+      num_groups=num_groups,
+      valid=valid.reshape(shape),
+      gamma=gamma,
+      omega=omega,
+      norm=norm,
+    ).advantages.reshape(-1)
 
   device_args = jax.device_put((obs, reward, traj, step, group, valid))
   grid_args = tuple(device_args[i] for i in (0, 1, 4, 5))
@@ -203,12 +231,14 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
   compile_seconds = time.perf_counter() - start
   compiled = with_anchors.lower(*device_args).compile()
   anchor_ids = jax.block_until_ready(
-      jax.jit(gr.anchor_state_ids)(device_args[0], device_args[4], valid=device_args[5]).ids)
+    jax.jit(gr.anchor_state_ids)(device_args[0], device_args[4], valid=device_args[5]).ids
+  )
   only = advantages.lower(*device_args[1:5], anchor_ids, valid=device_args[5]).compile()
   run_grid = lambda: jax.block_until_ready(compiled_grid(*grid_args))
   run_full = lambda: jax.block_until_ready(compiled(*device_args))
-  run_only = lambda: jax.block_until_ready(only(*device_args[1:5], anchor_ids,
-                                                valid=device_args[5]))
+  run_only = lambda: jax.block_until_ready(
+    only(*device_args[1:5], anchor_ids, valid=device_args[5])
+  )
   run_grid(), run_full(), run_only()  # warm-up
 
   rows = valid.astype(bool)
@@ -220,28 +250,33 @@ def benchmark(num_groups: int = 512, group_size: int = 8, num_steps: int = 64, r
     expected = reference_gigpo(*reference_args, gamma=gamma, omega=omega, norm=norm)
 
   times = _interleaved_seconds(
-      {"grid": run_grid, "full": run_full, "only": run_only, "reference": run_reference},
-      {"grid": reps, "full": reps, "only": reps, "reference": reference_reps})
+    {"grid": run_grid, "full": run_full, "only": run_only, "reference": run_reference},
+    {"grid": reps, "full": reps, "only": reps, "reference": reference_reps},
+  )
   best = {name: min(t) for name, t in times.items()}
   median = {name: statistics.median(t) for name, t in times.items()}
   got = np.asarray(run_full())
   got_grid = np.asarray(run_grid())
   return {
-      "trajectories": num_traj, "steps": num_steps, "rows": num_rows, "real_steps": int(rows.sum()),
-      "device": jax.devices()[0].device_kind, "platform": jax.devices()[0].platform,
-      "jax_grid_with_anchors_seconds": best["grid"],
-      "jax_anchor_ids_and_advantages_seconds": best["full"],
-      "jax_advantages_only_seconds": best["only"],
-      "jax_grid_compile_seconds": compile_seconds,
-      "reference_dictionary_seconds": best["reference"],
-      "speedup_grid_with_anchors": best["reference"] / best["grid"],
-      "speedup_with_anchor_ids": best["reference"] / best["full"],
-      "speedup_advantages_only": best["reference"] / best["only"],
-      "median_seconds": median,
-      "median_speedup_grid_with_anchors": median["reference"] / median["grid"],
-      "max_abs_difference": float(np.max(np.abs(got[rows] - expected))),
-      "max_abs_difference_grid": float(np.max(np.abs(got_grid[rows] - expected))),
-      "padding_rows_zero": bool(np.all(got[~rows] == 0) and np.all(got_grid[~rows] == 0)),
+    "trajectories": num_traj,
+    "steps": num_steps,
+    "rows": num_rows,
+    "real_steps": int(rows.sum()),
+    "device": jax.devices()[0].device_kind,
+    "platform": jax.devices()[0].platform,
+    "jax_grid_with_anchors_seconds": best["grid"],
+    "jax_anchor_ids_and_advantages_seconds": best["full"],
+    "jax_advantages_only_seconds": best["only"],
+    "jax_grid_compile_seconds": compile_seconds,
+    "reference_dictionary_seconds": best["reference"],
+    "speedup_grid_with_anchors": best["reference"] / best["grid"],
+    "speedup_with_anchor_ids": best["reference"] / best["full"],
+    "speedup_advantages_only": best["reference"] / best["only"],
+    "median_seconds": median,
+    "median_speedup_grid_with_anchors": median["reference"] / median["grid"],
+    "max_abs_difference": float(np.max(np.abs(got[rows] - expected))),
+    "max_abs_difference_grid": float(np.max(np.abs(got_grid[rows] - expected))),
+    "padding_rows_zero": bool(np.all(got[~rows] == 0) and np.all(got_grid[~rows] == 0)),
   }
 
 
@@ -250,19 +285,38 @@ def main(argv):
   for name in ("num_groups", "group_size", "num_steps", "reps", "reference_reps"):
     if getattr(FLAGS, name) < 1:
       sys.exit(f"error: --{name}: expected an integer >= 1, got {getattr(FLAGS, name)}")
-  result = benchmark(FLAGS.num_groups, FLAGS.group_size, FLAGS.num_steps, FLAGS.reps,
-                     FLAGS.reference_reps, FLAGS.seed)
-  print(f"gigpo_advantages, {result['trajectories']} trajectories x {result['steps']} steps "
-        f"({result['real_steps']} real steps), fastest of the interleaved runs:", file=sys.stderr)
-  print(f"  reference (NumPy + dictionaries): {result['reference_dictionary_seconds']:.4f} s",
-        file=sys.stderr)
-  print(f"  jax grid, anchors included: {result['jax_grid_with_anchors_seconds']:.4f} s"
-        f"  ({result['speedup_grid_with_anchors']:.1f}x)", file=sys.stderr)
+  result = benchmark(
+    FLAGS.num_groups,
+    FLAGS.group_size,
+    FLAGS.num_steps,
+    FLAGS.reps,
+    FLAGS.reference_reps,
+    FLAGS.seed,
+  )
+  print(
+    f"gigpo_advantages, {result['trajectories']} trajectories x {result['steps']} steps "
+    f"({result['real_steps']} real steps), fastest of the interleaved runs:",
+    file=sys.stderr,
+  )
+  print(
+    f"  reference (NumPy + dictionaries): {result['reference_dictionary_seconds']:.4f} s",
+    file=sys.stderr,
+  )
+  print(
+    f"  jax grid, anchors included: {result['jax_grid_with_anchors_seconds']:.4f} s"
+    f"  ({result['speedup_grid_with_anchors']:.1f}x)",
+    file=sys.stderr,
+  )
   full = result["jax_anchor_ids_and_advantages_seconds"]
-  print(f"  jax anchor ids + advantages:      {full:.4f} s"
-        f"  ({result['speedup_with_anchor_ids']:.1f}x)", file=sys.stderr)
-  print(f"  jax advantages (ids given):       {result['jax_advantages_only_seconds']:.4f} s"
-        f"  ({result['speedup_advantages_only']:.1f}x)", file=sys.stderr)
+  print(
+    f"  jax anchor ids + advantages:      {full:.4f} s  ({result['speedup_with_anchor_ids']:.1f}x)",
+    file=sys.stderr,
+  )
+  print(
+    f"  jax advantages (ids given):       {result['jax_advantages_only_seconds']:.4f} s"
+    f"  ({result['speedup_advantages_only']:.1f}x)",
+    file=sys.stderr,
+  )
   print(f"  grid, medians: {result['median_speedup_grid_with_anchors']:.1f}x", file=sys.stderr)
   print(json.dumps(result))
 

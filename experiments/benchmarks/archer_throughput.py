@@ -34,9 +34,13 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
-  config_flags.DEFINE_config_file("config", None, "ArCHer experiment config file.", lock_config=False)
+  config_flags.DEFINE_config_file(
+    "config", None, "ArCHer experiment config file.", lock_config=False
+  )
   flags.DEFINE_integer("batch", 1024, "Dialogues per generated batch and transitions per update.")
   flags.DEFINE_integer("reps", 7, "Timed executions of each program after compile.")
   flags.DEFINE_integer("seed", 0, "PRNG seed.")
@@ -64,21 +68,27 @@ def build(config, batch: int, seed: int):
   dialogue, utterance = data.dialogue[:batch], data.utterance[:batch]
   # Successors and rewards only need the right shapes and dtypes for timing.
   transitions = tc.UtteranceTransition(
-      dialogue=dialogue, utterance=utterance, reward=jnp.zeros((batch,), jnp.float32),
-      next_dialogue=dialogue, terminated=jnp.zeros((batch,), bool))
+    dialogue=dialogue,
+    utterance=utterance,
+    reward=jnp.zeros((batch,), jnp.float32),
+    next_dialogue=dialogue,
+    terminated=jnp.zeros((batch,), bool),
+  )
   length = env_params.utterance_len
   policy = agent.policy
 
   @jax.jit
   def generate(params, dialogue, key):
-    return transformer.generate(policy, params, dialogue, key, num_tokens=length,
-                                temperature=config.temperature)[0]
+    return transformer.generate(
+      policy, params, dialogue, key, num_tokens=length, temperature=config.temperature
+    )[0]
 
   @jax.jit
   def archer_update(agent, transitions):
     expand = lambda x: x[None]
-    new_agent, metrics = agent.update(jax.tree.map(expand, transitions),
-                                      transitions.dialogue[None], jnp.asarray(True))
+    new_agent, metrics = agent.update(
+      jax.tree.map(expand, transitions), transitions.dialogue[None], jnp.asarray(True)
+    )
     return new_agent.policy_params, new_agent.critic_params, metrics
 
   @jax.jit
@@ -100,11 +110,11 @@ def build(config, batch: int, seed: int):
 
   gen_key = jax.random.fold_in(run_key, 1)
   return {
-      "generate": (generate, (agent.policy_params, dialogue, gen_key)),
-      "archer_update": (archer_update, (agent, transitions)),
-      "critic_step": (critic_step, (agent, transitions)),
-      "actor_step": (actor_step, (agent, dialogue)),
-      "ppo_update": (ppo_update, (ppo_agent, ppo_batch)),
+    "generate": (generate, (agent.policy_params, dialogue, gen_key)),
+    "archer_update": (archer_update, (agent, transitions)),
+    "critic_step": (critic_step, (agent, transitions)),
+    "actor_step": (actor_step, (agent, dialogue)),
+    "ppo_update": (ppo_update, (ppo_agent, ppo_batch)),
   }
 
 
@@ -134,15 +144,23 @@ def token_ppo_step_inputs(archer_agent, dialogue, utterance, key):
   @jax.jit  # the batch is an argument: as a captured constant XLA would fold it for seconds
   def inputs(policy_params, dialogue, utterance, key):
     agent = token_ppo.TokenPPOAgent.create(key, env, env_params, config)
-    agent = agent.replace(policy_params=policy_params,
-                          policy_opt_state=agent.policy_tx.init(policy_params))
+    agent = agent.replace(
+      policy_params=policy_params, policy_opt_state=agent.policy_tx.init(policy_params)
+    )
     log_prob, _ = tc.token_log_probs_and_entropy(
-        agent.policy, policy_params, dialogue, utterance, config.temperature)
+      agent.policy, policy_params, dialogue, utterance, config.temperature
+    )
     value = agent.value_network.apply(agent.value_params, dialogue, utterance)
     advantage = jax.random.normal(jax.random.fold_in(key, 2), value.shape)
-    batch = token_ppo.TokenBatch(dialogue=dialogue, utterance=utterance, log_prob=log_prob,
-                                 value=value, advantage=advantage, target=advantage + value,
-                                 mask=tc.token_mask(utterance))
+    batch = token_ppo.TokenBatch(
+      dialogue=dialogue,
+      utterance=utterance,
+      log_prob=log_prob,
+      value=value,
+      advantage=advantage,
+      target=advantage + value,
+      mask=tc.token_mask(utterance),
+    )
     return agent, batch
 
   return inputs(archer_agent.policy_params, dialogue, utterance, key)
@@ -169,32 +187,32 @@ def measure(programs: dict, reps: int) -> tuple[dict, dict, dict]:
   return compile_seconds, times, outputs
 
 
-def summary(batch: int, utterance_len: int, reps: int, compile_seconds: dict, times: dict
-            ) -> dict:
+def summary(batch: int, utterance_len: int, reps: int, compile_seconds: dict, times: dict) -> dict:
   """The JSON record: rates from the median times, and the ArCHer-to-PPO cost ratio."""
   import jax
 
   median = {name: statistics.median(t) for name, t in times.items()}
   return {
-      "batch": batch,
-      "utterance_len": utterance_len,
-      "reps": reps,
-      "devices": jax.device_count(),
-      "utterances_per_second": batch / median["generate"],
-      "archer_updates_per_second": 1.0 / median["archer_update"],
-      "ppo_updates_per_second": 1.0 / median["ppo_update"],
-      "archer_to_ppo": median["archer_update"] / median["ppo_update"],
-      "median_seconds": median,
-      "min_seconds": {name: min(t) for name, t in times.items()},
-      "compile_seconds": compile_seconds,
+    "batch": batch,
+    "utterance_len": utterance_len,
+    "reps": reps,
+    "devices": jax.device_count(),
+    "utterances_per_second": batch / median["generate"],
+    "archer_updates_per_second": 1.0 / median["archer_update"],
+    "ppo_updates_per_second": 1.0 / median["ppo_update"],
+    "archer_to_ppo": median["archer_update"] / median["ppo_update"],
+    "median_seconds": median,
+    "min_seconds": {name: min(t) for name, t in times.items()},
+    "compile_seconds": compile_seconds,
   }
 
 
 def main(argv):
   del argv
   if FLAGS.batch < 1 or FLAGS.reps < 1:
-    raise app.UsageError(f"batch and reps: expected integers >= 1, got {FLAGS.batch} and "
-                         f"{FLAGS.reps}")
+    raise app.UsageError(
+      f"batch and reps: expected integers >= 1, got {FLAGS.batch} and {FLAGS.reps}"
+    )
   programs = build(FLAGS.config, FLAGS.batch, FLAGS.seed)
   compile_seconds, times, _ = measure(programs, FLAGS.reps)
   utterance_len = int(FLAGS.config.env_kwargs.get("utterance_len", 4))

@@ -45,26 +45,42 @@ def define_flags() -> None:
   flags.DEFINE_bool("worker", False, "Internal: run as the reference worker process.")
 
 
-BATCH_KEYS = ("observations", "next_observations", "actions", "rewards", "masks", "value_goals",
-              "low_actor_goals", "high_actor_goals", "high_actor_targets")
+BATCH_KEYS = (
+  "observations",
+  "next_observations",
+  "actions",
+  "rewards",
+  "masks",
+  "value_goals",
+  "low_actor_goals",
+  "high_actor_goals",
+  "high_actor_targets",
+)
 
 
 def random_batch(batch_size: int, obs_dim: int, action_dim: int, seed: int) -> dict:
   """A NumPy batch with the fields and shapes of OGBench's HGCDataset.sample, same on both sides."""
   import numpy as np
+
   rng = np.random.default_rng(seed)
   vec = lambda dim: rng.standard_normal((batch_size, dim)).astype(np.float32)  # noqa: E731
   masks = (rng.random(batch_size) < 0.9).astype(np.float32)
   return {
-      "observations": vec(obs_dim), "next_observations": vec(obs_dim),
-      "actions": np.clip(vec(action_dim), -1.0, 1.0), "rewards": masks - 1.0, "masks": masks,
-      "value_goals": vec(obs_dim), "low_actor_goals": vec(obs_dim),
-      "high_actor_goals": vec(obs_dim), "high_actor_targets": vec(obs_dim),
+    "observations": vec(obs_dim),
+    "next_observations": vec(obs_dim),
+    "actions": np.clip(vec(action_dim), -1.0, 1.0),
+    "rewards": masks - 1.0,
+    "masks": masks,
+    "value_goals": vec(obs_dim),
+    "low_actor_goals": vec(obs_dim),
+    "high_actor_goals": vec(obs_dim),
+    "high_actor_targets": vec(obs_dim),
   }
 
 
 def param_count(tree) -> int:
   import jax
+
   return int(sum(x.size for x in jax.tree_util.tree_leaves(tree)))
 
 
@@ -73,6 +89,7 @@ class Timer:
 
   def __init__(self, update, state):
     import jax
+
     start = time.perf_counter()
     self._update = jax.jit(update).lower(state).compile()
     self.compile_seconds = time.perf_counter() - start
@@ -81,6 +98,7 @@ class Timer:
   def round(self, updates: int) -> tuple:
     """Runs `updates` calls; returns (wall seconds, CPU seconds of this process, all threads)."""
     import jax
+
     start, cpu_start = time.perf_counter(), time.process_time()
     state = self._state
     for _ in range(updates):
@@ -112,8 +130,10 @@ def reference_timer(reference_path: str, batch: dict, seed: int):
   import numpy as np
 
   if not os.path.exists(os.path.join(reference_path, "agents", "hiql.py")):
-    raise ValueError(f"reference_path: expected OGBench's impls/ folder containing "
-                     f"agents/hiql.py, got {reference_path!r}")
+    raise ValueError(
+      f"reference_path: expected OGBench's impls/ folder containing "
+      f"agents/hiql.py, got {reference_path!r}"
+    )
   sys.path.insert(0, reference_path)
   from agents.hiql import HIQLAgent, get_config  # pylint: disable=import-outside-toplevel
 
@@ -142,24 +162,38 @@ def worker() -> None:
 
 def start_worker() -> subprocess.Popen:
   """The reference worker, in OGBench's folder and without this repository on its path."""
-  args = [sys.executable, os.path.abspath(__file__), "--worker",
-          f"--reference_path={os.path.abspath(FLAGS.reference_path)}",
-          f"--batch_size={FLAGS.batch_size}", f"--obs_dim={FLAGS.obs_dim}",
-          f"--action_dim={FLAGS.action_dim}", f"--seed={FLAGS.seed}"]
+  args = [
+    sys.executable,
+    os.path.abspath(__file__),
+    "--worker",
+    f"--reference_path={os.path.abspath(FLAGS.reference_path)}",
+    f"--batch_size={FLAGS.batch_size}",
+    f"--obs_dim={FLAGS.obs_dim}",
+    f"--action_dim={FLAGS.action_dim}",
+    f"--seed={FLAGS.seed}",
+  ]
   env = dict(os.environ)
   env.pop("PYTHONPATH", None)
-  return subprocess.Popen(args, cwd=FLAGS.reference_path, stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True, env=env)
+  return subprocess.Popen(
+    args,
+    cwd=FLAGS.reference_path,
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    text=True,
+    env=env,
+  )
 
 
 def summarize(seconds: list, updates: int) -> dict:
   """Rates from (wall, cpu) seconds per round: best and median over the rounds."""
   rates = [updates / wall for wall, _ in seconds]
   cpu_rates = [updates / cpu for _, cpu in seconds]
-  return {"updates_per_second_best": max(rates),
-          "updates_per_second_median": statistics.median(rates),
-          "updates_per_cpu_second_median": statistics.median(cpu_rates),
-          "round_wall_cpu_seconds": seconds}
+  return {
+    "updates_per_second_best": max(rates),
+    "updates_per_second_median": statistics.median(rates),
+    "updates_per_cpu_second_median": statistics.median(cpu_rates),
+    "round_wall_cpu_seconds": seconds,
+  }
 
 
 def main(argv) -> None:
@@ -171,13 +205,19 @@ def main(argv) -> None:
     if getattr(FLAGS, name) < 1:
       sys.exit(f"error: --{name}: expected an integer >= 1, got {getattr(FLAGS, name)}")
   import jax
+
   batch = random_batch(FLAGS.batch_size, FLAGS.obs_dim, FLAGS.action_dim, FLAGS.seed)
   process = start_worker() if FLAGS.reference_path else None
   ours, our_params = ours_timer(batch, {"batch_size": FLAGS.batch_size}, FLAGS.seed)
-  result = {"batch_size": FLAGS.batch_size, "obs_dim": FLAGS.obs_dim,
-            "action_dim": FLAGS.action_dim, "updates_per_round": FLAGS.updates,
-            "device": jax.devices()[0].device_kind, "jax": jax.__version__,
-            "ours": {"compile_seconds": ours.compile_seconds, "params": our_params}}
+  result = {
+    "batch_size": FLAGS.batch_size,
+    "obs_dim": FLAGS.obs_dim,
+    "action_dim": FLAGS.action_dim,
+    "updates_per_round": FLAGS.updates,
+    "device": jax.devices()[0].device_kind,
+    "jax": jax.__version__,
+    "ours": {"compile_seconds": ours.compile_seconds, "params": our_params},
+  }
   reference_seconds = []
   if process is not None:
     header = process.stdout.readline()

@@ -38,8 +38,9 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-REFERENCE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "llm_grpo_step_reference.py")
+REFERENCE_SCRIPT = os.path.join(
+  os.path.dirname(os.path.abspath(__file__)), "llm_grpo_step_reference.py"
+)
 
 
 def define_flags() -> None:
@@ -52,16 +53,27 @@ def define_flags() -> None:
   flags.DEFINE_integer("num_layers", 0, "0: the full model; n > 0: its first n layers.")
   flags.DEFINE_integer("reps", 3, "Timed steps per side after one warm-up step.")
   flags.DEFINE_integer("seed", 0, "Seed of the problems and of both sides' sampling.")
-  flags.DEFINE_string("reference_python", None,
-                      "Python of a venv with torch, transformers, gguf, accelerate, trl, peft "
-                      "(None: hrljax only).")
-  flags.DEFINE_bool("single_thread", False,
-                    "One compute thread per side (see llm_sampling.py): on an oversubscribed "
-                    "machine multi-threaded runs mostly measure spinning thread pools.")
+  flags.DEFINE_string(
+    "reference_python",
+    None,
+    "Python of a venv with torch, transformers, gguf, accelerate, trl, peft (None: hrljax only).",
+  )
+  flags.DEFINE_bool(
+    "single_thread",
+    False,
+    "One compute thread per side (see llm_sampling.py): on an oversubscribed "
+    "machine multi-threaded runs mostly measure spinning thread pools.",
+  )
 
 
-def grpo_config(num_prompts: int, samples_per_prompt: int, max_new_tokens: int, lora_rank: int,
-                num_layers: int, seed: int):
+def grpo_config(
+  num_prompts: int,
+  samples_per_prompt: int,
+  max_new_tokens: int,
+  lora_rank: int,
+  num_layers: int,
+  seed: int,
+):
   """`agents/llm_grpo.py`'s default config with the benchmark's sizes (no evaluation), prompts
   padded to the longest one (`prompt_bucket=1`, as TRL pads), so both sides process the same
   number of positions."""
@@ -84,8 +96,9 @@ def make_agent(config):
   """The GRPO agent on a model that never stops early: every completion has N tokens."""
   from hrljax.agents import llm_common, llm_grpo
 
-  lm = llm_common.load_language_model(config.num_layers, config.dtype, config.lora_rank,
-                                      config.lora_alpha)
+  lm = llm_common.load_language_model(
+    config.num_layers, config.dtype, config.lora_rank, config.lora_alpha
+  )
   return llm_grpo.LLMGRPO(config, lm._replace(eos_id=None))
 
 
@@ -101,16 +114,23 @@ def our_step(agent, state, problems, key):
   tokens, mask, generation, responses = agent.sample(state.lora, problems, key, k)
   sample_seconds = time.perf_counter() - start
   rewards, _, _ = agent.rewards(responses, problems, k)
-  batch = llm_grpo.RolloutBatch(jnp.asarray(tokens), jnp.asarray(mask),
-                                jnp.asarray(generation.tokens), jnp.asarray(generation.mask),
-                                jnp.asarray(rewards))
+  batch = llm_grpo.RolloutBatch(
+    jnp.asarray(tokens),
+    jnp.asarray(mask),
+    jnp.asarray(generation.tokens),
+    jnp.asarray(generation.mask),
+    jnp.asarray(rewards),
+  )
   start = time.perf_counter()
   state, metrics = agent.update(state, batch)
   jax.block_until_ready(state)
-  metrics.update(sample_seconds=sample_seconds, update_seconds=time.perf_counter() - start,
-                 reward=float(rewards.mean()),
-                 completion_length_mean=float(generation.mask.sum(axis=1).mean()),
-                 prompt_width=int(tokens.shape[1]))
+  metrics.update(
+    sample_seconds=sample_seconds,
+    update_seconds=time.perf_counter() - start,
+    reward=float(rewards.mean()),
+    completion_length_mean=float(generation.mask.sum(axis=1).mean()),
+    prompt_width=int(tokens.shape[1]),
+  )
   return state, metrics
 
 
@@ -119,10 +139,13 @@ def score(config, completions, answers) -> list:
   from hrljax.envs import text_tasks
 
   task = config.task
-  rewards, _, _ = text_tasks.arithmetic_rewards(completions, answers,
-                                                correct_weight=task.correct_weight,
-                                                format_weight=task.format_weight,
-                                                answer_mode=task.answer_mode)
+  rewards, _, _ = text_tasks.arithmetic_rewards(
+    completions,
+    answers,
+    correct_weight=task.correct_weight,
+    format_weight=task.format_weight,
+    answer_mode=task.answer_mode,
+  )
   return [float(r) for r in rewards]
 
 
@@ -137,44 +160,64 @@ def reference_spec(config, problems, threads: int) -> dict:
     messages = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": text_tasks.arithmetic_prompt(problem)})
     prompts.append(llm_weights.render_chat(messages))
-  return {"prompts": prompts, "answers": [p.answer for p in problems],
-          "num_generations": config.samples_per_prompt,
-          "max_completion_length": config.max_new_tokens, "lora_rank": config.lora_rank,
-          "lora_alpha": config.lora_alpha, "learning_rate": config.learning_rate,
-          "beta": config.kl_coef, "epsilon": config.clip_epsilon, "temperature": config.temperature,
-          "max_grad_norm": config.max_grad_norm, "seed": config.seeds[0], "threads": threads,
-          "num_layers": config.num_layers}
+  return {
+    "prompts": prompts,
+    "answers": [p.answer for p in problems],
+    "num_generations": config.samples_per_prompt,
+    "max_completion_length": config.max_new_tokens,
+    "lora_rank": config.lora_rank,
+    "lora_alpha": config.lora_alpha,
+    "learning_rate": config.learning_rate,
+    "beta": config.kl_coef,
+    "epsilon": config.clip_epsilon,
+    "temperature": config.temperature,
+    "max_grad_norm": config.max_grad_norm,
+    "seed": config.seeds[0],
+    "threads": threads,
+    "num_layers": config.num_layers,
+  }
 
 
 def lora_parameter_count(lora) -> int:
   import jax
+
   return int(sum(leaf.size for leaf in jax.tree.leaves(lora)))
 
 
 def summary(name: str, runs) -> dict:
   seconds = [r["seconds"] for r in runs]
   cpu = [r["cpu_seconds"] for r in runs]
-  return {"side": name, "step_seconds_median": statistics.median(seconds),
-          "step_seconds_best": min(seconds), "cpu_seconds_median": statistics.median(cpu),
-          "run_seconds": seconds, "cpu_seconds": cpu,
-          "reward_mean": [r["reward_mean"] for r in runs],
-          "completion_length_mean": [r["completion_length_mean"] for r in runs]}
+  return {
+    "side": name,
+    "step_seconds_median": statistics.median(seconds),
+    "step_seconds_best": min(seconds),
+    "cpu_seconds_median": statistics.median(cpu),
+    "run_seconds": seconds,
+    "cpu_seconds": cpu,
+    "reward_mean": [r["reward_mean"] for r in runs],
+    "completion_length_mean": [r["completion_length_mean"] for r in runs],
+  }
 
 
 class _Reference:
   """The TRL subprocess, driven step by step; answers its reward requests with `score`."""
 
-  def __init__(self, python: str, gguf: str, spec: dict, steps: int, config,
-               script: str = REFERENCE_SCRIPT):
+  def __init__(
+    self, python: str, gguf: str, spec: dict, steps: int, config, script: str = REFERENCE_SCRIPT
+  ):
     self._config = config
     self._inputs = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump(spec, self._inputs)
     self._inputs.close()
     threads = spec["threads"]
     self._proc = subprocess.Popen(
-        [python, script, f"--gguf={gguf}", f"--inputs={self._inputs.name}", f"--steps={steps}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-        env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})})
+      [python, script, f"--gguf={gguf}", f"--inputs={self._inputs.name}", f"--steps={steps}"],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      text=True,
+      bufsize=1,
+      env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})},
+    )
     try:
       self.ready = self._read()
     except RuntimeError:  # the child failed to start: nothing else will remove the inputs file
@@ -212,9 +255,17 @@ class _Reference:
     os.unlink(self._inputs.name)
 
 
-def run(num_prompts: int = 4, samples_per_prompt: int = 4, max_new_tokens: int = 48,
-        lora_rank: int = 8, num_layers: int = 0, reps: int = 3, seed: int = 0,
-        reference_python=None, single_thread: bool = False) -> list:
+def run(
+  num_prompts: int = 4,
+  samples_per_prompt: int = 4,
+  max_new_tokens: int = 48,
+  lora_rank: int = 8,
+  num_layers: int = 0,
+  reps: int = 3,
+  seed: int = 0,
+  reference_python=None,
+  single_thread: bool = False,
+) -> list:
   """Both sides, interleaved step by step; returns the JSON records (ours, [TRL, ratio])."""
   import jax
 
@@ -223,8 +274,7 @@ def run(num_prompts: int = 4, samples_per_prompt: int = 4, max_new_tokens: int =
 
   if reps < 1:
     raise ValueError(f"reps: expected an int >= 1, got {reps!r}")
-  config = grpo_config(num_prompts, samples_per_prompt, max_new_tokens, lora_rank, num_layers,
-                       seed)
+  config = grpo_config(num_prompts, samples_per_prompt, max_new_tokens, lora_rank, num_layers, seed)
   agent = make_agent(config)
   state = agent.init(seed)
   problems = agent.problems(seed, 0)
@@ -235,8 +285,7 @@ def run(num_prompts: int = 4, samples_per_prompt: int = 4, max_new_tokens: int =
   reference = None
   if reference_python:
     spec = reference_spec(config, problems, 1 if single_thread else 0)
-    reference = _Reference(reference_python, llm_weights.find_gguf_path(), spec, reps + 1,
-                           config)
+    reference = _Reference(reference_python, llm_weights.find_gguf_path(), spec, reps + 1, config)
     reference.run()  # warm-up step
   load = os.getloadavg()[0]
   our_runs, ref_runs = [], []
@@ -244,46 +293,82 @@ def run(num_prompts: int = 4, samples_per_prompt: int = 4, max_new_tokens: int =
     for rep in range(reps):
       start, cpu_start = time.perf_counter(), time.process_time()
       state, metrics = our_step(agent, state, problems, jax.random.key(seed + 1 + rep))
-      our_runs.append({"seconds": time.perf_counter() - start,
-                       "cpu_seconds": time.process_time() - cpu_start,
-                       "reward_mean": metrics["reward"],
-                       "completion_length_mean": metrics["completion_length_mean"],
-                       "sample_seconds": metrics["sample_seconds"],
-                       "update_seconds": metrics["update_seconds"]})
+      our_runs.append(
+        {
+          "seconds": time.perf_counter() - start,
+          "cpu_seconds": time.process_time() - cpu_start,
+          "reward_mean": metrics["reward"],
+          "completion_length_mean": metrics["completion_length_mean"],
+          "sample_seconds": metrics["sample_seconds"],
+          "update_seconds": metrics["update_seconds"],
+        }
+      )
       if reference is not None:
         ref_runs.append(reference.run())
-      print(f"step {rep}: hrljax {our_runs[-1]['seconds']:.2f} s"
-            + (f", TRL {ref_runs[-1]['seconds']:.2f} s" if ref_runs else ""),
-            file=sys.stderr, flush=True)
+      print(
+        f"step {rep}: hrljax {our_runs[-1]['seconds']:.2f} s"
+        + (f", TRL {ref_runs[-1]['seconds']:.2f} s" if ref_runs else ""),
+        file=sys.stderr,
+        flush=True,
+      )
   finally:
     if reference is not None:
       reference.close()
 
-  common = {"single_thread": single_thread, "num_prompts": num_prompts,
-            "samples_per_prompt": samples_per_prompt, "max_new_tokens": max_new_tokens,
-            "lora_rank": lora_rank, "num_layers": num_layers or agent.lm.config.num_layers,
-            "reps": reps, "seed": seed, "load_average_1min": load}
-  ours = {**summary("hrljax", our_runs), **common, "first_step_seconds": first_step_seconds,
-          "sample_seconds": [r["sample_seconds"] for r in our_runs],
-          "update_seconds": [r["update_seconds"] for r in our_runs],
-          "prompt_width": metrics["prompt_width"],
-          "trainable_parameters": lora_parameter_count(state.lora), "jax": jax.__version__}
+  common = {
+    "single_thread": single_thread,
+    "num_prompts": num_prompts,
+    "samples_per_prompt": samples_per_prompt,
+    "max_new_tokens": max_new_tokens,
+    "lora_rank": lora_rank,
+    "num_layers": num_layers or agent.lm.config.num_layers,
+    "reps": reps,
+    "seed": seed,
+    "load_average_1min": load,
+  }
+  ours = {
+    **summary("hrljax", our_runs),
+    **common,
+    "first_step_seconds": first_step_seconds,
+    "sample_seconds": [r["sample_seconds"] for r in our_runs],
+    "update_seconds": [r["update_seconds"] for r in our_runs],
+    "prompt_width": metrics["prompt_width"],
+    "trainable_parameters": lora_parameter_count(state.lora),
+    "jax": jax.__version__,
+  }
   records = [ours]
   if reference is not None:
     ready = reference.ready
-    our_prompt_tokens = [len(llm_weights.chat_prompt(agent.lm.tokenizer,
-                                                     text_tasks.arithmetic_prompt(p)))
-                         for p in problems]
-    theirs = {**summary("trl", ref_runs), **common,
-              **{k: ready[k] for k in ("threads", "torch", "transformers", "trl", "peft",
-                                       "trainable_parameters", "prompt_tokens")},
-              "same_prompt_tokens": ready["prompt_tokens"] == our_prompt_tokens,
-              "same_prompt_width": max(ready["prompt_tokens"]) == ours["prompt_width"],
-              "same_trainable_parameters": ready["trainable_parameters"]
-              == ours["trainable_parameters"]}
+    our_prompt_tokens = [
+      len(llm_weights.chat_prompt(agent.lm.tokenizer, text_tasks.arithmetic_prompt(p)))
+      for p in problems
+    ]
+    theirs = {
+      **summary("trl", ref_runs),
+      **common,
+      **{
+        k: ready[k]
+        for k in (
+          "threads",
+          "torch",
+          "transformers",
+          "trl",
+          "peft",
+          "trainable_parameters",
+          "prompt_tokens",
+        )
+      },
+      "same_prompt_tokens": ready["prompt_tokens"] == our_prompt_tokens,
+      "same_prompt_width": max(ready["prompt_tokens"]) == ours["prompt_width"],
+      "same_trainable_parameters": ready["trainable_parameters"] == ours["trainable_parameters"],
+    }
     records.append(theirs)
-    records.append({"ratio_median": theirs["step_seconds_median"] / ours["step_seconds_median"],
-                    "ratio_best": theirs["step_seconds_best"] / ours["step_seconds_best"]})
+    records.append(
+      {
+        "ratio_median": theirs["step_seconds_median"] / ours["step_seconds_median"],
+        "ratio_best": theirs["step_seconds_best"] / ours["step_seconds_best"],
+      }
+    )
   return records
 
 
@@ -291,21 +376,34 @@ def main(argv) -> None:
   del argv
   if FLAGS.single_thread:  # before jax initialises its backend
     from experiments.benchmarks.llm_sampling import SINGLE_THREAD_XLA
+
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
-  records = run(FLAGS.num_prompts, FLAGS.samples_per_prompt, FLAGS.max_new_tokens,
-                FLAGS.lora_rank, FLAGS.num_layers, FLAGS.reps, FLAGS.seed,
-                FLAGS.reference_python, FLAGS.single_thread)
+  records = run(
+    FLAGS.num_prompts,
+    FLAGS.samples_per_prompt,
+    FLAGS.max_new_tokens,
+    FLAGS.lora_rank,
+    FLAGS.num_layers,
+    FLAGS.reps,
+    FLAGS.seed,
+    FLAGS.reference_python,
+    FLAGS.single_thread,
+  )
   for record in records:
     print(json.dumps(record))
   ours = records[0]
-  line = (f"hrljax {ours['step_seconds_median']:.2f} s/step (median, best "
-          f"{ours['step_seconds_best']:.2f}; first step with compile "
-          f"{ours['first_step_seconds']:.1f} s)")
+  line = (
+    f"hrljax {ours['step_seconds_median']:.2f} s/step (median, best "
+    f"{ours['step_seconds_best']:.2f}; first step with compile "
+    f"{ours['first_step_seconds']:.1f} s)"
+  )
   if len(records) > 1:
     theirs, ratio = records[1], records[2]
-    line += (f"; TRL {theirs['step_seconds_median']:.2f} s/step (best "
-             f"{theirs['step_seconds_best']:.2f}); TRL/hrljax {ratio['ratio_median']:.2f}x "
-             f"(best {ratio['ratio_best']:.2f}x)")
+    line += (
+      f"; TRL {theirs['step_seconds_median']:.2f} s/step (best "
+      f"{theirs['step_seconds_best']:.2f}); TRL/hrljax {ratio['ratio_median']:.2f}x "
+      f"(best {ratio['ratio_best']:.2f}x)"
+    )
   print(line + f"; load {ours['load_average_1min']:.1f}", file=sys.stderr)
 
 

@@ -112,38 +112,88 @@ def main() -> None:
       seconds = time.perf_counter() - timings["start"]
       cpu_seconds = time.process_time() - timings["cpu"]
       metrics = trainer._metrics["train"]  # lists appended once per step (never logged here)
-      _send({"seconds": seconds, "cpu_seconds": cpu_seconds,
-             "reward_mean": metrics["reward"][-1],
-             "completion_length_mean": metrics["completions/mean_length"][-1]})
+      _send(
+        {
+          "seconds": seconds,
+          "cpu_seconds": cpu_seconds,
+          "reward_mean": metrics["reward"][-1],
+          "completion_length_mean": metrics["completions/mean_length"][-1],
+        }
+      )
 
   config = trl.GRPOConfig(
-      output_dir=tempfile.mkdtemp(prefix="trl_grpo_step_"),
-      per_device_train_batch_size=batch, generation_batch_size=batch,
-      num_generations=group_size, max_completion_length=spec["max_completion_length"],
-      generation_kwargs={"min_new_tokens": spec["max_completion_length"]},
-      temperature=spec["temperature"], top_p=1.0, top_k=0, beta=spec["beta"],
-      epsilon=spec["epsilon"], loss_type="grpo", scale_rewards="group", num_iterations=1,
-      learning_rate=spec["learning_rate"], lr_scheduler_type="constant", warmup_steps=0,
-      weight_decay=0.0, optim="adamw_torch", max_grad_norm=spec["max_grad_norm"],
-      gradient_checkpointing=False, max_steps=args.steps, logging_steps=10**9,
-      save_strategy="no", report_to="none", use_cpu=True, bf16=False, seed=spec["seed"],
-      disable_tqdm=True, dataloader_num_workers=0, shuffle_dataset=False)
-  lora = peft.LoraConfig(r=spec["lora_rank"], lora_alpha=spec["lora_alpha"], lora_dropout=0.0,
-                         target_modules=PROJECTIONS, task_type="CAUSAL_LM")
+    output_dir=tempfile.mkdtemp(prefix="trl_grpo_step_"),
+    per_device_train_batch_size=batch,
+    generation_batch_size=batch,
+    num_generations=group_size,
+    max_completion_length=spec["max_completion_length"],
+    generation_kwargs={"min_new_tokens": spec["max_completion_length"]},
+    temperature=spec["temperature"],
+    top_p=1.0,
+    top_k=0,
+    beta=spec["beta"],
+    epsilon=spec["epsilon"],
+    loss_type="grpo",
+    scale_rewards="group",
+    num_iterations=1,
+    learning_rate=spec["learning_rate"],
+    lr_scheduler_type="constant",
+    warmup_steps=0,
+    weight_decay=0.0,
+    optim="adamw_torch",
+    max_grad_norm=spec["max_grad_norm"],
+    gradient_checkpointing=False,
+    max_steps=args.steps,
+    logging_steps=10**9,
+    save_strategy="no",
+    report_to="none",
+    use_cpu=True,
+    bf16=False,
+    seed=spec["seed"],
+    disable_tqdm=True,
+    dataloader_num_workers=0,
+    shuffle_dataset=False,
+  )
+  lora = peft.LoraConfig(
+    r=spec["lora_rank"],
+    lora_alpha=spec["lora_alpha"],
+    lora_dropout=0.0,
+    target_modules=PROJECTIONS,
+    task_type="CAUSAL_LM",
+  )
   # Enough rows for every step (the trainer repeats each prompt num_generations times).
   rows = len(spec["prompts"]) * (args.steps + 1)
-  dataset = Dataset.from_dict({"prompt": (spec["prompts"] * (args.steps + 1))[:rows],
-                               "answer": (spec["answers"] * (args.steps + 1))[:rows]})
-  trainer = trl.GRPOTrainer(model=model, reward_funcs=reward, args=config,
-                            train_dataset=dataset, processing_class=tokenizer,
-                            peft_config=lora, callbacks=[StepTimer()])
-  prompt_tokens = [len(tokenizer(p, add_special_tokens=False)["input_ids"])
-                   for p in spec["prompts"]]
+  dataset = Dataset.from_dict(
+    {
+      "prompt": (spec["prompts"] * (args.steps + 1))[:rows],
+      "answer": (spec["answers"] * (args.steps + 1))[:rows],
+    }
+  )
+  trainer = trl.GRPOTrainer(
+    model=model,
+    reward_funcs=reward,
+    args=config,
+    train_dataset=dataset,
+    processing_class=tokenizer,
+    peft_config=lora,
+    callbacks=[StepTimer()],
+  )
+  prompt_tokens = [
+    len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in spec["prompts"]
+  ]
   trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
-  _send({"ready": True, "threads": torch.get_num_threads(), "torch": torch.__version__,
-         "transformers": transformers.__version__, "trl": trl.__version__,
-         "peft": peft.__version__, "prompt_tokens": prompt_tokens,
-         "trainable_parameters": trainable})
+  _send(
+    {
+      "ready": True,
+      "threads": torch.get_num_threads(),
+      "torch": torch.__version__,
+      "transformers": transformers.__version__,
+      "trl": trl.__version__,
+      "peft": peft.__version__,
+      "prompt_tokens": prompt_tokens,
+      "trainable_parameters": trainable,
+    }
+  )
   trainer.train()
   _receive()  # the parent's final "quit"
 

@@ -46,17 +46,23 @@ def define_flags() -> None:
   flags.DEFINE_integer("prompt_len", 32, "Tokens per prompt.")
   flags.DEFINE_integer("new_tokens", 64, "Tokens sampled per prompt.")
   flags.DEFINE_integer("reps", 5, "Timed runs per side after warm-up (median and min reported).")
-  flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
-                    "Weights and compute dtype of both sides.")
+  flags.DEFINE_enum(
+    "dtype", "float32", ["float32", "bfloat16"], "Weights and compute dtype of both sides."
+  )
   flags.DEFINE_integer("num_layers", 0, "0: the full model; n > 0: its first n layers (tests).")
-  flags.DEFINE_string("reference_python", None,
-                      "Python of a venv with torch, transformers, gguf, accelerate (None: ours "
-                      "only).")
+  flags.DEFINE_string(
+    "reference_python",
+    None,
+    "Python of a venv with torch, transformers, gguf, accelerate (None: ours only).",
+  )
   flags.DEFINE_integer("seed", 0, "PRNG seed.")
-  flags.DEFINE_bool("single_thread", False,
-                    "One compute thread per side (XLA: no Eigen thread pool; torch: "
-                    "set_num_threads(1)). On an oversubscribed machine, multi-threaded runs mostly "
-                    "measure spinning thread pools.")
+  flags.DEFINE_bool(
+    "single_thread",
+    False,
+    "One compute thread per side (XLA: no Eigen thread pool; torch: "
+    "set_num_threads(1)). On an oversubscribed machine, multi-threaded runs mostly "
+    "measure spinning thread pools.",
+  )
 
 
 DTYPES = ("float32", "bfloat16")
@@ -64,10 +70,12 @@ DTYPES = ("float32", "bfloat16")
 # it, is not an XLA flag, and XLA stops reading XLA_FLAGS at the first token without `--`.
 SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false"
 
-_TEXT = ("The history of the city begins with a small settlement on an island in the river. "
-         "Over the centuries it grew into a centre of trade, learning and art, and its bridges, "
-         "markets and churches drew travellers from every part of the continent. Today it is "
-         "known for its museums, its food and the long walks along the water.")
+_TEXT = (
+  "The history of the city begins with a small settlement on an island in the river. "
+  "Over the centuries it grew into a centre of trade, learning and art, and its bridges, "
+  "markets and churches drew travellers from every part of the continent. Today it is "
+  "known for its museums, its food and the long walks along the water."
+)
 
 
 def prompts(tokenizer, batch: int, length: int):
@@ -75,34 +83,59 @@ def prompts(tokenizer, batch: int, length: int):
   ids = tokenizer.encode(_TEXT, add_special_tokens=False).ids
   if len(ids) < length + batch:
     raise ValueError(f"prompt_len: expected at most {len(ids) - batch} for this text, got {length}")
-  return [ids[i:i + length] for i in range(batch)]
+  return [ids[i : i + length] for i in range(batch)]
 
 
 def _summary(name: str, runs, tokens: int) -> dict:
   seconds = [r["seconds"] for r in runs]
   cpu = [r["cpu_seconds"] for r in runs]
-  return {"side": name, "tokens_per_run": tokens,
-          "tokens_per_second_median": tokens / statistics.median(seconds),
-          "tokens_per_second_best": tokens / min(seconds),
-          "tokens_per_cpu_second_median": tokens / statistics.median(cpu),
-          "run_seconds": seconds, "cpu_seconds": cpu}
+  return {
+    "side": name,
+    "tokens_per_run": tokens,
+    "tokens_per_second_median": tokens / statistics.median(seconds),
+    "tokens_per_second_best": tokens / min(seconds),
+    "tokens_per_cpu_second_median": tokens / statistics.median(cpu),
+    "run_seconds": seconds,
+    "cpu_seconds": cpu,
+  }
 
 
 class _Reference:
   """The transformers subprocess, driven line by line."""
 
-  def __init__(self, python: str, gguf: str, input_ids, new_tokens: int, seed: int,
-               threads: int, dtype: str = "float32", num_layers: int = 0):
+  def __init__(
+    self,
+    python: str,
+    gguf: str,
+    input_ids,
+    new_tokens: int,
+    seed: int,
+    threads: int,
+    dtype: str = "float32",
+    num_layers: int = 0,
+  ):
     self._inputs = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump({"input_ids": input_ids}, self._inputs)
     self._inputs.close()
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm_sampling_reference.py")
     self._proc = subprocess.Popen(
-        [python, script, f"--gguf={gguf}", f"--inputs={self._inputs.name}",
-         f"--new_tokens={new_tokens}", f"--seed={seed}", f"--threads={threads}",
-         f"--dtype={dtype}", f"--num_layers={num_layers}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-        env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})})
+      [
+        python,
+        script,
+        f"--gguf={gguf}",
+        f"--inputs={self._inputs.name}",
+        f"--new_tokens={new_tokens}",
+        f"--seed={seed}",
+        f"--threads={threads}",
+        f"--dtype={dtype}",
+        f"--num_layers={num_layers}",
+      ],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      text=True,
+      bufsize=1,
+      env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})},
+    )
     self.ready = self._read()
 
   def _read(self) -> dict:
@@ -123,9 +156,17 @@ class _Reference:
     os.unlink(self._inputs.name)
 
 
-def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 5,
-        dtype: str = "float32", reference_python=None, seed: int = 0,
-        single_thread: bool = False, num_layers: int = 0) -> list:
+def run(
+  batch: int = 8,
+  prompt_len: int = 32,
+  new_tokens: int = 64,
+  reps: int = 5,
+  dtype: str = "float32",
+  reference_python=None,
+  seed: int = 0,
+  single_thread: bool = False,
+  num_layers: int = 0,
+) -> list:
   """Both sides, alternately rep by rep; returns the JSON records (ours, [reference, ratio])."""
   import jax
   import jax.numpy as jnp
@@ -138,8 +179,9 @@ def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 
     raise ValueError(f"reps: expected an int >= 1, got {reps!r}")
   if dtype not in DTYPES:
     raise ValueError(f"dtype: expected one of {DTYPES}, got {dtype!r}")
-  fields, params = llm_weights.load_smollm2(num_layers=num_layers or None,
-                                            dtype=getattr(jnp, dtype))
+  fields, params = llm_weights.load_smollm2(
+    num_layers=num_layers or None, dtype=getattr(jnp, dtype)
+  )
   config = llama.LlamaConfig(**fields, dtype=getattr(jnp, dtype))
   tokenizer = llm_weights.load_tokenizer()
   input_ids = prompts(tokenizer, batch, prompt_len)
@@ -148,8 +190,9 @@ def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 
   per_run = batch * new_tokens
 
   def ours(key):
-    out = llama.generate(config, params, None, tokens, mask, key, new_tokens,
-                         eos_id=None, pad_id=llm_weights.PAD_ID)
+    out = llama.generate(
+      config, params, None, tokens, mask, key, new_tokens, eos_id=None, pad_id=llm_weights.PAD_ID
+    )
     return jax.block_until_ready(out)
 
   start = time.perf_counter()
@@ -158,11 +201,26 @@ def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 
 
   reference = None
   if reference_python:
-    reference = _Reference(reference_python, llm_weights.find_gguf_path(), input_ids,
-                           new_tokens, seed, 1 if single_thread else 0, dtype, num_layers)
+    reference = _Reference(
+      reference_python,
+      llm_weights.find_gguf_path(),
+      input_ids,
+      new_tokens,
+      seed,
+      1 if single_thread else 0,
+      dtype,
+      num_layers,
+    )
     ref_logits = np.asarray(reference.ready["last_logits"])
-    our_logits, _ = llama.forward(config, params, None, tokens[:1], llama.positions_from_mask(
-        mask[:1]), mask[:1], last_only=True)
+    our_logits, _ = llama.forward(
+      config,
+      params,
+      None,
+      tokens[:1],
+      llama.positions_from_mask(mask[:1]),
+      mask[:1],
+      last_only=True,
+    )
     our_logits = np.asarray(our_logits[0, -1])
     reference.run()  # warm-up
     print(f"warm-up done; compile {compile_seconds:.1f} s", file=sys.stderr, flush=True)
@@ -173,42 +231,68 @@ def run(batch: int = 8, prompt_len: int = 32, new_tokens: int = 64, reps: int = 
     for rep in range(reps):
       start, cpu_start = time.perf_counter(), time.process_time()
       out = ours(jax.random.key(seed + 1 + rep))
-      our_runs.append({"seconds": time.perf_counter() - start,
-                       "cpu_seconds": time.process_time() - cpu_start})
+      our_runs.append(
+        {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu_start}
+      )
       if int(out.mask.sum()) != per_run:
         raise RuntimeError(f"hrljax sampled {int(out.mask.sum())} tokens, expected {per_run}")
       if reference is not None:
         result = reference.run()
         if result["tokens"] != per_run:
-          raise RuntimeError(f"transformers sampled {result['tokens']} tokens, expected "
-                             f"{per_run}")
+          raise RuntimeError(f"transformers sampled {result['tokens']} tokens, expected {per_run}")
         ref_runs.append(result)
-      print(f"rep {rep}: hrljax {our_runs[-1]['seconds']:.2f} s"
-            + (f", transformers {ref_runs[-1]['seconds']:.2f} s" if ref_runs else ""),
-            file=sys.stderr, flush=True)
+      print(
+        f"rep {rep}: hrljax {our_runs[-1]['seconds']:.2f} s"
+        + (f", transformers {ref_runs[-1]['seconds']:.2f} s" if ref_runs else ""),
+        file=sys.stderr,
+        flush=True,
+      )
   finally:
     if reference is not None:
       reference.close()
 
-  common = {"single_thread": single_thread, "batch": batch, "prompt_len": prompt_len,
-            "new_tokens": new_tokens, "dtype": dtype, "num_layers": config.num_layers,
-            "load_average_1min": load, "reps": reps, "seed": seed}
-  records = [{**_summary("hrljax", our_runs, per_run), **common,
-              "compile_seconds": compile_seconds, "jax": jax.__version__}]
+  common = {
+    "single_thread": single_thread,
+    "batch": batch,
+    "prompt_len": prompt_len,
+    "new_tokens": new_tokens,
+    "dtype": dtype,
+    "num_layers": config.num_layers,
+    "load_average_1min": load,
+    "reps": reps,
+    "seed": seed,
+  }
+  records = [
+    {
+      **_summary("hrljax", our_runs, per_run),
+      **common,
+      "compile_seconds": compile_seconds,
+      "jax": jax.__version__,
+    }
+  ]
   if reference is not None:
-    ref_summary = {**_summary("transformers", ref_runs, per_run), **common,
-                   "threads": reference.ready["threads"], "torch": reference.ready["torch"],
-                   "last_logits_max_abs_diff": float(np.abs(ref_logits - our_logits).max()),
-                   "same_argmax": bool(ref_logits.argmax() == our_logits.argmax())}
+    ref_summary = {
+      **_summary("transformers", ref_runs, per_run),
+      **common,
+      "threads": reference.ready["threads"],
+      "torch": reference.ready["torch"],
+      "last_logits_max_abs_diff": float(np.abs(ref_logits - our_logits).max()),
+      "same_argmax": bool(ref_logits.argmax() == our_logits.argmax()),
+    }
     records.append(ref_summary)
     ours_summary = records[0]
-    records.append({
-        "ratio_median": (ours_summary["tokens_per_second_median"]
-                         / ref_summary["tokens_per_second_median"]),
-        "ratio_best": ours_summary["tokens_per_second_best"] / ref_summary[
-            "tokens_per_second_best"],
-        "ratio_per_cpu_second": (ours_summary["tokens_per_cpu_second_median"]
-                                 / ref_summary["tokens_per_cpu_second_median"])})
+    records.append(
+      {
+        "ratio_median": (
+          ours_summary["tokens_per_second_median"] / ref_summary["tokens_per_second_median"]
+        ),
+        "ratio_best": ours_summary["tokens_per_second_best"]
+        / ref_summary["tokens_per_second_best"],
+        "ratio_per_cpu_second": (
+          ours_summary["tokens_per_cpu_second_median"] / ref_summary["tokens_per_cpu_second_median"]
+        ),
+      }
+    )
   return records
 
 
@@ -216,21 +300,34 @@ def main(argv) -> None:
   del argv
   if FLAGS.single_thread:  # before jax initialises its backend
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
-  records = run(FLAGS.batch, FLAGS.prompt_len, FLAGS.new_tokens, FLAGS.reps, FLAGS.dtype,
-                FLAGS.reference_python, FLAGS.seed, FLAGS.single_thread, FLAGS.num_layers)
+  records = run(
+    FLAGS.batch,
+    FLAGS.prompt_len,
+    FLAGS.new_tokens,
+    FLAGS.reps,
+    FLAGS.dtype,
+    FLAGS.reference_python,
+    FLAGS.seed,
+    FLAGS.single_thread,
+    FLAGS.num_layers,
+  )
   for record in records:
     print(json.dumps(record))
   ours = records[0]
-  line = (f"hrljax {ours['tokens_per_second_median']:.1f} tokens/s (median, "
-          f"best {ours['tokens_per_second_best']:.1f}, "
-          f"{ours['tokens_per_cpu_second_median']:.1f} per CPU s)")
+  line = (
+    f"hrljax {ours['tokens_per_second_median']:.1f} tokens/s (median, "
+    f"best {ours['tokens_per_second_best']:.1f}, "
+    f"{ours['tokens_per_cpu_second_median']:.1f} per CPU s)"
+  )
   if len(records) > 1:
     ref, ratio = records[1], records[2]
-    line += (f"; transformers {ref['tokens_per_second_median']:.1f} tokens/s (best "
-             f"{ref['tokens_per_second_best']:.1f}, {ref['tokens_per_cpu_second_median']:.1f} "
-             f"per CPU s); ratio {ratio['ratio_median']:.2f}x (best {ratio['ratio_best']:.2f}x,"
-             f" per CPU s {ratio['ratio_per_cpu_second']:.2f}x); logits max |diff| "
-             f"{ref['last_logits_max_abs_diff']:.2e}")
+    line += (
+      f"; transformers {ref['tokens_per_second_median']:.1f} tokens/s (best "
+      f"{ref['tokens_per_second_best']:.1f}, {ref['tokens_per_cpu_second_median']:.1f} "
+      f"per CPU s); ratio {ratio['ratio_median']:.2f}x (best {ratio['ratio_best']:.2f}x,"
+      f" per CPU s {ratio['ratio_per_cpu_second']:.2f}x); logits max |diff| "
+      f"{ref['last_logits_max_abs_diff']:.2e}"
+    )
   print(line + f"; load {ours['load_average_1min']:.1f}", file=sys.stderr)
 
 

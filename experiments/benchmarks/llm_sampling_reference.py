@@ -37,11 +37,13 @@ def main() -> None:
   torch.manual_seed(args.seed)
   if args.threads:
     torch.set_num_threads(args.threads)
-  model = AutoModelForCausalLM.from_pretrained(os.path.dirname(args.gguf),
-                                               gguf_file=os.path.basename(args.gguf),
-                                               dtype=getattr(torch, args.dtype))
+  model = AutoModelForCausalLM.from_pretrained(
+    os.path.dirname(args.gguf),
+    gguf_file=os.path.basename(args.gguf),
+    dtype=getattr(torch, args.dtype),
+  )
   if args.num_layers:
-    model.model.layers = model.model.layers[:args.num_layers]
+    model.model.layers = model.model.layers[: args.num_layers]
     model.config.num_hidden_layers = args.num_layers
   model.eval()
   with open(args.inputs) as f:
@@ -49,8 +51,17 @@ def main() -> None:
   attention_mask = torch.ones_like(input_ids)
   with torch.inference_mode():
     logits = model(input_ids[:1]).logits[0, -1].float().tolist()
-  print(json.dumps({"ready": True, "threads": torch.get_num_threads(),
-                    "torch": torch.__version__, "last_logits": logits}), flush=True)
+  print(
+    json.dumps(
+      {
+        "ready": True,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "last_logits": logits,
+      }
+    ),
+    flush=True,
+  )
 
   for line in sys.stdin:
     command = line.strip()
@@ -60,14 +71,23 @@ def main() -> None:
       continue
     start, cpu_start = time.perf_counter(), time.process_time()
     with torch.inference_mode():
-      out = model.generate(input_ids, attention_mask=attention_mask, do_sample=True,
-                           temperature=1.0, top_k=0, top_p=1.0,
-                           max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-                           use_cache=True, pad_token_id=model.config.pad_token_id)
+      out = model.generate(
+        input_ids,
+        attention_mask=attention_mask,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+        use_cache=True,
+        pad_token_id=model.config.pad_token_id,
+      )
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     tokens = int(out.shape[0] * (out.shape[1] - input_ids.shape[1]))
-    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens}),
-          flush=True)
+    print(
+      json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens}), flush=True
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,13 @@ def define_flags() -> None:
   flags.DEFINE_bool("reference", True, "Also time the plain protocol loop and check equality.")
 
 
-def reference_generate(name: str, num_episodes: int, max_episode_steps: int, seed: int,
-                       noise: float = pointmaze.ORACLE_NOISE) -> dict:
+def reference_generate(
+  name: str,
+  num_episodes: int,
+  max_episode_steps: int,
+  seed: int,
+  noise: float = pointmaze.ORACLE_NOISE,
+) -> dict:
   """OGBench's navigate protocol as the plain loop: the training rows of `pointmaze.generate`
   (no validation episodes) with the same random draws in the same order.
 
@@ -60,16 +65,18 @@ def reference_generate(name: str, num_episodes: int, max_episode_steps: int, see
   np.random.seed(seed)
   rows = {key: [] for key in pointmaze.RAW_KEYS}
   for episode in range(num_episodes):
-    task_info = dict(init_ij=starts[rng.integers(len(starts))],
-                     goal_ij=goals[rng.integers(len(goals))])
+    task_info = dict(
+      init_ij=starts[rng.integers(len(starts))], goal_ij=goals[rng.integers(len(goals))]
+    )
     ob, _ = env.reset(seed=seed if episode == 0 else None, options=dict(task_info=task_info))
     for step in range(max_episode_steps):
       xy = maze.get_xy()
       subgoal_xy, _ = maze.get_oracle_subgoal(xy, maze.cur_goal_xy)
       # Written out rather than `pointmaze.oracle_action`, so that the comparison also checks it.
       direction = subgoal_xy - xy
-      action = np.clip(direction / (np.linalg.norm(direction) + 1e-6)
-                       + rng.normal(0.0, noise, size=2), -1.0, 1.0)
+      action = np.clip(
+        direction / (np.linalg.norm(direction) + 1e-6) + rng.normal(0.0, noise, size=2), -1.0, 1.0
+      )
       next_ob, _, _, _, info = env.step(action)
       if info["success"]:
         maze.set_goal(goals[rng.integers(len(goals))])
@@ -80,15 +87,21 @@ def reference_generate(name: str, num_episodes: int, max_episode_steps: int, see
       rows["qvel"].append(info["prev_qvel"])
       ob = next_ob
   env.close()
-  return {key: np.asarray(value, dtype=bool if key == "terminals" else np.float32)
-          for key, value in rows.items()}
+  return {
+    key: np.asarray(value, dtype=bool if key == "terminals" else np.float32)
+    for key, value in rows.items()
+  }
 
 
 def fast_generate(name: str, num_episodes: int, max_episode_steps: int, seed: int) -> dict:
   """The training rows of `pointmaze.generate` (the side being measured)."""
-  train, _ = pointmaze.generate(name, num_episodes=num_episodes,
-                                max_episode_steps=max_episode_steps, seed=seed,
-                                num_val_episodes=0)
+  train, _ = pointmaze.generate(
+    name,
+    num_episodes=num_episodes,
+    max_episode_steps=max_episode_steps,
+    seed=seed,
+    num_val_episodes=0,
+  )
   return train
 
 
@@ -108,9 +121,11 @@ def first_difference(reference: dict, ours: dict):
 
 
 def summary(walls: list, cpus: list, steps: int) -> dict:
-  return {"steps_per_second_median": steps / statistics.median(walls),
-          "steps_per_second_best": steps / min(walls),
-          "steps_per_cpu_second_median": steps / statistics.median(cpus)}
+  return {
+    "steps_per_second_median": steps / statistics.median(walls),
+    "steps_per_second_best": steps / min(walls),
+    "steps_per_cpu_second_median": steps / statistics.median(cpus),
+  }
 
 
 def run(name: str, episodes: int, steps: int, reps: int, reference: bool) -> dict:
@@ -134,19 +149,28 @@ def run(name: str, episodes: int, steps: int, reps: int, reference: bool) -> dic
     if reference:
       differing = first_difference(outputs["reference"], outputs["generate"])
       if differing is not None:
-        raise RuntimeError(f"round {seed}: '{differing}' differs between the reference loop and "
-                           f"generate; the speed comparison is void")
+        raise RuntimeError(
+          f"round {seed}: '{differing}' differs between the reference loop and "
+          f"generate; the speed comparison is void"
+        )
   total = episodes * steps
-  record = {"env": name, "steps_per_round": total, "reps": reps,
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
+  record = {
+    "env": name,
+    "steps_per_round": total,
+    "reps": reps,
+    "load_average": [round(x, 2) for x in os.getloadavg()],
+  }
   for side in sides:
     record[side] = summary(walls[side], cpus[side], total)
   if reference:
     record["identical_arrays"] = True
-    record["ratio_median"] = (record["generate"]["steps_per_second_median"]
-                              / record["reference"]["steps_per_second_median"])
-    record["ratio_cpu_median"] = (record["generate"]["steps_per_cpu_second_median"]
-                                  / record["reference"]["steps_per_cpu_second_median"])
+    record["ratio_median"] = (
+      record["generate"]["steps_per_second_median"] / record["reference"]["steps_per_second_median"]
+    )
+    record["ratio_cpu_median"] = (
+      record["generate"]["steps_per_cpu_second_median"]
+      / record["reference"]["steps_per_cpu_second_median"]
+    )
   return record
 
 

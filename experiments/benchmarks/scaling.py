@@ -26,6 +26,8 @@ import tempfile
 from absl import app, flags
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
   flags.DEFINE_string("config", "experiments/configs/ppo_cartpole.py", "Experiment config file.")
@@ -37,28 +39,38 @@ def define_flags() -> None:
   flags.DEFINE_string("json_out", None, "Optional path for the per-run JSON lines.")
   flags.DEFINE_list("overrides", [], "Extra --config.<field>=value overrides for every run.")
 
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_args(workdir: str) -> list:
-  return [f"--config={FLAGS.config}", f"--workdir={workdir}",
-          f"--config.total_timesteps={FLAGS.total_timesteps}",
-          f"--config.log_every={FLAGS.log_every}",
-          f"--config.checkpoint_every={FLAGS.log_every * 10_000}", "--config.eval_episodes=1",
-          *[f"--config.{o}" for o in FLAGS.overrides]]
+  return [
+    f"--config={FLAGS.config}",
+    f"--workdir={workdir}",
+    f"--config.total_timesteps={FLAGS.total_timesteps}",
+    f"--config.log_every={FLAGS.log_every}",
+    f"--config.checkpoint_every={FLAGS.log_every * 10_000}",
+    "--config.eval_episodes=1",
+    *[f"--config.{o}" for o in FLAGS.overrides],
+  ]
 
 
 def steps_per_second(workdir: str) -> dict:
   """Env steps/s of a finished run from its JSONL, without the first (warm-up) chunk."""
   from hrljax.logging import read_jsonl
+
   records = [r for r in read_jsonl(workdir) if r["phase"] == "train"]
   if len(records) < 3:
     raise ValueError(f"{workdir}: expected at least 3 logged chunks, got {len(records)}")
   steps = records[-1]["env_steps"] - records[0]["env_steps"]
   seconds = records[-1]["wall_time"] - records[0]["wall_time"]
   per_chunk = [r["env_steps_per_second"] for r in records[1:]]
-  return {"env_steps_per_second": steps / seconds, "chunk_median": statistics.median(per_chunk),
-          "chunks": len(per_chunk), "env_steps": records[-1]["env_steps"]}
+  return {
+    "env_steps_per_second": steps / seconds,
+    "chunk_median": statistics.median(per_chunk),
+    "chunks": len(per_chunk),
+    "env_steps": records[-1]["env_steps"],
+  }
 
 
 def run_setting(processes: int, workdir: str) -> dict:
@@ -66,9 +78,15 @@ def run_setting(processes: int, workdir: str) -> dict:
   if processes == 1:
     command = [sys.executable, "-m", "experiments.train", *run_args(workdir)]
   else:
-    command = [sys.executable, "-m", "experiments.launch_local",
-               f"--num_processes={processes}", "--devices_per_process=1", "--",
-               *run_args(workdir)]
+    command = [
+      sys.executable,
+      "-m",
+      "experiments.launch_local",
+      f"--num_processes={processes}",
+      "--devices_per_process=1",
+      "--",
+      *run_args(workdir),
+    ]
   result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
   if result.returncode != 0:  # reported and left out of the ratios (e.g. a crash under load)
     log = os.path.abspath(f"{FLAGS.out}.failed_{os.path.basename(workdir)}.log")
@@ -84,6 +102,7 @@ def load_average() -> float:
 
 def plot(runs: list, out: str) -> None:
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -134,12 +153,19 @@ def main(argv):
   finally:
     shutil.rmtree(root, ignore_errors=True)
   ratios = efficiencies(runs)
-  summary = {"efficiency_median": statistics.median(ratios), "efficiency_min": min(ratios),
-             "efficiency_max": max(ratios), "efficiencies": ratios,
-             "failed_runs": sum("failed" in r for r in runs),
-             **{f"steps_per_second_{p}p_median": statistics.median(
-                 [r["env_steps_per_second"] for r in runs if r["processes"] == p
-                  and "failed" not in r]) for p in (1, FLAGS.num_processes)}}
+  summary = {
+    "efficiency_median": statistics.median(ratios),
+    "efficiency_min": min(ratios),
+    "efficiency_max": max(ratios),
+    "efficiencies": ratios,
+    "failed_runs": sum("failed" in r for r in runs),
+    **{
+      f"steps_per_second_{p}p_median": statistics.median(
+        [r["env_steps_per_second"] for r in runs if r["processes"] == p and "failed" not in r]
+      )
+      for p in (1, FLAGS.num_processes)
+    },
+  }
   print(json.dumps(summary), flush=True)
   if FLAGS.json_out:
     with open(FLAGS.json_out, "w") as f:

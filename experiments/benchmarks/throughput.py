@@ -31,6 +31,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
   config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
@@ -43,13 +45,18 @@ def define_flags() -> None:
 def measure(make_train_fn: Callable, key, reps: int, final_return: Callable) -> Callable:
   """Compiles `make_train_fn()` once; returns a function that runs it once and records timings."""
   import jax
+
   start = time.perf_counter()
   lowered = jax.jit(make_train_fn()).lower(key)
   trace_seconds = time.perf_counter() - start
   compiled = lowered.compile()
   compile_seconds = time.perf_counter() - start
-  result = {"compile_seconds": compile_seconds, "trace_seconds": trace_seconds, "run_seconds": [],
-            "cpu_seconds": []}
+  result = {
+    "compile_seconds": compile_seconds,
+    "trace_seconds": trace_seconds,
+    "run_seconds": [],
+    "cpu_seconds": [],
+  }
 
   def run_once():
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -65,6 +72,7 @@ def measure(make_train_fn: Callable, key, reps: int, final_return: Callable) -> 
 def hrljax_final_return(out) -> float:
   """Mean return of the episodes that ended in the last 10% of updates."""
   import numpy as np
+
   metrics = out[1]
   tail = max(1, len(metrics["episodes"]) // 10)
   episodes = np.asarray(metrics["episodes"][-tail:]).sum()
@@ -74,6 +82,7 @@ def hrljax_final_return(out) -> float:
 def purejaxrl_final_return(out) -> float:
   """The same statistic from PureJaxRL's per-step `returned_episode*` info."""
   import numpy as np
+
   info = out["metrics"]
   tail = max(1, info["returned_episode"].shape[0] // 10)
   done = np.asarray(info["returned_episode"][-tail:])
@@ -88,8 +97,10 @@ def load_purejaxrl(reference_path: str):
 
   source = os.path.join(reference_path, "purejaxrl")
   if not os.path.exists(os.path.join(source, "ppo.py")):
-    raise ValueError(f"reference_path: expected a purejaxrl checkout containing purejaxrl/ppo.py, "
-                     f"got {reference_path!r}")
+    raise ValueError(
+      f"reference_path: expected a purejaxrl checkout containing purejaxrl/ppo.py, "
+      f"got {reference_path!r}"
+    )
   for name in ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training", "navix"):
     module = sys.modules.setdefault(name, types.ModuleType(name))
     module.EpisodeWrapper = module.AutoResetWrapper = object
@@ -118,32 +129,42 @@ def load_purejaxrl(reference_path: str):
   gymnax.make = make
   sys.path.insert(0, source)
   import ppo as purejaxrl_ppo  # pylint: disable=import-outside-toplevel
+
   return purejaxrl_ppo
 
 
 def purejaxrl_config(config) -> dict:
   return {
-      "LR": config.learning_rate, "NUM_ENVS": config.num_envs, "NUM_STEPS": config.num_steps,
-      "TOTAL_TIMESTEPS": config.total_timesteps, "UPDATE_EPOCHS": config.update_epochs,
-      "NUM_MINIBATCHES": config.num_minibatches, "GAMMA": config.gamma,
-      "GAE_LAMBDA": config.gae_lambda, "CLIP_EPS": config.clip_epsilon,
-      "ENT_COEF": config.entropy_coef, "VF_COEF": config.value_coef,
-      "MAX_GRAD_NORM": config.max_grad_norm, "ACTIVATION": config.activation,
-      "ENV_NAME": config.env_name, "ANNEAL_LR": config.anneal_lr, "DEBUG": False,
+    "LR": config.learning_rate,
+    "NUM_ENVS": config.num_envs,
+    "NUM_STEPS": config.num_steps,
+    "TOTAL_TIMESTEPS": config.total_timesteps,
+    "UPDATE_EPOCHS": config.update_epochs,
+    "NUM_MINIBATCHES": config.num_minibatches,
+    "GAMMA": config.gamma,
+    "GAE_LAMBDA": config.gae_lambda,
+    "CLIP_EPS": config.clip_epsilon,
+    "ENT_COEF": config.entropy_coef,
+    "VF_COEF": config.value_coef,
+    "MAX_GRAD_NORM": config.max_grad_norm,
+    "ACTIVATION": config.activation,
+    "ENV_NAME": config.env_name,
+    "ANNEAL_LR": config.anneal_lr,
+    "DEBUG": False,
   }
 
 
 def summary(name: str, result: dict, env_steps: int) -> dict:
   median = statistics.median(result["run_seconds"])
   return {
-      "implementation": name,
-      "env_steps_per_second": env_steps / median,
-      # Process CPU time (all threads): steadier than wall time when the machine is shared.
-      "env_steps_per_cpu_second": env_steps / statistics.median(result["cpu_seconds"]),
-      "compile_seconds": result["compile_seconds"],
-      "final_return": result["final_return"],
-      "env_steps": env_steps,
-      "run_seconds": [round(s, 3) for s in result["run_seconds"]],
+    "implementation": name,
+    "env_steps_per_second": env_steps / median,
+    # Process CPU time (all threads): steadier than wall time when the machine is shared.
+    "env_steps_per_cpu_second": env_steps / statistics.median(result["cpu_seconds"]),
+    "compile_seconds": result["compile_seconds"],
+    "final_return": result["final_return"],
+    "env_steps": env_steps,
+    "run_seconds": [round(s, 3) for s in result["run_seconds"]],
   }
 
 
@@ -162,38 +183,59 @@ def main(argv):
     agent.validate_config(config)
   except ValueError as error:
     sys.exit(f"error: {error}")
-  env_steps = (config.total_timesteps // (config.num_envs * config.num_steps)
-               * config.num_envs * config.num_steps)
+  env_steps = (
+    config.total_timesteps
+    // (config.num_envs * config.num_steps)
+    * config.num_envs
+    * config.num_steps
+  )
   device = jax.devices()[0]
-  runs = {"hrljax": measure(lambda: agent.make_train(config), jax.random.key(FLAGS.seed),
-                            FLAGS.reps, hrljax_final_return)}
+  runs = {
+    "hrljax": measure(
+      lambda: agent.make_train(config), jax.random.key(FLAGS.seed), FLAGS.reps, hrljax_final_return
+    )
+  }
   if FLAGS.reference == "purejaxrl":
     if config.agent != "ppo" or not FLAGS.reference_path:
       sys.exit("error: --reference=purejaxrl needs a ppo config and --reference_path")
     reference = load_purejaxrl(FLAGS.reference_path)
-    runs["purejaxrl"] = measure(lambda: reference.make_train(purejaxrl_config(config)),
-                                jax.random.PRNGKey(FLAGS.seed), FLAGS.reps,
-                                purejaxrl_final_return)
+    runs["purejaxrl"] = measure(
+      lambda: reference.make_train(purejaxrl_config(config)),
+      jax.random.PRNGKey(FLAGS.seed),
+      FLAGS.reps,
+      purejaxrl_final_return,
+    )
   results = {}
   for rep in range(FLAGS.reps):  # interleaved, so both see the same machine load
     for name, run_once in runs.items():
       results[name] = run_once()
-      print(f"rep {rep + 1}/{FLAGS.reps} {name}: {results[name]['run_seconds'][-1]:.2f} s",
-            file=sys.stderr, flush=True)
+      print(
+        f"rep {rep + 1}/{FLAGS.reps} {name}: {results[name]['run_seconds'][-1]:.2f} s",
+        file=sys.stderr,
+        flush=True,
+      )
   lines = {name: summary(name, result, env_steps) for name, result in results.items()}
   for line in lines.values():
-    line.update(config=config.agent + ":" + config.env_name, device=device.device_kind,
-                platform=device.platform, num_devices=1)
+    line.update(
+      config=config.agent + ":" + config.env_name,
+      device=device.device_kind,
+      platform=device.platform,
+      num_devices=1,
+    )
     print(json.dumps(line))
   if "purejaxrl" in lines:
-    print(json.dumps({
-        "speed_ratio_hrljax_over_purejaxrl": lines["hrljax"]["env_steps_per_second"]
-        / lines["purejaxrl"]["env_steps_per_second"],
-        "cpu_speed_ratio_hrljax_over_purejaxrl": lines["hrljax"]["env_steps_per_cpu_second"]
-        / lines["purejaxrl"]["env_steps_per_cpu_second"],
-        "compile_ratio_hrljax_over_purejaxrl": lines["hrljax"]["compile_seconds"]
-        / lines["purejaxrl"]["compile_seconds"],
-    }))
+    print(
+      json.dumps(
+        {
+          "speed_ratio_hrljax_over_purejaxrl": lines["hrljax"]["env_steps_per_second"]
+          / lines["purejaxrl"]["env_steps_per_second"],
+          "cpu_speed_ratio_hrljax_over_purejaxrl": lines["hrljax"]["env_steps_per_cpu_second"]
+          / lines["purejaxrl"]["env_steps_per_cpu_second"],
+          "compile_ratio_hrljax_over_purejaxrl": lines["hrljax"]["compile_seconds"]
+          / lines["purejaxrl"]["compile_seconds"],
+        }
+      )
+    )
 
 
 if __name__ == "__main__":

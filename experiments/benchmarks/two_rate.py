@@ -35,6 +35,8 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
+
+
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
   flags.DEFINE_list("num_envs", ["1", "16"], "Environment batch sizes to time.")
@@ -60,8 +62,9 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
   spec = envs.spec(env, params)
   agent = recovery_rl.RecoveryAgent.create(jax.random.key(0), spec, config)
   space = env.action_space(params)
-  controller = recovery_rl.make_controller(config, (float(space.low), float(space.low)),
-                                           (float(space.high), float(space.high)))
+  controller = recovery_rl.make_controller(
+    config, (float(space.low), float(space.low)), (float(space.high), float(space.high))
+  )
   actor = agent.task.actor
   K = config.control_steps
 
@@ -71,15 +74,29 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
 
   def make(layer: str):
     def run(agent, carry, key):
-      safety_fn = (rollout.no_safety_layer if layer == "reflex_off"
-                   else recovery_rl.make_reflex(agent))
-      noise_fn = (None if layer == "reflex_off"
-                  else recovery_rl.recovery_noise_fn(num_envs, spec.action_dim))
+      safety_fn = (
+        rollout.no_safety_layer if layer == "reflex_off" else recovery_rl.make_reflex(agent)
+      )
+      noise_fn = (
+        None if layer == "reflex_off" else recovery_rl.recovery_noise_fn(num_envs, spec.action_dim)
+      )
       return rollout.two_rate_rollout(
-          env, params, policy, agent.task.actor_params, controller, safety_fn,
-          (agent, jnp.asarray(True)), carry, key, num_decisions, K,
-          info_keys=two_rate.SAFETY_INFO_KEYS, safety_noise_fn=noise_fn,
-          lookahead=layer == "reflex_on")
+        env,
+        params,
+        policy,
+        agent.task.actor_params,
+        controller,
+        safety_fn,
+        (agent, jnp.asarray(True)),
+        carry,
+        key,
+        num_decisions,
+        K,
+        info_keys=two_rate.SAFETY_INFO_KEYS,
+        safety_noise_fn=noise_fn,
+        lookahead=layer == "reflex_on",
+      )
+
     return jax.jit(run)
 
   carry = rollout.reset(env, params, jax.random.key(1), num_envs)
@@ -89,15 +106,20 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
   flat = lambda x: x.reshape((-1,) + x.shape[3:])
   risks = np.asarray(agent.risk(flat(control.obs), flat(control.proposed_action)))
   eps = float(np.quantile(risks, eps_quantile))
-  agent = agent.replace(config=ml_collections.FrozenConfigDict(
-      {**agent.config.as_configdict().to_dict(), "risk_epsilon": eps}))
+  agent = agent.replace(
+    config=ml_collections.FrozenConfigDict(
+      {**agent.config.as_configdict().to_dict(), "risk_epsilon": eps}
+    )
+  )
   variants = {}
   for layer in LAYERS:
     compiled = make(layer).lower(agent, carry, key).compile()
     variants[layer] = (compiled, (agent, carry, key))
   intervened = np.asarray(variants["reflex_on"][0](agent, carry, key)[1].control.intervened)
-  rates = {"intervention_rate": float(intervened.mean()),
-           "reflex_decision_rate": float(intervened.any(axis=(1, 2)).mean())}
+  rates = {
+    "intervention_rate": float(intervened.mean()),
+    "reflex_decision_rate": float(intervened.any(axis=(1, 2)).mean()),
+  }
   return variants, num_envs * num_decisions * K, rates
 
 
@@ -107,6 +129,7 @@ LAYERS = ("reflex_on", "reflex_per_step", "reflex_off")
 def main(argv):
   del argv
   import jax
+
   for num_envs in (int(n) for n in FLAGS.num_envs):
     variants, steps, rates = build(num_envs, FLAGS.num_decisions, FLAGS.eps_quantile)
     seconds = {name: [] for name in variants}
@@ -122,10 +145,14 @@ def main(argv):
     speed = {name: steps / statistics.median(times) for name, times in seconds.items()}
     best = {name: steps / min(times) for name, times in seconds.items()}
     cpu = {name: steps / statistics.median(times) for name, times in cpu_seconds.items()}
-    record = {"num_envs": num_envs, "num_decisions": FLAGS.num_decisions, "env_steps": steps,
-              "eps_quantile": FLAGS.eps_quantile,
-              **{name: round(value, 3) for name, value in rates.items()},
-              "load_average_1min": round(os.getloadavg()[0], 1)}
+    record = {
+      "num_envs": num_envs,
+      "num_decisions": FLAGS.num_decisions,
+      "env_steps": steps,
+      "eps_quantile": FLAGS.eps_quantile,
+      **{name: round(value, 3) for name, value in rates.items()},
+      "load_average_1min": round(os.getloadavg()[0], 1),
+    }
     for kind, table in (("", speed), ("best_", best), ("cpu_", cpu)):
       unit = "cpu_second" if kind == "cpu_" else "second"
       for name in LAYERS:
@@ -133,12 +160,15 @@ def main(argv):
       for name in LAYERS[:2]:
         record[f"{kind}ratio_{name}_off"] = round(table[name] / table["reflex_off"], 3)
     print(json.dumps(record), flush=True)
-    print(f"N={num_envs}: reflex on {speed['reflex_on']:,.0f} / per step "
-          f"{speed['reflex_per_step']:,.0f} / off {speed['reflex_off']:,.0f} env steps/s; "
-          f"ratio on/off {record['ratio_reflex_on_off']:.2f} (CPU time "
-          f"{record['cpu_ratio_reflex_on_off']:.2f}, best {record['best_ratio_reflex_on_off']:.2f}), "
-          f"per step/off {record['ratio_reflex_per_step_off']:.2f}; "
-          f"reflex in {rates['reflex_decision_rate']:.0%} of decisions", file=sys.stderr)
+    print(
+      f"N={num_envs}: reflex on {speed['reflex_on']:,.0f} / per step "
+      f"{speed['reflex_per_step']:,.0f} / off {speed['reflex_off']:,.0f} env steps/s; "
+      f"ratio on/off {record['ratio_reflex_on_off']:.2f} (CPU time "
+      f"{record['cpu_ratio_reflex_on_off']:.2f}, best {record['best_ratio_reflex_on_off']:.2f}), "
+      f"per step/off {record['ratio_reflex_per_step_off']:.2f}; "
+      f"reflex in {rates['reflex_decision_rate']:.0%} of decisions",
+      file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ policy can see the sampled layout.
 # Fields of `envs.make("PointHazard-v0", ...)` each layout overrides; "default" overrides none,
 # so a config built with it equals the config built without the argument.
 LAYOUTS = {
-    "default": {},
-    "random_hazards": {"randomize_hazards": True},
+  "default": {},
+  "random_hazards": {"randomize_hazards": True},
 }
 
 
@@ -27,9 +27,11 @@ def apply_layout(config, layout: str):
   Raises ValueError naming the argument, the value and the choices for an unknown layout.
   """
   if layout not in LAYOUTS:
-    raise ValueError(f"layout: unknown PointHazard layout {layout!r}; expected one of "
-                     f"{', '.join(sorted(LAYOUTS))} (config file argument, e.g. "
-                     "--config=experiments/configs/sac_pointhazard.py:random_hazards)")
+    raise ValueError(
+      f"layout: unknown PointHazard layout {layout!r}; expected one of "
+      f"{', '.join(sorted(LAYOUTS))} (config file argument, e.g. "
+      "--config=experiments/configs/sac_pointhazard.py:random_hazards)"
+    )
   for field, value in LAYOUTS[layout].items():
     config.env_kwargs[field] = value
   return config

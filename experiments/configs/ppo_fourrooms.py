@@ -17,7 +17,8 @@ def get_config():
   config.total_timesteps = 2_000_000
   config.anneal_lr = False
   config.transfer_after = 0
-  config.env_kwargs.transfer_after_steps = (config.get_ref("transfer_after")
-                                            // config.get_ref("num_envs"))
+  config.env_kwargs.transfer_after_steps = config.get_ref("transfer_after") // config.get_ref(
+    "num_envs"
+  )
   config.env_kwargs.transfer_seed = 0  # seed of the moved goal's draw (part of the task)
   return config

@@ -57,8 +57,11 @@ def define_flags() -> None:
   flags.DEFINE_enum("advantage", "oracle", ADVANTAGES, "Return of an utterance (module doc).")
   flags.DEFINE_enum("optimizer", "adam", OPTIMIZERS, "Actor optimizer.")
   flags.DEFINE_float("learning_rate", 1e-4, "Actor learning rate (token PPO: adam 1e-4).")
-  flags.DEFINE_float("advantage_noise", 0.0, "Std of Gaussian noise added to the standardised "
-                     "advantage (0: none; see make_iteration).")
+  flags.DEFINE_float(
+    "advantage_noise",
+    0.0,
+    "Std of Gaussian noise added to the standardised advantage (0: none; see make_iteration).",
+  )
   flags.DEFINE_float("adam_eps", 1e-5, "Adam epsilon (token PPO's).")
   flags.DEFINE_integer("num_games", 32, "Games per iteration (token PPO: 32 x 4 utterances).")
   flags.DEFINE_integer("epochs", 1, "Passes over each iteration's batch (token PPO: 4).")
@@ -67,8 +70,9 @@ def define_flags() -> None:
   flags.DEFINE_integer("eval_every", 10, "Iterations between greedy evaluations.")
   flags.DEFINE_string("warm_start_cache", None, "Directory caching the seeds' BC start.")
   flags.DEFINE_string("out", None, "JSONL output (one line per evaluation).")
-  config_flags.DEFINE_config_file("config", None, "ArCHer token-game config file or name.",
-                                  lock_config=True)
+  config_flags.DEFINE_config_file(
+    "config", None, "ArCHer token-game config file or name.", lock_config=True
+  )
 
 
 def episode_returns(transitions, valid, final_value, gamma):
@@ -86,8 +90,9 @@ def episode_returns(transitions, valid, final_value, gamma):
     current = jnp.where(terminated, value, gamma * next_return)
     return current, current
 
-  _, returns = jax.lax.scan(backward, jnp.zeros_like(final_value[0]),
-                            (transitions.terminated, final_value), reverse=True)
+  _, returns = jax.lax.scan(
+    backward, jnp.zeros_like(final_value[0]), (transitions.terminated, final_value), reverse=True
+  )
   return jnp.where(valid, returns, 0.0)
 
 
@@ -98,9 +103,11 @@ def turn_baseline_advantage(returns, valid):
   game: the per-row mean is a per-turn baseline.
   """
   import jax.numpy as jnp
+
   weights = valid.astype(returns.dtype)
   per_turn = jnp.sum(returns * weights, axis=1, keepdims=True) / jnp.maximum(
-      jnp.sum(weights, axis=1, keepdims=True), 1.0)
+    jnp.sum(weights, axis=1, keepdims=True), 1.0
+  )
   centred = jnp.where(valid, returns - per_turn, 0.0)
   std = jnp.sqrt(jnp.sum(jnp.square(centred)) / jnp.maximum(jnp.sum(weights), 1.0))
   return centred / (std + 1e-6)
@@ -113,8 +120,7 @@ def utterance_returns(transitions, valid, env_params, gamma, advantage):
 
   if advantage == "oracle":
     flat = tc.transitions_from_rollout(transitions)
-    final_value = archer_critic.oracle_q(flat, env_params).reshape(
-        transitions.reward.shape)
+    final_value = archer_critic.oracle_q(flat, env_params).reshape(transitions.reward.shape)
   else:
     final_value = transitions.reward
   return episode_returns(transitions, valid, final_value, gamma)
@@ -129,25 +135,38 @@ def actor_minibatch_loss(policy_params, policy, rows, temperature):
   from hrljax.networks import transformer
 
   dialogue, utterance, advantage, valid = rows
-  token_logp = transformer.utterance_log_probs(policy, policy_params, dialogue, utterance,
-                                               temperature)
-  loss, _ = hc.archer_actor_loss(token_logp, tc.token_mask(utterance), advantage[None],
-                                 jnp.zeros_like(advantage)[None], valid=valid)
+  token_logp = transformer.utterance_log_probs(
+    policy, policy_params, dialogue, utterance, temperature
+  )
+  loss, _ = hc.archer_actor_loss(
+    token_logp,
+    tc.token_mask(utterance),
+    advantage[None],
+    jnp.zeros_like(advantage)[None],
+    valid=valid,
+  )
   return loss
 
 
 def make_optimizer(name: str, learning_rate: float, adam_eps: float, max_grad_norm: float):
   """Global-norm clipping then adam (token PPO's eps) or sgd."""
   import optax
+
   if name not in OPTIMIZERS:
     raise ValueError(f"optimizer: expected one of {OPTIMIZERS}, got {name!r}")
-  optimizer = optax.sgd(learning_rate) if name == "sgd" else optax.adam(learning_rate,
-                                                                         eps=adam_eps)
+  optimizer = optax.sgd(learning_rate) if name == "sgd" else optax.adam(learning_rate, eps=adam_eps)
   return optax.chain(optax.clip_by_global_norm(max_grad_norm), optimizer)
 
 
-def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, advantage: str,
-                   advantage_noise: float = 0.0):
+def make_iteration(
+  config,
+  tx,
+  num_games: int,
+  epochs: int,
+  minibatches: int,
+  advantage: str,
+  advantage_noise: float = 0.0,
+):
   """`iteration((params, opt_state), key) -> ((params, opt_state), metrics)`: one on-policy
   batch of `num_games` whole games, then `epochs * minibatches` actor steps on it.
 
@@ -163,8 +182,9 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
   from hrljax.agents import token_common as tc
 
   if num_games % minibatches:
-    raise ValueError(f"minibatches: expected a divisor of num_games ({num_games}), got "
-                     f"{minibatches}")
+    raise ValueError(
+      f"minibatches: expected a divisor of num_games ({num_games}), got {minibatches}"
+    )
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   policy = tc.make_policy(env_params, config)
   sample = tc.sampling_policy(policy, env_params.utterance_len, config.temperature)
@@ -174,16 +194,16 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
   def iteration(carry, key):
     params, opt_state = carry
     rollout_key, shuffle_key = jax.random.split(key)
-    episodes = rollout.grouped_episodes(env, env_params, sample, params, rollout_key, group_ids,
-                                        max_turns)
+    episodes = rollout.grouped_episodes(
+      env, env_params, sample, params, rollout_key, group_ids, max_turns
+    )
     transitions, valid = episodes.transitions, episodes.valid
     returns = utterance_returns(transitions, valid, env_params, config.gamma, advantage)
     adv = turn_baseline_advantage(returns, valid)
     if advantage_noise:
       noise = jax.random.normal(jax.random.fold_in(shuffle_key, 1), adv.shape)
       adv = jnp.where(valid, adv + advantage_noise * noise, 0.0)
-    rows = tuple(tc.flatten_steps(x) for x in
-                 (transitions.obs, transitions.action, adv, valid))
+    rows = tuple(tc.flatten_steps(x) for x in (transitions.obs, transitions.action, adv, valid))
 
     def epoch(carry, epoch_key):
       perm = jax.random.permutation(epoch_key, rows[0].shape[0])
@@ -191,25 +211,43 @@ def make_iteration(config, tx, num_games: int, epochs: int, minibatches: int, ad
 
       def minibatch_step(carry, minibatch):
         params, opt_state = carry
-        loss, grads = jax.value_and_grad(actor_minibatch_loss)(params, policy, minibatch,
-                                                               config.temperature)
+        loss, grads = jax.value_and_grad(actor_minibatch_loss)(
+          params, policy, minibatch, config.temperature
+        )
         updates, opt_state = tx.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
 
       return jax.lax.scan(minibatch_step, carry, split)
 
-    (params, opt_state), losses = jax.lax.scan(epoch, (params, opt_state),
-                                               jax.random.split(shuffle_key, epochs))
+    (params, opt_state), losses = jax.lax.scan(
+      epoch, (params, opt_state), jax.random.split(shuffle_key, epochs)
+    )
     first_episode_reward = jnp.where(valid, transitions.reward, 0.0).sum(axis=0)
-    return (params, opt_state), {"sampled_success": first_episode_reward.mean(),
-                                 "actor_loss": losses.mean(),
-                                 "return_mean": jnp.sum(returns) / jnp.sum(valid)}
+    return (params, opt_state), {
+      "sampled_success": first_episode_reward.mean(),
+      "actor_loss": losses.mean(),
+      "return_mean": jnp.sum(returns) / jnp.sum(valid),
+    }
 
   return iteration
 
 
-def run(config, seeds, advantage, optimizer, learning_rate, adam_eps, num_games, epochs,
-        minibatches, iterations, eval_every, cache_dir, out, advantage_noise=0.0):
+def run(
+  config,
+  seeds,
+  advantage,
+  optimizer,
+  learning_rate,
+  adam_eps,
+  num_games,
+  epochs,
+  minibatches,
+  iterations,
+  eval_every,
+  cache_dir,
+  out,
+  advantage_noise=0.0,
+):
   """Trains the actor of every seed against the `advantage` returns; writes the curve to `out`."""
   import jax
   from experiments.diagnostics import common
@@ -223,22 +261,22 @@ def run(config, seeds, advantage, optimizer, learning_rate, adam_eps, num_games,
   params = common.warm_start(config, seeds, cache_dir)
   tx = make_optimizer(optimizer, learning_rate, adam_eps, config.max_grad_norm)
   opt_state = jax.vmap(tx.init)(params)
-  iteration = make_iteration(config, tx, num_games, epochs, minibatches, advantage,
-                             advantage_noise)
+  iteration = make_iteration(config, tx, num_games, epochs, minibatches, advantage, advantage_noise)
   run_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
 
   @jax.jit
   def chunk(carry, run_keys, start):
     def one_seed(carry, key):
-      step_keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(start + jax.numpy.arange(
-          eval_every))
+      step_keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(
+        start + jax.numpy.arange(eval_every)
+      )
       return jax.lax.scan(iteration, carry, step_keys)
+
     carry, metrics = jax.vmap(one_seed)(carry, run_keys)
     return carry, jax.tree.map(lambda m: m.mean(axis=1), metrics)
 
   policy = tc.make_policy(env_params, config)
-  evaluate = jax.jit(jax.vmap(tc.greedy_evaluation(env, env_params, policy,
-                                                   config.eval_episodes)))
+  evaluate = jax.jit(jax.vmap(tc.greedy_evaluation(env, env_params, policy, config.eval_episodes)))
   eval_keys = common.eval_keys(seeds)
   utterances_per_iteration = num_games * env_params.max_turns
   carry = (params, opt_state)
@@ -260,16 +298,31 @@ def main(argv):
     if FLAGS[name].value < 1:
       sys.exit(f"error: --{name}: expected an integer >= 1, got {FLAGS[name].value}")
   if FLAGS.iterations < 0 or FLAGS.iterations % FLAGS.eval_every:
-    sys.exit(f"error: --iterations: expected a multiple of --eval_every ({FLAGS.eval_every}), "
-             f"got {FLAGS.iterations}")
+    sys.exit(
+      f"error: --iterations: expected a multiple of --eval_every ({FLAGS.eval_every}), "
+      f"got {FLAGS.iterations}"
+    )
   if FLAGS.advantage_noise < 0:
     sys.exit(f"error: --advantage_noise: expected >= 0, got {FLAGS.advantage_noise}")
   if FLAGS.learning_rate <= 0:
     sys.exit(f"error: --learning_rate: expected > 0, got {FLAGS.learning_rate}")
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  run(FLAGS.config, common.parse_seeds(FLAGS.seeds), FLAGS.advantage, FLAGS.optimizer, FLAGS.learning_rate,
-      FLAGS.adam_eps, FLAGS.num_games, FLAGS.epochs, FLAGS.minibatches, FLAGS.iterations,
-      FLAGS.eval_every, FLAGS.warm_start_cache, FLAGS.out, FLAGS.advantage_noise)
+  run(
+    FLAGS.config,
+    common.parse_seeds(FLAGS.seeds),
+    FLAGS.advantage,
+    FLAGS.optimizer,
+    FLAGS.learning_rate,
+    FLAGS.adam_eps,
+    FLAGS.num_games,
+    FLAGS.epochs,
+    FLAGS.minibatches,
+    FLAGS.iterations,
+    FLAGS.eval_every,
+    FLAGS.warm_start_cache,
+    FLAGS.out,
+    FLAGS.advantage_noise,
+  )
 
 
 if __name__ == "__main__":

@@ -47,18 +47,27 @@ AGREEMENT_DIALOGUES = 2048
 def define_flags() -> None:
   """The command line (defined only when run as a script)."""
   flags.DEFINE_integer("seed", 0, "The seed whose BC policy fills the buffers.")
-  flags.DEFINE_integer("buffer_iterations", 8, "ArCHer iterations of BC-policy data in the "
-                       "training buffer (0: none; then --warm_start_data is needed).")
-  flags.DEFINE_integer("held_out_iterations", -1, "ArCHer iterations of BC-policy data in the "
-                       "held-out buffer (-1: as --buffer_iterations).")
-  flags.DEFINE_boolean("warm_start_data", False, "Add the seed's BC dataset (with rewards) to "
-                       "the training buffer.")
+  flags.DEFINE_integer(
+    "buffer_iterations",
+    8,
+    "ArCHer iterations of BC-policy data in the "
+    "training buffer (0: none; then --warm_start_data is needed).",
+  )
+  flags.DEFINE_integer(
+    "held_out_iterations",
+    -1,
+    "ArCHer iterations of BC-policy data in the held-out buffer (-1: as --buffer_iterations).",
+  )
+  flags.DEFINE_boolean(
+    "warm_start_data", False, "Add the seed's BC dataset (with rewards) to the training buffer."
+  )
   flags.DEFINE_integer("steps", 400, "Critic steps.")
   flags.DEFINE_integer("eval_every", 50, "Critic steps between evaluations.")
   flags.DEFINE_string("warm_start_cache", None, "Directory caching the seed's BC start.")
   flags.DEFINE_string("out", None, "JSONL output (one line per evaluation).")
-  config_flags.DEFINE_config_file("config", None, "ArCHer token-game config file or name.",
-                                  lock_config=True)
+  config_flags.DEFINE_config_file(
+    "config", None, "ArCHer token-game config file or name.", lock_config=True
+  )
 
 
 def collect(config, policy_params, key, iterations: int):
@@ -68,12 +77,14 @@ def collect(config, policy_params, key, iterations: int):
   from hrljax.agents import token_common as tc
 
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  sampled = tc.sampling_policy(tc.make_policy(env_params, config), env_params.utterance_len,
-                               config.temperature)
+  sampled = tc.sampling_policy(
+    tc.make_policy(env_params, config), env_params.utterance_len, config.temperature
+  )
   reset_key, rollout_key = jax.random.split(key)
   carry = rollout.reset(env, env_params, reset_key, config.num_envs)
-  _, traj = rollout.rollout(env, env_params, sampled, policy_params, carry, rollout_key,
-                            iterations * config.num_steps)
+  _, traj = rollout.rollout(
+    env, env_params, sampled, policy_params, carry, rollout_key, iterations * config.num_steps
+  )
   return tc.transitions_from_rollout(traj)
 
 
@@ -97,11 +108,20 @@ def oracle_q(batch, env_params):
 def outcome_gap(values, batch):
   """Mean of `values` over correct guesses minus over failed final utterances."""
   from hrljax.agents import token_common as tc
+
   return tc.outcome_means(values, batch)["q_gap"]
 
 
-def critic_report(agent, train, held_out, oracle_train, oracle_held_out, sample_key=None,
-                  env_params=None, num_samples: int = 8):
+def critic_report(
+  agent,
+  train,
+  held_out,
+  oracle_train,
+  oracle_held_out,
+  sample_key=None,
+  env_params=None,
+  num_samples: int = 8,
+):
   """The evaluation numbers of one point of the curve (see the module docstring); with
   `sample_key` also the `advantage_agreement` of the held-out buffer's dialogues."""
   import jax.numpy as jnp
@@ -114,15 +134,18 @@ def critic_report(agent, train, held_out, oracle_train, oracle_held_out, sample_
   if sample_key is not None:
     # At most AGREEMENT_DIALOGUES dialogues: K samples of all 8,192 of a 32-iteration buffer
     # in one batch exhausted the machine's memory.
-    agreement = advantage_agreement(*last_turn_advantages(
-        agent, held_out.dialogue[:AGREEMENT_DIALOGUES], sample_key, env_params, num_samples))
+    agreement = advantage_agreement(
+      *last_turn_advantages(
+        agent, held_out.dialogue[:AGREEMENT_DIALOGUES], sample_key, env_params, num_samples
+      )
+    )
   return {
-      **agreement,
-      "q_gap_train": outcome_gap(min_q(train), train),
-      "q_gap_held_out": outcome_gap(q_held_out, held_out),
-      "oracle_gap_train": outcome_gap(oracle_train, train),
-      "oracle_gap_held_out": outcome_gap(oracle_held_out, held_out),
-      "final_error": jnp.sum(jnp.abs(q_held_out - oracle_held_out) * final) / jnp.sum(final),
+    **agreement,
+    "q_gap_train": outcome_gap(min_q(train), train),
+    "q_gap_held_out": outcome_gap(q_held_out, held_out),
+    "oracle_gap_train": outcome_gap(oracle_train, train),
+    "oracle_gap_held_out": outcome_gap(oracle_held_out, held_out),
+    "final_error": jnp.sum(jnp.abs(q_held_out - oracle_held_out) * final) / jnp.sum(final),
   }
 
 
@@ -145,15 +168,23 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
 
   batch_size = dialogue.shape[0]
   repeated = jnp.tile(dialogue, (num_samples, 1))
-  utterance, _ = transformer.generate(agent.policy, agent.policy_params, repeated, key,
-                                      num_tokens=agent.utterance_len,
-                                      temperature=agent.config.temperature)
-  out = agent.critic.apply(agent.critic_params, repeated, utterance,
-                           tc.token_mask(utterance))
+  utterance, _ = transformer.generate(
+    agent.policy,
+    agent.policy_params,
+    repeated,
+    key,
+    num_tokens=agent.utterance_len,
+    temperature=agent.config.temperature,
+  )
+  out = agent.critic.apply(agent.critic_params, repeated, utterance, tc.token_mask(utterance))
   critic = hc.archer_advantage(out.q, out.v).reshape(num_samples, batch_size)
   samples = tc.UtteranceTransition(
-      dialogue=repeated, utterance=utterance, reward=jnp.zeros((repeated.shape[0],)),
-      next_dialogue=repeated, terminated=jnp.ones((repeated.shape[0],), bool))
+    dialogue=repeated,
+    utterance=utterance,
+    reward=jnp.zeros((repeated.shape[0],)),
+    next_dialogue=repeated,
+    terminated=jnp.ones((repeated.shape[0],), bool),
+  )
   q_star = oracle_q(samples, env_params).reshape(num_samples, batch_size)
   exact = q_star - jnp.mean(q_star, axis=0, keepdims=True)
   _, turns = jax.vmap(lambda d: token_game.consistent_items(d, env_params))(dialogue)
@@ -172,6 +203,7 @@ def advantage_agreement(critic, exact, last_turn):
     critic advantage has the same sign.
   """
   import jax.numpy as jnp
+
   weight = jnp.broadcast_to(last_turn[None].astype(jnp.float32), exact.shape)
 
   def corr(x, y):
@@ -184,14 +216,19 @@ def advantage_agreement(critic, exact, last_turn):
   centred = critic - jnp.mean(critic, axis=0, keepdims=True)
   decided = weight * (exact != 0)
   agree = jnp.sum((jnp.sign(centred) == jnp.sign(exact)) * decided) / jnp.maximum(
-      jnp.sum(decided), 1.0)
-  return {"adv_corr": corr(critic, exact), "adv_corr_centred": corr(centred, exact),
-          "adv_sign_centred": agree}
+    jnp.sum(decided), 1.0
+  )
+  return {
+    "adv_corr": corr(critic, exact),
+    "adv_corr_centred": corr(centred, exact),
+    "adv_sign_centred": agree,
+  }
 
 
 def load_policy_params(config, seed: int, cache_dir):
   """Seed `seed`'s BC start (computed and cached if absent) and its init key."""
   import jax
+
   params = common.warm_start(config, (seed,), cache_dir)
   return jax.tree.map(lambda x: x[0], params), common.init_keys((seed,))[0]
 
@@ -206,18 +243,25 @@ def training_buffer(config, policy_params, key, seed_key, buffer_iterations, war
 
   parts = []
   if buffer_iterations:
-    parts.append(jax.jit(lambda p, k: collect(config, p, k, buffer_iterations))(policy_params,
-                                                                                 key))
+    parts.append(jax.jit(lambda p, k: collect(config, p, k, buffer_iterations))(policy_params, key))
   if warm_start_data:
     env, env_params = envs.make(config.env_name, **config.env_kwargs)
     bc_key = tc.bc_key_of(jax.random.split(seed_key, 3)[0])
-    parts.append(jax.jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(
-        bc_key))
+    parts.append(jax.jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(bc_key))
   return jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
 
 
-def run(config, seed, buffer_iterations, steps, eval_every, cache_dir, out,
-        held_out_iterations=-1, warm_start_data=False):
+def run(
+  config,
+  seed,
+  buffer_iterations,
+  steps,
+  eval_every,
+  cache_dir,
+  out,
+  held_out_iterations=-1,
+  warm_start_data=False,
+):
   import jax
   from hrljax import envs
   from hrljax.agents import archer
@@ -226,13 +270,16 @@ def run(config, seed, buffer_iterations, steps, eval_every, cache_dir, out,
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   policy_params, seed_key = load_policy_params(config, seed, cache_dir)
   train_key, held_out_key, agent_key, batch_key = jax.random.split(
-      jax.random.fold_in(seed_key, 1), 4)
+    jax.random.fold_in(seed_key, 1), 4
+  )
   if held_out_iterations < 0:
     held_out_iterations = buffer_iterations
-  train = training_buffer(config, policy_params, train_key, seed_key, buffer_iterations,
-                          warm_start_data)
+  train = training_buffer(
+    config, policy_params, train_key, seed_key, buffer_iterations, warm_start_data
+  )
   held_out = jax.jit(lambda params, key: collect(config, params, key, held_out_iterations))(
-      policy_params, held_out_key)
+    policy_params, held_out_key
+  )
   oracle = jax.jit(lambda batch: oracle_q(batch, env_params))
   oracle_train, oracle_held_out = oracle(train), oracle(held_out)
   agent = archer.ArcherAgent.create(agent_key, env, env_params, config, policy_params)
@@ -248,18 +295,24 @@ def run(config, seed, buffer_iterations, steps, eval_every, cache_dir, out,
   # The same policy samples at every evaluation, so the agreement changes only with the critic.
   sample_key = jax.random.fold_in(batch_key, 1_000_000)
   # The buffers are arguments, not closure constants: XLA would constant-fold them for minutes.
-  report_fn = jax.jit(lambda agent, *buffers: critic_report(agent, *buffers, sample_key,
-                                                            env_params))
+  report_fn = jax.jit(
+    lambda agent, *buffers: critic_report(agent, *buffers, sample_key, env_params)
+  )
   report = lambda agent: report_fn(agent, train, held_out, oracle_train, oracle_held_out)
   with open(out, "w") as f:
     for chunk in range(steps // eval_every + 1):
       metrics = {}
       if chunk:
         agent, metrics = train_chunk(agent, jax.random.fold_in(batch_key, chunk))
-      row = {"critic_steps": chunk * eval_every,
-             **{k: round(float(v), 4) for k, v in report(agent).items()},
-             **{f"batch_{k}": round(float(metrics[k]), 4) for k in ("q_gap", "critic_loss")
-                if k in metrics}}
+      row = {
+        "critic_steps": chunk * eval_every,
+        **{k: round(float(v), 4) for k, v in report(agent).items()},
+        **{
+          f"batch_{k}": round(float(metrics[k]), 4)
+          for k in ("q_gap", "critic_loss")
+          if k in metrics
+        },
+      }
       common.emit_row(f, row)
 
 
@@ -268,19 +321,35 @@ def main(argv):
   if FLAGS.seed < 0:
     sys.exit(f"error: --seed: expected an integer >= 0, got {FLAGS.seed}")
   if FLAGS.buffer_iterations < 0 or (FLAGS.buffer_iterations == 0 and not FLAGS.warm_start_data):
-    sys.exit(f"error: --buffer_iterations: expected an integer >= 1 (or 0 with "
-             f"--warm_start_data), got {FLAGS.buffer_iterations}")
-  if FLAGS.held_out_iterations == 0 or FLAGS.held_out_iterations < -1 or (
-      FLAGS.held_out_iterations == -1 and FLAGS.buffer_iterations == 0):
-    sys.exit(f"error: --held_out_iterations: expected an integer >= 1 (or -1 with "
-             f"--buffer_iterations >= 1), got {FLAGS.held_out_iterations}")
+    sys.exit(
+      f"error: --buffer_iterations: expected an integer >= 1 (or 0 with "
+      f"--warm_start_data), got {FLAGS.buffer_iterations}"
+    )
+  if (
+    FLAGS.held_out_iterations == 0
+    or FLAGS.held_out_iterations < -1
+    or (FLAGS.held_out_iterations == -1 and FLAGS.buffer_iterations == 0)
+  ):
+    sys.exit(
+      f"error: --held_out_iterations: expected an integer >= 1 (or -1 with "
+      f"--buffer_iterations >= 1), got {FLAGS.held_out_iterations}"
+    )
   if FLAGS.eval_every < 1 or FLAGS.steps < 0:
-    sys.exit(f"error: --eval_every must be >= 1 and --steps >= 0, got {FLAGS.eval_every}, "
-             f"{FLAGS.steps}")
+    sys.exit(
+      f"error: --eval_every must be >= 1 and --steps >= 0, got {FLAGS.eval_every}, {FLAGS.steps}"
+    )
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  run(FLAGS.config, FLAGS.seed, FLAGS.buffer_iterations, FLAGS.steps,
-      FLAGS.eval_every, FLAGS.warm_start_cache, FLAGS.out, FLAGS.held_out_iterations,
-      FLAGS.warm_start_data)
+  run(
+    FLAGS.config,
+    FLAGS.seed,
+    FLAGS.buffer_iterations,
+    FLAGS.steps,
+    FLAGS.eval_every,
+    FLAGS.warm_start_cache,
+    FLAGS.out,
+    FLAGS.held_out_iterations,
+    FLAGS.warm_start_data,
+  )
 
 
 if __name__ == "__main__":

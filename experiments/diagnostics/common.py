@@ -13,9 +13,18 @@ import sys
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 # The config fields the behaviour-cloned start depends on (with the seeds).
-WARM_START_FIELDS = ("env_name", "env_kwargs", "d_model", "num_layers", "num_heads", "bc_steps",
-                     "bc_batch_size", "bc_learning_rate", "bc_dataset_episodes",
-                     "bc_random_question_prob")
+WARM_START_FIELDS = (
+  "env_name",
+  "env_kwargs",
+  "d_model",
+  "num_layers",
+  "num_heads",
+  "bc_steps",
+  "bc_batch_size",
+  "bc_learning_rate",
+  "bc_dataset_episodes",
+  "bc_random_question_prob",
+)
 
 
 def check_command_line(argv: list, config, out: str) -> None:
@@ -27,7 +36,7 @@ def check_command_line(argv: list, config, out: str) -> None:
 
 
 def parse_seeds(text: str) -> tuple:
-  """"0,1,2" -> (0, 1, 2); exits with one line on anything else."""
+  """ "0,1,2" -> (0, 1, 2); exits with one line on anything else."""
   try:
     seeds = tuple(int(part) for part in text.split(","))
   except ValueError:
@@ -41,6 +50,7 @@ def init_keys(seeds):
   """`[S]` keys: `split(key(s))[0]`, the key `experiments.train` initialises seed s with."""
   import jax
   import jax.numpy as jnp
+
   return jnp.stack([jax.random.split(jax.random.key(seed))[0] for seed in seeds])
 
 
@@ -48,12 +58,14 @@ def eval_keys(seeds):
   """`[S]` keys: `split(key(s))[1]`, the key `experiments.train` evaluates seed s with."""
   import jax
   import jax.numpy as jnp
+
   return jnp.stack([jax.random.split(jax.random.key(seed))[1] for seed in seeds])
 
 
 def warm_start_cache_path(cache_dir: str, config, seeds) -> str:
   """A file name determined by the seeds and the `WARM_START_FIELDS` of `config`."""
   import hashlib
+
   fields = {name: config.get(name) for name in WARM_START_FIELDS}
   fields["env_kwargs"] = dict(config.env_kwargs)
   fields["seeds"] = list(seeds)
@@ -68,6 +80,7 @@ def warm_start(config, seeds, cache_dir=None):
   import jax
   from flax import serialization
   from hrljax.agents import token_common as tc
+
   compute = jax.jit(jax.vmap(lambda k: tc.warm_start_policy_params(k, config)))
   keys = init_keys(seeds)
   path = warm_start_cache_path(cache_dir, config, seeds) if cache_dir else None
@@ -86,10 +99,14 @@ def warm_start(config, seeds, cache_dir=None):
 def curve_row(iteration: int, utterances: int, eval_return) -> dict:
   """The evaluation of every seed at one point of a curve, rounded."""
   import numpy as np
+
   returns = np.asarray(eval_return, np.float64)
-  return {"iter": iteration, "utterances": utterances,
-          "eval_return": np.round(returns, 4).tolist(),
-          "eval_return_mean": round(float(returns.mean()), 4)}
+  return {
+    "iter": iteration,
+    "utterances": utterances,
+    "eval_return": np.round(returns, 4).tolist(),
+    "eval_return_mean": round(float(returns.mean()), 4),
+  }
 
 
 def emit_row(f, row: dict) -> None:

@@ -68,16 +68,20 @@ def from_arrays(dataset: dict) -> GoalDataset:
       raise ValueError(f"dataset: expected the key {key!r}, got keys {sorted(dataset)}")
   terminals = np.asarray(dataset["terminals"])
   if terminals.ndim != 1 or terminals.shape[0] == 0 or not terminals[-1]:
-    raise ValueError("dataset['terminals']: expected a non-empty [N] array whose last entry is 1, "
-                     f"got shape {terminals.shape}")
+    raise ValueError(
+      "dataset['terminals']: expected a non-empty [N] array whose last entry is 1, "
+      f"got shape {terminals.shape}"
+    )
   n = terminals.shape[0]
   for key in ("observations", "next_observations", "actions"):
     if np.shape(dataset[key])[0] != n:
       raise ValueError(f"dataset[{key!r}]: expected {n} rows, got {np.shape(dataset[key])[0]}")
-  return GoalDataset(observations=jnp.asarray(dataset["observations"], jnp.float32),
-                     next_observations=jnp.asarray(dataset["next_observations"], jnp.float32),
-                     actions=jnp.asarray(dataset["actions"], jnp.float32),
-                     traj_end=trajectory_ends(jnp.asarray(terminals)))
+  return GoalDataset(
+    observations=jnp.asarray(dataset["observations"], jnp.float32),
+    next_observations=jnp.asarray(dataset["next_observations"], jnp.float32),
+    actions=jnp.asarray(dataset["actions"], jnp.float32),
+    traj_end=trajectory_ends(jnp.asarray(terminals)),
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,8 +132,9 @@ def uniform_indices(key: Array, batch_size: int, dataset_size: int) -> Array:
   return jax.random.randint(key, (batch_size,), 0, dataset_size, dtype=jnp.int32)
 
 
-def future_indices(key: Array, idx: Array, traj_end: Array, *, geom_sample: bool,
-                   gamma: float) -> Array:
+def future_indices(
+  key: Array, idx: Array, traj_end: Array, *, geom_sample: bool, gamma: float
+) -> Array:
   """A future row of each row's trajectory, in [min(i + 1, traj_end), traj_end] (batch, [B]).
 
   `geom_sample`: min(i + Geom(1 − γ), traj_end), offsets in {1, 2, ...} with mean 1/(1 − γ).
@@ -146,8 +151,15 @@ def future_indices(key: Array, idx: Array, traj_end: Array, *, geom_sample: bool
   return jnp.round(near * u + far * (1.0 - u)).astype(jnp.int32)
 
 
-def sample_goal_indices(key: Array, idx: Array, traj_end: Array, dataset_size: int,
-                        dist: GoalDistribution, gamma: float, gc_negative: bool = True) -> GoalDraw:
+def sample_goal_indices(
+  key: Array,
+  idx: Array,
+  traj_end: Array,
+  dataset_size: int,
+  dist: GoalDistribution,
+  gamma: float,
+  gc_negative: bool = True,
+) -> GoalDraw:
   """OGBench's three-way goal draw for rows `idx` [B] (batch-level; see the module docstring).
 
   Args:
@@ -174,8 +186,14 @@ def sample_goal_indices(key: Array, idx: Array, traj_end: Array, dataset_size: i
   goal = jnp.where(is_cur, idx, drawn).astype(jnp.int32)
   success = (goal == idx).astype(jnp.float32)
   reward = success - 1.0 if gc_negative else success
-  return GoalDraw(goal_idx=goal, reward=reward, mask=1.0 - success, is_traj=is_traj,
-                  is_cur=is_cur, drawn_idx=drawn)
+  return GoalDraw(
+    goal_idx=goal,
+    reward=reward,
+    mask=1.0 - success,
+    is_traj=is_traj,
+    is_cur=is_cur,
+    drawn_idx=drawn,
+  )
 
 
 def subgoal_indices(idx: Array, traj_end: Array, subgoal_steps: int) -> Array:
@@ -186,9 +204,17 @@ def subgoal_indices(idx: Array, traj_end: Array, subgoal_steps: int) -> Array:
   return jnp.minimum(idx + subgoal_steps, traj_end)
 
 
-def high_actor_indices(key: Array, idx: Array, traj_end: Array, dataset_size: int, *,
-                       subgoal_steps: int, p_rand: float, geom_sample: bool,
-                       gamma: float) -> tuple[Array, Array]:
+def high_actor_indices(
+  key: Array,
+  idx: Array,
+  traj_end: Array,
+  dataset_size: int,
+  *,
+  subgoal_steps: int,
+  p_rand: float,
+  geom_sample: bool,
+  gamma: float,
+) -> tuple[Array, Array]:
   """HIQL's high-level actor goal and target rows ([B] each; OGBench `HGCDataset.sample`).
 
   With probability `p_rand` the goal is a uniformly random row and the target
@@ -203,8 +229,11 @@ def high_actor_indices(key: Array, idx: Array, traj_end: Array, dataset_size: in
   rand_goal = uniform_indices(rand_key, idx.shape[0], dataset_size)
   pick_random = jax.random.uniform(pick_key, idx.shape) < p_rand
   goal = jnp.where(pick_random, rand_goal, traj_goal)
-  target = jnp.where(pick_random, subgoal_indices(idx, traj_end, subgoal_steps),
-                     jnp.minimum(idx + subgoal_steps, traj_goal))
+  target = jnp.where(
+    pick_random,
+    subgoal_indices(idx, traj_end, subgoal_steps),
+    jnp.minimum(idx + subgoal_steps, traj_goal),
+  )
   return goal, target
 
 
@@ -222,12 +251,22 @@ class SamplerConfig:
   def from_config(cls, config) -> "SamplerConfig":
     get = lambda name, default: config[name] if name in config else default
     return cls(
-        value=GoalDistribution(config.value_p_curgoal, config.value_p_trajgoal,
-                               config.value_p_randomgoal, bool(config.value_geom_sample)),
-        actor=GoalDistribution(config.actor_p_curgoal, config.actor_p_trajgoal,
-                               config.actor_p_randomgoal, bool(config.actor_geom_sample)),
-        gamma=config.gamma, gc_negative=bool(get("gc_negative", True)),
-        subgoal_steps=int(get("subgoal_steps", 25)))
+      value=GoalDistribution(
+        config.value_p_curgoal,
+        config.value_p_trajgoal,
+        config.value_p_randomgoal,
+        bool(config.value_geom_sample),
+      ),
+      actor=GoalDistribution(
+        config.actor_p_curgoal,
+        config.actor_p_trajgoal,
+        config.actor_p_randomgoal,
+        bool(config.actor_geom_sample),
+      ),
+      gamma=config.gamma,
+      gc_negative=bool(get("gc_negative", True)),
+      subgoal_steps=int(get("subgoal_steps", 25)),
+    )
 
 
 def rows(data: GoalDataset, idx: Array, field: str = "observations") -> Array:
@@ -237,48 +276,74 @@ def rows(data: GoalDataset, idx: Array, field: str = "observations") -> Array:
 
 def transitions(data: GoalDataset, idx: Array) -> dict:
   """The batch keys every sampler returns: `observations, next_observations, actions`."""
-  return {"observations": rows(data, idx),
-          "next_observations": rows(data, idx, "next_observations"),
-          "actions": rows(data, idx, "actions")}
+  return {
+    "observations": rows(data, idx),
+    "next_observations": rows(data, idx, "next_observations"),
+    "actions": rows(data, idx, "actions"),
+  }
 
 
-def sample_gc_batch(key: Array, data: GoalDataset, batch_size: int,
-                    config: SamplerConfig) -> dict:
+def sample_gc_batch(key: Array, data: GoalDataset, batch_size: int, config: SamplerConfig) -> dict:
   """One GCIVL batch (OGBench `GCDataset.sample`): transitions, value/actor goals, rewards,
   masks."""
   idx_key, value_key, actor_key = jax.random.split(key, 3)
   n = data.traj_end.shape[0]
   idx = uniform_indices(idx_key, batch_size, n)
   end = data.traj_end[idx]
-  value = sample_goal_indices(value_key, idx, end, n, config.value, config.gamma,
-                              config.gc_negative)
-  actor = sample_goal_indices(actor_key, idx, end, n, config.actor, config.gamma,
-                              config.gc_negative)
-  return {**transitions(data, idx), "value_goals": rows(data, value.goal_idx),
-          "actor_goals": rows(data, actor.goal_idx), "rewards": value.reward, "masks": value.mask}
+  value = sample_goal_indices(
+    value_key, idx, end, n, config.value, config.gamma, config.gc_negative
+  )
+  actor = sample_goal_indices(
+    actor_key, idx, end, n, config.actor, config.gamma, config.gc_negative
+  )
+  return {
+    **transitions(data, idx),
+    "value_goals": rows(data, value.goal_idx),
+    "actor_goals": rows(data, actor.goal_idx),
+    "rewards": value.reward,
+    "masks": value.mask,
+  }
 
 
-def sample_hgc_rows(idx_key: Array, value_key: Array, high_key: Array, data: GoalDataset,
-                    batch_size: int, config: SamplerConfig) -> tuple[dict, Array, Array]:
+def sample_hgc_rows(
+  idx_key: Array,
+  value_key: Array,
+  high_key: Array,
+  data: GoalDataset,
+  batch_size: int,
+  config: SamplerConfig,
+) -> tuple[dict, Array, Array]:
   """`sample_hgc_batch` from its three keys, with the sampled rows `idx` [B] and their
   trajectory ends [B] (for samplers that add goals of their own to the HIQL batch)."""
   n = data.traj_end.shape[0]
   idx = uniform_indices(idx_key, batch_size, n)
   end = data.traj_end[idx]
-  value = sample_goal_indices(value_key, idx, end, n, config.value, config.gamma,
-                              config.gc_negative)
+  value = sample_goal_indices(
+    value_key, idx, end, n, config.value, config.gamma, config.gc_negative
+  )
   high_goal, high_target = high_actor_indices(
-      high_key, idx, end, n, subgoal_steps=config.subgoal_steps, p_rand=config.actor.p_rand,
-      geom_sample=config.actor.geom_sample, gamma=config.gamma)
-  batch = {**transitions(data, idx), "value_goals": rows(data, value.goal_idx),
-           "rewards": value.reward, "masks": value.mask,
-           "low_actor_goals": rows(data, subgoal_indices(idx, end, config.subgoal_steps)),
-           "high_actor_goals": rows(data, high_goal), "high_actor_targets": rows(data, high_target)}
+    high_key,
+    idx,
+    end,
+    n,
+    subgoal_steps=config.subgoal_steps,
+    p_rand=config.actor.p_rand,
+    geom_sample=config.actor.geom_sample,
+    gamma=config.gamma,
+  )
+  batch = {
+    **transitions(data, idx),
+    "value_goals": rows(data, value.goal_idx),
+    "rewards": value.reward,
+    "masks": value.mask,
+    "low_actor_goals": rows(data, subgoal_indices(idx, end, config.subgoal_steps)),
+    "high_actor_goals": rows(data, high_goal),
+    "high_actor_targets": rows(data, high_target),
+  }
   return batch, idx, end
 
 
-def sample_hgc_batch(key: Array, data: GoalDataset, batch_size: int,
-                     config: SamplerConfig) -> dict:
+def sample_hgc_batch(key: Array, data: GoalDataset, batch_size: int, config: SamplerConfig) -> dict:
   """One HIQL batch (OGBench `HGCDataset.sample`): adds low-actor subgoals and high-actor
   goals/targets k = `subgoal_steps` rows ahead."""
   return sample_hgc_rows(*jax.random.split(key, 3), data, batch_size, config)[0]

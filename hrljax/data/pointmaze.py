@@ -45,9 +45,9 @@ import numpy as np
 
 # ogbench names "pointmaze-<maze>-navigate-v0"; the simulator is "pointmaze-<maze>-v0".
 NAVIGATE_PROTOCOL = {
-    "medium": dict(num_episodes=1000, max_episode_steps=1001),
-    "large": dict(num_episodes=1000, max_episode_steps=1001),
-    "giant": dict(num_episodes=500, max_episode_steps=2001),
+  "medium": dict(num_episodes=1000, max_episode_steps=1001),
+  "large": dict(num_episodes=1000, max_episode_steps=1001),
+  "giant": dict(num_episodes=500, max_episode_steps=2001),
 }
 ORACLE_NOISE = 0.5
 RAW_KEYS = ("observations", "actions", "terminals", "qpos", "qvel")
@@ -71,8 +71,13 @@ class DatasetName:
 def parse_name(name: str) -> DatasetName:
   """`pointmaze-<maze>-navigate-v0` -> DatasetName; ValueError naming the choices otherwise."""
   parts = name.split("-")
-  if (len(parts) != 4 or parts[0] != "pointmaze" or parts[1] not in NAVIGATE_PROTOCOL
-      or parts[2] != "navigate" or parts[3] != "v0"):
+  if (
+    len(parts) != 4
+    or parts[0] != "pointmaze"
+    or parts[1] not in NAVIGATE_PROTOCOL
+    or parts[2] != "navigate"
+    or parts[3] != "v0"
+  ):
     choices = [DatasetName(m).dataset for m in NAVIGATE_PROTOCOL]
     raise ValueError(f"env: expected one of {choices}, got {name!r}")
   return DatasetName(parts[1])
@@ -110,6 +115,7 @@ def make_env(name: str, max_episode_steps: Optional[int] = None, terminate_at_go
   """The OGBench point-maze simulator (imports ogbench lazily; needs the `ogbench` extra)."""
   import gymnasium
   import ogbench  # noqa: F401  (registers the mazes with gymnasium)
+
   parsed = parse_name(name)
   kwargs = dict(terminate_at_goal=terminate_at_goal)
   if max_episode_steps is not None:
@@ -149,8 +155,9 @@ def oracle_next_cells(maze_map: np.ndarray) -> np.ndarray:
           best = (i, j)
           for di, dj in steps:
             ni, nj = i + di, j + dj
-            if (0 <= ni < height and 0 <= nj < width and m[ni, nj] == 0
-                and dist[ni, nj] < dist[best]):
+            if (
+              0 <= ni < height and 0 <= nj < width and m[ni, nj] == 0 and dist[ni, nj] < dist[best]
+            ):
               best = (ni, nj)
           table[gi, gj, i, j] = best
   return table
@@ -171,9 +178,15 @@ class _Oracle:
     return np.array(maze.ij_to_xy((si, sj)))
 
 
-def generate(name: str, num_episodes: Optional[int] = None, max_episode_steps: Optional[int] = None,
-             noise: float = ORACLE_NOISE, seed: int = 0, num_val_episodes: Optional[int] = None,
-             progress: Optional[Callable[[str], None]] = None) -> tuple[dict, dict]:
+def generate(
+  name: str,
+  num_episodes: Optional[int] = None,
+  max_episode_steps: Optional[int] = None,
+  noise: float = ORACLE_NOISE,
+  seed: int = 0,
+  num_val_episodes: Optional[int] = None,
+  progress: Optional[Callable[[str], None]] = None,
+) -> tuple[dict, dict]:
   """Runs OGBench's navigate protocol; returns `(train, val)` raw datasets (see the module doc).
 
   Speed (the data are those of the plain loop through `env.step` and `get_oracle_subgoal`;
@@ -198,8 +211,11 @@ def generate(name: str, num_episodes: Optional[int] = None, max_episode_steps: O
     max_episode_steps = defaults["max_episode_steps"]
   if isinstance(num_episodes, bool) or not isinstance(num_episodes, int) or num_episodes < 1:
     raise ValueError(f"num_episodes: expected an integer >= 1, got {num_episodes!r}")
-  if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int) \
-      or max_episode_steps < 2:
+  if (
+    isinstance(max_episode_steps, bool)
+    or not isinstance(max_episode_steps, int)
+    or max_episode_steps < 2
+  ):
     raise ValueError(f"max_episode_steps: expected an integer >= 2, got {max_episode_steps!r}")
   if not (np.isfinite(noise) and noise >= 0):
     raise ValueError(f"noise: expected a finite float >= 0, got {noise!r}")
@@ -212,11 +228,15 @@ def generate(name: str, num_episodes: Optional[int] = None, max_episode_steps: O
   rng = np.random.default_rng(seed)
   np.random.seed(seed)  # the maze's position noise uses the global generator
   total = num_episodes + num_val_episodes
-  widths = dict(observations=maze.observation_space.shape[0],
-                actions=maze.action_space.shape[0], qpos=maze.model.nq, qvel=maze.model.nv)
+  widths = dict(
+    observations=maze.observation_space.shape[0],
+    actions=maze.action_space.shape[0],
+    qpos=maze.model.nq,
+    qvel=maze.model.nv,
+  )
   arrays = {k: np.zeros((total * max_episode_steps, w), np.float32) for k, w in widths.items()}
   arrays["terminals"] = np.zeros(total * max_episode_steps, bool)
-  arrays["terminals"][max_episode_steps - 1::max_episode_steps] = True
+  arrays["terminals"][max_episode_steps - 1 :: max_episode_steps] = True
   start_time, last_report = time.perf_counter(), 0.0
   row = 0
   for episode in range(total):
@@ -240,8 +260,10 @@ def generate(name: str, num_episodes: Optional[int] = None, max_episode_steps: O
     now = time.perf_counter()
     if progress is not None and (now - last_report > 1.0 or episode == total - 1):
       last_report = now
-      progress(f"{name}: episode {episode + 1}/{total}, {row} steps, "
-               f"{row / max(now - start_time, 1e-9):.0f} steps/s")
+      progress(
+        f"{name}: episode {episode + 1}/{total}, {row} steps, "
+        f"{row / max(now - start_time, 1e-9):.0f} steps/s"
+      )
   env.close()
   num_train_steps = num_episodes * max_episode_steps
   train = {k: v[:num_train_steps] for k, v in arrays.items()}
@@ -253,12 +275,13 @@ def validation_path(path: str) -> str:
   """OGBench's validation file name: `x.npz` -> `x-val.npz`."""
   if not path.endswith(".npz"):
     raise ValueError(f"path: expected a file name ending in .npz, got {path!r}")
-  return path[:-len(".npz")] + "-val.npz"
+  return path[: -len(".npz")] + "-val.npz"
 
 
 def save(path: str, train: dict, val: Optional[dict] = None) -> None:
   """Writes OGBench's compressed `.npz` layout (and `<path>-val.npz` when `val` is given)."""
   import os
+
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   np.savez_compressed(path, **train)
   if val is not None and len(val["terminals"]):
@@ -286,10 +309,10 @@ def load(path: str) -> dict:
   keep_next = np.concatenate([[False], keep[:-1]])
   last_transition = np.concatenate([terminals[1:], [True]])
   return {
-      "observations": observations[keep],
-      "actions": actions[keep],
-      "next_observations": observations[keep_next],
-      "terminals": last_transition[keep].astype(np.float32),
+    "observations": observations[keep],
+    "actions": actions[keep],
+    "next_observations": observations[keep_next],
+    "terminals": last_transition[keep].astype(np.float32),
   }
 
 

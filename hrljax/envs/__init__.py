@@ -19,9 +19,11 @@ def register(name: str, factory: Callable[..., Any]) -> None:
 
 def _own_environment(name: str, module: str, factory: Callable[[dict], Any]) -> None:
   """Registers `name`, importing `hrljax.envs.<module>` only when the environment is made."""
+
   def make_own(**kwargs):
     env = factory(importlib.import_module(f"hrljax.envs.{module}"), kwargs)
     return env, _override_params(name, env.default_params, kwargs)
+
   register(name, make_own)
 
 
@@ -33,16 +35,19 @@ def _token_game(module, kwargs):
 _own_environment("TokenGame-v0", "token_game", _token_game)
 _own_environment("PointHazard-v0", "point_hazard", lambda m, kw: m.PointHazard())
 _own_environment("Chain1D-v0", "chain", lambda m, kw: m.Chain1D())
-_own_environment("SafeCartPole-v0", "safe_cartpole",
-                 lambda m, kw: m.SafeCartPole(action_type="continuous"))
-_own_environment("SafeCartPole-discrete-v0", "safe_cartpole",
-                 lambda m, kw: m.SafeCartPole(action_type="discrete"))
+_own_environment(
+  "SafeCartPole-v0", "safe_cartpole", lambda m, kw: m.SafeCartPole(action_type="continuous")
+)
+_own_environment(
+  "SafeCartPole-discrete-v0", "safe_cartpole", lambda m, kw: m.SafeCartPole(action_type="discrete")
+)
 
 
 def _four_rooms_transfer(**kwargs):
   # Its factory takes arguments that are not env params (observation, transfer_*), so it is
   # registered as it is rather than through _own_environment.
   from hrljax.envs import four_rooms
+
   return four_rooms.make_four_rooms(**kwargs)
 
 
@@ -64,7 +69,8 @@ def make(name: str, **kwargs):
     return _OWN_ENVIRONMENTS[name](**kwargs)
   if name not in gymnax.registered_envs:
     raise ValueError(
-        f"env_name: unknown environment {name!r}; expected one of {', '.join(available())}")
+      f"env_name: unknown environment {name!r}; expected one of {', '.join(available())}"
+    )
   env, params = gymnax.make(name)
   return env, _override_params(name, params, kwargs)
 
@@ -74,7 +80,8 @@ def _override_params(name: str, params, overrides: dict):
   unknown = sorted(set(overrides) - fields)
   if unknown:
     raise ValueError(
-        f"env_kwargs: {name} has no parameter {unknown[0]!r}; expected one of {sorted(fields)}")
+      f"env_kwargs: {name} has no parameter {unknown[0]!r}; expected one of {sorted(fields)}"
+    )
   return params.replace(**overrides) if overrides else params
 
 
@@ -87,8 +94,10 @@ class EnvSpec:
     self.action_dim = action_dim
 
   def __repr__(self) -> str:
-    return (f"EnvSpec(observation_shape={self.observation_shape}, discrete={self.discrete}, "
-            f"action_dim={self.action_dim})")
+    return (
+      f"EnvSpec(observation_shape={self.observation_shape}, discrete={self.discrete}, "
+      f"action_dim={self.action_dim})"
+    )
 
 
 def spec(env, env_params) -> EnvSpec:

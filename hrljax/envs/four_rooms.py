@@ -72,7 +72,8 @@ class EnvParams:
   max_steps_in_episode: int = 1000
   goal: jax.Array = struct.field(default_factory=lambda: jnp.asarray(EAST_DOORWAY, jnp.int32))
   transfer_goal: jax.Array = struct.field(
-      default_factory=lambda: jnp.asarray(EAST_DOORWAY, jnp.int32))
+    default_factory=lambda: jnp.asarray(EAST_DOORWAY, jnp.int32)
+  )
   transfer_after_steps: int = NEVER  # per-environment steps after which episodes use transfer_goal
 
 
@@ -97,12 +98,17 @@ class FourRoomsTransfer(rooms.FourRooms):
     moved = total_steps >= params.transfer_after_steps
     return jnp.where(moved, params.transfer_goal, params.goal).astype(jnp.int32)
 
-  def _start(self, key: jax.Array, goal: jax.Array, total_steps: jax.Array,
-             params: EnvParams) -> EnvState:
+  def _start(
+    self, key: jax.Array, goal: jax.Array, total_steps: jax.Array, params: EnvParams
+  ) -> EnvState:
     drawn = rooms.reset_pos(key, self.coords, goal)
     pos = jnp.where(params.resample_init_pos, drawn, self.pos_fixed).astype(jnp.int32)
-    return EnvState(pos=pos, goal=goal, time=jnp.zeros((), jnp.int32),
-                    total_steps=jnp.asarray(total_steps, jnp.int32))
+    return EnvState(
+      pos=pos,
+      goal=goal,
+      time=jnp.zeros((), jnp.int32),
+      total_steps=jnp.asarray(total_steps, jnp.int32),
+    )
 
   def reset_env(self, key: jax.Array, params: EnvParams):
     zero = jnp.zeros((), jnp.int32)
@@ -112,8 +118,12 @@ class FourRoomsTransfer(rooms.FourRooms):
   def step_env(self, key, state: EnvState, action, params: EnvParams):
     # gymnax's dynamics and reward; it rebuilds its own state type, so carry our fields over.
     _, moved, reward, terminated, info = super().step_env(key, state, action, params)
-    state = EnvState(pos=moved.pos.astype(jnp.int32), goal=state.goal,
-                     time=jnp.asarray(moved.time, jnp.int32), total_steps=state.total_steps + 1)
+    state = EnvState(
+      pos=moved.pos.astype(jnp.int32),
+      goal=state.goal,
+      time=jnp.asarray(moved.time, jnp.int32),
+      total_steps=state.total_steps + 1,
+    )
     return jax.lax.stop_gradient(self.get_obs(state)), state, reward, terminated, info
 
   def step(self, key, state: EnvState, action, params: Optional[EnvParams] = None):
@@ -134,8 +144,9 @@ class FourRoomsTransfer(rooms.FourRooms):
 
   def get_obs(self, state: EnvState, params=None, key=None) -> jax.Array:
     if self.observation == "one_hot":
-      return jax.nn.one_hot(state.pos[0] * GRID_SIZE + state.pos[1], GRID_SIZE * GRID_SIZE,
-                            dtype=jnp.float32)
+      return jax.nn.one_hot(
+        state.pos[0] * GRID_SIZE + state.pos[1], GRID_SIZE * GRID_SIZE, dtype=jnp.float32
+      )
     return jnp.concatenate([state.pos, state.goal]).astype(jnp.float32)
 
   def observation_space(self, params: EnvParams) -> spaces.Box:
@@ -150,9 +161,14 @@ def transfer_goal_for_seed(seed: int) -> tuple[int, int]:
   return tuple(int(x) for x in cells[np.random.default_rng(seed).integers(len(cells))])
 
 
-def make_four_rooms(observation: str = "one_hot", transfer_after_steps: int = 0,
-                    transfer_goal: Optional[tuple] = None, transfer_seed: int = 0,
-                    goal: tuple = EAST_DOORWAY, **param_overrides):
+def make_four_rooms(
+  observation: str = "one_hot",
+  transfer_after_steps: int = 0,
+  transfer_goal: Optional[tuple] = None,
+  transfer_seed: int = 0,
+  goal: tuple = EAST_DOORWAY,
+  **param_overrides,
+):
   """`(env, params)` of the four-rooms transfer task.
 
   Args:
@@ -166,25 +182,35 @@ def make_four_rooms(observation: str = "one_hot", transfer_after_steps: int = 0,
     **param_overrides: other `EnvParams` fields (`fail_prob`, `resample_init_pos`,
       `max_steps_in_episode`).
   """
-  if isinstance(transfer_after_steps, bool) or not isinstance(transfer_after_steps, int) \
-      or transfer_after_steps < 0:
-    raise ValueError(f"transfer_after_steps: expected an integer >= 0 (0: no transfer), "
-                     f"got {transfer_after_steps!r}")
+  if (
+    isinstance(transfer_after_steps, bool)
+    or not isinstance(transfer_after_steps, int)
+    or transfer_after_steps < 0
+  ):
+    raise ValueError(
+      f"transfer_after_steps: expected an integer >= 0 (0: no transfer), "
+      f"got {transfer_after_steps!r}"
+    )
   free = {tuple(c) for c in free_cells().tolist()}
   if transfer_goal is None:
     transfer_goal = transfer_goal_for_seed(transfer_seed)
   for name, cell in (("goal", goal), ("transfer_goal", transfer_goal)):
     if tuple(int(x) for x in cell) not in free:
-      raise ValueError(f"{name}: expected a free (row, col) cell of the four-rooms map, "
-                       f"got {tuple(cell)!r}")
+      raise ValueError(
+        f"{name}: expected a free (row, col) cell of the four-rooms map, got {tuple(cell)!r}"
+      )
   env = FourRoomsTransfer(observation)
   fields = set(EnvParams.__dataclass_fields__) - {"goal", "transfer_goal", "transfer_after_steps"}
   unknown = sorted(set(param_overrides) - fields)
   if unknown:
-    raise ValueError(f"env_kwargs: {ENV_NAME} has no parameter {unknown[0]!r}; expected one of "
-                     f"{sorted(fields | {'observation', 'transfer_after_steps', 'transfer_goal', 'transfer_seed', 'goal'})}")
+    raise ValueError(
+      f"env_kwargs: {ENV_NAME} has no parameter {unknown[0]!r}; expected one of "
+      f"{sorted(fields | {'observation', 'transfer_after_steps', 'transfer_goal', 'transfer_seed', 'goal'})}"
+    )
   params = env.default_params.replace(
-      goal=jnp.asarray(goal, jnp.int32), transfer_goal=jnp.asarray(transfer_goal, jnp.int32),
-      transfer_after_steps=transfer_after_steps if transfer_after_steps > 0 else NEVER,
-      **param_overrides)
+    goal=jnp.asarray(goal, jnp.int32),
+    transfer_goal=jnp.asarray(transfer_goal, jnp.int32),
+    transfer_after_steps=transfer_after_steps if transfer_after_steps > 0 else NEVER,
+    **param_overrides,
+  )
   return env, params

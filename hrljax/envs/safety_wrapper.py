@@ -63,26 +63,41 @@ class SafetyWrapper(gymnax_environment.Environment):
       executed, intervened = action, jnp.zeros((), bool)
     else:
       executed, intervened = self.shield_fn(state.env_state, action, params)
-    obs, env_state, reward, terminated, info = self.env.step_env(key, state.env_state, executed,
-                                                                 params)
+    obs, env_state, reward, terminated, info = self.env.step_env(
+      key, state.env_state, executed, params
+    )
     cost = jnp.asarray(info["cost"], jnp.float32)
     episode_cost = state.episode_cost + cost
     episode_violations = state.episode_violations + (cost > 0).astype(jnp.int32)
-    next_state = SafetyState(env_state=env_state, episode_cost=episode_cost,
-                             episode_violations=episode_violations, time=env_state.time)
-    observation = SafetyObservation(obs=obs, cost=cost, episode_cost=episode_cost,
-                                    episode_violations=episode_violations, intervened=intervened)
+    next_state = SafetyState(
+      env_state=env_state,
+      episode_cost=episode_cost,
+      episode_violations=episode_violations,
+      time=env_state.time,
+    )
+    observation = SafetyObservation(
+      obs=obs,
+      cost=cost,
+      episode_cost=episode_cost,
+      episode_violations=episode_violations,
+      intervened=intervened,
+    )
     return observation, next_state, reward, terminated, info
 
   def reset_env(self, key, params):
     obs, env_state = self.env.reset_env(key, params)
     zero = jnp.zeros((), jnp.float32)
     zero_count = jnp.zeros((), jnp.int32)
-    state = SafetyState(env_state=env_state, episode_cost=zero, episode_violations=zero_count,
-                        time=env_state.time)
-    return SafetyObservation(obs=obs, cost=zero, episode_cost=zero,
-                             episode_violations=zero_count,
-                             intervened=jnp.zeros((), bool)), state
+    state = SafetyState(
+      env_state=env_state, episode_cost=zero, episode_violations=zero_count, time=env_state.time
+    )
+    return SafetyObservation(
+      obs=obs,
+      cost=zero,
+      episode_cost=zero,
+      episode_violations=zero_count,
+      intervened=jnp.zeros((), bool),
+    ), state
 
   def is_truncated(self, state: SafetyState, params) -> Array:
     return self.env.is_truncated(state.env_state, params)

@@ -62,17 +62,16 @@ ANSWER_MODES = ("strict", "last_number")
 ANSWER_FORMAT = "Answer: <number>"
 # Measured on SmolLM2-135M-Instruct (8 problems, temperature 0.7, 32 new tokens): this wording gave
 # 2/8 formatted replies, "Solve the problem. End your reply with a final line of the form ..." 0/8.
-FORMAT_INSTRUCTION = (
-  "Give a short answer. The last line of your reply must be 'Answer: <number>'.")
+FORMAT_INSTRUCTION = "Give a short answer. The last line of your reply must be 'Answer: <number>'."
 
 _NAMES = ("Tom", "Anna", "Sam", "Lily", "Ben", "Mia", "Max", "Zoe")
 _THINGS = ("apples", "pencils", "stickers", "cookies", "marbles", "books", "cards", "shells")
 _TEMPLATES = {
   "add": "{name} has {a} {things} and buys {b} more. How many {things} does {name} have now?",
   "sub": "{name} has {a} {things} and gives {b} to a friend. "
-           "How many {things} does {name} have left?",
+  "How many {things} does {name} have left?",
   "mul": "{name} has {a} boxes with {b} {things} in each box. "
-           "How many {things} does {name} have in total?",
+  "How many {things} does {name} have in total?",
 }
 _ANSWER_LINE = re.compile(r"^Answer:\s*([+-]?\d+)\s*\.?$")
 _INTEGER = re.compile(r"(?<![\d.])[+-]?\d+(?![\d])")
@@ -104,13 +103,13 @@ def _check_int(name: str, value, minimum: int) -> None:
 def _check_operations(operations: Sequence[str]) -> tuple:
   operations = tuple(operations)
   if not operations or any(op not in OPERATIONS for op in operations):
-    raise ValueError(
-      f"operations: expected a non-empty subset of {OPERATIONS}, got {operations!r}")
+    raise ValueError(f"operations: expected a non-empty subset of {OPERATIONS}, got {operations!r}")
   return operations
 
 
-def arithmetic_problem(seed: int, index: int, *, max_operand: int = 9,
-                       operations: Sequence[str] = ("add", "sub")) -> ArithmeticProblem:
+def arithmetic_problem(
+  seed: int, index: int, *, max_operand: int = 9, operations: Sequence[str] = ("add", "sub")
+) -> ArithmeticProblem:
   """Problem `index` of the stream `seed` (a pure function of its arguments).
 
   Args:
@@ -135,8 +134,9 @@ def arithmetic_problem(seed: int, index: int, *, max_operand: int = 9,
   return ArithmeticProblem(question, answer, operation, (a, b))
 
 
-def arithmetic_problems(seed: int, count: int, *, start: int = 0, **kwargs
-                        ) -> list[ArithmeticProblem]:
+def arithmetic_problems(
+  seed: int, count: int, *, start: int = 0, **kwargs
+) -> list[ArithmeticProblem]:
   """Problems `start .. start + count - 1` of stream `seed` (kwargs of `arithmetic_problem`)."""
   _check_int("count", count, 0)
   _check_int("start", start, 0)
@@ -168,14 +168,22 @@ def last_integer(text: str) -> Optional[int]:
 
 
 def _check_weight(name: str, value) -> None:
-  if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-      np.isfinite(value) and value >= 0):
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, (int, float))
+    or not (np.isfinite(value) and value >= 0)
+  ):
     raise ValueError(f"{name}: expected a finite float >= 0, got {value!r}")
 
 
-def arithmetic_reward(text: str, answer: int, *, correct_weight: float = 1.0,
-                      format_weight: float = 0.5,
-                      answer_mode: str = "strict") -> ArithmeticReward:
+def arithmetic_reward(
+  text: str,
+  answer: int,
+  *,
+  correct_weight: float = 1.0,
+  format_weight: float = 0.5,
+  answer_mode: str = "strict",
+) -> ArithmeticReward:
   """Exact-answer plus format reward of one reply (host-side).
 
   `reward = correct_weight * correct + format_weight * formatted`.
@@ -200,16 +208,18 @@ def arithmetic_reward(text: str, answer: int, *, correct_weight: float = 1.0,
   return ArithmeticReward(reward, correct, formatted, parsed)
 
 
-def arithmetic_rewards(texts: Sequence[str], answers: Sequence[int], **kwargs
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def arithmetic_rewards(
+  texts: Sequence[str], answers: Sequence[int], **kwargs
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """`arithmetic_reward` over a batch: float32 rewards, bool correct, bool formatted ([B] each)."""
   if len(texts) != len(answers):
-    raise ValueError(f"answers: expected {len(texts)} answers (one per text), "
-                     f"got {len(answers)}")
+    raise ValueError(f"answers: expected {len(texts)} answers (one per text), got {len(answers)}")
   out = [arithmetic_reward(t, a, **kwargs) for t, a in zip(texts, answers)]
-  return (np.array([o.reward for o in out], np.float32),
-          np.array([o.correct for o in out], bool),
-          np.array([o.formatted for o in out], bool))
+  return (
+    np.array([o.reward for o in out], np.float32),
+    np.array([o.correct for o in out], bool),
+    np.array([o.formatted for o in out], bool),
+  )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -226,15 +236,43 @@ VALUE_NAMES = (
   ("light", "heavy", "average"),
 )
 ITEM_NAMES = (
-  "apple", "ball", "cup", "drum", "egg", "fan", "hat", "jar", "key", "lamp", "mug", "nut",
-  "pen", "ring", "sock", "top", "bell", "coin", "doll", "flag", "glove", "horn", "kite", "leaf",
-  "map", "net", "pot", "rope", "shoe", "vase", "whip", "yarn",
+  "apple",
+  "ball",
+  "cup",
+  "drum",
+  "egg",
+  "fan",
+  "hat",
+  "jar",
+  "key",
+  "lamp",
+  "mug",
+  "nut",
+  "pen",
+  "ring",
+  "sock",
+  "top",
+  "bell",
+  "coin",
+  "doll",
+  "flag",
+  "glove",
+  "horn",
+  "kite",
+  "leaf",
+  "map",
+  "net",
+  "pot",
+  "rope",
+  "shoe",
+  "vase",
+  "whip",
+  "yarn",
 )
 ANSWER_TEXT = {
   token_game.YES: "yes",
   token_game.NO: "no",
-  token_game.INVALID: ("I did not understand. Say 'ask <property> <value>' or "
-                         "'guess <item>'."),
+  token_game.INVALID: ("I did not understand. Say 'ask <property> <value>' or 'guess <item>'."),
 }
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -243,26 +281,32 @@ def check_text_params(params: token_game.EnvParams) -> None:
   """Raises ValueError when a game is too large to name in English (or is invalid)."""
   token_game.check_params(params)
   if params.num_attributes > len(ATTRIBUTE_NAMES):
-    raise ValueError(f"num_attributes: expected at most {len(ATTRIBUTE_NAMES)} for the text "
-                     f"game, got {params.num_attributes}")
+    raise ValueError(
+      f"num_attributes: expected at most {len(ATTRIBUTE_NAMES)} for the text "
+      f"game, got {params.num_attributes}"
+    )
   if params.num_values > len(VALUE_NAMES[0]):
-    raise ValueError(f"num_values: expected at most {len(VALUE_NAMES[0])} for the text game, "
-                     f"got {params.num_values}")
+    raise ValueError(
+      f"num_values: expected at most {len(VALUE_NAMES[0])} for the text game, "
+      f"got {params.num_values}"
+    )
   if params.num_items > len(ITEM_NAMES):
-    raise ValueError(f"num_items: expected at most {len(ITEM_NAMES)} for the text game, "
-                     f"got {params.num_items}")
+    raise ValueError(
+      f"num_items: expected at most {len(ITEM_NAMES)} for the text game, got {params.num_items}"
+    )
 
 
 def _value_names(params: token_game.EnvParams) -> list[tuple[str, ...]]:
-  return [VALUE_NAMES[a][:params.num_values] for a in range(params.num_attributes)]
+  return [VALUE_NAMES[a][: params.num_values] for a in range(params.num_attributes)]
 
 
 def item_description(item: int, params: token_game.EnvParams) -> str:
   """`apple (color red, size small)`: an item and its property values."""
   table = token_game.item_attributes(params)
   values = _value_names(params)
-  parts = ", ".join(f"{ATTRIBUTE_NAMES[a]} {values[a][table[item, a]]}"
-                    for a in range(params.num_attributes))
+  parts = ", ".join(
+    f"{ATTRIBUTE_NAMES[a]} {values[a][table[item, a]]}" for a in range(params.num_attributes)
+  )
   return f"{ITEM_NAMES[item]} ({parts})"
 
 
@@ -292,13 +336,17 @@ def dialogue_turns(obs, params: token_game.EnvParams) -> list[tuple[str, str]]:
   length = params.utterance_len
   turns, position = [], 1  # position 0 holds BOS
   while position < len(tokens):
-    window = tokens[position:position + length]
+    window = tokens[position : position + length]
     spoken = window.index(token_game.END) + 1 if token_game.END in window else len(window)
-    utterance = tokens[position:position + spoken]
+    utterance = tokens[position : position + spoken]
     utterance = utterance + [token_game.PAD] * (length - len(utterance))
     answer = tokens[position + spoken] if position + spoken < len(tokens) else None
-    turns.append((render_utterance(utterance, params),
-                  ANSWER_TEXT.get(answer, "") if answer is not None else ""))
+    turns.append(
+      (
+        render_utterance(utterance, params),
+        ANSWER_TEXT.get(answer, "") if answer is not None else "",
+      )
+    )
     position += spoken + 1
   return turns
 
@@ -307,24 +355,27 @@ def game_rules(params: token_game.EnvParams, include_table: bool = True) -> str:
   """The rules of the text game (and the item table when `include_table`)."""
   check_text_params(params)
   values = _value_names(params)
-  properties = "; ".join(f"{ATTRIBUTE_NAMES[a]}: {', '.join(values[a])}"
-                         for a in range(params.num_attributes))
+  properties = "; ".join(
+    f"{ATTRIBUTE_NAMES[a]}: {', '.join(values[a])}" for a in range(params.num_attributes)
+  )
   lines = [
     f"Let's play a guessing game. I am thinking of one of {params.num_items} items.",
     f"Properties: {properties}.",
   ]
   if include_table:
-    lines.append("Items: " + "; ".join(item_description(i, params)
-                                       for i in range(params.num_items)) + ".")
+    lines.append(
+      "Items: " + "; ".join(item_description(i, params) for i in range(params.num_items)) + "."
+    )
   else:
-    lines.append("Items: " + ", ".join(ITEM_NAMES[:params.num_items]) + ".")
+    lines.append("Items: " + ", ".join(ITEM_NAMES[: params.num_items]) + ".")
   first_value = VALUE_NAMES[0][0]
   lines.append(
     f"Each turn, write one line: either 'ask <property> <value>' (for example 'ask "
     f"{ATTRIBUTE_NAMES[0]} {first_value}') and I answer yes or no, or 'guess <item>' (for "
     f"example 'guess {ITEM_NAMES[0]}'). A correct guess wins"
     + ("; a wrong guess ends the game" if params.end_on_wrong_guess else "")
-    + f". You have {params.max_turns} turns.")
+    + f". You have {params.max_turns} turns."
+  )
   return "\n".join(lines)
 
 
@@ -338,8 +389,9 @@ def game_prompt(obs, params: token_game.EnvParams, include_table: bool = True) -
       lines.append(f"You: {move}")
       lines.append(f"Me: {answer}")
   turns_left = params.max_turns - len(turns)
-  lines.append(f"You have {turns_left} turn{'s' if turns_left != 1 else ''} left. "
-               "Your move (one line):")
+  lines.append(
+    f"You have {turns_left} turn{'s' if turns_left != 1 else ''} left. Your move (one line):"
+  )
   return "\n".join(lines)
 
 
@@ -358,16 +410,18 @@ def parse_move(text: str, params: token_game.EnvParams, lenient: bool = False) -
   """
   strict = _parse_command(text, params)
   if strict is not None or not lenient:
-    return strict if strict is not None else _utterance(
-      [token_game.INVALID, token_game.END], params)
+    return (
+      strict if strict is not None else _utterance([token_game.INVALID, token_game.END], params)
+    )
   return _parse_free_text(text, params)
 
 
 def _name_tables(params: token_game.EnvParams) -> tuple[dict, dict]:
   """`({value name: (attribute, value)}, {item name: item})` of the game's words."""
   values = _value_names(params)
-  value_owner = {name: (a, v) for a in range(params.num_attributes)
-                 for v, name in enumerate(values[a])}
+  value_owner = {
+    name: (a, v) for a in range(params.num_attributes) for v, name in enumerate(values[a])
+  }
   return value_owner, {ITEM_NAMES[i]: i for i in range(params.num_items)}
 
 
@@ -381,7 +435,7 @@ def _parse_command(text: str, params: token_game.EnvParams) -> Optional[np.ndarr
   for i, word in enumerate(words):
     if word not in ("ask", "guess"):
       continue
-    rest = [w for w in words[i + 1:i + 5] if w not in ("the", "is", "it", "a", "an")]
+    rest = [w for w in words[i + 1 : i + 5] if w not in ("the", "is", "it", "a", "an")]
     if word == "ask" and rest:
       if rest[0] in attributes and len(rest) > 1 and rest[1] in values[attributes[rest[0]]]:
         a = attributes[rest[0]]
@@ -390,8 +444,9 @@ def _parse_command(text: str, params: token_game.EnvParams) -> Optional[np.ndarr
         return _question(*value_owner[rest[0]], params)
     if word == "guess" and rest and rest[0] in items:
       vocab = token_game.vocabulary(params)
-      return _utterance([token_game.GUESS, vocab.item_start + items[rest[0]],
-                         token_game.END], params)
+      return _utterance(
+        [token_game.GUESS, vocab.item_start + items[rest[0]], token_game.END], params
+      )
     break
   return None
 
@@ -402,8 +457,7 @@ def _parse_free_text(text: str, params: token_game.EnvParams) -> np.ndarray:
   vocab = token_game.vocabulary(params)
   for word in _WORD.findall(text.lower()):
     if word in items:
-      return _utterance([token_game.GUESS, vocab.item_start + items[word], token_game.END],
-                        params)
+      return _utterance([token_game.GUESS, vocab.item_start + items[word], token_game.END], params)
     if word in value_owner:
       return _question(*value_owner[word], params)
   return _utterance([token_game.INVALID, token_game.END], params)
@@ -412,11 +466,13 @@ def _parse_free_text(text: str, params: token_game.EnvParams) -> np.ndarray:
 def _utterance(tokens: list, params: token_game.EnvParams) -> np.ndarray:
   # NumPy twin of token_game.encode_*: the host-side parser should not dispatch JAX ops.
   out = np.full((params.utterance_len,), token_game.PAD, np.int32)
-  out[:len(tokens)] = tokens
+  out[: len(tokens)] = tokens
   return out
 
 
 def _question(attribute: int, value: int, params: token_game.EnvParams) -> np.ndarray:
   vocab = token_game.vocabulary(params)
-  return _utterance([token_game.ASK, vocab.attribute_start + attribute,
-                     vocab.value_start + value, token_game.END], params)
+  return _utterance(
+    [token_game.ASK, vocab.attribute_start + attribute, vocab.value_start + value, token_game.END],
+    params,
+  )

@@ -239,9 +239,7 @@ def check_params(params: EnvParams) -> None:
       f"(num_values={params.num_values}, num_attributes={params.num_attributes})"
     )
   if not isinstance(params.end_on_wrong_guess, (bool, np.bool_)):
-    raise ValueError(
-      f"end_on_wrong_guess: expected a bool, got {params.end_on_wrong_guess!r}"
-    )
+    raise ValueError(f"end_on_wrong_guess: expected a bool, got {params.end_on_wrong_guess!r}")
 
 
 def vocabulary(params: EnvParams) -> Vocabulary:
@@ -483,9 +481,7 @@ class TokenGame(environment.Environment[EnvState, EnvParams]):
     return TokenSpace(vocabulary(params).size, params.utterance_len)
 
   def observation_space(self, params: EnvParams) -> spaces.Box:
-    return spaces.Box(
-      0, vocabulary(params).size - 1, (max_dialogue_len(params),), dtype=jnp.int32
-    )
+    return spaces.Box(0, vocabulary(params).size - 1, (max_dialogue_len(params),), dtype=jnp.int32)
 
 
 class TokenSpace(spaces.Space):
@@ -590,9 +586,7 @@ def scripted_questioner(
   Returns:
     int32 ``[utterance_len]`` utterance, PAD after END.
   """
-  if isinstance(random_question_prob, (int, float)) and not (
-    0.0 <= random_question_prob <= 1.0
-  ):
+  if isinstance(random_question_prob, (int, float)) and not (0.0 <= random_question_prob <= 1.0):
     raise ValueError(
       f"random_question_prob: expected a float in [0, 1], got {random_question_prob!r}"
     )
@@ -623,9 +617,7 @@ def scripted_questioner(
   attribute, value = jnp.divmod(question, params.num_values)
 
   do_guess = (num_candidates <= 1) | (turns_left <= 1)
-  return jnp.where(
-    do_guess, encode_guess(guess, params), encode_question(attribute, value, params)
-  )
+  return jnp.where(do_guess, encode_guess(guess, params), encode_question(attribute, value, params))
 
 
 def token_names(params: EnvParams) -> list[str]:

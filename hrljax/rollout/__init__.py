@@ -13,13 +13,39 @@ auto-reset) is stored in `Transition.next_obs` so that truncated steps can boots
 name of the three modules is re-exported here (`rollout.two_rate_rollout`, ...).
 """
 
-from hrljax.rollout.grouped import (EpisodeSummary, GroupedEpisodes, episode_sums,
-                                    first_episode_mask, grouped_episodes, grouped_ids,
-                                    grouped_reset, reset_groups, summarize_episodes)
-from hrljax.rollout.plain import (PolicyFn, episode_statistics, evaluate, reset, rollout,
-                                  rollout_statistics, step, step_with_keys, tree_index)
-from hrljax.rollout.two_rate import (RECOVERY_CREDITS, ControllerFn, ControlSteps,
-                                     EndDecisionTrajectory, Reflex,
-                                     SafetyFn, TwoRateTrajectory, no_safety_layer,
-                                     reflex_safety_fn, step_with_info, two_rate_rollout,
-                                     two_rate_rollout_end_decision)
+from hrljax.rollout.grouped import (
+  EpisodeSummary,
+  GroupedEpisodes,
+  episode_sums,
+  first_episode_mask,
+  grouped_episodes,
+  grouped_ids,
+  grouped_reset,
+  reset_groups,
+  summarize_episodes,
+)
+from hrljax.rollout.plain import (
+  PolicyFn,
+  episode_statistics,
+  evaluate,
+  reset,
+  rollout,
+  rollout_statistics,
+  step,
+  step_with_keys,
+  tree_index,
+)
+from hrljax.rollout.two_rate import (
+  RECOVERY_CREDITS,
+  ControllerFn,
+  ControlSteps,
+  EndDecisionTrajectory,
+  Reflex,
+  SafetyFn,
+  TwoRateTrajectory,
+  no_safety_layer,
+  reflex_safety_fn,
+  step_with_info,
+  two_rate_rollout,
+  two_rate_rollout_end_decision,
+)

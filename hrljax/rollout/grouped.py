@@ -51,21 +51,24 @@ def reset_groups(env, env_params, key: Array, group_ids: Array) -> EnvCarry:
   `group_ids` array sharded along the mesh's data axis shards the environments with it.
   """
   if group_ids.ndim != 1 or not jnp.issubdtype(group_ids.dtype, jnp.integer):
-    raise ValueError(f"group_ids: expected a rank-1 integer array, got shape {group_ids.shape} "
-                     f"and dtype {group_ids.dtype}")
+    raise ValueError(
+      f"group_ids: expected a rank-1 integer array, got shape {group_ids.shape} "
+      f"and dtype {group_ids.dtype}"
+    )
   keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, group_ids)
   obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
   num_envs = group_ids.shape[0]
   return EnvCarry(
-      env_state=env_state,
-      obs=obs,
-      running_return=jnp.zeros((num_envs,), jnp.float32),
-      running_length=jnp.zeros((num_envs,), jnp.int32),
+    env_state=env_state,
+    obs=obs,
+    running_return=jnp.zeros((num_envs,), jnp.float32),
+    running_length=jnp.zeros((num_envs,), jnp.int32),
   )
 
 
-def grouped_reset(env, env_params, key: Array, num_groups: int, group_size: int
-                  ) -> tuple[EnvCarry, Array]:
+def grouped_reset(
+  env, env_params, key: Array, num_groups: int, group_size: int
+) -> tuple[EnvCarry, Array]:
   """`num_groups` tasks x `group_size` samples: `(EnvCarry [G * K], group_ids [G * K])`.
 
   Samples of a group share the reset key (same task, same initial state); the environment noise
@@ -81,8 +84,16 @@ def first_episode_mask(done: Array) -> Array:
   return (jnp.cumsum(done, axis=0) - done) == 0
 
 
-def grouped_episodes(env, env_params, policy_fn: PolicyFn, params: PyTree, key: Array,
-                     group_ids: Array, num_steps: int, unroll: int = 1) -> GroupedEpisodes:
+def grouped_episodes(
+  env,
+  env_params,
+  policy_fn: PolicyFn,
+  params: PyTree,
+  key: Array,
+  group_ids: Array,
+  num_steps: int,
+  unroll: int = 1,
+) -> GroupedEpisodes:
   """Resets every group to a fresh task and runs `num_steps` steps: one episode per environment.
 
   The episodes are collected with fixed length `T = num_steps` (one `lax.scan`, static shapes);
@@ -94,10 +105,12 @@ def grouped_episodes(env, env_params, policy_fn: PolicyFn, params: PyTree, key: 
   _check_positive_int("num_steps", num_steps)
   reset_key, run_key = jax.random.split(key)
   carry = reset_groups(env, env_params, reset_key, group_ids)
-  _, transitions = rollout(env, env_params, policy_fn, params, carry, run_key, num_steps,
-                           unroll=unroll)
-  return GroupedEpisodes(transitions=transitions, valid=first_episode_mask(transitions.done),
-                         group_ids=group_ids)
+  _, transitions = rollout(
+    env, env_params, policy_fn, params, carry, run_key, num_steps, unroll=unroll
+  )
+  return GroupedEpisodes(
+    transitions=transitions, valid=first_episode_mask(transitions.done), group_ids=group_ids
+  )
 
 
 def summarize_episodes(episodes: GroupedEpisodes) -> EpisodeSummary:
@@ -105,10 +118,10 @@ def summarize_episodes(episodes: GroupedEpisodes) -> EpisodeSummary:
   valid = episodes.valid
   transitions = episodes.transitions
   return EpisodeSummary(
-      episode_return=jnp.where(valid, transitions.reward, 0.0).sum(axis=0),
-      length=valid.astype(jnp.int32).sum(axis=0),
-      terminated=(transitions.terminated & valid).any(axis=0),
-      ended=(transitions.done & valid).any(axis=0),
+    episode_return=jnp.where(valid, transitions.reward, 0.0).sum(axis=0),
+    length=valid.astype(jnp.int32).sum(axis=0),
+    terminated=(transitions.terminated & valid).any(axis=0),
+    ended=(transitions.done & valid).any(axis=0),
   )
 
 
@@ -117,7 +130,7 @@ def episode_sums(episodes: GroupedEpisodes) -> dict[str, Array]:
   each `*_sum` into a mean over `episodes`)."""
   summary = summarize_episodes(episodes)
   return {
-      "episode_return_sum": summary.episode_return.sum(),
-      "episode_length_sum": summary.length.astype(jnp.float32).sum(),
-      "episodes": jnp.asarray(summary.length.shape[0], jnp.float32),
+    "episode_return_sum": summary.episode_return.sum(),
+    "episode_length_sum": summary.length.astype(jnp.float32).sum(),
+    "episodes": jnp.asarray(summary.length.shape[0], jnp.float32),
   }

@@ -23,50 +23,55 @@ def reset(env, env_params, key: Array, num_envs: int) -> EnvCarry:
   keys = jax.random.split(key, num_envs)
   obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
   return EnvCarry(
-      env_state=env_state,
-      obs=obs,
-      running_return=jnp.zeros((num_envs,), jnp.float32),
-      running_length=jnp.zeros((num_envs,), jnp.int32),
+    env_state=env_state,
+    obs=obs,
+    running_return=jnp.zeros((num_envs,), jnp.float32),
+    running_length=jnp.zeros((num_envs,), jnp.int32),
   )
 
 
-def step(env, env_params, carry: EnvCarry, action: Array, key: Array
-         ) -> tuple[EnvCarry, Transition]:
+def step(
+  env, env_params, carry: EnvCarry, action: Array, key: Array
+) -> tuple[EnvCarry, Transition]:
   """Steps every environment once with the given batch of actions (auto-resetting ended ones)."""
-  return step_with_keys(env, env_params, carry, action,
-                        jax.random.split(key, carry.running_return.shape[0]))
+  return step_with_keys(
+    env, env_params, carry, action, jax.random.split(key, carry.running_return.shape[0])
+  )
 
 
-def step_with_keys(env, env_params, carry: EnvCarry, action: Array, keys: Array
-                   ) -> tuple[EnvCarry, Transition]:
+def step_with_keys(
+  env, env_params, carry: EnvCarry, action: Array, keys: Array
+) -> tuple[EnvCarry, Transition]:
   """`step` with one key per environment given (`[N]`), e.g. split for a whole rollout at once."""
   if _uses_base_step(env):
     obs, env_state, reward, terminated, truncated, final_obs = _batched_auto_reset_step(
-        env, env_params, carry.env_state, action, keys)
+      env, env_params, carry.env_state, action, keys
+    )
   else:
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
-        env.step, in_axes=(0, 0, 0, None))(keys, carry.env_state, action, env_params)
+      env.step, in_axes=(0, 0, 0, None)
+    )(keys, carry.env_state, action, env_params)
     final_obs = info["final_observation"]
   reward = reward.astype(jnp.float32)
   done = terminated | truncated
   episode_return = carry.running_return + reward
   episode_length = carry.running_length + 1
   transition = Transition(
-      obs=carry.obs,
-      action=action,
-      reward=reward,
-      terminated=terminated,
-      truncated=truncated,
-      next_obs=final_obs,
-      policy_extras=None,
-      episode_return=episode_return,
-      episode_length=episode_length,
+    obs=carry.obs,
+    action=action,
+    reward=reward,
+    terminated=terminated,
+    truncated=truncated,
+    next_obs=final_obs,
+    policy_extras=None,
+    episode_return=episode_return,
+    episode_length=episode_length,
   )
   carry = EnvCarry(
-      env_state=env_state,
-      obs=obs,
-      running_return=jnp.where(done, 0.0, episode_return),
-      running_length=jnp.where(done, 0, episode_length),
+    env_state=env_state,
+    obs=obs,
+    running_return=jnp.where(done, 0.0, episode_return),
+    running_length=jnp.where(done, 0, episode_length),
   )
   return carry, transition
 
@@ -91,15 +96,17 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
   every environment and selected, as gymnax does, which needs no communication.
   """
   step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-  obs_st, state_st, reward, terminated, _ = jax.vmap(
-      env.step_env, in_axes=(0, 0, 0, None))(step_keys, env_state, action, env_params)
+  obs_st, state_st, reward, terminated, _ = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
+    step_keys, env_state, action, env_params
+  )
   truncated = jax.vmap(env.is_truncated, in_axes=(0, None))(state_st, env_params)
   done = terminated | truncated
 
   def with_resets(_):
     obs_re, state_re = jax.vmap(env.reset_env, in_axes=(0, None))(reset_keys, env_params)
     pick = lambda reset_leaf, step_leaf: jnp.where(
-        done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf)
+      done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf
+    )
     return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
 
   if jax.device_count() > 1:
@@ -109,9 +116,17 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
   return obs, state, reward, terminated, truncated, obs_st
 
 
-def rollout(env, env_params, policy_fn: PolicyFn, params: PyTree, carry: EnvCarry, key: Array,
-            num_steps: int, unroll: int = 1,
-            noise_fn: Optional[Callable[[Array, int], PyTree]] = None) -> tuple[EnvCarry, Transition]:
+def rollout(
+  env,
+  env_params,
+  policy_fn: PolicyFn,
+  params: PyTree,
+  carry: EnvCarry,
+  key: Array,
+  num_steps: int,
+  unroll: int = 1,
+  noise_fn: Optional[Callable[[Array, int], PyTree]] = None,
+) -> tuple[EnvCarry, Transition]:
   """Runs `num_steps` steps of `policy_fn` in every environment; returns `[T, N]` transitions.
 
   Every key the rollout needs is split before the loop in batched calls, so the sequential loop
@@ -123,8 +138,9 @@ def rollout(env, env_params, policy_fn: PolicyFn, params: PyTree, carry: EnvCarr
   """
   num_envs = carry.running_return.shape[0]
   policy_key, env_key = jax.random.split(key)
-  policy_inputs = (jax.random.split(policy_key, num_steps) if noise_fn is None
-                   else noise_fn(policy_key, num_steps))
+  policy_inputs = (
+    jax.random.split(policy_key, num_steps) if noise_fn is None else noise_fn(policy_key, num_steps)
+  )
   env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
 
   def one_step(carry, inputs):
@@ -143,14 +159,21 @@ def episode_statistics(transitions: Transition) -> dict[str, Array]:
   safe = jnp.maximum(count, 1.0)
   nan_if_none = jnp.where(count > 0, 1.0, jnp.nan)
   return {
-      "episode_return": (transitions.episode_return * done).sum() / safe * nan_if_none,
-      "episode_length": (transitions.episode_length * done).sum() / safe * nan_if_none,
-      "episodes": count,
+    "episode_return": (transitions.episode_return * done).sum() / safe * nan_if_none,
+    "episode_length": (transitions.episode_length * done).sum() / safe * nan_if_none,
+    "episodes": count,
   }
 
 
-def evaluate(env, env_params, policy_fn: PolicyFn, params: PyTree, key: Array,
-             num_episodes: int, max_steps: int) -> dict[str, Array]:
+def evaluate(
+  env,
+  env_params,
+  policy_fn: PolicyFn,
+  params: PyTree,
+  key: Array,
+  num_episodes: int,
+  max_steps: int,
+) -> dict[str, Array]:
   """Runs `num_episodes` episodes in parallel for `max_steps` steps; statistics of the first episode
   each environment finishes (environments still running at the end count with their partial
   return and length)."""
@@ -161,13 +184,14 @@ def evaluate(env, env_params, policy_fn: PolicyFn, params: PyTree, key: Array,
   first = jnp.argmax(done, axis=0)  # first done step per env (0 if never: handled below)
   ever = done.any(axis=0)
   env_index = jnp.arange(num_episodes)
-  returns = jnp.where(ever, transitions.episode_return[first, env_index],
-                      transitions.reward.sum(axis=0))
+  returns = jnp.where(
+    ever, transitions.episode_return[first, env_index], transitions.reward.sum(axis=0)
+  )
   lengths = jnp.where(ever, transitions.episode_length[first, env_index], max_steps)
   return {
-      "eval_return": returns.mean(),
-      "eval_return_std": returns.std(),
-      "eval_length": lengths.astype(jnp.float32).mean(),
+    "eval_return": returns.mean(),
+    "eval_return_std": returns.std(),
+    "eval_length": lengths.astype(jnp.float32).mean(),
   }
 
 
@@ -180,7 +204,7 @@ def rollout_statistics(traj: Transition) -> dict[str, Array]:
   """Sums over the episodes that ended in this rollout (the loop turns them into means)."""
   done = traj.done.astype(jnp.float32)
   return {
-      "episode_return_sum": (traj.episode_return * done).sum(),
-      "episode_length_sum": (traj.episode_length * done).sum(),
-      "episodes": done.sum(),
+    "episode_return_sum": (traj.episode_return * done).sum(),
+    "episode_length_sum": (traj.episode_length * done).sum(),
+    "episodes": done.sum(),
   }

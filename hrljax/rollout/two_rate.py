@@ -91,12 +91,15 @@ def reflex_safety_fn(reflex: Reflex) -> SafetyFn:
   unconditionally was measured 8-18% slower in process CPU time (1 and 16 environments, 10% of
   the control steps intervened). Under a `vmap` the `lax.cond` becomes a `select` of both sides.
   """
+
   def safety_fn(safety_params, obs, proposed, noise, latched):
     fires = reflex.trigger_fn(safety_params, obs, proposed)
     intervened = fires | latched if reflex.latch else fires
-    recovery = jax.lax.cond(jnp.any(intervened),
-                            lambda: reflex.recovery_fn(safety_params, obs, proposed, noise),
-                            lambda: proposed)
+    recovery = jax.lax.cond(
+      jnp.any(intervened),
+      lambda: reflex.recovery_fn(safety_params, obs, proposed, noise),
+      lambda: proposed,
+    )
     return jnp.where(intervened[:, None], recovery, proposed), intervened
 
   return safety_fn
@@ -108,8 +111,9 @@ def no_safety_layer(safety_params, obs, proposed_action, key, latched):
   return proposed_action, jnp.zeros(proposed_action.shape[:1], bool)
 
 
-def step_with_info(env, env_params, carry: EnvCarry, action: Array, keys: Array
-                   ) -> tuple[EnvCarry, Transition, dict]:
+def step_with_info(
+  env, env_params, carry: EnvCarry, action: Array, keys: Array
+) -> tuple[EnvCarry, Transition, dict]:
   """`step_with_keys` that also returns the environment's `info` dict (leaves `[N, ...]`).
 
   Numerically identical to `step_with_keys` (same key use, same auto-reset), so that a two-rate
@@ -118,49 +122,76 @@ def step_with_info(env, env_params, carry: EnvCarry, action: Array, keys: Array
   """
   if _uses_base_step(env):
     step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-    obs_st, state_st, reward, terminated, info = jax.vmap(
-        env.step_env, in_axes=(0, 0, 0, None))(step_keys, carry.env_state, action, env_params)
+    obs_st, state_st, reward, terminated, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
+      step_keys, carry.env_state, action, env_params
+    )
     truncated = jax.vmap(env.is_truncated, in_axes=(0, None))(state_st, env_params)
     done = terminated | truncated
 
     def with_resets(_):
       obs_re, state_re = jax.vmap(env.reset_env, in_axes=(0, None))(reset_keys, env_params)
       pick = lambda reset_leaf, step_leaf: jnp.where(
-          done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf)
+        done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf
+      )
       return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
 
     obs, env_state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
     final_obs = obs_st
   else:
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
-        env.step, in_axes=(0, 0, 0, None))(keys, carry.env_state, action, env_params)
+      env.step, in_axes=(0, 0, 0, None)
+    )(keys, carry.env_state, action, env_params)
     final_obs = info["final_observation"]
   reward = reward.astype(jnp.float32)
   done = terminated | truncated
   episode_return = carry.running_return + reward
   episode_length = carry.running_length + 1
-  transition = Transition(obs=carry.obs, action=action, reward=reward, terminated=terminated,
-                          truncated=truncated, next_obs=final_obs, policy_extras=None,
-                          episode_return=episode_return, episode_length=episode_length)
-  carry = EnvCarry(env_state=env_state, obs=obs,
-                   running_return=jnp.where(done, 0.0, episode_return),
-                   running_length=jnp.where(done, 0, episode_length))
+  transition = Transition(
+    obs=carry.obs,
+    action=action,
+    reward=reward,
+    terminated=terminated,
+    truncated=truncated,
+    next_obs=final_obs,
+    policy_extras=None,
+    episode_return=episode_return,
+    episode_length=episode_length,
+  )
+  carry = EnvCarry(
+    env_state=env_state,
+    obs=obs,
+    running_return=jnp.where(done, 0.0, episode_return),
+    running_length=jnp.where(done, 0, episode_length),
+  )
   return carry, transition, info
 
 
 def _select_envs(active: Array, new: PyTree, old: PyTree) -> PyTree:
   """Per environment (leading axis N): `new` where `active`, else `old`."""
+
   def pick(n, o):
     return jnp.where(active.reshape(active.shape + (1,) * (n.ndim - 1)), n, o)
+
   return jax.tree.map(pick, new, old)
 
 
-def two_rate_rollout(env, env_params, policy_fn: PolicyFn, params: PyTree,
-                     controller_fn: ControllerFn, safety_fn, safety_params: PyTree,
-                     carry: EnvCarry, key: Array, num_decisions: int, control_steps: int,
-                     info_keys: tuple[str, ...] = (), unroll: int = 1,
-                     safety_noise_fn: Optional[Callable[[Array, tuple[int, int]], PyTree]] = None,
-                     lookahead: bool = True) -> tuple[EnvCarry, TwoRateTrajectory]:
+def two_rate_rollout(
+  env,
+  env_params,
+  policy_fn: PolicyFn,
+  params: PyTree,
+  controller_fn: ControllerFn,
+  safety_fn,
+  safety_params: PyTree,
+  carry: EnvCarry,
+  key: Array,
+  num_decisions: int,
+  control_steps: int,
+  info_keys: tuple[str, ...] = (),
+  unroll: int = 1,
+  safety_noise_fn: Optional[Callable[[Array, tuple[int, int]], PyTree]] = None,
+  lookahead: bool = True,
+) -> tuple[EnvCarry, TwoRateTrajectory]:
   """Runs `num_decisions` decisions of K = `control_steps` control steps in every environment.
 
   The whole rollout is one `lax.scan` over decisions with a nested loop over control steps
@@ -213,12 +244,12 @@ def two_rate_rollout(env, env_params, policy_fn: PolicyFn, params: PyTree,
   _check_positive_int("num_decisions", num_decisions)
   _check_positive_int("control_steps", control_steps)
   policy_keys, env_keys, safety_keys = _two_rate_keys(
-      key, num_decisions, control_steps, carry.running_return.shape[0], safety_noise_fn)
+    key, num_decisions, control_steps, carry.running_return.shape[0], safety_noise_fn
+  )
   layer = reflex_safety_fn(safety_fn) if isinstance(safety_fn, Reflex) else safety_fn
   per_step = _per_step_decision(env, env_params, controller_fn, layer, safety_params, info_keys)
   if isinstance(safety_fn, Reflex) and safety_fn.latch and lookahead:
-    ahead = _lookahead_decision(env, env_params, controller_fn, safety_fn, safety_params,
-                                info_keys)
+    ahead = _lookahead_decision(env, env_params, controller_fn, safety_fn, safety_params, info_keys)
 
     def run_decision(carry, fired_before, *inputs):
       # Both branches compute the same decision; the lookahead pays off only when the reflex
@@ -231,49 +262,79 @@ def two_rate_rollout(env, env_params, policy_fn: PolicyFn, params: PyTree,
     carry, fired_before = state
     policy_key, env_keys, safety_keys = inputs
     command, extras = policy_fn(params, carry.obs, policy_key)
-    carry, (steps, returns, lengths) = run_decision(carry, fired_before, command, env_keys,
-                                                    safety_keys)
+    carry, (steps, returns, lengths) = run_decision(
+      carry, fired_before, command, env_keys, safety_keys
+    )
     decision = _decision_transition(steps, command, extras, returns, lengths)
     intervened = jnp.any(steps.intervened, axis=0)
-    trajectory = TwoRateTrajectory(decision=decision,
-                                   num_substeps=steps.active.sum(axis=0).astype(jnp.int32),
-                                   intervened=intervened, control=steps)
+    trajectory = TwoRateTrajectory(
+      decision=decision,
+      num_substeps=steps.active.sum(axis=0).astype(jnp.int32),
+      intervened=intervened,
+      control=steps,
+    )
     return (carry, jnp.any(intervened)), trajectory
 
-  (carry, _), trajectory = jax.lax.scan(decision_step, (carry, jnp.zeros((), bool)),
-                                        (policy_keys, env_keys, safety_keys), unroll=unroll)
+  (carry, _), trajectory = jax.lax.scan(
+    decision_step, (carry, jnp.zeros((), bool)), (policy_keys, env_keys, safety_keys), unroll=unroll
+  )
   return carry, trajectory
 
 
-def _two_rate_keys(key: Array, num_decisions: int, control_steps: int, num_envs: int,
-                   safety_noise_fn) -> tuple[Array, Array, PyTree]:
+def _two_rate_keys(
+  key: Array, num_decisions: int, control_steps: int, num_envs: int, safety_noise_fn
+) -> tuple[Array, Array, PyTree]:
   """The keys of a two-rate rollout, split before its loop: the policy's `[T]`, the
   environments' `[T, K, N]` (split as `rollout` splits them) and the safety layer's `[T, K]` (or
   `safety_noise_fn`'s draw, leading axes `[T, K]`) from `fold_in(key, 1)`."""
   policy_key, env_key = jax.random.split(key)
   policy_keys = jax.random.split(policy_key, num_decisions)
   env_keys = jax.random.split(env_key, num_decisions * control_steps * num_envs).reshape(
-      num_decisions, control_steps, num_envs)
+    num_decisions, control_steps, num_envs
+  )
   safety_key = jax.random.fold_in(key, 1)
-  safety_keys = (jax.random.split(safety_key, num_decisions * control_steps).reshape(
-      num_decisions, control_steps) if safety_noise_fn is None
-                 else safety_noise_fn(safety_key, (num_decisions, control_steps)))
+  safety_keys = (
+    jax.random.split(safety_key, num_decisions * control_steps).reshape(
+      num_decisions, control_steps
+    )
+    if safety_noise_fn is None
+    else safety_noise_fn(safety_key, (num_decisions, control_steps))
+  )
   return policy_keys, env_keys, safety_keys
 
 
-def _control_step(env, env_params, info_keys, carry: EnvCarry, active: Array, proposed: Array,
-                  executed: Array, intervened: Array, env_keys: Array):
+def _control_step(
+  env,
+  env_params,
+  info_keys,
+  carry: EnvCarry,
+  active: Array,
+  proposed: Array,
+  executed: Array,
+  intervened: Array,
+  env_keys: Array,
+):
   """One control step of every environment with the given executed actions; the frozen
   (inactive) environments keep their carry. `(carry, still active, (record, returns, lengths))`."""
   new_carry, transition, info = step_with_info(env, env_params, carry, executed, env_keys)
   record = ControlSteps(
-      obs=transition.obs, proposed_action=proposed, action=executed,
-      intervened=intervened & active, reward=transition.reward,
-      terminated=transition.terminated, truncated=transition.truncated,
-      next_obs=transition.next_obs, info={name: info[name] for name in info_keys}, active=active)
+    obs=transition.obs,
+    proposed_action=proposed,
+    action=executed,
+    intervened=intervened & active,
+    reward=transition.reward,
+    terminated=transition.terminated,
+    truncated=transition.truncated,
+    next_obs=transition.next_obs,
+    info={name: info[name] for name in info_keys},
+    active=active,
+  )
   carry = _select_envs(active, new_carry, carry)
-  return carry, active & ~transition.done, (record, transition.episode_return,
-                                            transition.episode_length)
+  return (
+    carry,
+    active & ~transition.done,
+    (record, transition.episode_return, transition.episode_length),
+  )
 
 
 def _per_step_decision(env, env_params, controller_fn, safety_fn, safety_params, info_keys):
@@ -285,8 +346,9 @@ def _per_step_decision(env, env_params, controller_fn, safety_fn, safety_params,
     env_keys, safety_key = inputs
     proposed = controller_fn(carry.obs, command)
     executed, intervened = safety_fn(safety_params, carry.obs, proposed, safety_key, latched)
-    carry, still_active, outputs = _control_step(env, env_params, info_keys, carry, active,
-                                                 proposed, executed, intervened, env_keys)
+    carry, still_active, outputs = _control_step(
+      env, env_params, info_keys, carry, active, proposed, executed, intervened, env_keys
+    )
     return (carry, command, still_active, latched | (intervened & active)), outputs
 
   def run(carry, command, env_keys, safety_keys):
@@ -298,8 +360,7 @@ def _per_step_decision(env, env_params, controller_fn, safety_fn, safety_params,
   return run
 
 
-def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_params,
-                        info_keys):
+def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_params, info_keys):
   """`run(carry, command, env_keys [K, N], safety_keys [K, ...])`: one decision of a latching
   reflex, checked in one batched call on the nominal trajectory (see `two_rate_rollout`)."""
 
@@ -307,8 +368,9 @@ def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_p
     carry, command, active = state
     proposed = controller_fn(carry.obs, command)
     no = jnp.zeros(proposed.shape[:1], bool)
-    new_carry, still_active, outputs = _control_step(env, env_params, info_keys, carry, active,
-                                                     proposed, proposed, no, env_keys)
+    new_carry, still_active, outputs = _control_step(
+      env, env_params, info_keys, carry, active, proposed, proposed, no, env_keys
+    )
     return (new_carry, command, still_active), (outputs, carry)
 
   def run(carry, command, env_keys, safety_keys):
@@ -317,8 +379,9 @@ def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_p
     (end_carry, _, _), (outputs, carries) = jax.lax.scan(nominal_step, start, env_keys)
     steps = outputs[0]
     flat = lambda x: x.reshape((num_steps * num_envs,) + x.shape[2:])
-    fires = reflex.trigger_fn(safety_params, jax.tree.map(flat, steps.obs),
-                              flat(steps.proposed_action)).reshape(num_steps, num_envs)
+    fires = reflex.trigger_fn(
+      safety_params, jax.tree.map(flat, steps.obs), flat(steps.proposed_action)
+    ).reshape(num_steps, num_envs)
     # Where the per-step layer would execute the recovery action: at every firing step (the
     # inactive ones too: the layer acts there, only the environment does not move), and from the
     # first firing step of an active environment on (the latch).
@@ -335,11 +398,12 @@ def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_p
         noise = tree_index(safety_keys, j)
         recovery = reflex.recovery_fn(safety_params, carry.obs, proposed, noise)
         executed = jnp.where(recover[j][:, None], recovery, proposed)
-        carry, active, step_outputs = _control_step(env, env_params, info_keys, carry, active,
-                                                    proposed, executed, recover[j],
-                                                    env_keys[j])
-        outputs = jax.tree.map(lambda all_steps, one: all_steps.at[j].set(one), outputs,
-                               step_outputs)
+        carry, active, step_outputs = _control_step(
+          env, env_params, info_keys, carry, active, proposed, executed, recover[j], env_keys[j]
+        )
+        outputs = jax.tree.map(
+          lambda all_steps, one: all_steps.at[j].set(one), outputs, step_outputs
+        )
         return carry, active, outputs
 
       start = (tree_index(carries, first), steps.active[first], outputs)
@@ -351,23 +415,24 @@ def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_p
   return run
 
 
-def _decision_transition(steps: ControlSteps, command: Array, extras: PyTree, returns: Array,
-                         lengths: Array) -> Transition:
+def _decision_transition(
+  steps: ControlSteps, command: Array, extras: PyTree, returns: Array, lengths: Array
+) -> Transition:
   """The decision-level `Transition` `[N]` of one decision's `[K, N]` control steps."""
   active = steps.active
   last = jnp.sum(active, axis=0) - 1  # every decision executes its first control step
   env_index = jnp.arange(active.shape[1])
   at_last = lambda x: x[last, env_index]
   return Transition(
-      obs=tree_index(steps.obs, 0),
-      action=command,
-      reward=jnp.sum(jnp.where(active, steps.reward, 0.0), axis=0),
-      terminated=jnp.any(steps.terminated & active, axis=0),
-      truncated=jnp.any(steps.truncated & active, axis=0),
-      next_obs=jax.tree.map(at_last, steps.next_obs),
-      policy_extras=extras,
-      episode_return=at_last(returns),
-      episode_length=at_last(lengths),
+    obs=tree_index(steps.obs, 0),
+    action=command,
+    reward=jnp.sum(jnp.where(active, steps.reward, 0.0), axis=0),
+    terminated=jnp.any(steps.terminated & active, axis=0),
+    truncated=jnp.any(steps.truncated & active, axis=0),
+    next_obs=jax.tree.map(at_last, steps.next_obs),
+    policy_extras=extras,
+    episode_return=at_last(returns),
+    episode_length=at_last(lengths),
   )
 
 
@@ -413,14 +478,23 @@ class _OpenDecision(NamedTuple):
   taken: Array  # int32: its control steps so far
 
 
-def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: PyTree,
-                                  controller_fn: ControllerFn, reflex: Reflex,
-                                  safety_params: PyTree, carry: EnvCarry, key: Array,
-                                  num_decisions: int, control_steps: int,
-                                  info_keys: tuple[str, ...] = (), unroll: int = 1,
-                                  safety_noise_fn: Optional[Callable] = None,
-                                  recovery_credit: str = "reflex_state"
-                                  ) -> tuple[EnvCarry, EndDecisionTrajectory]:
+def two_rate_rollout_end_decision(
+  env,
+  env_params,
+  policy_fn: PolicyFn,
+  params: PyTree,
+  controller_fn: ControllerFn,
+  reflex: Reflex,
+  safety_params: PyTree,
+  carry: EnvCarry,
+  key: Array,
+  num_decisions: int,
+  control_steps: int,
+  info_keys: tuple[str, ...] = (),
+  unroll: int = 1,
+  safety_noise_fn: Optional[Callable] = None,
+  recovery_credit: str = "reflex_state",
+) -> tuple[EnvCarry, EndDecisionTrajectory]:
   """`num_decisions * control_steps` control steps in which a reflex ends the task decision.
 
   Option (b) of the behaviour after a reflex (`docs/safety.md`; the Bresa flowchart:
@@ -459,16 +533,21 @@ def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: 
   _check_positive_int("num_decisions", num_decisions)
   _check_positive_int("control_steps", control_steps)
   if not isinstance(reflex, Reflex):
-    raise ValueError(f"reflex: expected a rollout.Reflex (its check and its recovery action), "
-                     f"got {type(reflex).__name__}")
+    raise ValueError(
+      f"reflex: expected a rollout.Reflex (its check and its recovery action), "
+      f"got {type(reflex).__name__}"
+    )
   if recovery_credit not in RECOVERY_CREDITS:
-    raise ValueError(f"recovery_credit: expected one of {RECOVERY_CREDITS}, got "
-                     f"{recovery_credit!r}")
+    raise ValueError(
+      f"recovery_credit: expected one of {RECOVERY_CREDITS}, got {recovery_credit!r}"
+    )
   num_envs = carry.running_return.shape[0]
-  window_keys, env_keys, safety_keys = _two_rate_keys(key, num_decisions, control_steps,
-                                                      num_envs, safety_noise_fn)
-  policy_keys = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.fold_in(k, j))(
-      jnp.arange(control_steps)))(window_keys)
+  window_keys, env_keys, safety_keys = _two_rate_keys(
+    key, num_decisions, control_steps, num_envs, safety_noise_fn
+  )
+  policy_keys = jax.vmap(
+    lambda k: jax.vmap(lambda j: jax.random.fold_in(k, j))(jnp.arange(control_steps))
+  )(window_keys)
   # Step 0 of a window uses the window's own key, as `two_rate_rollout`'s decision does.
   policy_keys = policy_keys.at[:, 0].set(window_keys)
   num_steps = num_decisions * control_steps
@@ -478,10 +557,14 @@ def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: 
 
   command_shape, extras_shape = jax.eval_shape(policy_fn, params, carry.obs, window_keys[0])
   zeros = lambda s: jnp.zeros(s.shape, s.dtype)
-  start = _OpenDecision(open=jnp.zeros((num_envs,), bool), obs=carry.obs,
-                        command=zeros(command_shape), extras=jax.tree.map(zeros, extras_shape),
-                        reward=jnp.zeros((num_envs,), jnp.float32),
-                        taken=jnp.zeros((num_envs,), jnp.int32))
+  start = _OpenDecision(
+    open=jnp.zeros((num_envs,), bool),
+    obs=carry.obs,
+    command=zeros(command_shape),
+    extras=jax.tree.map(zeros, extras_shape),
+    reward=jnp.zeros((num_envs,), jnp.float32),
+    taken=jnp.zeros((num_envs,), jnp.int32),
+  )
   credit_recovery = recovery_credit == "recovery_step"
   # Option (b) never latches: the reflex's switch is consulted afresh at every control step.
   switch = reflex_safety_fn(reflex._replace(latch=False))
@@ -494,7 +577,8 @@ def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: 
     proposed = controller_fn(carry.obs, decision.command)
     executed, fires = switch(safety_params, carry.obs, proposed, noise, ~every_env)
     new_carry, _, (record, episode_return, episode_length) = _control_step(
-        env, env_params, info_keys, carry, every_env, proposed, executed, fires, env_keys)
+      env, env_params, info_keys, carry, every_env, proposed, executed, fires, env_keys
+    )
     # The control steps this decision counts: all of its own; π_rec's only with "recovery_step".
     counted = ~fires | credit_recovery
     reward = decision.reward + jnp.where(counted, record.reward, 0.0)
@@ -503,39 +587,61 @@ def two_rate_rollout_end_decision(env, env_params, policy_fn: PolicyFn, params: 
     ends = fires | done | (taken == control_steps) | last
     ends_with_step = counted & ends  # its successor is this control step's
     ended = Transition(
-        obs=decision.obs, action=decision.command, reward=reward,
-        terminated=ends_with_step & record.terminated,
-        truncated=ends_with_step & record.truncated,
-        next_obs=_select_envs(ends_with_step, record.next_obs, carry.obs),
-        policy_extras=decision.extras, episode_return=episode_return,
-        episode_length=episode_length)
-    outputs = (ended, ends & (taken > 0), taken, fires, record, decision.command,
-               episode_return, episode_length)
+      obs=decision.obs,
+      action=decision.command,
+      reward=reward,
+      terminated=ends_with_step & record.terminated,
+      truncated=ends_with_step & record.truncated,
+      next_obs=_select_envs(ends_with_step, record.next_obs, carry.obs),
+      policy_extras=decision.extras,
+      episode_return=episode_return,
+      episode_length=episode_length,
+    )
+    outputs = (
+      ended,
+      ends & (taken > 0),
+      taken,
+      fires,
+      record,
+      decision.command,
+      episode_return,
+      episode_length,
+    )
     decision = decision._replace(open=~ends, reward=reward, taken=taken)
     return (new_carry, decision), outputs
 
   (carry, _), outputs = jax.lax.scan(control_step, (carry, start), inputs, unroll=unroll)
-  shaped = jax.tree.map(
-      lambda x: x.reshape((num_decisions, control_steps) + x.shape[1:]), outputs)
+  shaped = jax.tree.map(lambda x: x.reshape((num_decisions, control_steps) + x.shape[1:]), outputs)
   ended, valid, taken, fires, record, command, episode_return, episode_length = shaped
   return carry, EndDecisionTrajectory(
-      decision=ended, valid=valid, num_substeps=taken, intervened=fires, control=record,
-      command=command, episode_return=episode_return, episode_length=episode_length)
+    decision=ended,
+    valid=valid,
+    num_substeps=taken,
+    intervened=fires,
+    control=record,
+    command=command,
+    episode_return=episode_return,
+    episode_length=episode_length,
+  )
 
 
-def _maybe_decide(policy_fn: PolicyFn, params: PyTree, obs: PyTree, key: Array,
-                  decision: _OpenDecision) -> _OpenDecision:
+def _maybe_decide(
+  policy_fn: PolicyFn, params: PyTree, obs: PyTree, key: Array, decision: _OpenDecision
+) -> _OpenDecision:
   """Starts a new decision (the task policy's command at `obs`) in the environments without an
   open one; the policy runs only if some environment needs it (`lax.cond`)."""
   need = ~decision.open
-  command, extras = jax.lax.cond(jnp.any(need), lambda: policy_fn(params, obs, key),
-                                 lambda: (decision.command, decision.extras))
+  command, extras = jax.lax.cond(
+    jnp.any(need), lambda: policy_fn(params, obs, key), lambda: (decision.command, decision.extras)
+  )
   return _OpenDecision(
-      open=jnp.ones_like(need), obs=_select_envs(need, obs, decision.obs),
-      command=_select_envs(need, command, decision.command),
-      extras=_select_envs(need, extras, decision.extras),
-      reward=jnp.where(need, 0.0, decision.reward),
-      taken=jnp.where(need, 0, decision.taken))
+    open=jnp.ones_like(need),
+    obs=_select_envs(need, obs, decision.obs),
+    command=_select_envs(need, command, decision.command),
+    extras=_select_envs(need, extras, decision.extras),
+    reward=jnp.where(need, 0.0, decision.reward),
+    taken=jnp.where(need, 0, decision.taken),
+  )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -565,8 +671,9 @@ class ControlTransition(NamedTuple):
   next_action: Array  # float32 [|A|]: the controller's nominal action at next_obs
 
 
-def decision_transitions(traj, action: Array, reward: Array
-                         ) -> tuple[DecisionTransition, Optional[Array]]:
+def decision_transitions(
+  traj, action: Array, reward: Array
+) -> tuple[DecisionTransition, Optional[Array]]:
   """The decisions of a `TwoRateTrajectory` (`[T, N]`) or of an `EndDecisionTrajectory` (`[T, K,
   N]` decision slots) as flat transitions, with `action` and `reward` (same leading axes) in
   place of the command and the environment's reward; and the slots' validity (None where every
@@ -574,10 +681,14 @@ def decision_transitions(traj, action: Array, reward: Array
   decision_axes = traj.num_substeps.ndim
   flat = lambda x: x.reshape((-1,) + x.shape[decision_axes:])
   decision = traj.decision
-  items = DecisionTransition(obs=jax.tree.map(flat, decision.obs), action=flat(action),
-                             reward=flat(reward), terminated=flat(decision.terminated),
-                             next_obs=jax.tree.map(flat, decision.next_obs),
-                             num_substeps=flat(traj.num_substeps))
+  items = DecisionTransition(
+    obs=jax.tree.map(flat, decision.obs),
+    action=flat(action),
+    reward=flat(reward),
+    terminated=flat(decision.terminated),
+    next_obs=jax.tree.map(flat, decision.next_obs),
+    num_substeps=flat(traj.num_substeps),
+  )
   valid = flat(traj.valid) if isinstance(traj, EndDecisionTrajectory) else None
   return items, valid
 
@@ -589,8 +700,9 @@ def commands_in_force(traj) -> Array:
   return jnp.broadcast_to(traj.decision.action[:, None], traj.control.action.shape)
 
 
-def control_transitions(control: ControlSteps, commands: Array, controller_fn: ControllerFn
-                        ) -> ControlTransition:
+def control_transitions(
+  control: ControlSteps, commands: Array, controller_fn: ControllerFn
+) -> ControlTransition:
   """Every control step of a `[T, K, N]` stream as flat `[T*K*N]` transitions; `commands`
   `[T, K, N, ...]` is the task command in force at each, which gives the controller's nominal
   next action (for a SARSA target).
@@ -601,9 +713,14 @@ def control_transitions(control: ControlSteps, commands: Array, controller_fn: C
   """
   flat = lambda x: x.reshape((-1,) + x.shape[3:])
   next_obs = jax.tree.map(flat, control.next_obs)
-  return ControlTransition(obs=jax.tree.map(flat, control.obs), action=flat(control.action),
-                           cost=flat(control.info["cost"]), terminated=flat(control.terminated),
-                           next_obs=next_obs, next_action=controller_fn(next_obs, flat(commands)))
+  return ControlTransition(
+    obs=jax.tree.map(flat, control.obs),
+    action=flat(control.action),
+    cost=flat(control.info["cost"]),
+    terminated=flat(control.terminated),
+    next_obs=next_obs,
+    next_action=controller_fn(next_obs, flat(commands)),
+  )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -624,12 +741,14 @@ class CostCarry(struct.PyTreeNode):
 def cost_carry(carry: EnvCarry) -> CostCarry:
   """`carry` with no cost and no violation yet."""
   num_envs = carry.running_return.shape[0]
-  return CostCarry(env=carry, cost=jnp.zeros((num_envs,), jnp.float32),
-                   violated=jnp.zeros((num_envs,), bool))
+  return CostCarry(
+    env=carry, cost=jnp.zeros((num_envs,), jnp.float32), violated=jnp.zeros((num_envs,), bool)
+  )
 
 
-def episode_cost_statistics(control: ControlSteps, carry: CostCarry
-                            ) -> tuple[CostCarry, dict[str, Array]]:
+def episode_cost_statistics(
+  control: ControlSteps, carry: CostCarry
+) -> tuple[CostCarry, dict[str, Array]]:
   """Per-episode cost and violation sums of the episodes that ended in a `[T, K, N]` stream.
 
   `episode_cost_sum` and `episode_violation_sum` pair with the loop's `episodes` count (means
@@ -649,13 +768,15 @@ def episode_cost_statistics(control: ControlSteps, carry: CostCarry
     return (jnp.where(done, 0.0, running_cost), violated & ~done), ended
 
   (running_cost, violated), (ended_cost, ended_violated) = jax.lax.scan(
-      one, (carry.cost, carry.violated), (cost, violation, done & active))
-  metrics = {"episode_cost_sum": ended_cost.sum(),
-             "episode_violation_sum": ended_violated.astype(jnp.float32).sum(),
-             "cost_per_step": cost.sum() / jnp.maximum(active.sum(), 1),
-             "intervention_rate": (flat(control.intervened) & active).sum()
-                                  / jnp.maximum(active.sum(), 1),
-             "violating_steps": violation.sum().astype(jnp.float32)}
+    one, (carry.cost, carry.violated), (cost, violation, done & active)
+  )
+  metrics = {
+    "episode_cost_sum": ended_cost.sum(),
+    "episode_violation_sum": ended_violated.astype(jnp.float32).sum(),
+    "cost_per_step": cost.sum() / jnp.maximum(active.sum(), 1),
+    "intervention_rate": (flat(control.intervened) & active).sum() / jnp.maximum(active.sum(), 1),
+    "violating_steps": violation.sum().astype(jnp.float32),
+  }
   return carry.replace(cost=running_cost, violated=violated), metrics
 
 
@@ -663,9 +784,11 @@ def control_episode_statistics(traj: "EndDecisionTrajectory") -> dict[str, Array
   """`rollout_statistics` read at the control rate: sums over the episodes that ended in the
   rollout (with option (b) an episode may end at a control step that ends no task decision)."""
   done = (traj.control.terminated | traj.control.truncated).astype(jnp.float32)
-  return {"episode_return_sum": (traj.episode_return * done).sum(),
-          "episode_length_sum": (traj.episode_length * done).sum(),
-          "episodes": done.sum()}
+  return {
+    "episode_return_sum": (traj.episode_return * done).sum(),
+    "episode_length_sum": (traj.episode_length * done).sum(),
+    "episodes": done.sum(),
+  }
 
 
 def first_episode_statistics(traj) -> dict[str, Array]:
@@ -680,10 +803,14 @@ def first_episode_statistics(traj) -> dict[str, Array]:
   violated = (traj.control.info["violation"] & control_valid).any(axis=(0, 1))
   interventions = (traj.control.intervened & control_valid).sum(axis=(0, 1))
   returns = jnp.where(valid, decision.reward, 0.0).sum(axis=0)
-  return {"eval_return": returns.mean(), "eval_return_std": returns.std(),
-          "eval_cost": cost.mean(), "eval_violation_rate": violated.astype(jnp.float32).mean(),
-          "eval_interventions": interventions.astype(jnp.float32).mean(),
-          "eval_length": control_valid.sum(axis=(0, 1)).astype(jnp.float32).mean()}
+  return {
+    "eval_return": returns.mean(),
+    "eval_return_std": returns.std(),
+    "eval_cost": cost.mean(),
+    "eval_violation_rate": violated.astype(jnp.float32).mean(),
+    "eval_interventions": interventions.astype(jnp.float32).mean(),
+    "eval_length": control_valid.sum(axis=(0, 1)).astype(jnp.float32).mean(),
+  }
 
 
 def _first_episode_control_statistics(control: ControlSteps) -> dict[str, Array]:
@@ -695,7 +822,11 @@ def _first_episode_control_statistics(control: ControlSteps) -> dict[str, Array]
   violated = (flat(control.info["violation"]) & valid).any(axis=0)
   interventions = (flat(control.intervened) & valid).sum(axis=0)
   returns = jnp.where(valid, flat(control.reward), 0.0).sum(axis=0)
-  return {"eval_return": returns.mean(), "eval_return_std": returns.std(),
-          "eval_cost": cost.mean(), "eval_violation_rate": violated.astype(jnp.float32).mean(),
-          "eval_interventions": interventions.astype(jnp.float32).mean(),
-          "eval_length": valid.sum(axis=0).astype(jnp.float32).mean()}
+  return {
+    "eval_return": returns.mean(),
+    "eval_return_std": returns.std(),
+    "eval_cost": cost.mean(),
+    "eval_violation_rate": violated.astype(jnp.float32).mean(),
+    "eval_interventions": interventions.astype(jnp.float32).mean(),
+    "eval_length": valid.sum(axis=0).astype(jnp.float32).mean(),
+  }

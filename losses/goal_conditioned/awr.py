@@ -54,8 +54,9 @@ class AWRExtras(NamedTuple):
   count: Array  # scalar B (float), the denominator of the mean.
 
 
-def awr_loss(log_prob: Array, advantage: Array, alpha: float,
-             max_weight: Optional[float] = 100.0) -> Tuple[Array, AWRExtras]:
+def awr_loss(
+  log_prob: Array, advantage: Array, alpha: float, max_weight: Optional[float] = 100.0
+) -> Tuple[Array, AWRExtras]:
   """Advantage-weighted regression actor loss −mean_B[min(exp(α·A), w_max)·log π(a|·)].
 
   See "Advantage-Weighted Regression: Simple and Scalable Off-Policy Reinforcement Learning" by

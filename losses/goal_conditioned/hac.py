@@ -15,8 +15,14 @@ from hrljax.losses import _checks as checks
 Array = chex.Array
 
 
-def hac_target(r_t: Array, terminal_t: Array, q_t: Array, gamma: float, horizon: int,
-               stop_target_gradients: bool = True) -> Array:
+def hac_target(
+  r_t: Array,
+  terminal_t: Array,
+  q_t: Array,
+  gamma: float,
+  horizon: int,
+  stop_target_gradients: bool = True,
+) -> Array:
   """HAC's bounded Bellman target y = clip(r + (1 − terminal)·γ·Q(s', g, π(s', g)), −H, 0).
 
   See "Learning Multi-Level Hierarchies with Hindsight" by Levy, Konidaris, Platt, Saenko
@@ -75,8 +81,9 @@ def hac_goal_reward(achieved: Array, goal: Array, thresholds: Array) -> Tuple[Ar
   return jnp.where(undecided, jnp.asarray(jnp.nan, reward.dtype), reward), reached
 
 
-def hac_hindsight_action(proposed_subgoal: Array, achieved_subgoal: Array,
-                         subgoal_reached: Array) -> Array:
+def hac_hindsight_action(
+  proposed_subgoal: Array, achieved_subgoal: Array, subgoal_reached: Array
+) -> Array:
   """HAC hindsight action: the proposed subgoal if it was reached, else the state reached.
 
   See HAC (arXiv 1712.00948) ("hindsight action transitions"); reference `Layer.train`. The
@@ -97,8 +104,9 @@ def hac_hindsight_action(proposed_subgoal: Array, achieved_subgoal: Array,
   return jnp.where(subgoal_reached[..., None], proposed_subgoal, achieved_subgoal)
 
 
-def hac_hindsight_goals(key: chex.PRNGKey, achieved: Array,
-                        num_goals: int = 3) -> Tuple[Array, Array]:
+def hac_hindsight_goals(
+  key: chex.PRNGKey, achieved: Array, num_goals: int = 3
+) -> Tuple[Array, Array]:
   """HAC hindsight (HER) goals for one attempt: num_goals − 1 random achieved states + the last.
 
   See HAC (arXiv 1712.00948) ("hindsight goal transitions"); reference

@@ -42,10 +42,18 @@ def hilp_value(phi_s: Array, phi_g: Array, eps_sq: float = 1e-6) -> Array:
   return -jnp.sqrt(jnp.maximum(sq_dist, eps_sq))
 
 
-def hilp_representation_loss(phi_s: Array, phi_g: Array, phi_tgt_s: Array, phi_tgt_next: Array,
-                             phi_tgt_g: Array, r_t: Numeric, discount_t: Numeric, expectile: float,
-                             eps_sq: float = 1e-6,
-                             stop_target_gradients: bool = True) -> Tuple[Array, IVLExtras]:
+def hilp_representation_loss(
+  phi_s: Array,
+  phi_g: Array,
+  phi_tgt_s: Array,
+  phi_tgt_next: Array,
+  phi_tgt_g: Array,
+  r_t: Numeric,
+  discount_t: Numeric,
+  expectile: float,
+  eps_sq: float = 1e-6,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, IVLExtras]:
   """HILP's representation loss for one example: the IVL loss on V_i = −‖φ_i(s) − φ_i(g)‖.
 
   See HILP (Park, Kreiman, Levine, arXiv 2402.15567) (φ is learned by action-free
@@ -105,8 +113,9 @@ class SkillValueExtras(NamedTuple):
   diff: Array  # [B] q_target − V(s, z).
 
 
-def hilp_skill_value_loss(q_tgt: Array, v: Array, expectile: float,
-                          stop_target_gradients: bool = True) -> Tuple[Array, SkillValueExtras]:
+def hilp_skill_value_loss(
+  q_tgt: Array, v: Array, expectile: float, stop_target_gradients: bool = True
+) -> Tuple[Array, SkillValueExtras]:
   """HILP's skill value loss: mean_B L₂^τ(min_i Q̄_i(s, z, a) − V(s, z)), IQL's value loss.
 
   See HILP (Park, Kreiman, Levine, arXiv:2402.15567), Sec. 5: the latent-conditioned policy is
@@ -143,8 +152,9 @@ class SkillCriticExtras(NamedTuple):
   td_errors: Array  # [B, E] Q_i(s, z, a) − target.
 
 
-def hilp_skill_critic_loss(q_tm1: Array, r_t: Array, discount_t: Numeric, v_t: Array,
-                           stop_target_gradients: bool = True) -> Tuple[Array, SkillCriticExtras]:
+def hilp_skill_critic_loss(
+  q_tm1: Array, r_t: Array, discount_t: Numeric, v_t: Array, stop_target_gradients: bool = True
+) -> Tuple[Array, SkillCriticExtras]:
   """HILP's skill critic loss: mean_B Σ_i (Q_i(s, z, a) − r − γ·V(s', z))², IQL's critic loss.
 
   See HILP (arXiv:2402.15567), Sec. 5, and IQL (arXiv:2110.06169, Eq. 6), as in the reference
@@ -256,8 +266,9 @@ def _nan_if_any_nan(result: Array, *inputs: Array) -> Array:
   return jnp.where(poisoned, jnp.asarray(jnp.nan, result.dtype), result)
 
 
-def hilp_plan_midpoint(phi_s: Array, phi_goal: Array, phi_dataset: Array, k: int = 50,
-                       recursions: int = 3) -> Array:
+def hilp_plan_midpoint(
+  phi_s: Array, phi_goal: Array, phi_dataset: Array, k: int = 50, recursions: int = 3
+) -> Array:
   """HILP-Plan: moves the goal feature to a midpoint between φ(s) and φ_goal, `recursions` times.
 
   See HILP (arXiv 2402.15567), test-time planning; reference `hilp_gcrl/jaxrl_m/evaluation.py`

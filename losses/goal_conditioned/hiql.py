@@ -90,9 +90,14 @@ def hiql_high_advantage(v_subgoal_g: Array, v_g: Array) -> Array:
   return _mean_head_difference(v_subgoal_g, v_g)
 
 
-def _latent_awr(log_prob_fn: Callable[[Array], Array], rep: Array, stop_rep: bool,
-                advantage: Array, alpha: float, max_weight: Optional[float]
-                ) -> Tuple[Array, AWRExtras]:
+def _latent_awr(
+  log_prob_fn: Callable[[Array], Array],
+  rep: Array,
+  stop_rep: bool,
+  advantage: Array,
+  alpha: float,
+  max_weight: Optional[float],
+) -> Tuple[Array, AWRExtras]:
   """AWR on `log_prob_fn(rep)` [B] for a [B, R] representation, the [B] advantage and (when
   `stop_rep`) the representation under stop-gradient: the body of both HIQL actor losses."""
   chex.assert_rank(rep, 2)
@@ -105,9 +110,15 @@ def _latent_awr(log_prob_fn: Callable[[Array], Array], rep: Array, stop_rep: boo
   return awr_loss(log_prob, advantage, alpha, max_weight)
 
 
-def hiql_low_actor_loss(log_prob_fn: Callable[[Array], Array], subgoal_rep: Array, v_next_w: Array,
-                        v_w: Array, alpha: float, max_weight: Optional[float] = 100.0,
-                        rep_grad: bool = False) -> Tuple[Array, AWRExtras]:
+def hiql_low_actor_loss(
+  log_prob_fn: Callable[[Array], Array],
+  subgoal_rep: Array,
+  v_next_w: Array,
+  v_w: Array,
+  alpha: float,
+  max_weight: Optional[float] = 100.0,
+  rep_grad: bool = False,
+) -> Tuple[Array, AWRExtras]:
   """HIQL low-level actor loss: AWR on log π^l(a | s, φ([s; w])) with A^l = V(s', w) − V(s, w).
 
   See HIQL (Park et al., arXiv 2307.11949), Sec. 4; OGBench `HIQLAgent.low_actor_loss`.
@@ -133,14 +144,20 @@ def hiql_low_actor_loss(log_prob_fn: Callable[[Array], Array], subgoal_rep: Arra
       (loss, AWRExtras).
   """
   checks.boolean("rep_grad", rep_grad)
-  return _latent_awr(log_prob_fn, subgoal_rep, not rep_grad,
-                     hiql_low_advantage(v_next_w, v_w), alpha, max_weight)
+  return _latent_awr(
+    log_prob_fn, subgoal_rep, not rep_grad, hiql_low_advantage(v_next_w, v_w), alpha, max_weight
+  )
 
 
-def hiql_high_actor_loss(log_prob_fn: Callable[[Array], Array], target_rep: Array,
-                         v_subgoal_g: Array, v_g: Array, alpha: float,
-                         max_weight: Optional[float] = 100.0,
-                         stop_target_gradients: bool = True) -> Tuple[Array, AWRExtras]:
+def hiql_high_actor_loss(
+  log_prob_fn: Callable[[Array], Array],
+  target_rep: Array,
+  v_subgoal_g: Array,
+  v_g: Array,
+  alpha: float,
+  max_weight: Optional[float] = 100.0,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, AWRExtras]:
   """HIQL high-level actor loss: AWR on log π^h(φ([s; s_{t+k}]) | s, g) with A^h = ΔV(·, g).
 
   See HIQL (Park et al., arXiv 2307.11949), Sec. 4; OGBench `HIQLAgent.high_actor_loss`. OTA
@@ -164,8 +181,14 @@ def hiql_high_actor_loss(log_prob_fn: Callable[[Array], Array], target_rep: Arra
       (loss, AWRExtras).
   """
   checks.boolean("stop_target_gradients", stop_target_gradients)
-  return _latent_awr(log_prob_fn, target_rep, stop_target_gradients,
-                     hiql_high_advantage(v_subgoal_g, v_g), alpha, max_weight)
+  return _latent_awr(
+    log_prob_fn,
+    target_rep,
+    stop_target_gradients,
+    hiql_high_advantage(v_subgoal_g, v_g),
+    alpha,
+    max_weight,
+  )
 
 
 class HIQLActorExtras(NamedTuple):
@@ -186,11 +209,20 @@ class HIQLActorExtras(NamedTuple):
     return out
 
 
-def hiql_actor_losses(low_log_prob_fn: Callable[[Array], Array], subgoal_rep: Array,
-                      v_next_w: Array, v_w: Array, high_log_prob_fn: Callable[[Array], Array],
-                      target_rep: Array, v_subgoal_g: Array, v_g: Array, low_alpha: float,
-                      high_alpha: float, max_weight: Optional[float] = 100.0,
-                      rep_grad: bool = False) -> Tuple[Array, HIQLActorExtras]:
+def hiql_actor_losses(
+  low_log_prob_fn: Callable[[Array], Array],
+  subgoal_rep: Array,
+  v_next_w: Array,
+  v_w: Array,
+  high_log_prob_fn: Callable[[Array], Array],
+  target_rep: Array,
+  v_subgoal_g: Array,
+  v_g: Array,
+  low_alpha: float,
+  high_alpha: float,
+  max_weight: Optional[float] = 100.0,
+  rep_grad: bool = False,
+) -> Tuple[Array, HIQLActorExtras]:
   """HIQL's two actor losses, `hiql_low_actor_loss` + `hiql_high_actor_loss`, unweighted.
 
   See HIQL (Park et al., arXiv 2307.11949), Sec. 4 (the low- and high-level policy objectives,
@@ -202,9 +234,12 @@ def hiql_actor_losses(low_log_prob_fn: Callable[[Array], Array], subgoal_rep: Ar
   """
   checks.nonnegative("low_alpha", low_alpha)
   checks.nonnegative("high_alpha", high_alpha)
-  low_loss, low = hiql_low_actor_loss(low_log_prob_fn, subgoal_rep, v_next_w, v_w, low_alpha,
-                                      max_weight, rep_grad=rep_grad)
-  high_loss, high = hiql_high_actor_loss(high_log_prob_fn, target_rep, v_subgoal_g, v_g,
-                                         high_alpha, max_weight)
-  return low_loss + high_loss, HIQLActorExtras(low_actor_loss=low_loss, high_actor_loss=high_loss,
-                                               low=low, high=high)
+  low_loss, low = hiql_low_actor_loss(
+    low_log_prob_fn, subgoal_rep, v_next_w, v_w, low_alpha, max_weight, rep_grad=rep_grad
+  )
+  high_loss, high = hiql_high_actor_loss(
+    high_log_prob_fn, target_rep, v_subgoal_g, v_g, high_alpha, max_weight
+  )
+  return low_loss + high_loss, HIQLActorExtras(
+    low_actor_loss=low_loss, high_actor_loss=high_loss, low=low, high=high
+  )

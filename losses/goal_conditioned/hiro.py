@@ -44,8 +44,15 @@ def hiro_low_reward(s_t: Array, g_t: Array, s_next: Array) -> Array:
   return -jnp.linalg.norm(hiro_goal_transition(s_t, g_t, s_next), axis=-1)
 
 
-def hiro_candidate_goals(key: chex.PRNGKey, g_orig: Array, s_t: Array, s_tc: Array, scale: Array,
-                         num_random: int = 8, sigma: Optional[Array] = None) -> Array:
+def hiro_candidate_goals(
+  key: chex.PRNGKey,
+  g_orig: Array,
+  s_t: Array,
+  s_tc: Array,
+  scale: Array,
+  num_random: int = 8,
+  sigma: Optional[Array] = None,
+) -> Array:
   """HIRO off-policy correction candidates: [g_orig, s_{t+c} − s_t, num_random Gaussian samples].
 
   See HIRO (arXiv 1805.08296), "Off-policy corrections" (recalled, not re-checked against the
@@ -70,8 +77,10 @@ def hiro_candidate_goals(key: chex.PRNGKey, g_orig: Array, s_t: Array, s_tc: Arr
   chex.assert_equal_shape([g_orig, s_t, s_tc])
   checks.integer("num_random", num_random, low=0)
   scale = jnp.broadcast_to(jnp.asarray(scale, g_orig.dtype), g_orig.shape)
-  sigma = 0.5 * scale if sigma is None else jnp.broadcast_to(
-    jnp.asarray(sigma, g_orig.dtype), g_orig.shape
+  sigma = (
+    0.5 * scale
+    if sigma is None
+    else jnp.broadcast_to(jnp.asarray(sigma, g_orig.dtype), g_orig.shape)
   )
   diff = s_tc - s_t
   noise = jax.random.normal(key, (num_random,) + g_orig.shape, g_orig.dtype)
@@ -106,8 +115,9 @@ class HIRORelabelExtras(NamedTuple):
   best_index: Array  # scalar int, the argmax (first index on ties).
 
 
-def hiro_relabel(candidates: Array, policy_actions: Array, actions: Array,
-                 valid: Optional[Array] = None) -> Tuple[Array, HIRORelabelExtras]:
+def hiro_relabel(
+  candidates: Array, policy_actions: Array, actions: Array, valid: Optional[Array] = None
+) -> Tuple[Array, HIRORelabelExtras]:
   """HIRO off-policy goal correction: the candidate that best explains the low-level actions.
 
   See HIRO (arXiv 1805.08296), "Off-policy corrections": g̃ = argmax_g log μ^lo(a_{t:t+c−1} |

@@ -27,8 +27,15 @@ class OTAOptionIndices(NamedTuple):
   mask: Array  # float, 1 − 1[o == g].
 
 
-def ota_option_indices(idx: Array, traj_end: Array, goal_idx: Array, traj_mask: Array,
-                       cur_mask: Array, n: int, gc_negative: bool = True) -> OTAOptionIndices:
+def ota_option_indices(
+  idx: Array,
+  traj_end: Array,
+  goal_idx: Array,
+  traj_mask: Array,
+  cur_mask: Array,
+  n: int,
+  gc_negative: bool = True,
+) -> OTAOptionIndices:
   """OTA's option-terminal index o, high-value goal, reward and mask (pure index arithmetic).
 
   See "Option-aware Temporally Abstracted Value for Offline Goal-Conditioned Reinforcement
@@ -72,8 +79,9 @@ def ota_option_indices(idx: Array, traj_end: Array, goal_idx: Array, traj_mask: 
   )
 
 
-def ota_option_value_target(r_option: Numeric, mask_option: Numeric, v_tgt_option: Array,
-                            high_discount: float) -> Array:
+def ota_option_value_target(
+  r_option: Numeric, mask_option: Numeric, v_tgt_option: Array, high_discount: float
+) -> Array:
   """OTA's option-aware TD target per head: y_i = r^h + γ·m^h·V̄^h_i(s_o, g).
 
   See OTA (Ahn et al., arXiv 2505.12737), the option-aware TD objective
@@ -100,9 +108,16 @@ def ota_option_value_target(r_option: Numeric, mask_option: Numeric, v_tgt_optio
   return jax.lax.stop_gradient(r_option + high_discount * mask_option * v_tgt_option)
 
 
-def ota_high_value_loss(v_tm1: Array, v_tgt_tm1: Array, v_tgt_option: Array, r_option: Numeric,
-                        mask_option: Numeric, high_discount: float, expectile: float,
-                        stop_target_gradients: bool = True) -> Tuple[Array, IVLExtras]:
+def ota_high_value_loss(
+  v_tm1: Array,
+  v_tgt_tm1: Array,
+  v_tgt_option: Array,
+  r_option: Numeric,
+  mask_option: Numeric,
+  high_discount: float,
+  expectile: float,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, IVLExtras]:
   """OTA's high-level value loss for one example: IVL on (s_i, s_o, g) with γ per option.
 
   See OTA (Ahn et al., arXiv 2505.12737); vendored official `OTAAgent.high_value_loss`.

@@ -57,9 +57,15 @@ class IVLExtras(NamedTuple):
   td_errors: Array  # [E] y_i − v_i.
 
 
-def ivl_value_loss(v_tm1: Array, v_tgt_tm1: Array, v_tgt_t: Array, r_t: Numeric,
-                   discount_t: Numeric, expectile: float,
-                   stop_target_gradients: bool = True) -> Tuple[Array, IVLExtras]:
+def ivl_value_loss(
+  v_tm1: Array,
+  v_tgt_tm1: Array,
+  v_tgt_t: Array,
+  r_t: Numeric,
+  discount_t: Numeric,
+  expectile: float,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, IVLExtras]:
   """OGBench's goal-conditioned IVL value loss for one example: Σ_i w·(y_i − v_i)².
 
   See "HIQL: Offline Goal-Conditioned RL with Latent States as Actions" by Park, Ghosh, Eysenbach,
@@ -129,9 +135,15 @@ class IVLBatchExtras(NamedTuple):
   count: Array  # scalar B (float).
 
 
-def ivl_value_loss_batch(v_tm1: Array, v_tgt_tm1: Array, v_tgt_t: Array, r_t: Array,
-                         discount_t: Array, expectile: float,
-                         stop_target_gradients: bool = True) -> Tuple[Array, IVLBatchExtras]:
+def ivl_value_loss_batch(
+  v_tm1: Array,
+  v_tgt_tm1: Array,
+  v_tgt_t: Array,
+  r_t: Array,
+  discount_t: Array,
+  expectile: float,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, IVLBatchExtras]:
   """Batch-mean of `ivl_value_loss` (OGBench's value loss on a batch): Σ_i mean_B[w·(y_i − v_i)²].
 
   Batch-level wrapper with a leading batch axis: `jax.vmap(ivl_value_loss)` over B, then the mean.

@@ -79,59 +79,59 @@ from hrljax.losses.group_relative.step_returns import discounted_grid_returns
 from hrljax.losses.group_relative.step_returns import discounted_step_returns
 
 __all__ = (
-    # Segment statistics and normalisation.
-    "segment_count",
-    "segment_mean",
-    "segment_std",
-    "contiguous_group_ids",
-    "group_normalize",
-    "group_normalize_dense",
-    "broadcast_to_tokens",
-    # GRPO family and DAPO pieces.
-    "grpo_advantages",
-    "dr_grpo_advantages",
-    "rloo_advantages",
-    "informative_group_mask",
-    "overlong_penalty",
-    # Anchor states, step returns and GiGPO.
-    "AnchorIds",
-    "anchor_state_ids",
-    "observation_words",
-    "observation_hash",
-    "discounted_step_returns",
-    "discounted_grid_returns",
-    "GigpoAdvantages",
-    "gigpo_advantages",
-    "gigpo_grid_advantages",
-    # REC, OPMD, AsymRE.
-    "RecAdvantages",
-    "rec_advantages",
-    "opmd_advantages",
-    "asymre_advantages",
-    "RecExtras",
-    "rec_loss",
-    "TokenLossExtras",
-    "opmd_loss",
-    # HICRA.
-    "hicra_advantages",
-    "hicra_verl_port_advantages",
-    "planning_token_mask",
-    # HBPO.
-    "hbpo_reward",
-    "HbpoAdvantages",
-    "hbpo_advantages",
-    # M-GRPO.
-    "Alignment",
-    "mgrpo_alignment",
-    # DisCO.
-    "DiscoExtras",
-    "disco_loss",
-    # Step credit from outcome rewards.
-    "salt_advantages",
-    "spa_step_rewards",
-    "SpaExtras",
-    "spa_progress_loss",
-    "GatedRewards",
-    "gated_reward_accumulation",
-    "foresight_rewards",
+  # Segment statistics and normalisation.
+  "segment_count",
+  "segment_mean",
+  "segment_std",
+  "contiguous_group_ids",
+  "group_normalize",
+  "group_normalize_dense",
+  "broadcast_to_tokens",
+  # GRPO family and DAPO pieces.
+  "grpo_advantages",
+  "dr_grpo_advantages",
+  "rloo_advantages",
+  "informative_group_mask",
+  "overlong_penalty",
+  # Anchor states, step returns and GiGPO.
+  "AnchorIds",
+  "anchor_state_ids",
+  "observation_words",
+  "observation_hash",
+  "discounted_step_returns",
+  "discounted_grid_returns",
+  "GigpoAdvantages",
+  "gigpo_advantages",
+  "gigpo_grid_advantages",
+  # REC, OPMD, AsymRE.
+  "RecAdvantages",
+  "rec_advantages",
+  "opmd_advantages",
+  "asymre_advantages",
+  "RecExtras",
+  "rec_loss",
+  "TokenLossExtras",
+  "opmd_loss",
+  # HICRA.
+  "hicra_advantages",
+  "hicra_verl_port_advantages",
+  "planning_token_mask",
+  # HBPO.
+  "hbpo_reward",
+  "HbpoAdvantages",
+  "hbpo_advantages",
+  # M-GRPO.
+  "Alignment",
+  "mgrpo_alignment",
+  # DisCO.
+  "DiscoExtras",
+  "disco_loss",
+  # Step credit from outcome rewards.
+  "salt_advantages",
+  "spa_step_rewards",
+  "SpaExtras",
+  "spa_progress_loss",
+  "GatedRewards",
+  "gated_reward_accumulation",
+  "foresight_rewards",
 )

@@ -29,8 +29,9 @@ def fmix32(h: Array) -> Array:
   return h ^ (h >> 16)
 
 
-def anchor_keys(words: Array, group_ids: Array, valid: Optional[Array],
-                hash_fn: Callable[[Array], Array]) -> Tuple[Array, Array]:
+def anchor_keys(
+  words: Array, group_ids: Array, valid: Optional[Array], hash_fn: Callable[[Array], Array]
+) -> Tuple[Array, Array]:
   """Checks the arguments; returns the exact row keys ``[N, D + 2]`` and the row hashes ``[N]``.
 
   A row's key is its observation words ``[N, D]`` followed by its group and its validity, so
@@ -62,13 +63,17 @@ def heads_by_sort(keys: Array, hashes: Array) -> Array:
   # Invalid rows form their own pseudo-group, sorted after every valid row. The stable sort
   # keeps equal keys in row order, so a run's first row of a key is its lowest row index.
   key_valid, key_group, key_hash, perm = jax.lax.sort(
-      (1 - keys[:, -1].astype(jnp.int32), keys[:, -2], hashes, order), num_keys=3,
-      is_stable=True)
+    (1 - keys[:, -1].astype(jnp.int32), keys[:, -2], hashes, order), num_keys=3, is_stable=True
+  )
   sorted_keys = keys[perm]
-  new_run = jnp.concatenate([
+  new_run = jnp.concatenate(
+    [
       jnp.ones((1,), bool),
-      (key_valid[1:] != key_valid[:-1]) | (key_group[1:] != key_group[:-1])
-      | (key_hash[1:] != key_hash[:-1])])
+      (key_valid[1:] != key_valid[:-1])
+      | (key_group[1:] != key_group[:-1])
+      | (key_hash[1:] != key_hash[:-1]),
+    ]
+  )
   run_id = jnp.cumsum(new_run) - 1
 
   def unresolved(head):
@@ -87,14 +92,15 @@ def heads_by_sort(keys: Array, hashes: Array) -> Array:
 
 def key_fingerprint(keys: Array) -> Array:
   """A second 32-bit hash of the full key, independent of ``observation_hash`` (other salts)."""
-  salt = fmix32(jnp.arange(1, keys.shape[1] + 1, dtype=jnp.uint32) * jnp.uint32(0x85EBCA77)
-                + jnp.uint32(0x27D4EB2F))
+  salt = fmix32(
+    jnp.arange(1, keys.shape[1] + 1, dtype=jnp.uint32) * jnp.uint32(0x85EBCA77)
+    + jnp.uint32(0x27D4EB2F)
+  )
   mixed = fmix32(keys ^ salt[None, :])
   return fmix32(jnp.sum(mixed * jnp.uint32(0xC2B2AE3D), axis=1, dtype=jnp.uint32))
 
 
-def heads_by_table(keys: Array, hashes: Array, fingerprints: Array,
-                   max_probe_rounds: int) -> Array:
+def heads_by_table(keys: Array, hashes: Array, fingerprints: Array, max_probe_rounds: int) -> Array:
   """Lowest row index of each row's key by rounds of hash tables (-1 where unresolved).
 
   Round ``k`` hashes every unresolved row to a slot of a fresh table of ``2**ceil(log2(4 N))``
@@ -117,10 +123,12 @@ def heads_by_table(keys: Array, hashes: Array, fingerprints: Array,
 
   def probe(rounds, head):
     pending = head < 0
-    slot = (fmix32(key_hash + rounds.astype(jnp.uint32) * jnp.uint32(GOLDEN))
-            & jnp.uint32(size - 1)).astype(jnp.int32)
-    table = jnp.full((size,), n, jnp.int32).at[jnp.where(pending, slot, size)].min(
-        rows, mode="drop")
+    slot = (
+      fmix32(key_hash + rounds.astype(jnp.uint32) * jnp.uint32(GOLDEN)) & jnp.uint32(size - 1)
+    ).astype(jnp.int32)
+    table = (
+      jnp.full((size,), n, jnp.int32).at[jnp.where(pending, slot, size)].min(rows, mode="drop")
+    )
     owner = jnp.minimum(table[slot], n - 1)
     same = pending & (fingerprints[owner] == fingerprints)
     return jnp.where(same, owner, head)
@@ -137,9 +145,14 @@ def heads_by_table(keys: Array, hashes: Array, fingerprints: Array,
   return jax.lax.while_loop(more_rounds, next_round, (jnp.int32(1), head))[1]
 
 
-def anchor_heads(words: Array, group_ids: Array, valid: Optional[Array],
-                 hash_fn: Callable[[Array], Array], method: str,
-                 max_probe_rounds: int) -> Array:
+def anchor_heads(
+  words: Array,
+  group_ids: Array,
+  valid: Optional[Array],
+  hash_fn: Callable[[Array], Array],
+  method: str,
+  max_probe_rounds: int,
+) -> Array:
   """Row index of the first row (lowest index) with the same anchor key, for every row.
 
   ``words`` are the rows' observation words ``[N, D]`` (``anchors.observation_words``).
@@ -167,8 +180,9 @@ class DirectLayout(NamedTuple):
 MAX_DIRECT_CAPACITY = 1 << 23
 
 
-def direct_anchor_layout(words: Array, group_ids: Array, valid: Array, num_groups: int,
-                         capacity: int) -> DirectLayout:
+def direct_anchor_layout(
+  words: Array, group_ids: Array, valid: Array, num_groups: int, capacity: int
+) -> DirectLayout:
   """Per-group bounding boxes of the observation words, laid out side by side in one table.
 
   ``words`` uint32 ``[T, N, D]`` (time-major grid), ``group_ids`` ``[N]``, ``valid`` ``[T, N]``.
@@ -182,10 +196,8 @@ def direct_anchor_layout(words: Array, group_ids: Array, valid: Array, num_group
   chex.assert_rank(words, 3)
   top = jnp.uint32(0xFFFFFFFF)
   mask = valid[:, :, None]
-  low = jax.ops.segment_min(jnp.min(jnp.where(mask, words, top), axis=0), group_ids,
-                            num_groups)
-  high = jax.ops.segment_max(jnp.max(jnp.where(mask, words, 0), axis=0), group_ids,
-                             num_groups)
+  low = jax.ops.segment_min(jnp.min(jnp.where(mask, words, top), axis=0), group_ids, num_groups)
+  high = jax.ops.segment_max(jnp.max(jnp.where(mask, words, 0), axis=0), group_ids, num_groups)
   present = jnp.all(high >= low, axis=1)
   span = jnp.where(present[:, None], (high - low).astype(jnp.float32) + 1, 1)
   # Float32 place values: exact while the products stay below 2**24 (the only case used);
@@ -201,12 +213,14 @@ def direct_anchor_layout(words: Array, group_ids: Array, valid: Array, num_group
   return DirectLayout(jnp.where(present[:, None], low, 0), stride, offset, fits)
 
 
-def direct_anchor_index(words: Array, group_ids: Array, valid: Array,
-                        layout: DirectLayout) -> Array:
+def direct_anchor_index(
+  words: Array, group_ids: Array, valid: Array, layout: DirectLayout
+) -> Array:
   """Slot ``[T, N]`` int32 of each row in the layout's table; 0 on invalid rows."""
   low = layout.low[group_ids][None]
   stride = layout.stride[group_ids][None]
   # uint32 arithmetic wraps only on invalid rows (outside the box), which are masked.
-  slot = layout.offset[group_ids][None, :] + jnp.sum((words - low) * stride, axis=2,
-                                                     dtype=jnp.uint32)
+  slot = layout.offset[group_ids][None, :] + jnp.sum(
+    (words - low) * stride, axis=2, dtype=jnp.uint32
+  )
   return jnp.where(valid, slot, 0).astype(jnp.int32)

@@ -87,8 +87,9 @@ def std_from_moments(m: Moments, ddof: int) -> Array:
   return safe_sqrt(safe_div(m.sq_dev_sum, m.count - ddof))
 
 
-def check_segment_args(values: Array, group_ids: Array, num_groups: int,
-                       valid: Optional[Array]) -> Array:
+def check_segment_args(
+  values: Array, group_ids: Array, num_groups: int, valid: Optional[Array]
+) -> Array:
   _checks.integer("num_groups", num_groups)
   named = [("values", values), ("group_ids", group_ids)]
   if valid is not None:

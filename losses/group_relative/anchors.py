@@ -14,6 +14,7 @@ from hrljax.losses.group_relative._anchor_hashing import GOLDEN, anchor_heads, f
 
 Array = chex.Array
 
+
 def observation_words(observations: Array) -> Array:
   """The bit pattern of each row of ``observations`` ``[N, ...]`` as uint32 words ``[N, D]``.
 
@@ -24,8 +25,7 @@ def observation_words(observations: Array) -> Array:
   """
   observations = jnp.asarray(observations)
   if observations.ndim < 1:
-    raise ValueError(f"observations: expected rank >= 1 ([N, ...]), got shape "
-                     f"{observations.shape}")
+    raise ValueError(f"observations: expected rank >= 1 ([N, ...]), got shape {observations.shape}")
   x = observations.reshape(observations.shape[0], -1)
   if jnp.issubdtype(x.dtype, jnp.floating):
     x = jnp.where(x == 0, jnp.zeros_like(x), x)
@@ -62,9 +62,15 @@ class AnchorIds(NamedTuple):
   num_anchors: Array  # int32 scalar: number of distinct anchors (valid and invalid rows)
 
 
-def anchor_state_ids(observations: Array, group_ids: Array, *, valid: Optional[Array] = None,
-                     hash_fn: Callable[[Array], Array] = observation_hash, method: str = "hash",
-                     max_probe_rounds: int = 32) -> AnchorIds:
+def anchor_state_ids(
+  observations: Array,
+  group_ids: Array,
+  *,
+  valid: Optional[Array] = None,
+  hash_fn: Callable[[Array], Array] = observation_hash,
+  method: str = "hash",
+  max_probe_rounds: int = 32,
+) -> AnchorIds:
   """Anchor-state ids: rows with identical observations in the same group share an id.
 
   The on-device replacement of verl-agent's host-side ``build_step_group`` (GiGPO, Feng et al.,
@@ -110,8 +116,9 @@ def anchor_state_ids(observations: Array, group_ids: Array, *, valid: Optional[A
   a workflow-supplied state hash across the whole batch; here the group is always part of the
   key, so states of different tasks never merge.
   """
-  head = anchor_heads(observation_words(observations), group_ids, valid, hash_fn, method,
-                      max_probe_rounds)
+  head = anchor_heads(
+    observation_words(observations), group_ids, valid, hash_fn, method, max_probe_rounds
+  )
   is_head = head == jnp.arange(head.shape[0], dtype=jnp.int32)
   dense = (jnp.cumsum(is_head) - 1).astype(jnp.int32)
   return AnchorIds(dense[head], jnp.sum(is_head).astype(jnp.int32))

@@ -15,6 +15,7 @@ from hrljax.losses.group_relative._segments import check_rows, safe_div, valid_o
 
 Array = chex.Array
 
+
 class DiscoExtras(NamedTuple):
   scores: Array  # [B] s(o): length-normalised log-likelihood or ratio
   objective: Array  # [num_groups] J_q (0 for questions without both signs)
@@ -34,11 +35,23 @@ _DISCO_VARIANTS = ("lse", "basic")
 _DISCO_KLS = ("k1", "k3")
 
 
-def disco_loss(logp: Array, old_logp: Array, mask: Array, rewards: Array, group_ids: Array,
-               num_groups: int, *, valid: Optional[Array] = None, score: str = "logL",
-               tau: Optional[float] = None, delta: float = 1e-4, beta: float = 1e3,
-               variant: str = "lse", kl_estimator: str = "k1",
-               log_ratio_clamp: float = 20.0) -> Tuple[Array, DiscoExtras]:
+def disco_loss(
+  logp: Array,
+  old_logp: Array,
+  mask: Array,
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  score: str = "logL",
+  tau: Optional[float] = None,
+  delta: float = 1e-4,
+  beta: float = 1e3,
+  variant: str = "lse",
+  kl_estimator: str = "k1",
+  log_ratio_clamp: float = 20.0,
+) -> Tuple[Array, DiscoExtras]:
   """DisCO: discriminative objective with a squared-hinge KL constraint (batch-level).
 
   Li, Lin, Galanti, Tu, Yang, "DisCO: Reinforcing Large Reasoning Models with Discriminative
@@ -117,18 +130,19 @@ def disco_loss(logp: Array, old_logp: Array, mask: Array, rewards: Array, group_
   num_neg = jax.ops.segment_sum(negative.astype(logp.dtype), group_ids, num_groups)
   present = jax.ops.segment_sum(rows_ok.astype(jnp.int32), group_ids, num_groups) > 0
   valid_q = (num_pos > 0) & (num_neg > 0)
-  pos_mean = safe_div(jax.ops.segment_sum(jnp.where(positive, scores, 0), group_ids,
-                                          num_groups), num_pos)
+  pos_mean = safe_div(
+    jax.ops.segment_sum(jnp.where(positive, scores, 0), group_ids, num_groups), num_pos
+  )
   if variant == "basic":
-    neg_term = safe_div(jax.ops.segment_sum(jnp.where(negative, scores, 0), group_ids,
-                                            num_groups), num_neg)
+    neg_term = safe_div(
+      jax.ops.segment_sum(jnp.where(negative, scores, 0), group_ids, num_groups), num_neg
+    )
   else:
     z = scores / tau
     top = jax.ops.segment_max(jnp.where(negative, z, -jnp.inf), group_ids, num_groups)
     top = jax.lax.stop_gradient(jnp.where(num_neg > 0, top, 0))
     # Non-negative rows are replaced by the shift before exp, so no inf * 0 in the gradient.
-    e = jnp.where(negative, jnp.exp(jnp.where(negative, z, top[group_ids]) - top[group_ids]),
-                  0)
+    e = jnp.where(negative, jnp.exp(jnp.where(negative, z, top[group_ids]) - top[group_ids]), 0)
     total = jax.ops.segment_sum(e, group_ids, num_groups)
     neg_term = tau * (top + jnp.log(jnp.where(total > 0, total, 1)))
   objective = jnp.where(valid_q, pos_mean - neg_term, 0)
@@ -142,5 +156,4 @@ def disco_loss(logp: Array, old_logp: Array, mask: Array, rewards: Array, group_
   objective_sum = jnp.sum(objective)
   num_questions = jnp.sum(present).astype(logp.dtype)
   loss = -safe_div(objective_sum, num_questions) + penalty
-  return loss, DiscoExtras(scores, objective, valid_q, kl, penalty, objective_sum,
-                           num_questions)
+  return loss, DiscoExtras(scores, objective, valid_q, kl, penalty, objective_sum, num_questions)

@@ -16,15 +16,25 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.losses import _checks
-from hrljax.losses.group_relative._anchor_hashing import (ANCHOR_METHODS, MAX_DIRECT_CAPACITY,
-                                                           anchor_heads, direct_anchor_index,
-                                                           direct_anchor_layout)
-from hrljax.losses.group_relative._segments import (SINGLETON_MODES, check_rows, valid_or_all,
-                                                     with_nan)
+from hrljax.losses.group_relative._anchor_hashing import (
+  ANCHOR_METHODS,
+  MAX_DIRECT_CAPACITY,
+  anchor_heads,
+  direct_anchor_index,
+  direct_anchor_layout,
+)
+from hrljax.losses.group_relative._segments import (
+  SINGLETON_MODES,
+  check_rows,
+  valid_or_all,
+  with_nan,
+)
 from hrljax.losses.group_relative.anchors import observation_hash, observation_words
 from hrljax.losses.group_relative.normalize import group_normalize
-from hrljax.losses.group_relative.step_returns import (discounted_grid_returns,
-                                                        discounted_step_returns)
+from hrljax.losses.group_relative.step_returns import (
+  discounted_grid_returns,
+  discounted_step_returns,
+)
 
 Array = chex.Array
 
@@ -40,8 +50,9 @@ class GigpoAdvantages(NamedTuple):
   step_returns: Array  # [N] discounted returns R_t (Eq. 5)
 
 
-def _check_options(omega, eps, norm: str, episode_stat_weighting: str,
-                   episode_singleton_mode: str) -> str:
+def _check_options(
+  omega, eps, norm: str, episode_stat_weighting: str, episode_singleton_mode: str
+) -> str:
   """Checks the options of both entry points; returns the ``group_normalize`` scale of ``norm``."""
   _checks.number("omega", omega)
   _checks.nonnegative("eps", eps)
@@ -51,8 +62,9 @@ def _check_options(omega, eps, norm: str, episode_stat_weighting: str,
   return "none" if norm == "mean" else "group"
 
 
-def _combine(episode_adv: Array, step_adv: Array, row_return: Array, step_returns: Array,
-             valid: Array, omega) -> GigpoAdvantages:
+def _combine(
+  episode_adv: Array, step_adv: Array, row_return: Array, step_returns: Array, valid: Array, omega
+) -> GigpoAdvantages:
   """Eq. 8, ``A^E + omega * A^S``, with NaN carried from the valid rows' own returns.
 
   A group (anchor) with several members already spreads a member's NaN to all of them through
@@ -63,17 +75,32 @@ def _combine(episode_adv: Array, step_adv: Array, row_return: Array, step_return
   episode_adv = with_nan(episode_adv, valid & jnp.isnan(row_return))
   step_adv = with_nan(step_adv, valid & jnp.isnan(step_returns))
   advantages = episode_adv + omega * step_adv
-  return jax.lax.stop_gradient(
-      GigpoAdvantages(advantages, episode_adv, step_adv, step_returns))
+  return jax.lax.stop_gradient(GigpoAdvantages(advantages, episode_adv, step_adv, step_returns))
 
 
-def _row_episode_advantages(row_return: Array, traj_ids: Array, group_ids: Array, valid: Array,
-                            num_traj: int, num_groups: int, weighting: str, scale: str,
-                            eps: float, singleton_mode: str) -> Array:
+def _row_episode_advantages(
+  row_return: Array,
+  traj_ids: Array,
+  group_ids: Array,
+  valid: Array,
+  num_traj: int,
+  num_groups: int,
+  weighting: str,
+  scale: str,
+  eps: float,
+  singleton_mode: str,
+) -> Array:
   """Eq. 3 on step rows: each trajectory's return against the others of its group."""
   if weighting == "step":
-    return group_normalize(row_return, group_ids, num_groups, valid=valid, scale=scale,
-                           eps=eps, singleton_mode=singleton_mode)
+    return group_normalize(
+      row_return,
+      group_ids,
+      num_groups,
+      valid=valid,
+      scale=scale,
+      eps=eps,
+      singleton_mode=singleton_mode,
+    )
   traj_count = jax.ops.segment_sum(valid.astype(jnp.int32), traj_ids, num_traj)
   traj_valid = traj_count > 0
   # Trajectory-level reductions over the rows; every valid row of a trajectory carries
@@ -82,17 +109,37 @@ def _row_episode_advantages(row_return: Array, traj_ids: Array, group_ids: Array
   traj_return = jnp.where(traj_valid, traj_return, 0)
   traj_group = jax.ops.segment_max(jnp.where(valid, group_ids, 0), traj_ids, num_traj)
   traj_group = jnp.where(traj_valid, traj_group, 0)
-  traj_adv = group_normalize(traj_return, traj_group, num_groups, valid=traj_valid,
-                             scale=scale, eps=eps, singleton_mode=singleton_mode)
+  traj_adv = group_normalize(
+    traj_return,
+    traj_group,
+    num_groups,
+    valid=traj_valid,
+    scale=scale,
+    eps=eps,
+    singleton_mode=singleton_mode,
+  )
   return traj_adv[traj_ids]
 
 
-def gigpo_advantages(step_rewards: Array, traj_ids: Array, step_index: Array, group_ids: Array,
-                     anchor_ids: Array, *, num_groups: int, num_traj: int, num_anchors: int,
-                     episode_returns: Optional[Array] = None, valid: Optional[Array] = None,
-                     gamma: float = 0.95, omega: float = 1.0, norm: str = "mean",
-                     eps: float = 1e-6, episode_stat_weighting: str = "trajectory",
-                     episode_singleton_mode: str = "zero") -> GigpoAdvantages:
+def gigpo_advantages(
+  step_rewards: Array,
+  traj_ids: Array,
+  step_index: Array,
+  group_ids: Array,
+  anchor_ids: Array,
+  *,
+  num_groups: int,
+  num_traj: int,
+  num_anchors: int,
+  episode_returns: Optional[Array] = None,
+  valid: Optional[Array] = None,
+  gamma: float = 0.95,
+  omega: float = 1.0,
+  norm: str = "mean",
+  eps: float = 1e-6,
+  episode_stat_weighting: str = "trajectory",
+  episode_singleton_mode: str = "zero",
+) -> GigpoAdvantages:
   """GiGPO advantages ``A = A^E(tau) + omega * A^S(a_t)`` on step rows (batch-level).
 
   Feng, Zhang, et al., "Group-in-Group Policy Optimization for LLM Agent Training",
@@ -148,41 +195,71 @@ def gigpo_advantages(step_rewards: Array, traj_ids: Array, step_index: Array, gr
   :func:`anchor_state_ids`, exact match only). Duplicate ``(traj, step)`` rows (DrMAS multi-agent
   steps) are not merged: give each agent its own trajectory id.
   """
-  for name, value in (("num_groups", num_groups), ("num_traj", num_traj),
-                      ("num_anchors", num_anchors)):
+  for name, value in (
+    ("num_groups", num_groups),
+    ("num_traj", num_traj),
+    ("num_anchors", num_anchors),
+  ):
     _checks.integer(name, value)
   scale = _check_options(omega, eps, norm, episode_stat_weighting, episode_singleton_mode)
-  named = [("step_rewards", step_rewards), ("traj_ids", traj_ids), ("step_index", step_index),
-           ("group_ids", group_ids), ("anchor_ids", anchor_ids)]
+  named = [
+    ("step_rewards", step_rewards),
+    ("traj_ids", traj_ids),
+    ("step_index", step_index),
+    ("group_ids", group_ids),
+    ("anchor_ids", anchor_ids),
+  ]
   if episode_returns is not None:
     named.append(("episode_returns", episode_returns))
   if valid is not None:
     named.append(("valid", valid))
-  check_rows(named, float_names=("step_rewards", "episode_returns"),
-             int_names=("traj_ids", "step_index", "group_ids", "anchor_ids"),
-             bool_names=("valid",))
+  check_rows(
+    named,
+    float_names=("step_rewards", "episode_returns"),
+    int_names=("traj_ids", "step_index", "group_ids", "anchor_ids"),
+    bool_names=("valid",),
+  )
   valid = valid_or_all(valid, step_rewards)
 
-  step_returns = discounted_step_returns(step_rewards, traj_ids, step_index, gamma=gamma,
-                                         valid=valid, num_traj=num_traj)
+  step_returns = discounted_step_returns(
+    step_rewards, traj_ids, step_index, gamma=gamma, valid=valid, num_traj=num_traj
+  )
   if episode_returns is None:
     traj_return = jax.ops.segment_sum(jnp.where(valid, step_rewards, 0), traj_ids, num_traj)
     row_return = traj_return[traj_ids]
   else:
     row_return = episode_returns
-  episode_adv = _row_episode_advantages(row_return, traj_ids, group_ids, valid, num_traj,
-                                        num_groups, episode_stat_weighting, scale, eps,
-                                        episode_singleton_mode)
-  step_adv = group_normalize(step_returns, anchor_ids, num_anchors, valid=valid, scale=scale,
-                             eps=eps, singleton_mode="zero")
-  return _combine(jnp.where(valid, episode_adv, 0), step_adv, row_return, step_returns, valid,
-                  omega)
+  episode_adv = _row_episode_advantages(
+    row_return,
+    traj_ids,
+    group_ids,
+    valid,
+    num_traj,
+    num_groups,
+    episode_stat_weighting,
+    scale,
+    eps,
+    episode_singleton_mode,
+  )
+  step_adv = group_normalize(
+    step_returns, anchor_ids, num_anchors, valid=valid, scale=scale, eps=eps, singleton_mode="zero"
+  )
+  return _combine(
+    jnp.where(valid, episode_adv, 0), step_adv, row_return, step_returns, valid, omega
+  )
 
 
-def _grid_episode_advantages(step_rewards: Array, episode_returns: Optional[Array],
-                             group_ids: Array, valid: Array, num_groups: int, weighting: str,
-                             scale: str, eps: float,
-                             singleton_mode: str) -> Tuple[Array, Array]:
+def _grid_episode_advantages(
+  step_rewards: Array,
+  episode_returns: Optional[Array],
+  group_ids: Array,
+  valid: Array,
+  num_groups: int,
+  weighting: str,
+  scale: str,
+  eps: float,
+  singleton_mode: str,
+) -> Tuple[Array, Array]:
   """Eq. 3 on the ``[T, num_traj]`` grid; returns the episode advantages and each row's
   episode return."""
   if episode_returns is None:
@@ -194,22 +271,41 @@ def _grid_episode_advantages(step_rewards: Array, episode_returns: Optional[Arra
     rows = valid.size
     row_groups = jnp.broadcast_to(group_ids[None, :], valid.shape).reshape(rows)
     episode_adv = group_normalize(
-        row_return.reshape(rows), row_groups, num_groups, valid=valid.reshape(rows),
-        scale=scale, eps=eps, singleton_mode=singleton_mode).reshape(valid.shape)
+      row_return.reshape(rows),
+      row_groups,
+      num_groups,
+      valid=valid.reshape(rows),
+      scale=scale,
+      eps=eps,
+      singleton_mode=singleton_mode,
+    ).reshape(valid.shape)
     return episode_adv, row_return
   traj_valid = jnp.any(valid, axis=0)
   if episode_returns is not None:
     # Every valid row of a trajectory carries the same return; the max picks it.
     traj_return = jnp.max(jnp.where(valid, episode_returns, -jnp.inf), axis=0)
   traj_return = jnp.where(traj_valid, traj_return, 0)
-  traj_adv = group_normalize(traj_return, group_ids, num_groups, valid=traj_valid,
-                             scale=scale, eps=eps, singleton_mode=singleton_mode)
+  traj_adv = group_normalize(
+    traj_return,
+    group_ids,
+    num_groups,
+    valid=traj_valid,
+    scale=scale,
+    eps=eps,
+    singleton_mode=singleton_mode,
+  )
   return jnp.where(valid, traj_adv[None, :], 0), row_return
 
 
-def _grid_anchors(observations: Array, group_ids: Array, valid: Array, num_groups: int,
-                  hash_fn: Callable[[Array], Array], method: str,
-                  max_probe_rounds: int) -> Array:
+def _grid_anchors(
+  observations: Array,
+  group_ids: Array,
+  valid: Array,
+  num_groups: int,
+  hash_fn: Callable[[Array], Array],
+  method: str,
+  max_probe_rounds: int,
+) -> Array:
   """One anchor key per row of the ``[T, num_traj]`` grid, flattened to ``[T * num_traj]``: a
   slot of the direct table, or the row index of the anchor's first row (both below ``rows``)."""
   num_steps, num_traj = valid.shape
@@ -218,31 +314,42 @@ def _grid_anchors(observations: Array, group_ids: Array, valid: Array, num_group
 
   def first_rows(method: str) -> Array:
     row_groups = jnp.broadcast_to(group_ids[None, :], valid.shape).reshape(rows)
-    return anchor_heads(row_words, row_groups, valid.reshape(rows), hash_fn, method,
-                        max_probe_rounds)
+    return anchor_heads(
+      row_words, row_groups, valid.reshape(rows), hash_fn, method, max_probe_rounds
+    )
 
   if method != "auto":
     return first_rows(method)
   words = row_words.reshape(num_steps, num_traj, row_words.shape[1])
-  layout = direct_anchor_layout(words, group_ids, valid, num_groups,
-                                min(rows, MAX_DIRECT_CAPACITY))
+  layout = direct_anchor_layout(words, group_ids, valid, num_groups, min(rows, MAX_DIRECT_CAPACITY))
   direct = direct_anchor_index(words, group_ids, valid, layout).reshape(rows)
   # The fallback runs in a loop of at most one iteration, not in `lax.cond`: with the hash
   # path as a cond branch, XLA:CPU took ~2x longer even when the direct branch was taken.
   return jax.lax.while_loop(
-      lambda state: ~state[0], lambda state: (jnp.bool_(True), first_rows("hash")),
-      (layout.fits, direct))[1]
+    lambda state: ~state[0],
+    lambda state: (jnp.bool_(True), first_rows("hash")),
+    (layout.fits, direct),
+  )[1]
 
 
-def gigpo_grid_advantages(step_rewards: Array, group_ids: Array, observations: Array, *,
-                          num_groups: int, episode_returns: Optional[Array] = None,
-                          valid: Optional[Array] = None, gamma: float = 0.95,
-                          omega: float = 1.0, norm: str = "mean", eps: float = 1e-6,
-                          episode_stat_weighting: str = "trajectory",
-                          episode_singleton_mode: str = "zero",
-                          hash_fn: Callable[[Array], Array] = observation_hash,
-                          anchor_method: str = "auto",
-                          max_probe_rounds: int = 32) -> GigpoAdvantages:
+def gigpo_grid_advantages(
+  step_rewards: Array,
+  group_ids: Array,
+  observations: Array,
+  *,
+  num_groups: int,
+  episode_returns: Optional[Array] = None,
+  valid: Optional[Array] = None,
+  gamma: float = 0.95,
+  omega: float = 1.0,
+  norm: str = "mean",
+  eps: float = 1e-6,
+  episode_stat_weighting: str = "trajectory",
+  episode_singleton_mode: str = "zero",
+  hash_fn: Callable[[Array], Array] = observation_hash,
+  anchor_method: str = "auto",
+  max_probe_rounds: int = 32,
+) -> GigpoAdvantages:
   """:func:`gigpo_advantages` on the time-major grid of a grouped rollout, anchors included.
 
   Same formulas (GiGPO, arXiv 2505.10978, Eqs. 3, 5-8), same options and results as
@@ -307,11 +414,27 @@ def gigpo_grid_advantages(step_rewards: Array, group_ids: Array, observations: A
 
   step_returns = discounted_grid_returns(step_rewards, gamma=gamma, valid=valid)
   episode_adv, row_return = _grid_episode_advantages(
-      step_rewards, episode_returns, group_ids, valid, num_groups, episode_stat_weighting,
-      scale, eps, episode_singleton_mode)
-  anchors = _grid_anchors(observations, group_ids, valid, num_groups, hash_fn, anchor_method,
-                          max_probe_rounds)
+    step_rewards,
+    episode_returns,
+    group_ids,
+    valid,
+    num_groups,
+    episode_stat_weighting,
+    scale,
+    eps,
+    episode_singleton_mode,
+  )
+  anchors = _grid_anchors(
+    observations, group_ids, valid, num_groups, hash_fn, anchor_method, max_probe_rounds
+  )
   # Slots (direct table, at most `rows`) or first-row indices: `rows` segments cover both.
-  step_adv = group_normalize(step_returns.reshape(rows), anchors, rows, valid=valid.reshape(rows),
-                             scale=scale, eps=eps, singleton_mode="zero").reshape(valid.shape)
+  step_adv = group_normalize(
+    step_returns.reshape(rows),
+    anchors,
+    rows,
+    valid=valid.reshape(rows),
+    scale=scale,
+    eps=eps,
+    singleton_mode="zero",
+  ).reshape(valid.shape)
   return _combine(episode_adv, step_adv, row_return, step_returns, valid, omega)

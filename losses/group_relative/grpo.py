@@ -12,16 +12,29 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.losses import _checks
-from hrljax.losses.group_relative._segments import (SINGLETON_MODES, check_segment_args,
-                                                     safe_div, shifted_moments)
+from hrljax.losses.group_relative._segments import (
+  SINGLETON_MODES,
+  check_segment_args,
+  safe_div,
+  shifted_moments,
+)
 from hrljax.losses.group_relative.normalize import group_normalize
 
 Array = chex.Array
 
-def grpo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
-                    valid: Optional[Array] = None, scale: str = "group", eps: float = 1e-6,
-                    ddof: int = 1, singleton_mode: str = "zero",
-                    std_floor: float = 0.0) -> Array:
+
+def grpo_advantages(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  scale: str = "group",
+  eps: float = 1e-6,
+  ddof: int = 1,
+  singleton_mode: str = "zero",
+  std_floor: float = 0.0,
+) -> Array:
   """GRPO outcome-supervision advantages ``(r_i - mean_g) / (std_g + eps)`` (batch-level).
 
   Shao et al., "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language
@@ -32,13 +45,29 @@ def grpo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
   Arguments are those of :func:`group_normalize`; the result is under ``stop_gradient``.
   For verl parity pass ``singleton_mode="raw"``; for TRL, ``eps=1e-4``.
   """
-  return jax.lax.stop_gradient(group_normalize(
-      rewards, group_ids, num_groups, valid=valid, scale=scale, eps=eps, ddof=ddof,
-      singleton_mode=singleton_mode, std_floor=std_floor))
+  return jax.lax.stop_gradient(
+    group_normalize(
+      rewards,
+      group_ids,
+      num_groups,
+      valid=valid,
+      scale=scale,
+      eps=eps,
+      ddof=ddof,
+      singleton_mode=singleton_mode,
+      std_floor=std_floor,
+    )
+  )
 
 
-def dr_grpo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
-                       valid: Optional[Array] = None, singleton_mode: str = "zero") -> Array:
+def dr_grpo_advantages(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  singleton_mode: str = "zero",
+) -> Array:
   """Dr. GRPO advantages ``r_i - mean_g``, without the std division (batch-level).
 
   Liu et al., "Understanding R1-Zero-Like Training: A Critical Perspective", arXiv 2503.20783
@@ -46,12 +75,19 @@ def dr_grpo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
   normaliser aggregation of ``hrljax.losses.policy_gradient``. Under ``stop_gradient``.
   ``singleton_mode="raw"`` gives ``r`` to a singleton group (verl / OpenRLHF parity).
   """
-  return grpo_advantages(rewards, group_ids, num_groups, valid=valid, scale="none",
-                         singleton_mode=singleton_mode)
+  return grpo_advantages(
+    rewards, group_ids, num_groups, valid=valid, scale="none", singleton_mode=singleton_mode
+  )
 
 
-def rloo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
-                    valid: Optional[Array] = None, singleton_mode: str = "zero") -> Array:
+def rloo_advantages(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  singleton_mode: str = "zero",
+) -> Array:
   """REINFORCE leave-one-out advantages ``r_i - mean_{j != i} r_j`` (batch-level).
 
   Ahmadian et al., "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from
@@ -79,10 +115,16 @@ def rloo_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
 _FILTER_RULES = ("std", "range")
 
 
-def informative_group_mask(rewards: Array, group_ids: Array, num_groups: int, *,
-                           valid: Optional[Array] = None, rule: str = "std",
-                           reward_range: Tuple[float, float] = (0.0, 1.0),
-                           keep_singletons: bool = True) -> Array:
+def informative_group_mask(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  rule: str = "std",
+  reward_range: Tuple[float, float] = (0.0, 1.0),
+  keep_singletons: bool = True,
+) -> Array:
   """DAPO dynamic-sampling filter: which groups carry a learning signal (batch-level).
 
   Yu et al., "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", arXiv 2503.14476,
@@ -125,8 +167,14 @@ def informative_group_mask(rewards: Array, group_ids: Array, num_groups: int, *,
   return keep & non_empty
 
 
-def overlong_penalty(lengths: Array, *, max_len: int = 20480, cache_len: int = 4096,
-                     factor: float = 1.0, hard_branch: bool = True) -> Array:
+def overlong_penalty(
+  lengths: Array,
+  *,
+  max_len: int = 20480,
+  cache_len: int = 4096,
+  factor: float = 1.0,
+  hard_branch: bool = True,
+) -> Array:
   """DAPO soft overlong punishment ``R_len(|y|)``, added to the reward before the advantage.
 
   Yu et al., DAPO, arXiv 2503.14476, section 3.4, Eq. 13. With ``s = max_len - cache_len``: 0 for

@@ -22,9 +22,17 @@ def _hbpo_flat(budget: Array, beta: float, max_len: int) -> Array:
   return beta * jnp.cos(jnp.pi * budget / (2.0 * max_len))
 
 
-def hbpo_reward(lengths: Array, budgets: Array, correct: Array, *, beta: float = 4.0,
-                alpha: float = 1.0 / 4096, max_len: int = 4096, incorrect_reward: float = 0.0,
-                form: str = "paper") -> Array:
+def hbpo_reward(
+  lengths: Array,
+  budgets: Array,
+  correct: Array,
+  *,
+  beta: float = 4.0,
+  alpha: float = 1.0 / 4096,
+  max_len: int = 4096,
+  incorrect_reward: float = 0.0,
+  form: str = "paper",
+) -> Array:
   """HBPO budget-aware reward (per-example, elementwise).
 
   Lyu et al., "Hierarchical Budget Policy Optimization for Adaptive Reasoning",
@@ -52,8 +60,9 @@ def hbpo_reward(lengths: Array, budgets: Array, correct: Array, *, beta: float =
   _checks.nonnegative("alpha", alpha)
   _checks.integer("max_len", max_len)
   _checks.number("incorrect_reward", incorrect_reward)
-  check_rows([("lengths", lengths), ("budgets", budgets), ("correct", correct)],
-             bool_names=("correct",))
+  check_rows(
+    [("lengths", lengths), ("budgets", budgets), ("correct", correct)], bool_names=("correct",)
+  )
   n = lengths.astype(jnp.float32)
   b = budgets.astype(jnp.float32)
   f1 = _hbpo_flat(n, beta, max_len) - alpha * jnp.abs(n - b)
@@ -68,10 +77,20 @@ class HbpoAdvantages(NamedTuple):
   inter: Array  # [B] GRPO z-score over the whole prompt group
 
 
-def hbpo_advantages(rewards: Array, budget_ids: Array, group_ids: Array, num_groups: int,
-                    budget_values: Array, *, valid: Optional[Array] = None, beta: float = 4.0,
-                    max_len: int = 4096, eps: float = 1e-6, singleton_mode: str = "zero",
-                    double_intra: bool = False) -> HbpoAdvantages:
+def hbpo_advantages(
+  rewards: Array,
+  budget_ids: Array,
+  group_ids: Array,
+  num_groups: int,
+  budget_values: Array,
+  *,
+  valid: Optional[Array] = None,
+  beta: float = 4.0,
+  max_len: int = 4096,
+  eps: float = 1e-6,
+  singleton_mode: str = "zero",
+  double_intra: bool = False,
+) -> HbpoAdvantages:
   """HBPO advantages ``A = A^inter + A^intra`` (batch-level).
 
   Lyu et al., arXiv 2507.15844, Algorithm 1 / section 3.3. ``A^intra_i = mean(R over the
@@ -102,14 +121,16 @@ def hbpo_advantages(rewards: Array, budget_ids: Array, group_ids: Array, num_gro
   named = [("rewards", rewards), ("budget_ids", budget_ids), ("group_ids", group_ids)]
   if valid is not None:
     named.append(("valid", valid))
-  check_rows(named, float_names=("rewards",), int_names=("budget_ids", "group_ids"),
-             bool_names=("valid",))
+  check_rows(
+    named, float_names=("rewards",), int_names=("budget_ids", "group_ids"), bool_names=("valid",)
+  )
   valid = valid_or_all(valid, rewards)
   subgroup = group_ids * num_budgets + budget_ids
   sub_mean = shifted_moments(rewards, subgroup, num_groups * num_budgets, valid).mean
   flat = _hbpo_flat(budget_values.astype(jnp.float32), beta, max_len)[budget_ids]
   intra = jnp.where(valid, sub_mean[subgroup] - flat, 0)
-  inter = group_normalize(rewards, group_ids, num_groups, valid=valid, eps=eps,
-                          singleton_mode=singleton_mode)
+  inter = group_normalize(
+    rewards, group_ids, num_groups, valid=valid, eps=eps, singleton_mode=singleton_mode
+  )
   advantages = inter + (2.0 if double_intra else 1.0) * intra
   return jax.lax.stop_gradient(HbpoAdvantages(advantages, intra, inter))

@@ -16,8 +16,8 @@ from hrljax.losses.group_relative.normalize import segment_mean
 
 Array = chex.Array
 
-def hicra_advantages(token_advantages: Array, planning_mask: Array, *,
-                     alpha: float = 0.2) -> Array:
+
+def hicra_advantages(token_advantages: Array, planning_mask: Array, *, alpha: float = 0.2) -> Array:
   """HICRA: amplify the advantage of planning tokens, ``A + alpha * |A| * 1[planning]``.
 
   Wang et al., "Emergent Hierarchical Reasoning in LLMs through Reinforcement Learning",
@@ -47,11 +47,18 @@ def hicra_advantages(token_advantages: Array, planning_mask: Array, *,
   return jnp.where(planning_mask.astype(bool), a + alpha * jnp.abs(a), a)
 
 
-def hicra_verl_port_advantages(sequence_advantages: Array, mask: Array, entropies: Array,
-                               group_ids: Array, num_groups: int, *,
-                               planning_mask: Optional[Array] = None, alpha: float = 0.2,
-                               top_fraction: float = 0.3,
-                               valid: Optional[Array] = None) -> Array:
+def hicra_verl_port_advantages(
+  sequence_advantages: Array,
+  mask: Array,
+  entropies: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  planning_mask: Optional[Array] = None,
+  alpha: float = 0.2,
+  top_fraction: float = 0.3,
+  valid: Optional[Array] = None,
+) -> Array:
   """HICRA as the TRL port (PR #4997) describes the authors' verl branch (batch-level).
 
   Secondary source only (the official repository snapshot holds a README): amplification
@@ -108,8 +115,9 @@ def hicra_verl_port_advantages(sequence_advantages: Array, mask: Array, entropie
   return jax.lax.stop_gradient(jnp.where(valid[:, None], out, 0))
 
 
-def planning_token_mask(tokens: Array, patterns: Array, pattern_lengths: Array,
-                        mask: Optional[Array] = None) -> Array:
+def planning_token_mask(
+  tokens: Array, patterns: Array, pattern_lengths: Array, mask: Optional[Array] = None
+) -> Array:
   """Marks the tokens covered by any occurrence of any pattern (Strategic Gram) in a sequence.
 
   Exact token-id matching by sliding windows (as TRL PR #4997 does), jittable. Matches never

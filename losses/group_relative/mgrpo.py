@@ -15,13 +15,20 @@ from hrljax.losses.group_relative._segments import valid_or_all
 
 Array = chex.Array
 
+
 class Alignment(NamedTuple):
   index: Array  # int32 [K * D] row of the sub-agent batch filling each slot
   slot_valid: Array  # bool [K * D] False where the rollout had no sub-trajectory at all
 
 
-def mgrpo_alignment(rollout_ids: Array, num_rollouts: int, slots_per_rollout: int, key: Array,
-                    *, valid: Optional[Array] = None) -> Alignment:
+def mgrpo_alignment(
+  rollout_ids: Array,
+  num_rollouts: int,
+  slots_per_rollout: int,
+  key: Array,
+  *,
+  valid: Optional[Array] = None,
+) -> Alignment:
   """M-GRPO trajectory alignment: exactly ``D`` sub-agent slots per main rollout (batch-level).
 
   Hong et al., "Multi-Agent Deep Research: Training Multi-Agent Systems with M-GRPO",
@@ -56,14 +63,13 @@ def mgrpo_alignment(rollout_ids: Array, num_rollouts: int, slots_per_rollout: in
   order_key, dup_key = jax.random.split(key)
   bucket = jnp.where(valid, rollout_ids, num_rollouts).astype(jnp.int32)
   sorted_bucket, _, perm = jax.lax.sort(
-      (bucket, jax.random.uniform(order_key, (m,)), jnp.arange(m, dtype=jnp.int32)),
-      num_keys=2)
+    (bucket, jax.random.uniform(order_key, (m,)), jnp.arange(m, dtype=jnp.int32)), num_keys=2
+  )
   counts = jax.ops.segment_sum(jnp.ones((m,), jnp.int32), sorted_bucket, num_rollouts + 1)
   first = jnp.cumsum(counts) - counts
   slot = jnp.arange(slots_per_rollout)[None, :]
   d = counts[:num_rollouts, None]
-  duplicate = jax.random.randint(dup_key, (num_rollouts, slots_per_rollout), 0,
-                                 jnp.maximum(d, 1))
+  duplicate = jax.random.randint(dup_key, (num_rollouts, slots_per_rollout), 0, jnp.maximum(d, 1))
   offset = jnp.where(slot < d, slot, duplicate)
   position = jnp.clip(first[:num_rollouts, None] + offset, 0, m - 1)
   slot_valid = jnp.broadcast_to(d > 0, offset.shape)

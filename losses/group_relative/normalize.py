@@ -12,10 +12,16 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.losses import _checks
-from hrljax.losses.group_relative._segments import (SINGLETON_MODES, check_rows,
-                                                     check_segment_args, safe_div,
-                                                     shifted_moments, std_from_moments,
-                                                     valid_or_all, with_nan)
+from hrljax.losses.group_relative._segments import (
+  SINGLETON_MODES,
+  check_rows,
+  check_segment_args,
+  safe_div,
+  shifted_moments,
+  std_from_moments,
+  valid_or_all,
+  with_nan,
+)
 
 Array = chex.Array
 
@@ -40,8 +46,9 @@ def segment_count(group_ids: Array, num_groups: int, valid: Optional[Array] = No
   return jax.ops.segment_sum(valid.astype(jnp.int32), group_ids, num_groups)
 
 
-def segment_mean(values: Array, group_ids: Array, num_groups: int,
-                 valid: Optional[Array] = None) -> Array:
+def segment_mean(
+  values: Array, group_ids: Array, num_groups: int, valid: Optional[Array] = None
+) -> Array:
   """Mean of the valid rows of each group (batch-level); empty groups give 0.
 
   Computed on values shifted by the group maximum, so an all-equal group's mean is exactly that
@@ -60,8 +67,9 @@ def segment_mean(values: Array, group_ids: Array, num_groups: int,
   return shifted_moments(values, group_ids, num_groups, valid).mean
 
 
-def segment_std(values: Array, group_ids: Array, num_groups: int, *, ddof: int = 1,
-                valid: Optional[Array] = None) -> Array:
+def segment_std(
+  values: Array, group_ids: Array, num_groups: int, *, ddof: int = 1, valid: Optional[Array] = None
+) -> Array:
   """Standard deviation of the valid rows of each group (batch-level).
 
   Shifted two-pass estimator (``docs/group_relative.md``): exactly 0 for bit-identical values.
@@ -86,8 +94,9 @@ def segment_std(values: Array, group_ids: Array, num_groups: int, *, ddof: int =
   _checks.integer("ddof", ddof, low=0)
   valid = check_segment_args(values, group_ids, num_groups, valid)
   std = std_from_moments(shifted_moments(values, group_ids, num_groups, valid), ddof)
-  non_finite = jax.ops.segment_sum((valid & ~jnp.isfinite(values)).astype(jnp.int32),
-                                   group_ids, num_groups)
+  non_finite = jax.ops.segment_sum(
+    (valid & ~jnp.isfinite(values)).astype(jnp.int32), group_ids, num_groups
+  )
   return with_nan(std, non_finite > 0)
 
 
@@ -102,10 +111,18 @@ def contiguous_group_ids(num_groups: int, group_size: int) -> Array:
   return jnp.repeat(jnp.arange(num_groups, dtype=jnp.int32), group_size)
 
 
-def group_normalize(rewards: Array, group_ids: Array, num_groups: int, *,
-                    valid: Optional[Array] = None, scale: str = "group", eps: float = 1e-6,
-                    ddof: int = 1, singleton_mode: str = "zero",
-                    std_floor: float = 0.0) -> Array:
+def group_normalize(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  scale: str = "group",
+  eps: float = 1e-6,
+  ddof: int = 1,
+  singleton_mode: str = "zero",
+  std_floor: float = 0.0,
+) -> Array:
   """Group-relative normalisation ``(r_i - mean_g) / (max(std, std_floor) + eps)`` (batch-level).
 
   The core of GRPO (Shao et al., "DeepSeekMath", arXiv 2402.03300, section 4.1.2, outcome
@@ -157,7 +174,7 @@ def group_normalize(rewards: Array, group_ids: Array, num_groups: int, *,
   else:
     denominator = jnp.maximum(std, std_floor) + eps
     advantages = safe_div(moments.centred, denominator)
-    singleton_denominator = (jnp.ones_like(rewards) + eps if scale == "group" else denominator)
+    singleton_denominator = jnp.ones_like(rewards) + eps if scale == "group" else denominator
 
   singleton = moments.count[group_ids] == 1
   if singleton_mode == "raw":

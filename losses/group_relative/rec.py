@@ -13,8 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.losses import _checks
-from hrljax.losses.group_relative._segments import (check_segment_args, safe_div,
-                                                     shifted_moments)
+from hrljax.losses.group_relative._segments import check_segment_args, safe_div, shifted_moments
 from hrljax.losses.group_relative.normalize import group_normalize
 
 Array = chex.Array
@@ -27,10 +26,17 @@ class RecAdvantages(NamedTuple):
   kept: Array  # bool [B] rows that survived the drop strategy (and are valid)
 
 
-def rec_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
-                   valid: Optional[Array] = None, std_normalize: bool = False,
-                   eps: float = 1e-6, drop: str = "none",
-                   key: Optional[Array] = None) -> RecAdvantages:
+def rec_advantages(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  std_normalize: bool = False,
+  eps: float = 1e-6,
+  drop: str = "none",
+  key: Optional[Array] = None,
+) -> RecAdvantages:
   """REC advantages: group-mean baseline, optional balancing drop (batch-level).
 
   Yao, Chen, et al., "Group-Relative REINFORCE Is Secretly an Off-Policy Algorithm:
@@ -68,32 +74,45 @@ def rec_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     moments = shifted_moments(rewards, group_ids, num_groups, valid)
     negative = valid & (moments.centred < 0)
     num_neg = jax.ops.segment_sum(negative.astype(jnp.int32), group_ids, num_groups)
-    num_pos = jax.ops.segment_sum((valid & ~negative).astype(jnp.int32), group_ids,
-                                  num_groups)
+    num_pos = jax.ops.segment_sum((valid & ~negative).astype(jnp.int32), group_ids, num_groups)
     excess = jnp.maximum(num_neg - num_pos, 0)
     # Rank each negative among its group's negatives by a random priority; drop the lowest.
     priority = jax.random.uniform(key, rewards.shape)
     bucket = jnp.where(negative, group_ids, num_groups).astype(jnp.int32)
     n = rewards.shape[0]
     sorted_bucket, _, perm = jax.lax.sort(
-        (bucket, priority, jnp.arange(n, dtype=jnp.int32)), num_keys=2)
+      (bucket, priority, jnp.arange(n, dtype=jnp.int32)), num_keys=2
+    )
     position = jnp.arange(n, dtype=jnp.int32)
     first = jax.ops.segment_min(position, sorted_bucket, num_groups + 1)[sorted_bucket]
     rank = jnp.zeros((n,), jnp.int32).at[perm].set(position - first)
     dropped = negative & (rank < excess[group_ids])
     kept = valid & ~dropped
-  advantages = group_normalize(rewards, group_ids, num_groups, valid=kept,
-                               scale="group" if std_normalize else "none", eps=eps, ddof=0,
-                               singleton_mode="raw")
+  advantages = group_normalize(
+    rewards,
+    group_ids,
+    num_groups,
+    valid=kept,
+    scale="group" if std_normalize else "none",
+    eps=eps,
+    ddof=0,
+    singleton_mode="raw",
+  )
   return RecAdvantages(jax.lax.stop_gradient(advantages), kept)
 
 
 _OPMD_BASELINES = ("mean", "logavgexp")
 
 
-def opmd_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
-                    valid: Optional[Array] = None, baseline: str = "mean",
-                    tau: float = 1.0) -> Array:
+def opmd_advantages(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  baseline: str = "mean",
+  tau: float = 1.0,
+) -> Array:
   """Online Policy Mirror Descent advantages ``r_i - b_g`` (batch-level).
 
   Kimi Team, "Kimi k1.5: Scaling Reinforcement Learning with LLMs", arXiv 2501.12599,
@@ -121,16 +140,24 @@ def opmd_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
     top = jax.ops.segment_max(jnp.where(valid, rewards, -jnp.inf), group_ids, num_groups)
     top = jnp.where(moments.count > 0, top, 0)
     shifted = jnp.where(valid, rewards - top[group_ids], 0)
-    mean_exp = safe_div(jax.ops.segment_sum(jnp.where(valid, jnp.exp(shifted / tau), 0),
-                                            group_ids, num_groups), moments.count)
+    mean_exp = safe_div(
+      jax.ops.segment_sum(jnp.where(valid, jnp.exp(shifted / tau), 0), group_ids, num_groups),
+      moments.count,
+    )
     log_mean_exp = tau * jnp.log(jnp.where(moments.count > 0, mean_exp, 1))
     advantages = shifted - log_mean_exp[group_ids]
   advantages = jnp.where(moments.count[group_ids] == 1, rewards, advantages)
   return jax.lax.stop_gradient(jnp.where(valid, advantages, 0))
 
 
-def asymre_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
-                      valid: Optional[Array] = None, baseline_shift: float = -0.1) -> Array:
+def asymre_advantages(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  *,
+  valid: Optional[Array] = None,
+  baseline_shift: float = -0.1,
+) -> Array:
   """Asymmetric REINFORCE advantages ``r_i - (mean_g + delta)`` (batch-level).
 
   Arnal et al., "Asymmetric REINFORCE for off-Policy Reinforcement Learning: Balancing positive
@@ -153,8 +180,9 @@ def asymre_advantages(rewards: Array, group_ids: Array, num_groups: int, *,
   return jax.lax.stop_gradient(jnp.where(valid, advantages, 0))
 
 
-def _check_token_args(logp: Array, old_logp: Optional[Array], advantages: Array,
-                      mask: Array) -> Array:
+def _check_token_args(
+  logp: Array, old_logp: Optional[Array], advantages: Array, mask: Array
+) -> Array:
   arrays = [logp, advantages, mask] + ([old_logp] if old_logp is not None else [])
   chex.assert_rank(arrays, 2)
   chex.assert_equal_shape(arrays)
@@ -182,11 +210,23 @@ _REC_WEIGHTS = ("none", "importance_sampling", "gspo_importance_sampling", "adva
 _REC_REGULARIZERS = ("none", "k2", "forward-kl")
 
 
-def rec_loss(logp: Array, old_logp: Array, advantages: Array, mask: Array, *,
-             clip_mode: str = "none", weight: str = "none", eps_low: float = 0.2,
-             eps_high: float = 0.2, eps_low_outer: float = 0.6, eps_high_outer: float = 2.0,
-             regularizer: str = "none", reg_coef: float = 0.0, temp: float = 1.0,
-             log_ratio_clamp: float = 20.0) -> Tuple[Array, RecExtras]:
+def rec_loss(
+  logp: Array,
+  old_logp: Array,
+  advantages: Array,
+  mask: Array,
+  *,
+  clip_mode: str = "none",
+  weight: str = "none",
+  eps_low: float = 0.2,
+  eps_high: float = 0.2,
+  eps_low_outer: float = 0.6,
+  eps_high_outer: float = 2.0,
+  regularizer: str = "none",
+  reg_coef: float = 0.0,
+  temp: float = 1.0,
+  log_ratio_clamp: float = 20.0,
+) -> Tuple[Array, RecExtras]:
   """REC loss: REINFORCE with a detached keep mask and weight (batch-level, ``[B, T]``).
 
   Yao, Chen, et al., arXiv 2509.24203; Trinity-RFT ``rec_policy_loss.py::RECPolicyLossFn``.
@@ -243,8 +283,7 @@ def rec_loss(logp: Array, old_logp: Array, advantages: Array, mask: Array, *,
   _checks.positive("log_ratio_clamp", log_ratio_clamp, finite=False)
   m = _check_token_args(logp, old_logp, advantages, mask)
 
-  log_ratio = jax.lax.stop_gradient(
-      jnp.clip(logp - old_logp, -log_ratio_clamp, log_ratio_clamp))
+  log_ratio = jax.lax.stop_gradient(jnp.clip(logp - old_logp, -log_ratio_clamp, log_ratio_clamp))
   ratio = jnp.exp(log_ratio)
   tokens = jnp.sum(m, axis=1)
   seq_ratio = jnp.exp(safe_div(jnp.sum(log_ratio * m, axis=1), tokens))[:, None]
@@ -258,8 +297,7 @@ def rec_loss(logp: Array, old_logp: Array, advantages: Array, mask: Array, *,
   elif clip_mode == "one-side":
     keep = (pos & (ratio <= 1 + eps_high)) | (neg & (ratio >= 1 - eps_low))
   elif clip_mode == "ring":
-    keep = (inner | (pos & (ratio <= 1 - eps_low_outer))
-            | (neg & (ratio >= 1 + eps_high_outer)))
+    keep = inner | (pos & (ratio <= 1 - eps_low_outer)) | (neg & (ratio >= 1 + eps_high_outer))
   else:
     keep = (pos & (seq_ratio <= 1 + eps_high)) | (neg & (seq_ratio >= 1 - eps_low))
 
@@ -293,8 +331,9 @@ class TokenLossExtras(NamedTuple):
   denominator: Array  # scalar number of unmasked tokens
 
 
-def opmd_loss(logp: Array, advantages: Array, mask: Array, *,
-              tau: float = 1.0) -> Tuple[Array, TokenLossExtras]:
+def opmd_loss(
+  logp: Array, advantages: Array, mask: Array, *, tau: float = 1.0
+) -> Tuple[Array, TokenLossExtras]:
   """OPMD policy loss ``-masked_mean(A * logp) / (1 + tau)`` (batch-level, ``[B, T]``).
 
   Kimi k1.5 (arXiv 2501.12599) OPMD as in Trinity-RFT ``opmd_policy_loss.py``: a REINFORCE

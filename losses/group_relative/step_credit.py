@@ -18,9 +18,16 @@ from hrljax.losses.group_relative.normalize import segment_mean
 
 Array = chex.Array
 
-def salt_advantages(trajectory_advantages: Array, node_ids: Array, traj_ids: Array,
-                    num_nodes: int, *, valid: Optional[Array] = None,
-                    dedup_per_trajectory: bool = True) -> Array:
+
+def salt_advantages(
+  trajectory_advantages: Array,
+  node_ids: Array,
+  traj_ids: Array,
+  num_nodes: int,
+  *,
+  valid: Optional[Array] = None,
+  dedup_per_trajectory: bool = True,
+) -> Array:
   """SALT step advantages: a node's advantage is the mean over the trajectories through it.
 
   Li et al., "Step-level Advantage Assignment for Long-horizon Agents via Trajectory Graph",
@@ -46,30 +53,47 @@ def salt_advantages(trajectory_advantages: Array, node_ids: Array, traj_ids: Arr
     ``[N]`` node advantage of each row's node, under ``stop_gradient``.
   """
   _checks.integer("num_nodes", num_nodes)
-  named = [("trajectory_advantages", trajectory_advantages), ("node_ids", node_ids),
-           ("traj_ids", traj_ids)]
+  named = [
+    ("trajectory_advantages", trajectory_advantages),
+    ("node_ids", node_ids),
+    ("traj_ids", traj_ids),
+  ]
   if valid is not None:
     named.append(("valid", valid))
-  check_rows(named, float_names=("trajectory_advantages",), int_names=("node_ids", "traj_ids"),
-             bool_names=("valid",))
+  check_rows(
+    named,
+    float_names=("trajectory_advantages",),
+    int_names=("node_ids", "traj_ids"),
+    bool_names=("valid",),
+  )
   valid = valid_or_all(valid, trajectory_advantages)
   weight = valid
   if dedup_per_trajectory:
     n = node_ids.shape[0]
     key_valid = jnp.where(valid, 0, 1).astype(jnp.int32)
     k_valid, k_node, k_traj, perm = jax.lax.sort(
-        (key_valid, node_ids.astype(jnp.int32), traj_ids.astype(jnp.int32),
-         jnp.arange(n, dtype=jnp.int32)), num_keys=3)
-    first = jnp.concatenate([jnp.ones((1,), bool),
-                             (k_node[1:] != k_node[:-1]) | (k_traj[1:] != k_traj[:-1])
-                             | (k_valid[1:] != k_valid[:-1])])
+      (
+        key_valid,
+        node_ids.astype(jnp.int32),
+        traj_ids.astype(jnp.int32),
+        jnp.arange(n, dtype=jnp.int32),
+      ),
+      num_keys=3,
+    )
+    first = jnp.concatenate(
+      [
+        jnp.ones((1,), bool),
+        (k_node[1:] != k_node[:-1]) | (k_traj[1:] != k_traj[:-1]) | (k_valid[1:] != k_valid[:-1]),
+      ]
+    )
     weight = valid & jnp.zeros((n,), bool).at[perm].set(first)
   node_mean = segment_mean(trajectory_advantages, node_ids, num_nodes, valid=weight)
   return jax.lax.stop_gradient(jnp.where(valid, node_mean[node_ids], 0))
 
 
-def spa_step_rewards(progress: Array, executable: Array, is_last: Array, *, alpha: float = 1.0,
-                     beta: float = 0.5) -> Array:
+def spa_step_rewards(
+  progress: Array, executable: Array, is_last: Array, *, alpha: float = 1.0, beta: float = 0.5
+) -> Array:
   """SPA-RL per-step reward ``r_t = alpha * c_t + beta * g_t`` (per-example, elementwise).
 
   Wang et al., "SPA-RL: Reinforcing LLM Agents via Stepwise Progress Attribution",
@@ -91,8 +115,11 @@ def spa_step_rewards(progress: Array, executable: Array, is_last: Array, *, alph
   """
   _checks.number("alpha", alpha)
   _checks.number("beta", beta)
-  check_rows([("progress", progress), ("executable", executable), ("is_last", is_last)],
-             float_names=("progress",), bool_names=("executable", "is_last"))
+  check_rows(
+    [("progress", progress), ("executable", executable), ("is_last", is_last)],
+    float_names=("progress",),
+    bool_names=("executable", "is_last"),
+  )
   grounded = (executable | is_last).astype(progress.dtype)
   return jax.lax.stop_gradient(alpha * progress + beta * grounded)
 
@@ -103,8 +130,14 @@ class SpaExtras(NamedTuple):
   num_trajectories: Array  # scalar denominator
 
 
-def spa_progress_loss(progress: Array, traj_ids: Array, traj_returns: Array, num_traj: int, *,
-                      valid: Optional[Array] = None) -> Tuple[Array, SpaExtras]:
+def spa_progress_loss(
+  progress: Array,
+  traj_ids: Array,
+  traj_returns: Array,
+  num_traj: int,
+  *,
+  valid: Optional[Array] = None,
+) -> Tuple[Array, SpaExtras]:
   """SPA-RL progress-estimator loss ``mean_traj (sum_t c_t - R)^2`` (batch-level).
 
   Wang et al., arXiv 2505.20732; code ``prm/train_our_progress_model.py``: the per-step
@@ -142,8 +175,14 @@ class GatedRewards(NamedTuple):
   returns: Array  # [num_traj] r_high + sum of the gated step rewards
 
 
-def gated_reward_accumulation(low_rewards: Array, high_rewards: Array, traj_ids: Array, *,
-                              threshold: float, valid: Optional[Array] = None) -> GatedRewards:
+def gated_reward_accumulation(
+  low_rewards: Array,
+  high_rewards: Array,
+  traj_ids: Array,
+  *,
+  threshold: float,
+  valid: Optional[Array] = None,
+) -> GatedRewards:
   """G-RA: immediate rewards count only when the outcome reward reaches a threshold.
 
   Sun et al., "Stabilizing Long-term Multi-turn Reinforcement Learning with Gated Rewards",
@@ -177,8 +216,9 @@ def gated_reward_accumulation(low_rewards: Array, high_rewards: Array, traj_ids:
   return GatedRewards(gated, returns)
 
 
-def foresight_rewards(format_rewards: Array, execution_rewards: Array, *,
-                      lam: float = 1.0) -> Array:
+def foresight_rewards(
+  format_rewards: Array, execution_rewards: Array, *, lam: float = 1.0
+) -> Array:
   """Hi-Agent high-level reward ``r_format(g) + lam * r_exec(s, a)`` (per-example).
 
   Wu et al., "Hi-Agent: Hierarchical Vision-Language Agents for Mobile Device Control",

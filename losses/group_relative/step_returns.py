@@ -14,17 +14,26 @@ from hrljax.losses.group_relative._segments import check_rows, valid_or_all
 
 Array = chex.Array
 
-def _sorted_step_returns(rewards: Array, traj_ids: Array, step_index: Array, valid: Array,
-                         gamma: float) -> Array:
+
+def _sorted_step_returns(
+  rewards: Array, traj_ids: Array, step_index: Array, valid: Array, gamma: float
+) -> Array:
   """Discounted returns of rows in any order: sort by ``(traj, step)``, then a segmented scan."""
   n = rewards.shape[0]
   key_valid = jnp.where(valid, 0, 1).astype(jnp.int32)
   _, traj, step, perm = jax.lax.sort(
-      (key_valid, traj_ids.astype(jnp.int32), step_index.astype(jnp.int32),
-       jnp.arange(n, dtype=jnp.int32)), num_keys=3)
+    (
+      key_valid,
+      traj_ids.astype(jnp.int32),
+      step_index.astype(jnp.int32),
+      jnp.arange(n, dtype=jnp.int32),
+    ),
+    num_keys=3,
+  )
   r = jnp.where(valid[perm], rewards[perm], 0)
-  next_same = jnp.concatenate([
-      (traj[1:] == traj[:-1]) & valid[perm][1:] & valid[perm][:-1], jnp.zeros((1,), bool)])
+  next_same = jnp.concatenate(
+    [(traj[1:] == traj[:-1]) & valid[perm][1:] & valid[perm][:-1], jnp.zeros((1,), bool)]
+  )
   gap = jnp.concatenate([step[1:] - step[:-1], jnp.zeros((1,), jnp.int32)])
   decay = jnp.where(next_same, jnp.power(jnp.asarray(gamma, r.dtype), gap.astype(r.dtype)), 0)
 
@@ -52,8 +61,7 @@ def _grid_step_returns(rewards: Array, valid: Array, gamma: float) -> Array:
     running = jnp.where(valid_t, r_t, 0) + discount * later
     return running, jnp.where(valid_t, running, 0)
 
-  _, returns = jax.lax.scan(backwards, jnp.zeros_like(rewards[0]), (rewards, valid),
-                            reverse=True)
+  _, returns = jax.lax.scan(backwards, jnp.zeros_like(rewards[0]), (rewards, valid), reverse=True)
   return returns
 
 
@@ -62,13 +70,20 @@ def _is_time_major_grid(traj_ids: Array, step_index: Array, num_traj: int) -> Ar
   num_steps = traj_ids.shape[0] // num_traj
   traj = jnp.arange(num_traj, dtype=traj_ids.dtype)[None, :]
   step = jnp.arange(num_steps, dtype=step_index.dtype)[:, None]
-  return (jnp.all(traj_ids.reshape(num_steps, num_traj) == traj)
-          & jnp.all(step_index.reshape(num_steps, num_traj) == step))
+  return jnp.all(traj_ids.reshape(num_steps, num_traj) == traj) & jnp.all(
+    step_index.reshape(num_steps, num_traj) == step
+  )
 
 
-def discounted_step_returns(rewards: Array, traj_ids: Array, step_index: Array, *,
-                            gamma: float, valid: Optional[Array] = None,
-                            num_traj: Optional[int] = None) -> Array:
+def discounted_step_returns(
+  rewards: Array,
+  traj_ids: Array,
+  step_index: Array,
+  *,
+  gamma: float,
+  valid: Optional[Array] = None,
+  num_traj: Optional[int] = None,
+) -> Array:
   """Per-trajectory discounted returns ``R_t = sum_{k >= t} gamma^(k - t) r_k`` (batch-level).
 
   GiGPO Eq. 5 (arXiv 2505.10978). Rows are one environment step each, in any order; trajectories
@@ -105,21 +120,24 @@ def discounted_step_returns(rewards: Array, traj_ids: Array, step_index: Array, 
   named = [("rewards", rewards), ("traj_ids", traj_ids), ("step_index", step_index)]
   if valid is not None:
     named.append(("valid", valid))
-  check_rows(named, float_names=("rewards",), int_names=("traj_ids", "step_index"),
-             bool_names=("valid",))
+  check_rows(
+    named, float_names=("rewards",), int_names=("traj_ids", "step_index"), bool_names=("valid",)
+  )
   valid = valid_or_all(valid, rewards)
   n = rewards.shape[0]
   if num_traj is None or n % num_traj:
     return _sorted_step_returns(rewards, traj_ids, step_index, valid, gamma)
   grid = (n // num_traj, num_traj)
   return jax.lax.cond(
-      _is_time_major_grid(traj_ids, step_index, num_traj),
-      lambda: _grid_step_returns(rewards.reshape(grid), valid.reshape(grid), gamma).reshape(n),
-      lambda: _sorted_step_returns(rewards, traj_ids, step_index, valid, gamma))
+    _is_time_major_grid(traj_ids, step_index, num_traj),
+    lambda: _grid_step_returns(rewards.reshape(grid), valid.reshape(grid), gamma).reshape(n),
+    lambda: _sorted_step_returns(rewards, traj_ids, step_index, valid, gamma),
+  )
 
 
-def discounted_grid_returns(rewards: Array, *, gamma: float,
-                            valid: Optional[Array] = None) -> Array:
+def discounted_grid_returns(
+  rewards: Array, *, gamma: float, valid: Optional[Array] = None
+) -> Array:
   """Discounted returns of the trajectories of a time-major grid ``[T, num_traj]``.
 
   :func:`discounted_step_returns` for a grouped rollout laid out as it comes (batch-level).

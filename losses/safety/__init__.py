@@ -20,39 +20,100 @@ Conventions: a constraint row `(a_i, b_i)` is satisfied when `a_i . u + b_i >= 0
 is the cost discount times `(1 - terminated_t)` (a truncation keeps the discount).
 """
 
-from hrljax.losses.safety.critics import (CSCExtras, QRiskExtras, SQRLExtras, csc_loss,
-                                          qrisk_loss, qrisk_td_target, risk_value,
-                                          sqrl_actor_penalty, sqrl_lambda_loss, sqrl_loss,
-                                          sqrl_target)
-from hrljax.losses.safety.multipliers import (AugmentedLagrangeState, LagrangeState,
-                                              Normalisation, PIDLagrangeState,
-                                              augmented_lagrangian_penalty, lagrange_init,
-                                              lagrange_multiplier_loss, lagrange_update,
-                                              lagrangian_combine, per_step_cost_budget,
-                                              pid_lagrange_init, pid_lagrange_update,
-                                              ppo_lag_advantage, sac_lag_actor_loss)
-from hrljax.losses.safety.recovery import (RECOVERY_SEARCHES, critic_projection,
-                                           nearest_safe_action, reflex_select, safe_sampling,
-                                           sampling_offsets, task_recovery_loss)
-from hrljax.losses.safety.shields import (MAX_EXACT_CONSTRAINTS, HierarchicalShieldInfo,
-                                          ProjectionMethod, ShieldInfo, circle_cbf_constraint,
-                                          dalal_safety_layer, halfspace_project,
-                                          hierarchical_shield, polytope_project)
+from hrljax.losses.safety.critics import (
+  CSCExtras,
+  QRiskExtras,
+  SQRLExtras,
+  csc_loss,
+  qrisk_loss,
+  qrisk_td_target,
+  risk_value,
+  sqrl_actor_penalty,
+  sqrl_lambda_loss,
+  sqrl_loss,
+  sqrl_target,
+)
+from hrljax.losses.safety.multipliers import (
+  AugmentedLagrangeState,
+  LagrangeState,
+  Normalisation,
+  PIDLagrangeState,
+  augmented_lagrangian_penalty,
+  lagrange_init,
+  lagrange_multiplier_loss,
+  lagrange_update,
+  lagrangian_combine,
+  per_step_cost_budget,
+  pid_lagrange_init,
+  pid_lagrange_update,
+  ppo_lag_advantage,
+  sac_lag_actor_loss,
+)
+from hrljax.losses.safety.recovery import (
+  RECOVERY_SEARCHES,
+  critic_projection,
+  nearest_safe_action,
+  reflex_select,
+  safe_sampling,
+  sampling_offsets,
+  task_recovery_loss,
+)
+from hrljax.losses.safety.shields import (
+  MAX_EXACT_CONSTRAINTS,
+  HierarchicalShieldInfo,
+  ProjectionMethod,
+  ShieldInfo,
+  circle_cbf_constraint,
+  dalal_safety_layer,
+  halfspace_project,
+  hierarchical_shield,
+  polytope_project,
+)
 
 __all__ = [
-    # critics
-    "CSCExtras", "QRiskExtras", "SQRLExtras", "csc_loss", "qrisk_loss", "qrisk_td_target",
-    "risk_value", "sqrl_actor_penalty", "sqrl_lambda_loss", "sqrl_loss", "sqrl_target",
-    # multipliers
-    "AugmentedLagrangeState", "LagrangeState", "Normalisation", "PIDLagrangeState",
-    "augmented_lagrangian_penalty", "lagrange_init", "lagrange_multiplier_loss",
-    "lagrange_update", "lagrangian_combine", "per_step_cost_budget", "pid_lagrange_init",
-    "pid_lagrange_update", "ppo_lag_advantage", "sac_lag_actor_loss",
-    # recovery
-    "RECOVERY_SEARCHES", "critic_projection", "nearest_safe_action", "reflex_select",
-    "safe_sampling", "sampling_offsets", "task_recovery_loss",
-    # shields
-    "MAX_EXACT_CONSTRAINTS", "HierarchicalShieldInfo", "ProjectionMethod", "ShieldInfo",
-    "circle_cbf_constraint", "dalal_safety_layer", "halfspace_project", "hierarchical_shield",
-    "polytope_project",
+  # critics
+  "CSCExtras",
+  "QRiskExtras",
+  "SQRLExtras",
+  "csc_loss",
+  "qrisk_loss",
+  "qrisk_td_target",
+  "risk_value",
+  "sqrl_actor_penalty",
+  "sqrl_lambda_loss",
+  "sqrl_loss",
+  "sqrl_target",
+  # multipliers
+  "AugmentedLagrangeState",
+  "LagrangeState",
+  "Normalisation",
+  "PIDLagrangeState",
+  "augmented_lagrangian_penalty",
+  "lagrange_init",
+  "lagrange_multiplier_loss",
+  "lagrange_update",
+  "lagrangian_combine",
+  "per_step_cost_budget",
+  "pid_lagrange_init",
+  "pid_lagrange_update",
+  "ppo_lag_advantage",
+  "sac_lag_actor_loss",
+  # recovery
+  "RECOVERY_SEARCHES",
+  "critic_projection",
+  "nearest_safe_action",
+  "reflex_select",
+  "safe_sampling",
+  "sampling_offsets",
+  "task_recovery_loss",
+  # shields
+  "MAX_EXACT_CONSTRAINTS",
+  "HierarchicalShieldInfo",
+  "ProjectionMethod",
+  "ShieldInfo",
+  "circle_cbf_constraint",
+  "dalal_safety_layer",
+  "halfspace_project",
+  "hierarchical_shield",
+  "polytope_project",
 ]

@@ -18,10 +18,10 @@ Array = chex.Array
 
 
 class QRiskExtras(NamedTuple):
-  target: Array       # y, the (stopped) TD target
-  td_error_1: Array   # y - q1_tm1
-  td_error_2: Array   # y - q2_tm1
-  risk_tm1: Array     # max(q1_tm1, q2_tm1), the pessimistic risk estimate
+  target: Array  # y, the (stopped) TD target
+  td_error_1: Array  # y - q1_tm1
+  td_error_2: Array  # y - q2_tm1
+  risk_tm1: Array  # max(q1_tm1, q2_tm1), the pessimistic risk estimate
 
 
 def risk_value(q1: Array, q2: Array) -> Array:
@@ -40,9 +40,15 @@ def risk_value(q1: Array, q2: Array) -> Array:
   return jnp.maximum(q1, q2)
 
 
-def qrisk_td_target(c_t: Array, discount_t: Array, q1_t: Array, q2_t: Array, *,
-                    terminal_on_violation: bool = True,
-                    stop_target_gradients: bool = True) -> Array:
+def qrisk_td_target(
+  c_t: Array,
+  discount_t: Array,
+  q1_t: Array,
+  q2_t: Array,
+  *,
+  terminal_on_violation: bool = True,
+  stop_target_gradients: bool = True,
+) -> Array:
   """Recovery-RL safety-critic target ``y = c_t + discount_t * max(q1_t, q2_t)``.
 
   Per-transition (all arguments are scalars; vmap for a batch). Q_risk estimates the discounted
@@ -78,9 +84,17 @@ def qrisk_td_target(c_t: Array, discount_t: Array, q1_t: Array, q2_t: Array, *,
   return jax.lax.stop_gradient(target) if stop_target_gradients else target
 
 
-def qrisk_loss(q1_tm1: Array, q2_tm1: Array, c_t: Array, discount_t: Array, q1_t: Array,
-               q2_t: Array, *, terminal_on_violation: bool = True,
-               stop_target_gradients: bool = True) -> Tuple[Array, QRiskExtras]:
+def qrisk_loss(
+  q1_tm1: Array,
+  q2_tm1: Array,
+  c_t: Array,
+  discount_t: Array,
+  q1_t: Array,
+  q2_t: Array,
+  *,
+  terminal_on_violation: bool = True,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, QRiskExtras]:
   """Recovery-RL / Bresa twin-head safety-critic loss ``(q1 - y)^2 + (q2 - y)^2``.
 
   Per-transition; ``jnp.mean`` of the vmapped loss equals the reference's
@@ -101,25 +115,35 @@ def qrisk_loss(q1_tm1: Array, q2_tm1: Array, c_t: Array, discount_t: Array, q1_t
   """
   chex.assert_rank([q1_tm1, q2_tm1], 0)
   chex.assert_type([q1_tm1, q2_tm1], float)
-  target = qrisk_td_target(c_t, discount_t, q1_t, q2_t,
-                           terminal_on_violation=terminal_on_violation,
-                           stop_target_gradients=stop_target_gradients)
+  target = qrisk_td_target(
+    c_t,
+    discount_t,
+    q1_t,
+    q2_t,
+    terminal_on_violation=terminal_on_violation,
+    stop_target_gradients=stop_target_gradients,
+  )
   td_error_1 = target - q1_tm1
   td_error_2 = target - q2_tm1
   loss = jnp.square(td_error_1) + jnp.square(td_error_2)
-  return loss, QRiskExtras(target=target, td_error_1=td_error_1, td_error_2=td_error_2,
-                           risk_tm1=jnp.maximum(q1_tm1, q2_tm1))
+  return loss, QRiskExtras(
+    target=target,
+    td_error_1=td_error_1,
+    td_error_2=td_error_2,
+    risk_tm1=jnp.maximum(q1_tm1, q2_tm1),
+  )
 
 
 class SQRLExtras(NamedTuple):
-  target: Array         # y, soft label in [0, 1]
-  weight: Array         # class weight of the transition
+  target: Array  # y, soft label in [0, 1]
+  weight: Array  # class weight of the transition
   cross_entropy: Array  # unweighted BCE(y, sigmoid(logit_tm1))
-  p_fail_tm1: Array     # sigmoid(logit_tm1)
+  p_fail_tm1: Array  # sigmoid(logit_tm1)
 
 
-def sqrl_target(fail_t: Array, discount_t: Array, logit_t: Array, *,
-                stop_target_gradients: bool = True) -> Array:
+def sqrl_target(
+  fail_t: Array, discount_t: Array, logit_t: Array, *, stop_target_gradients: bool = True
+) -> Array:
   """SQRL safety-critic soft label ``y = f_t + (1 - f_t) * discount_t * sigmoid(logit_t)``.
 
   Per-transition. Srinivasan, Eysenbach, Ha, Tan, Finn, "Learning to be Safe: Deep RL with a
@@ -141,9 +165,15 @@ def sqrl_target(fail_t: Array, discount_t: Array, logit_t: Array, *,
   return jax.lax.stop_gradient(target) if stop_target_gradients else target
 
 
-def sqrl_loss(logit_tm1: Array, fail_t: Array, discount_t: Array, logit_t: Array, *,
-              fail_weight: float = 0.75,
-              stop_target_gradients: bool = True) -> Tuple[Array, SQRLExtras]:
+def sqrl_loss(
+  logit_tm1: Array,
+  fail_t: Array,
+  discount_t: Array,
+  logit_t: Array,
+  *,
+  fail_weight: float = 0.75,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, SQRLExtras]:
   """SQRL class-weighted soft-label binary cross-entropy, per transition.
 
   ``loss = w * BCE(y, sigmoid(logit_tm1))`` with ``w = fail_weight / 0.5`` on failures and
@@ -170,18 +200,22 @@ def sqrl_loss(logit_tm1: Array, fail_t: Array, discount_t: Array, logit_t: Array
   chex.assert_rank(logit_tm1, 0)
   chex.assert_type(logit_tm1, float)
   checks.number("fail_weight", fail_weight, low=0.0, high=1.0, arrays=True)
-  target = sqrl_target(fail_t, discount_t, logit_t,
-                       stop_target_gradients=stop_target_gradients)
+  target = sqrl_target(fail_t, discount_t, logit_t, stop_target_gradients=stop_target_gradients)
   cross_entropy = jax.nn.softplus(logit_tm1) - target * logit_tm1
   weight = jnp.where(fail_t > 0, fail_weight / 0.5, (1.0 - fail_weight) / 0.5)
   weight = weight.astype(cross_entropy.dtype)
-  return weight * cross_entropy, SQRLExtras(target=target, weight=weight,
-                                             cross_entropy=cross_entropy,
-                                             p_fail_tm1=jax.nn.sigmoid(logit_tm1))
+  return weight * cross_entropy, SQRLExtras(
+    target=target, weight=weight, cross_entropy=cross_entropy, p_fail_tm1=jax.nn.sigmoid(logit_tm1)
+  )
 
 
-def sqrl_actor_penalty(log_lambda: Array, logit: Array, *, target_safety: float = 0.1,
-                       stop_penalty_gradient: bool = False) -> Array:
+def sqrl_actor_penalty(
+  log_lambda: Array,
+  logit: Array,
+  *,
+  target_safety: float = 0.1,
+  stop_penalty_gradient: bool = False,
+) -> Array:
   """SQRL actor penalty ``lambda * (sigmoid(logit) - eps)``, ``lambda = exp(log_lambda)``.
 
   Per-example; add it to the SAC actor loss with ``logit = Q_safe(s, a)`` at a reparameterised
@@ -198,8 +232,9 @@ def sqrl_actor_penalty(log_lambda: Array, logit: Array, *, target_safety: float 
   """
   chex.assert_rank([log_lambda, logit], 0)
   chex.assert_type([log_lambda, logit], float)
-  checks.number("target_safety", target_safety, low=0.0, high=1.0, low_open=True,
-                high_open=True, arrays=True)
+  checks.number(
+    "target_safety", target_safety, low=0.0, high=1.0, low_open=True, high_open=True, arrays=True
+  )
   checks.boolean("stop_penalty_gradient", stop_penalty_gradient)
   penalty = jnp.exp(jax.lax.stop_gradient(log_lambda)) * (jax.nn.sigmoid(logit) - target_safety)
   return jax.lax.stop_gradient(penalty) if stop_penalty_gradient else penalty
@@ -214,21 +249,30 @@ def sqrl_lambda_loss(log_lambda: Array, logit: Array, *, target_safety: float = 
   """
   chex.assert_rank([log_lambda, logit], 0)
   chex.assert_type([log_lambda, logit], float)
-  checks.number("target_safety", target_safety, low=0.0, high=1.0, low_open=True,
-                high_open=True, arrays=True)
+  checks.number(
+    "target_safety", target_safety, low=0.0, high=1.0, low_open=True, high_open=True, arrays=True
+  )
   log_p_fail = jax.nn.log_sigmoid(logit)
   return log_lambda * jax.lax.stop_gradient(jnp.log(target_safety) - log_p_fail)
 
 
 class CSCExtras(NamedTuple):
-  target: Array            # c_t + discount_t * q_t (stopped)
-  td_error: Array          # target - q_tm1
+  target: Array  # c_t + discount_t * q_t (stopped)
+  td_error: Array  # target - q_tm1
   conservative_gap: Array  # q_tm1 - mean(q_pi_tm1); the loss pushes it down
 
 
-def csc_loss(q_tm1: Array, c_t: Array, discount_t: Array, q_t: Array, q_pi_tm1: Array, *,
-             alpha: float, bellman_coeff: float = 0.5,
-             stop_target_gradients: bool = True) -> Tuple[Array, CSCExtras]:
+def csc_loss(
+  q_tm1: Array,
+  c_t: Array,
+  discount_t: Array,
+  q_t: Array,
+  q_pi_tm1: Array,
+  *,
+  alpha: float,
+  bellman_coeff: float = 0.5,
+  stop_target_gradients: bool = True,
+) -> Tuple[Array, CSCExtras]:
   """Conservative Safety Critic loss, per transition.
 
   ``loss = alpha * (q_tm1 - mean_n q_pi_tm1[n]) + bellman_coeff * (q_tm1 - y)^2`` with

@@ -22,7 +22,8 @@ Numeric = Union[chex.Array, float]
 
 class Normalisation(str, enum.Enum):
   """How a Lagrangian objective combines reward and cost terms (Stooke et al. 2020)."""
-  SUM = "sum"    # (L_r + lam * L_c) / (1 + lam)
+
+  SUM = "sum"  # (L_r + lam * L_c) / (1 + lam)
   DIFF = "diff"  # (1 - lam) * L_r + lam * L_c, lam in [0, 1]
   NONE = "none"  # L_r + lam * L_c
 
@@ -35,7 +36,6 @@ def _normalisation(value) -> Normalisation:
     raise ValueError(f"normalisation: expected one of {allowed}, got {value!r}") from None
 
 
-
 class LagrangeState(NamedTuple):
   lam: Array  # float scalar >= 0
 
@@ -46,8 +46,14 @@ def lagrange_init(lam_init: float = 0.001) -> LagrangeState:
   return LagrangeState(lam=jnp.asarray(lam_init, dtype=jnp.float32))
 
 
-def lagrange_update(state: LagrangeState, jc: Array, *, cost_limit: Numeric,
-                    learning_rate: float, upper_bound: Optional[float] = None) -> LagrangeState:
+def lagrange_update(
+  state: LagrangeState,
+  jc: Array,
+  *,
+  cost_limit: Numeric,
+  learning_rate: float,
+  upper_bound: Optional[float] = None,
+) -> LagrangeState:
   """Projected gradient ascent ``lam <- clip(lam + lr * (J_c - d), 0, upper_bound)``.
 
   Batch-level (one update per epoch from the mean undiscounted episodic cost J_c). This is
@@ -89,12 +95,12 @@ def lagrange_multiplier_loss(lam: Array, jc: Array, *, cost_limit: Numeric) -> A
 
 
 class PIDLagrangeState(NamedTuple):
-  integral: Array   # I_k >= 0, starts at lam_init
-  p_ema: Array      # EMA of the error J_c - d
-  d_ema: Array      # EMA of the cost J_c (not of the error)
+  integral: Array  # I_k >= 0, starts at lam_init
+  p_ema: Array  # EMA of the error J_c - d
+  d_ema: Array  # EMA of the cost J_c (not of the error)
   d_history: Array  # [delay] ring buffer of past d_ema values, zeros before they exist
-  d_index: Array    # int32 scalar, slot holding d_ema from `delay` updates ago
-  lam: Array        # current multiplier
+  d_index: Array  # int32 scalar, slot holding d_ema from `delay` updates ago
+  lam: Array  # current multiplier
 
 
 def pid_lagrange_init(*, lam_init: float = 0.001, delay: int = 10) -> PIDLagrangeState:
@@ -107,17 +113,29 @@ def pid_lagrange_init(*, lam_init: float = 0.001, delay: int = 10) -> PIDLagrang
   checks.number("lam_init", lam_init, low=0.0, arrays=True)
   checks.integer("delay", delay, low=1)
   zero = jnp.zeros((), jnp.float32)
-  return PIDLagrangeState(integral=jnp.asarray(lam_init, jnp.float32), p_ema=zero, d_ema=zero,
-                          d_history=jnp.zeros((delay,), jnp.float32),
-                          d_index=jnp.zeros((), jnp.int32),
-                          lam=jnp.asarray(lam_init, jnp.float32))
+  return PIDLagrangeState(
+    integral=jnp.asarray(lam_init, jnp.float32),
+    p_ema=zero,
+    d_ema=zero,
+    d_history=jnp.zeros((delay,), jnp.float32),
+    d_index=jnp.zeros((), jnp.int32),
+    lam=jnp.asarray(lam_init, jnp.float32),
+  )
 
 
-def pid_lagrange_update(state: PIDLagrangeState, jc: Array, *, cost_limit: Numeric,
-                        kp: float = 0.1, ki: float = 0.01, kd: float = 0.01,
-                        p_ema_alpha: float = 0.95, d_ema_alpha: float = 0.95,
-                        normalisation: str = "sum",
-                        penalty_max: float = 100.0) -> PIDLagrangeState:
+def pid_lagrange_update(
+  state: PIDLagrangeState,
+  jc: Array,
+  *,
+  cost_limit: Numeric,
+  kp: float = 0.1,
+  ki: float = 0.01,
+  kd: float = 0.01,
+  p_ema_alpha: float = 0.95,
+  d_ema_alpha: float = 0.95,
+  normalisation: str = "sum",
+  penalty_max: float = 100.0,
+) -> PIDLagrangeState:
   """PID-Lagrangian multiplier update (Stooke, Achiam, Abbeel, "Responsive Safety in RL by PID
   Lagrangian Methods", ICML 2020, arXiv:2007.03964; update rule as in the authors' rlpyt code).
 
@@ -173,19 +191,27 @@ def pid_lagrange_update(state: PIDLagrangeState, jc: Array, *, cost_limit: Numer
     lam = jnp.minimum(lam, penalty_max)
   delay = state.d_history.shape[0]
   return PIDLagrangeState(
-      integral=integral.astype(dtype), p_ema=p_ema.astype(dtype), d_ema=d_ema.astype(dtype),
-      d_history=state.d_history.at[state.d_index].set(d_ema.astype(dtype)),
-      d_index=(state.d_index + 1) % delay, lam=lam.astype(dtype))
+    integral=integral.astype(dtype),
+    p_ema=p_ema.astype(dtype),
+    d_ema=d_ema.astype(dtype),
+    d_history=state.d_history.at[state.d_index].set(d_ema.astype(dtype)),
+    d_index=(state.d_index + 1) % delay,
+    lam=lam.astype(dtype),
+  )
 
 
 class AugmentedLagrangeState(NamedTuple):
-  lam: Array            # multiplier, in [0, lam_max]
+  lam: Array  # multiplier, in [0, lam_max]
   penalty_coeff: Array  # quadratic penalty coefficient c > 0
 
 
 def augmented_lagrangian_penalty(
-    state: AugmentedLagrangeState, g: Array, *, growth_factor: float,
-    lam_max: float = 100.0, penalty_coeff_max: float = 1.0
+  state: AugmentedLagrangeState,
+  g: Array,
+  *,
+  growth_factor: float,
+  lam_max: float = 100.0,
+  penalty_coeff_max: float = 1.0,
 ) -> Tuple[Array, AugmentedLagrangeState]:
   """Augmented-Lagrangian penalty for an inequality ``g <= 0`` and the next multiplier state.
 
@@ -212,13 +238,14 @@ def augmented_lagrangian_penalty(
   lam = jax.lax.stop_gradient(state.lam)
   coeff = jax.lax.stop_gradient(state.penalty_coeff)
   cond = lam + coeff * g
-  psi = jnp.where(cond > 0, lam * g + 0.5 * coeff * jnp.square(g),
-                  -jnp.square(lam) / (2.0 * coeff))
+  psi = jnp.where(cond > 0, lam * g + 0.5 * coeff * jnp.square(g), -jnp.square(lam) / (2.0 * coeff))
   psi = jnp.where(jnp.isnan(cond), cond, psi)
   new_state = AugmentedLagrangeState(
-      lam=jax.lax.stop_gradient(jnp.clip(cond, 0.0, lam_max)).astype(state.lam.dtype),
-      penalty_coeff=jnp.minimum(coeff * (1.0 + growth_factor),
-                                penalty_coeff_max).astype(state.penalty_coeff.dtype))
+    lam=jax.lax.stop_gradient(jnp.clip(cond, 0.0, lam_max)).astype(state.lam.dtype),
+    penalty_coeff=jnp.minimum(coeff * (1.0 + growth_factor), penalty_coeff_max).astype(
+      state.penalty_coeff.dtype
+    ),
+  )
   return psi, new_state
 
 
@@ -232,7 +259,7 @@ def per_step_cost_budget(cost_limit: float, gamma: float, horizon: int) -> float
   checks.number("cost_limit", cost_limit, low=0.0, arrays=True)
   checks.number("gamma", gamma, low=0.0, high=1.0, low_open=True, high_open=True, arrays=True)
   checks.integer("horizon", horizon, low=1)
-  return cost_limit * (1.0 - gamma ** horizon) / ((1.0 - gamma) * horizon)
+  return cost_limit * (1.0 - gamma**horizon) / ((1.0 - gamma) * horizon)
 
 
 def ppo_lag_advantage(adv_r: Array, adv_c: Array, lam: Array) -> Array:
@@ -249,8 +276,9 @@ def ppo_lag_advantage(adv_r: Array, adv_c: Array, lam: Array) -> Array:
   return (adv_r - lam * adv_c) / (1.0 + lam)
 
 
-def lagrangian_combine(loss_r: Array, loss_c: Array, lam: Array, *,
-                       normalisation: str = "sum") -> Array:
+def lagrangian_combine(
+  loss_r: Array, loss_c: Array, lam: Array, *, normalisation: str = "sum"
+) -> Array:
   """Combine a reward objective and a cost objective with multiplier ``lam`` (no gradient).
 
   ``"sum"``: ``(L_r + lam L_c) / (1 + lam)``; ``"diff"``: ``(1 - lam) L_r + lam L_c`` (lam in
@@ -269,8 +297,7 @@ def lagrangian_combine(loss_r: Array, loss_c: Array, lam: Array, *,
   return loss_r + lam * loss_c
 
 
-def sac_lag_actor_loss(alpha: Array, log_prob: Array, q_r: Array, q_c: Array,
-                       lam: Array) -> Array:
+def sac_lag_actor_loss(alpha: Array, log_prob: Array, q_r: Array, q_c: Array, lam: Array) -> Array:
   """SAC-Lag actor loss ``(alpha log pi - Q_r + lam Q_c) / (1 + lam)``, per example.
 
   OmniSafe ``off_policy/sac_lag.py``; average the vmapped value over the batch. ``q_r`` should be

@@ -24,8 +24,9 @@ ScoreFn = Callable[[Array, Array], Array]
 RECOVERY_SEARCHES = ("critic_projection", "safe_sampling")
 
 
-def reflex_select(risk: Array, a_task: Array, a_recovery: Array, *,
-                  threshold: Numeric) -> Tuple[Array, Array]:
+def reflex_select(
+  risk: Array, a_task: Array, a_recovery: Array, *, threshold: Numeric
+) -> Tuple[Array, Array]:
   """Recovery-RL / Bresa switch: execute ``a_recovery`` iff ``risk > threshold`` (strict).
 
   Per-example. Recovery RL (arXiv:2010.15920, Sec. IV; reference ``get_action`` with
@@ -50,8 +51,9 @@ def reflex_select(risk: Array, a_task: Array, a_recovery: Array, *,
   return jnp.where(intervened, a_recovery, a_task), intervened
 
 
-def critic_projection(score_fn: ScoreFn, obs, nominal: Array, limit: float, low: tuple,
-                      high: tuple, num_steps: int) -> Array:
+def critic_projection(
+  score_fn: ScoreFn, obs, nominal: Array, limit: float, low: tuple, high: tuple, num_steps: int
+) -> Array:
   """`num_steps` Dalal projections of `nominal` `[B, |A|]` onto score(s, a) <= `limit`, each on
   the score linearised at the current action, clipped to the action bounds `[low, high]`.
 
@@ -85,8 +87,10 @@ def critic_projection(score_fn: ScoreFn, obs, nominal: Array, limit: float, low:
 def _bound_arrays(low: tuple, high: tuple, ndim: int) -> Tuple[Array, Array]:
   """The action bounds as float32 arrays of rank `ndim` (trailing axis |A|), for broadcasting."""
   shape = (1,) * (ndim - 1) + (len(low),)
-  return (jnp.asarray(low, jnp.float32).reshape(shape),
-          jnp.asarray(high, jnp.float32).reshape(shape))
+  return (
+    jnp.asarray(low, jnp.float32).reshape(shape),
+    jnp.asarray(high, jnp.float32).reshape(shape),
+  )
 
 
 def sampling_offsets(num_samples: int, low: tuple, high: tuple) -> Tuple[Array, Array]:
@@ -99,15 +103,16 @@ def sampling_offsets(num_samples: int, low: tuple, high: tuple) -> Tuple[Array, 
   low_array, high_array = _bound_arrays(low, high, 2)
   near_key, box_key = jax.random.split(jax.random.key(0))
   num_near = num_samples // 2
-  offsets = 0.25 * (high_array - low_array) * jax.random.normal(near_key,
-                                                                (num_near, len(low)))
-  points = jax.random.uniform(box_key, (num_samples - num_near, len(low)), minval=low_array,
-                              maxval=high_array)
+  offsets = 0.25 * (high_array - low_array) * jax.random.normal(near_key, (num_near, len(low)))
+  points = jax.random.uniform(
+    box_key, (num_samples - num_near, len(low)), minval=low_array, maxval=high_array
+  )
   return offsets, points
 
 
-def safe_sampling(score_fn: ScoreFn, obs, nominal: Array, limit: float, low: tuple,
-                  high: tuple, num_samples: int) -> Array:
+def safe_sampling(
+  score_fn: ScoreFn, obs, nominal: Array, limit: float, low: tuple, high: tuple, num_samples: int
+) -> Array:
   """The candidate action nearest `nominal` `[B, |A|]` (Euclidean) among those whose score is at
   most `limit`: the Q-sampling recovery of Thananjeyan et al., "Recovery RL: Safe Reinforcement
   Learning with Learned Recovery Zones", arXiv:2010.15920, Section IV-B (which samples actions and
@@ -121,20 +126,34 @@ def safe_sampling(score_fn: ScoreFn, obs, nominal: Array, limit: float, low: tup
   batch, action_dim = nominal.shape
   low_array, high_array = _bound_arrays(low, high, 3)
   near = jnp.clip(nominal[:, None, :] + offsets[None], low_array, high_array)
-  candidates = jnp.concatenate([near, jnp.broadcast_to(points[None], (batch,) + points.shape)],
-                               axis=1)  # [B, M, |A|]
+  candidates = jnp.concatenate(
+    [near, jnp.broadcast_to(points[None], (batch,) + points.shape)], axis=1
+  )  # [B, M, |A|]
   repeated = jax.tree.map(lambda x: jnp.repeat(x, num_samples, axis=0), obs)
   score = score_fn(repeated, candidates.reshape(batch * num_samples, action_dim)).reshape(
-      batch, num_samples)
-  distance = jnp.where(score <= limit, jnp.sum(jnp.square(candidates - nominal[:, None, :]), -1),
-                       jnp.inf)
+    batch, num_samples
+  )
+  distance = jnp.where(
+    score <= limit, jnp.sum(jnp.square(candidates - nominal[:, None, :]), -1), jnp.inf
+  )
   best = jnp.take_along_axis(candidates, jnp.argmin(distance, axis=1)[:, None, None], 1)[:, 0]
   return jnp.where(jnp.isfinite(distance).any(axis=1)[:, None], best, nominal)
 
 
-def nearest_safe_action(score_fn: ScoreFn, obs, nominal: Array, fallback: Array, *, method: str,
-                        threshold: float, margin: float, low: tuple, high: tuple,
-                        num_steps: int = 5, num_samples: int = 64) -> Array:
+def nearest_safe_action(
+  score_fn: ScoreFn,
+  obs,
+  nominal: Array,
+  fallback: Array,
+  *,
+  method: str,
+  threshold: float,
+  margin: float,
+  low: tuple,
+  high: tuple,
+  num_steps: int = 5,
+  num_samples: int = 64,
+) -> Array:
   """The action nearest the nominal one `[B, |A|]` that the safety critic accepts,
   Q_risk(s, a) = sigmoid(score(s, a)) <= `threshold`, else `fallback` `[B, |A|]`.
 
@@ -171,8 +190,9 @@ def _logit(probability: float) -> float:
   return math.log(probability / (1.0 - probability))
 
 
-def task_recovery_loss(q_task: Array, risk: Array, *, risk_target: float,
-                       risk_weight: float) -> Array:
+def task_recovery_loss(
+  q_task: Array, risk: Array, *, risk_target: float, risk_weight: float
+) -> Array:
   """A recovery policy's loss that follows the task critic among the actions the safety critic
   rates safe: −min_k Q_task,k(s, a) + λ·(Q_risk(s, a) − ε_rec)_+, per example `[B]`.
 

@@ -26,18 +26,18 @@ _RANK_TOLERANCE = 1e-6
 class ShieldInfo(NamedTuple):
   intervened: Array  # bool scalar: the shield changed the proposed action
   correction: Array  # [d] safe_action - proposed_action
-  slack: Array       # [m] a_i . safe_action + b_i; >= 0 (up to tolerance) when satisfied
+  slack: Array  # [m] a_i . safe_action + b_i; >= 0 (up to tolerance) when satisfied
 
 
 class HierarchicalShieldInfo(NamedTuple):
-  intervened: Array    # bool [num_units], per unit in application order
+  intervened: Array  # bool [num_units], per unit in application order
   unit_actions: Array  # [num_units, d] action after each unit
-  correction: Array    # [d] final action - proposed action
-  slack: Array         # [m] slack of every constraint at the final action
+  correction: Array  # [d] final action - proposed action
+  slack: Array  # [m] slack of every constraint at the final action
 
 
 class ProjectionMethod(str, enum.Enum):
-  EXACT = "exact"      # active-set enumeration: exact Euclidean projection, m <= 12
+  EXACT = "exact"  # active-set enumeration: exact Euclidean projection, m <= 12
   DYKSTRA = "dykstra"  # Dykstra's alternating projections, fixed number of sweeps
 
 
@@ -86,8 +86,9 @@ def halfspace_project(u: Array, a: Array, b: Array) -> Tuple[Array, ShieldInfo]:
   return x, ShieldInfo(intervened=jnp.any(x != u), correction=x - u, slack=slack)
 
 
-def circle_cbf_constraint(x: Array, centre: Array, radius: Numeric, *, dt: float, gamma: float,
-                          margin: Numeric = 0.0) -> Tuple[Array, Array]:
+def circle_cbf_constraint(
+  x: Array, centre: Array, radius: Numeric, *, dt: float, gamma: float, margin: Numeric = 0.0
+) -> Tuple[Array, Array]:
   """Linearised discrete-time CBF row ``(a, b)`` keeping a single integrator out of a disc.
 
   For ``x+ = x + dt u`` and ``h(x) = |x - o|^2 - (r + margin)^2``, the discrete CBF condition
@@ -128,7 +129,7 @@ def _exact_projection(u: Array, A: Array, b: Array, tol: float) -> Tuple[Array, 
   the candidate with the smallest worst violation is returned.
   """
   m = A.shape[0]
-  masks = ((jnp.arange(2 ** m)[:, None] >> jnp.arange(m)[None, :]) & 1).astype(bool)
+  masks = ((jnp.arange(2**m)[:, None] >> jnp.arange(m)[None, :]) & 1).astype(bool)
   gram = A @ A.T
   residual = A @ u + b
 
@@ -157,8 +158,9 @@ def _exact_projection(u: Array, A: Array, b: Array, tol: float) -> Tuple[Array, 
   distance = jnp.sum(jnp.square(xs - u[None, :]), axis=1)
   worst = jnp.max(-slack, axis=1)
   any_feasible = jnp.any(feasible)
-  score = jnp.where(any_feasible, jnp.where(feasible, distance, jnp.inf),
-                    jnp.where(usable, worst, jnp.inf))
+  score = jnp.where(
+    any_feasible, jnp.where(feasible, distance, jnp.inf), jnp.where(usable, worst, jnp.inf)
+  )
   best = jnp.argmin(jax.lax.stop_gradient(score))
   return xs[best], any_feasible
 
@@ -183,15 +185,21 @@ def _dykstra_projection(u: Array, A: Array, b: Array, num_sweeps: int) -> Array:
     x, increments = jax.lax.scan(visit, x, (A, b, increments))
     return (x, increments), None
 
-  (x, _), _ = jax.lax.scan(sweep, (u, jnp.zeros((m,) + u.shape, u.dtype)), None,
-                           length=num_sweeps)
+  (x, _), _ = jax.lax.scan(sweep, (u, jnp.zeros((m,) + u.shape, u.dtype)), None, length=num_sweeps)
   return x
 
 
-def polytope_project(u: Array, A: Array, b: Array, *, method: str = "exact",
-                     num_sweeps: int = 50, lower: Optional[Array] = None,
-                     upper: Optional[Array] = None,
-                     feasibility_tol: float = 1e-5) -> Tuple[Array, ShieldInfo]:
+def polytope_project(
+  u: Array,
+  A: Array,
+  b: Array,
+  *,
+  method: str = "exact",
+  num_sweeps: int = 50,
+  lower: Optional[Array] = None,
+  upper: Optional[Array] = None,
+  feasibility_tol: float = 1e-5,
+) -> Tuple[Array, ShieldInfo]:
   """Project an action onto ``{x : A x + b >= 0}`` (optionally within ``lower <= x <= upper``).
 
   The multi-constraint CBF-QP ``min |x - u|^2 s.t. A x + b >= 0`` (Ames et al.,
@@ -234,8 +242,10 @@ def polytope_project(u: Array, A: Array, b: Array, *, method: str = "exact",
     A, b = jnp.concatenate([A, -eye]), jnp.concatenate([b, upper.astype(b.dtype)])
   m = A.shape[0]
   if mode is ProjectionMethod.EXACT and m > MAX_EXACT_CONSTRAINTS:
-    raise ValueError(f"A: the exact method takes at most {MAX_EXACT_CONSTRAINTS} constraint "
-                     f"rows including bounds, got {m}; use method='dykstra'")
+    raise ValueError(
+      f"A: the exact method takes at most {MAX_EXACT_CONSTRAINTS} constraint "
+      f"rows including bounds, got {m}; use method='dykstra'"
+    )
 
   u_slack = A @ u + b
   u_feasible = jnp.all(u_slack >= -_row_tolerance(A, b, u, feasibility_tol))
@@ -273,7 +283,8 @@ def dalal_safety_layer(a: Array, g: Array, c: Array, limit: Array) -> Tuple[Arra
   norm_sq = jnp.sum(jnp.square(g), axis=1)
   nonzero = norm_sq > 0
   multipliers = jnp.where(
-      nonzero, jnp.maximum((g @ a + c - limit) / jnp.where(nonzero, norm_sq, 1.0), 0.0), 0.0)
+    nonzero, jnp.maximum((g @ a + c - limit) / jnp.where(nonzero, norm_sq, 1.0), 0.0), 0.0
+  )
   worst = jnp.argmax(multipliers)
   x = a - multipliers[worst] * g[worst]
   return x, ShieldInfo(intervened=jnp.any(x != a), correction=x - a, slack=limit - c - g @ x)
@@ -283,8 +294,9 @@ def _validate_units(units, num_rows: int) -> Tuple[Tuple[int, ...], ...]:
   try:
     parsed = tuple(tuple(unit) for unit in units)
   except TypeError:
-    raise ValueError(f"units: expected a sequence of sequences of row indices, got {units!r}"
-                     ) from None
+    raise ValueError(
+      f"units: expected a sequence of sequences of row indices, got {units!r}"
+    ) from None
   if not parsed:
     raise ValueError(f"units: expected at least one unit, got {units!r}")
   flat = [row for unit in parsed for row in unit]
@@ -293,15 +305,23 @@ def _validate_units(units, num_rows: int) -> Tuple[Tuple[int, ...], ...]:
   if any(not isinstance(row, int) or isinstance(row, bool) for row in flat):
     raise ValueError(f"units: row indices must be ints, got {units!r}")
   if sorted(flat) != list(range(num_rows)):
-    raise ValueError(f"units: expected a partition of the constraint rows 0..{num_rows - 1} "
-                     f"(each row owned by exactly one unit), got {units!r}")
+    raise ValueError(
+      f"units: expected a partition of the constraint rows 0..{num_rows - 1} "
+      f"(each row owned by exactly one unit), got {units!r}"
+    )
   return parsed
 
 
-def hierarchical_shield(u: Array, A: Array, b: Array, units: Sequence[Sequence[int]], *,
-                        method: str = "exact", num_sweeps: int = 50,
-                        feasibility_tol: float = 1e-5
-                        ) -> Tuple[Array, HierarchicalShieldInfo]:
+def hierarchical_shield(
+  u: Array,
+  A: Array,
+  b: Array,
+  units: Sequence[Sequence[int]],
+  *,
+  method: str = "exact",
+  num_sweeps: int = 50,
+  feasibility_tol: float = 1e-5,
+) -> Tuple[Array, HierarchicalShieldInfo]:
   """Priority-ordered composition of shields, each owning a subset of constraint rows.
 
   After Shielded Controller Units (Nekoei, Blondin Masse, Hassani, Chandar, Mai,
@@ -334,10 +354,14 @@ def hierarchical_shield(u: Array, A: Array, b: Array, units: Sequence[Sequence[i
   for unit in parsed:
     owned.extend(unit)
     rows = jnp.asarray(owned)
-    x, info = polytope_project(x, A[rows], b[rows], method=method, num_sweeps=num_sweeps,
-                               feasibility_tol=feasibility_tol)
+    x, info = polytope_project(
+      x, A[rows], b[rows], method=method, num_sweeps=num_sweeps, feasibility_tol=feasibility_tol
+    )
     intervened.append(info.intervened)
     unit_actions.append(x)
-  return x, HierarchicalShieldInfo(intervened=jnp.stack(intervened),
-                                   unit_actions=jnp.stack(unit_actions), correction=x - u,
-                                   slack=A @ x + b)
+  return x, HierarchicalShieldInfo(
+    intervened=jnp.stack(intervened),
+    unit_actions=jnp.stack(unit_actions),
+    correction=x - u,
+    slack=A @ x + b,
+  )

@@ -4,6 +4,7 @@ diagnostics, the replayed transitions, a smoke run with determinism, the experim
 separately computed warm start, critic pretraining, the q_gap gates of the warm-up and the
 8-device equivalence. The shared warm start and helpers: test_token_common.py."""
 
+import functools
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
 from hrljax.networks import transformer
+from tests.fast_compile import FAST_COMPILE_FLAGS, fast_jit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -60,10 +62,10 @@ def run():
   compiled once and run twice from the same key."""
   config = tiny_config(bc_steps=0, critic_updates=1, train_eval_episodes=4)
   learner = archer.make_learner(config)
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   states, metrics = [], []
   for _ in range(2):
-    state = jax.jit(learner.init)(jax.random.key(0))
+    state = fast_jit(learner.init)(jax.random.key(0))
     history, logs = [state], []
     for _ in range(2):
       state, m = step(state)
@@ -73,6 +75,18 @@ def run():
     metrics.append(logs)
   _, env_params = envs.make(config.env_name, **config.env_kwargs)
   return learner, env_params, states, metrics
+
+
+@pytest.fixture(scope="module")
+def warm_start():
+  """The BC start of `tiny_config(bc_steps=3)` at key 3, computed once as its own program, and
+  that config's learner with its `init` jitted once (shared by the warm-start, critic-init and
+  critic-pretraining tests)."""
+  config = tiny_config(bc_steps=3)
+  key = jax.random.key(3)
+  policy_params = fast_jit(lambda k: tc.warm_start_policy_params(k, config))(key)
+  learner = archer.make_learner(config)
+  return config, key, policy_params, fast_jit(learner.init)
 
 
 def _replayed(state) -> tc.UtteranceTransition:
@@ -93,7 +107,9 @@ def test_default_and_experiment_configs_validate(experiment_config):
   assert config.agent == "archer"
 
 
-@pytest.mark.parametrize("field,value,message", [
+@pytest.mark.parametrize(
+  "field,value,message",
+  [
     ("critic_updates", 0, "config.critic_updates: expected an integer > 0"),
     ("warmup_iters", -1, "config.warmup_iters: expected an integer >= 0"),
     ("bc_steps", -1, "config.bc_steps: expected an integer >= 0"),
@@ -115,7 +131,8 @@ def test_default_and_experiment_configs_validate(experiment_config):
     ("critic_pretrain_steps", -1, "config.critic_pretrain_steps: expected an integer >= 0"),
     ("critic_v_samples", 0, "config.critic_v_samples: expected an integer > 0"),
     ("critic_weight_decay", -0.1, "config.critic_weight_decay: expected a finite number >= 0"),
-])
+  ],
+)
 def test_validate_config_names_the_field(field, value, message):
   pattern = message
   for char in "().[]":
@@ -131,32 +148,49 @@ def test_critic_from_the_policy_needs_the_policy_size():
     archer.validate_config(tiny_config(critic_init="policy", critic_num_layers=2))
 
 
-def test_critic_init_from_the_policy_copies_its_trunk_into_critic_and_target():
+def test_critic_init_from_the_policy_copies_its_trunk_into_critic_and_target(warm_start):
   """`critic_init="policy"`: the critic's encoder (and the target's) is the BC policy's trunk
   (position table cut to the critic's length); the heads are the random ones of "random"."""
   env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
   key = jax.random.key(4)
+  bc_params = warm_start[2]  # a behaviour-cloned policy (3 BC steps)
   config = tiny_config(bc_steps=3, critic_causal=True, critic_readout="last")
-  random_agent = archer.ArcherAgent.create(key, env, env_params, config)
-  agent = archer.ArcherAgent.create(key, env, env_params,
-                                    tiny_config(bc_steps=3, critic_causal=True,
-                                                critic_readout="last", critic_init="policy"))
+  random_agent = archer.ArcherAgent.create(key, env, env_params, config, bc_params)
+  agent = archer.ArcherAgent.create(
+    key,
+    env,
+    env_params,
+    tiny_config(bc_steps=3, critic_causal=True, critic_readout="last", critic_init="policy"),
+    bc_params,
+  )
   trunk = agent.policy_params["params"]["trunk"]
   for params in (agent.critic_params, agent.target_critic_params):
     encoder = params["params"]["encoder"]
     rows = encoder["position_embed"]["embedding"].shape[0]
-    np.testing.assert_array_equal(encoder["position_embed"]["embedding"],
-                                  trunk["position_embed"]["embedding"][:rows])
-    np.testing.assert_array_equal(encoder["token_embed"]["embedding"],
-                                  trunk["token_embed"]["embedding"])
+    np.testing.assert_array_equal(
+      encoder["position_embed"]["embedding"], trunk["position_embed"]["embedding"][:rows]
+    )
+    np.testing.assert_array_equal(
+      encoder["token_embed"]["embedding"], trunk["token_embed"]["embedding"]
+    )
     for a, b in zip(jax.tree.leaves(encoder["blocks_0"]), jax.tree.leaves(trunk["blocks_0"])):
       np.testing.assert_array_equal(a, b)
     for name in ("q_heads", "v_heads"):
-      for a, b in zip(jax.tree.leaves(params["params"][name]),
-                      jax.tree.leaves(random_agent.critic_params["params"][name])):
+      for a, b in zip(
+        jax.tree.leaves(params["params"][name]),
+        jax.tree.leaves(random_agent.critic_params["params"][name]),
+      ):
         np.testing.assert_array_equal(a, b)
-  assert _abs_sum(jax.tree.map(jnp.subtract, agent.critic_params["params"]["encoder"],
-                               random_agent.critic_params["params"]["encoder"])) > 0.0
+  assert (
+    _abs_sum(
+      jax.tree.map(
+        jnp.subtract,
+        agent.critic_params["params"]["encoder"],
+        random_agent.critic_params["params"]["encoder"],
+      )
+    )
+    > 0.0
+  )
 
 
 def test_num_envs_must_divide_over_devices():
@@ -202,18 +236,32 @@ def test_objectives_train_only_their_own_network(run):
   # A target critic different from the online one, so that a leak could not hide.
   target = jax.tree.map(lambda x: 1.1 * x + 0.01, agent.critic_params)
 
-  @jax.jit
+  @fast_jit
   def grads(critic_params, target_params, policy_params):
-    critic_grads = jax.grad(lambda c, t, p: archer.critic_objective(
-        c, t, p, agent.critic, agent.policy, items, jax.random.key(5), agent.config)[0],
-        argnums=(0, 1, 2))(critic_params, target_params, policy_params)
-    actor_grads = jax.grad(lambda p, c: archer.actor_objective(
-        p, c, agent.critic, agent.policy, items.dialogue, jax.random.key(6), agent.config,
-        env_params.utterance_len)[0], argnums=(0, 1))(policy_params, critic_params)
+    critic_grads = jax.grad(
+      lambda c, t, p: archer.critic_objective(
+        c, t, p, agent.critic, agent.policy, items, jax.random.key(5), agent.config
+      )[0],
+      argnums=(0, 1, 2),
+    )(critic_params, target_params, policy_params)
+    actor_grads = jax.grad(
+      lambda p, c: archer.actor_objective(
+        p,
+        c,
+        agent.critic,
+        agent.policy,
+        items.dialogue,
+        jax.random.key(6),
+        agent.config,
+        env_params.utterance_len,
+      )[0],
+      argnums=(0, 1),
+    )(policy_params, critic_params)
     return critic_grads, actor_grads
 
   (d_critic, d_target, d_policy), (a_policy, a_critic) = grads(
-      agent.critic_params, target, agent.policy_params)
+    agent.critic_params, target, agent.policy_params
+  )
   assert _abs_sum(d_critic) > 0.0
   assert _abs_sum(d_target) == 0.0
   assert _abs_sum(d_policy) == 0.0
@@ -227,15 +275,26 @@ def test_sgd_actor_steps_by_the_clipped_gradient_while_the_critic_keeps_adam(run
   _, env_params, states, _ = run
   base = states[0][1].agent
   config = tiny_config(actor_optimizer="sgd", actor_learning_rate=0.5)
-  agent = archer.ArcherAgent.create(jax.random.key(0), *envs.make(config.env_name,
-                                                                    **config.env_kwargs),
-                                    config, base.policy_params)
+  agent = archer.ArcherAgent.create(
+    jax.random.key(0), *envs.make(config.env_name, **config.env_kwargs), config, base.policy_params
+  )
   dialogue = _replayed(states[0][1]).dialogue
-  moved, _ = jax.jit(lambda a, d: a.actor_step(d))(agent, dialogue)
+  moved, _ = fast_jit(lambda a, d: a.actor_step(d))(agent, dialogue)
   _, sample_key = jax.random.split(agent.key)
-  grads = jax.grad(lambda p: archer.actor_objective(
-      p, agent.critic_params, agent.critic, agent.policy, dialogue, sample_key, agent.config,
-      env_params.utterance_len)[0])(agent.policy_params)
+  grads = fast_jit(
+    jax.grad(
+      lambda p: archer.actor_objective(
+        p,
+        agent.critic_params,
+        agent.critic,
+        agent.policy,
+        dialogue,
+        sample_key,
+        agent.config,
+        env_params.utterance_len,
+      )[0]
+    )
+  )(agent.policy_params)
   scale = min(1.0, config.max_grad_norm / float(optax.tree.norm(grads)))
   expected = jax.tree.map(lambda p, g: p - 0.5 * scale * g, agent.policy_params, grads)
   for got, want in zip(jax.tree.leaves(moved.policy_params), jax.tree.leaves(expected)):
@@ -250,18 +309,25 @@ def test_iterations_polyak_target_and_warm_up(run):
   learner, _, states, metrics = run
   before, warm, trained = states[0]
   tau = warm.agent.config.tau
-  for old_t, online, new_t in zip(jax.tree.leaves(before.agent.target_critic_params),
-                                  jax.tree.leaves(warm.agent.critic_params),
-                                  jax.tree.leaves(warm.agent.target_critic_params)):
+  for old_t, online, new_t in zip(
+    jax.tree.leaves(before.agent.target_critic_params),
+    jax.tree.leaves(warm.agent.critic_params),
+    jax.tree.leaves(warm.agent.target_critic_params),
+  ):
     expected = tau * np.asarray(online, np.float64) + (1 - tau) * np.asarray(old_t, np.float64)
     np.testing.assert_allclose(new_t, expected, rtol=1e-5, atol=1e-6)
-  assert _abs_sum(jax.tree.map(jnp.subtract, warm.agent.critic_params,
-                               before.agent.critic_params)) > 0.0
-  assert _abs_sum(jax.tree.map(jnp.subtract, warm.agent.policy_params,
-                               before.agent.policy_params)) == 0.0
+  assert (
+    _abs_sum(jax.tree.map(jnp.subtract, warm.agent.critic_params, before.agent.critic_params)) > 0.0
+  )
+  assert (
+    _abs_sum(jax.tree.map(jnp.subtract, warm.agent.policy_params, before.agent.policy_params))
+    == 0.0
+  )
   assert float(metrics[0][0]["actor_loss"]) == 0.0
-  assert _abs_sum(jax.tree.map(jnp.subtract, trained.agent.policy_params,
-                               warm.agent.policy_params)) > 0.0
+  assert (
+    _abs_sum(jax.tree.map(jnp.subtract, trained.agent.policy_params, warm.agent.policy_params))
+    > 0.0
+  )
   assert float(metrics[0][1]["sequence_log_prob"]) < 0.0
 
 
@@ -273,12 +339,20 @@ def test_batch_advantage_normalisation_standardises_the_critic_advantage(run):
 
   def objective(mode):
     config = ml_collections.FrozenConfigDict(
-        dict(agent.config.as_configdict().to_dict(), advantage_normalization=mode))
-    return archer.actor_objective(agent.policy_params, agent.critic_params, agent.critic,
-                                  agent.policy, items.dialogue, jax.random.key(6), config,
-                                  env_params.utterance_len)
+      dict(agent.config.as_configdict().to_dict(), advantage_normalization=mode)
+    )
+    return archer.actor_objective(
+      agent.policy_params,
+      agent.critic_params,
+      agent.critic,
+      agent.policy,
+      items.dialogue,
+      jax.random.key(6),
+      config,
+      env_params.utterance_len,
+    )
 
-  (_, raw), (loss, normalised) = jax.jit(lambda: (objective("none"), objective("batch")))()
+  (_, raw), (loss, normalised) = fast_jit(lambda: (objective("none"), objective("batch")))()
   raw_advantage = np.asarray(raw.advantage, np.float64)
   expected = (raw_advantage - raw_advantage.mean()) / (raw_advantage.std() + 1e-6)
   np.testing.assert_allclose(normalised.advantage, expected, rtol=1e-4, atol=1e-4)
@@ -292,14 +366,23 @@ def test_critic_diagnostics_separate_successes_from_failures():
   utterances (terminated, r <= 0); a kind absent from the batch gives 0."""
   q = np.array([[0.9, 0.1, 0.4, 0.3], [0.7, 0.2, 0.5, 0.0]], np.float32)  # [E=2, B=4]
   q_target = np.full_like(q, 0.25)
-  extras = hc.CriticExtras(q_target=jnp.asarray(q_target), v_target=jnp.zeros_like(q),
-                           q_td_error=jnp.asarray(q_target - q), v_error=jnp.zeros_like(q),
-                           q_head_loss=jnp.zeros(2), v_head_loss=jnp.zeros(2),
-                           loss_sum=jnp.zeros(()), denominator=jnp.ones(()))
+  extras = hc.CriticExtras(
+    q_target=jnp.asarray(q_target),
+    v_target=jnp.zeros_like(q),
+    q_td_error=jnp.asarray(q_target - q),
+    v_error=jnp.zeros_like(q),
+    q_head_loss=jnp.zeros(2),
+    v_head_loss=jnp.zeros(2),
+    loss_sum=jnp.zeros(()),
+    denominator=jnp.ones(()),
+  )
   batch = tc.UtteranceTransition(
-      dialogue=jnp.zeros((4, 3), jnp.int32), utterance=jnp.zeros((4, 4), jnp.int32),
-      reward=jnp.array([1.0, 0.0, 0.0, 0.0]), next_dialogue=jnp.zeros((4, 3), jnp.int32),
-      terminated=jnp.array([True, True, False, True]))
+    dialogue=jnp.zeros((4, 3), jnp.int32),
+    utterance=jnp.zeros((4, 4), jnp.int32),
+    reward=jnp.array([1.0, 0.0, 0.0, 0.0]),
+    next_dialogue=jnp.zeros((4, 3), jnp.int32),
+    terminated=jnp.array([True, True, False, True]),
+  )
   out = archer.critic_diagnostics(extras, batch)
   np.testing.assert_allclose(out["q_success"], 0.7, rtol=1e-6)
   np.testing.assert_allclose(out["q_failure"], (0.1 + 0.0) / 2, rtol=1e-6)
@@ -316,16 +399,26 @@ def test_critic_diagnostics_separate_successes_from_failures():
 def test_runs_are_deterministic_and_report_episodes(run):
   learner, _, states, metrics = run
   for m_a, m_b in zip(metrics[0], metrics[1]):
-    for name in ("critic_loss", "actor_loss", "episodes", "episode_return_sum", "q_value",
-                 "q_gap", "eval_return"):
+    for name in (
+      "critic_loss",
+      "actor_loss",
+      "episodes",
+      "episode_return_sum",
+      "q_value",
+      "q_gap",
+      "eval_return",
+    ):
       np.testing.assert_array_equal(m_a[name], m_b[name])
       assert np.isfinite(float(m_a[name]))
   assert sum(float(m["episodes"]) for m in metrics[0]) > 0
   # The in-training greedy evaluation is a success rate over 4 games.
   assert all(float(m["eval_return"]) * 4 in (0.0, 1.0, 2.0, 3.0, 4.0) for m in metrics[0])
   assert int(states[0][-1].buffer.size) == 24
-  same_params = jax.tree.map(lambda a, b: bool(jnp.all(a == b)),
-                             states[0][-1].agent.policy_params, states[1][-1].agent.policy_params)
+  same_params = jax.tree.map(
+    lambda a, b: bool(jnp.all(a == b)),
+    states[0][-1].agent.policy_params,
+    states[1][-1].agent.policy_params,
+  )
   assert all(jax.tree.leaves(same_params))
   assert learner.env_steps_per_update == 12
 
@@ -335,7 +428,7 @@ def test_evaluation_plays_the_run_s_fixed_games_whatever_key_the_loop_passes(run
   evaluation key, so an unchanged policy (the warm-up iteration moves only the critic) scores the
   same at every evaluation: a learning curve shows the policy changing, not new games."""
   learner, _, states, _ = run
-  evaluate = jax.jit(learner.evaluate)
+  evaluate = fast_jit(learner.evaluate)
   first = evaluate(states[0][0], jax.random.key(1))
   for state, key in ((states[0][0], jax.random.key(2)), (states[0][1], jax.random.key(3))):
     for name, value in evaluate(state, key).items():
@@ -343,41 +436,51 @@ def test_evaluation_plays_the_run_s_fixed_games_whatever_key_the_loop_passes(run
   assert 0.0 <= float(first["eval_return"]) <= 1.0
 
 
-def test_init_from_a_separately_computed_warm_start_is_the_same_state():
+def test_init_from_a_separately_computed_warm_start_is_the_same_state(warm_start):
   """`init(key, warm_start_policy_params(key, config))` equals `init(key)` (the hook that lets
   the BC start run as its own program)."""
-  config = tiny_config(bc_steps=3)
-  learner = archer.make_learner(config)
-  key = jax.random.key(3)
-  whole = jax.jit(learner.init)(key)
-  policy_params = jax.jit(lambda k: tc.warm_start_policy_params(k, config))(key)
-  split = jax.jit(learner.init)(key, policy_params)
+  config, key, policy_params, init = warm_start
+  whole = init(key)
+  split = init(key, policy_params)
   for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(split)):
     if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
       a, b = jax.random.key_data(a), jax.random.key_data(b)
     np.testing.assert_array_equal(a, b)
-  assert _abs_sum(jax.tree.map(jnp.subtract, policy_params,
-                               jax.jit(lambda k: tc.warm_start_policy_params(
-                                   k, tiny_config(bc_steps=0)))(key))) > 0.0
+  assert (
+    _abs_sum(
+      jax.tree.map(
+        jnp.subtract,
+        policy_params,
+        fast_jit(lambda k: tc.warm_start_policy_params(k, tiny_config(bc_steps=0)))(key),
+      )
+    )
+    > 0.0
+  )
 
 
-def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic():
+def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic(warm_start):
   """`critic_pretrain_steps` > 0: the run starts with the warm-start transitions in the buffer
-  and a critic trained on them; the policy is the BC start either way."""
-  config = tiny_config(bc_steps=2)
-  key = jax.random.key(1)
-  plain = jax.jit(archer.make_learner(config).init)(key)
-  config.critic_pretrain_steps = 3
-  pretrained = jax.jit(archer.make_learner(config).init)(key)
+  and a critic trained on them; the policy is the BC start either way (the separately computed
+  one, passed to both inits)."""
+  config, key, policy_params, init = warm_start
+  plain = init(key, policy_params)
+  config = tiny_config(bc_steps=3, critic_pretrain_steps=3)
+  pretrained = fast_jit(archer.make_learner(config).init)(key, policy_params)
   assert int(plain.buffer.size) == 0
   assert int(pretrained.buffer.size) == config.bc_dataset_episodes * TINY_GAME["max_turns"]
-  assert _abs_sum(jax.tree.map(jnp.subtract, pretrained.agent.critic_params,
-                               plain.agent.critic_params)) > 0.0
-  assert _abs_sum(jax.tree.map(jnp.subtract, pretrained.agent.policy_params,
-                               plain.agent.policy_params)) == 0.0
+  assert (
+    _abs_sum(jax.tree.map(jnp.subtract, pretrained.agent.critic_params, plain.agent.critic_params))
+    > 0.0
+  )
+  assert (
+    _abs_sum(jax.tree.map(jnp.subtract, pretrained.agent.policy_params, plain.agent.policy_params))
+    == 0.0
+  )
   env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
   agent_key = jax.random.split(key, 3)[0]
-  expected = tc.warm_start_transitions(tc.bc_key_of(agent_key), env, env_params, config)
+  expected = fast_jit(
+    lambda k: tc.warm_start_transitions(tc.bc_key_of(k), env, env_params, config)
+  )(agent_key)
   np.testing.assert_array_equal(_replayed(pretrained).utterance, expected.utterance)
 
 
@@ -386,9 +489,9 @@ def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes(ru
   (`actor_trained` 0, policy unchanged); with a gate of 0 (the `run` fixture's config) it trains
   after `warmup_iters`."""
   learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_q_gap=0.99))
-  state = jax.jit(learner.init)(jax.random.key(0))
+  state = fast_jit(learner.init)(jax.random.key(0))
   start = state.agent.policy_params
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   trained = []
   for _ in range(2):
     state, metrics = step(state)
@@ -397,8 +500,14 @@ def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes(ru
   assert _abs_sum(jax.tree.map(jnp.subtract, state.agent.policy_params, start)) == 0.0
   _, _, states, open_gate = run
   assert [float(m["actor_trained"]) for m in open_gate[0]] == [0.0, 1.0]
-  assert _abs_sum(jax.tree.map(jnp.subtract, states[0][-1].agent.policy_params,
-                               states[0][0].agent.policy_params)) > 0.0
+  assert (
+    _abs_sum(
+      jax.tree.map(
+        jnp.subtract, states[0][-1].agent.policy_params, states[0][0].agent.policy_params
+      )
+    )
+    > 0.0
+  )
 
 
 def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
@@ -413,17 +522,19 @@ def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
   decay = archer.FRESH_GAP_DECAY
   np.testing.assert_allclose(after.fresh_q_gap, (1 - decay) * expected, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(
-      later.fresh_q_gap, decay * after.fresh_q_gap + (1 - decay) * metrics[0][1]["q_gap_fresh"],
-      rtol=1e-5, atol=1e-6)
+    later.fresh_q_gap,
+    decay * after.fresh_q_gap + (1 - decay) * metrics[0][1]["q_gap_fresh"],
+    rtol=1e-5,
+    atol=1e-6,
+  )
 
 
 def test_fresh_q_gap_gate_keeps_the_actor_still_until_it_passes():
   """`warmup_fresh_q_gap` out of reach: no actor step in two iterations, policy unchanged."""
-  learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1,
-                                            warmup_fresh_q_gap=0.99))
-  state = jax.jit(learner.init)(jax.random.key(0))
+  learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_fresh_q_gap=0.99))
+  state = fast_jit(learner.init)(jax.random.key(0))
   start = state.agent.policy_params
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   for _ in range(2):
     state, metrics = step(state)
     assert float(metrics["actor_trained"]) == 0.0
@@ -493,8 +604,17 @@ def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   """Env carry sharded over 8 devices, replay buffer replicated: the same buffer, policy, critic,
   target critic and metrics as on one device after two iterations (the second trains the actor),
   with SGD so that a wrong gradient scale would show."""
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env,
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+  env = dict(
+    eight_cpu_devices_env, XLA_FLAGS=f"{eight_cpu_devices_env['XLA_FLAGS']} {FAST_COMPILE_FLAGS}"
+  )
+  result = subprocess.run(
+    [sys.executable, "-c", MULTIDEVICE_SCRIPT],
+    env=env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   assert out["devices"] == 8
@@ -509,12 +629,25 @@ def test_sample_mean_baseline_centres_the_critic_q_over_the_samples_of_a_dialogu
   advantages of a dialogue sum to 0 (with the raw advantage) and differ where the samples do."""
   _, env_params, states, _ = run
   agent, items = states[0][1].agent, _replayed(states[0][1])
-  config = ml_collections.FrozenConfigDict(dict(
-      agent.config.as_configdict().to_dict(), advantage_normalization="none",
-      actor_baseline_samples=2))
-  _, extras = jax.jit(lambda: archer.actor_objective(
-      agent.policy_params, agent.critic_params, agent.critic, agent.policy, items.dialogue,
-      jax.random.key(6), config, env_params.utterance_len))()
+  config = ml_collections.FrozenConfigDict(
+    dict(
+      agent.config.as_configdict().to_dict(),
+      advantage_normalization="none",
+      actor_baseline_samples=2,
+    )
+  )
+  _, extras = fast_jit(
+    lambda: archer.actor_objective(
+      agent.policy_params,
+      agent.critic_params,
+      agent.critic,
+      agent.policy,
+      items.dialogue,
+      jax.random.key(6),
+      config,
+      env_params.utterance_len,
+    )
+  )()
   advantage = np.asarray(extras.advantage, np.float64).reshape(2, -1)
   assert advantage.shape[1] == items.dialogue.shape[0] // 2
   np.testing.assert_allclose(advantage.sum(axis=0), 0.0, atol=1e-5)
@@ -525,8 +658,9 @@ def test_actor_baseline_samples_must_divide_the_batch():
   config = archer.get_config()
   config.batch_size = 6
   config.actor_baseline_samples = 4
-  with pytest.raises(ConfigError, match="config.batch_size: expected a multiple of "
-                     "config.actor_baseline_samples"):
+  with pytest.raises(
+    ConfigError, match="config.batch_size: expected a multiple of config.actor_baseline_samples"
+  ):
     archer.validate_config(config)
 
 
@@ -534,8 +668,9 @@ def test_mean_over_samples_averages_the_sample_major_rows_of_each_dialogue():
   """Rows k * B + b are sample k of dialogue b: with K = 2, B = 3 the dialogue means are
   (1 + 4) / 2, (2 + 5) / 2, (3 + 6) / 2, for every leading (head) row."""
   values = jnp.array([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0]])
-  np.testing.assert_allclose(archer.mean_over_samples(values, 2),
-                             [[2.5, 3.5, 4.5], [1.0, 1.0, 1.0]])
+  np.testing.assert_allclose(
+    archer.mean_over_samples(values, 2), [[2.5, 3.5, 4.5], [1.0, 1.0, 1.0]]
+  )
 
 
 def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(run):
@@ -548,22 +683,43 @@ def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(ru
   key = jax.random.key(5)
 
   def objective(samples):
-    config = ml_collections.FrozenConfigDict(dict(
-        agent.config.as_configdict().to_dict(), critic_v_samples=samples))
-    return jax.jit(lambda: archer.critic_objective(
-        agent.critic_params, target, agent.policy_params, agent.critic, agent.policy, items,
-        key, config))()[1]
+    config = ml_collections.FrozenConfigDict(
+      dict(agent.config.as_configdict().to_dict(), critic_v_samples=samples)
+    )
+    return fast_jit(
+      lambda: archer.critic_objective(
+        agent.critic_params,
+        target,
+        agent.policy_params,
+        agent.critic,
+        agent.policy,
+        items,
+        key,
+        config,
+      )
+    )()[1]
 
+  @functools.partial(fast_jit, static_argnums=0)
   def target_q(samples):
     dialogue = jnp.tile(items.dialogue, (samples, 1))
-    utterance, _ = transformer.generate(agent.policy, agent.policy_params, dialogue, key,
-                                        num_tokens=env_params.utterance_len,
-                                        temperature=agent.config.temperature)
-    q = agent.critic.apply(target, dialogue, utterance, tc.token_mask(utterance),
-                           method=transformer.UtteranceCritic.q_values)
-    return np.asarray(q).reshape(q.shape[0], samples, -1)
+    utterance, _ = transformer.generate(
+      agent.policy,
+      agent.policy_params,
+      dialogue,
+      key,
+      num_tokens=env_params.utterance_len,
+      temperature=agent.config.temperature,
+    )
+    q = agent.critic.apply(
+      target,
+      dialogue,
+      utterance,
+      tc.token_mask(utterance),
+      method=transformer.UtteranceCritic.q_values,
+    )
+    return q.reshape(q.shape[0], samples, -1)
 
-  by_hand = target_q(3)
+  by_hand = np.asarray(target_q(3))
   np.testing.assert_allclose(objective(3).v_target, by_hand.mean(axis=1), rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(objective(1).v_target, target_q(1)[:, 0], rtol=1e-5, atol=1e-6)
   assert np.abs(by_hand - by_hand.mean(axis=1, keepdims=True)).max() > 0.0  # samples differ

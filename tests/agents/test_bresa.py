@@ -28,8 +28,14 @@ def tiny(config, **overrides):
 
 
 def tiny_bresa(**overrides):
-  config = tiny(bresa.get_config(), risk_hidden_sizes=(16,), risk_batch_size=8,
-                risk_buffer_size=256, risk_pretrain_updates=2, risk_updates_per_step=2)
+  config = tiny(
+    bresa.get_config(),
+    risk_hidden_sizes=(16,),
+    risk_batch_size=8,
+    risk_buffer_size=256,
+    risk_pretrain_updates=2,
+    risk_updates_per_step=2,
+  )
   for key, value in overrides.items():
     config[key] = value
   return config
@@ -62,8 +68,10 @@ def test_reflex_off_with_one_control_step_is_exactly_sac():
     np.testing.assert_array_equal(getattr(stored, field), getattr(sac_state.buffer.storage, field))
   np.testing.assert_array_equal(stored.num_substeps[:16], np.ones(16))
   # The executed (risk buffer) actions are SAC's environment actions.
-  np.testing.assert_array_equal(state.risk_buffer.storage.action[:16],
-                                rescale_action(stored.action[:16], (-1.0, -1.0), (1.0, 1.0)))
+  np.testing.assert_array_equal(
+    state.risk_buffer.storage.action[:16],
+    rescale_action(stored.action[:16], (-1.0, -1.0), (1.0, 1.0)),
+  )
   for a, b in zip(jax.tree.leaves(state.agent.task), jax.tree.leaves(sac_state.agent)):
     np.testing.assert_array_equal(as_numpy(a), as_numpy(b))
   for name in ("critic_loss", "actor_loss", "episode_return_sum", "episodes"):
@@ -88,9 +96,20 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
     eps_config = ml_collections.FrozenConfigDict({**config.to_dict(), "risk_epsilon": eps})
     agent = agent.replace(config=eps_config)
     layer = bresa.recovery_rl.make_reflex(agent, deterministic=True)
-    return rollout.two_rate_rollout(env, params, waypoints, None, controller, layer,
-                                    (agent, jnp.asarray(True)), carry, jax.random.key(2), 6,
-                                    config.control_steps, info_keys=("cost",))[1]
+    return rollout.two_rate_rollout(
+      env,
+      params,
+      waypoints,
+      None,
+      controller,
+      layer,
+      (agent, jnp.asarray(True)),
+      carry,
+      jax.random.key(2),
+      6,
+      config.control_steps,
+      info_keys=("cost",),
+    )[1]
 
   # Pick ε inside the range of risks the nominal actions see, so that the reflex fires at some
   # control steps and not at others.
@@ -113,9 +132,11 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
   assert np.all(risk[~intervened] <= eps)
   # The executed action is the recovery policy's (mode) where the reflex is on, else nominal.
   recovery = np.asarray(agent.recovery_action(obs, None, deterministic=True)).reshape(
-      intervened.shape + (2,))
-  np.testing.assert_allclose(control.action, np.where(intervened[..., None], recovery,
-                                                      control.proposed_action), atol=1e-6)
+    intervened.shape + (2,)
+  )
+  np.testing.assert_allclose(
+    control.action, np.where(intervened[..., None], recovery, control.proposed_action), atol=1e-6
+  )
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +165,10 @@ def test_two_rate_run_routes_decisions_and_control_steps(two_rate_runs):
 
 def test_two_rate_run_is_deterministic_and_evaluates(two_rate_runs):
   _, learner, (state_a, metrics_a), (state_b, metrics_b), _ = two_rate_runs
-  for a, b in zip(jax.tree.leaves((state_a.risk_buffer, metrics_a)),
-                  jax.tree.leaves((state_b.risk_buffer, metrics_b))):
+  for a, b in zip(
+    jax.tree.leaves((state_a.risk_buffer, metrics_a)),
+    jax.tree.leaves((state_b.risk_buffer, metrics_b)),
+  ):
     np.testing.assert_array_equal(a, b)
   result = jax.jit(learner.evaluate)(state_a, jax.random.key(7))
   assert float(result["eval_length"]) == 20.0
@@ -158,8 +181,10 @@ def test_a_reflex_that_never_fires_leaves_the_two_rate_task_agent_unchanged(two_
   parameters are exactly those of the run with the reflex off: the safety layer is a pure gate
   and task learning is decoupled from safety learning."""
   _, _, (on_state, on_metrics), _, (off_state, off_metrics) = two_rate_runs
-  for a, b in zip(jax.tree.leaves((off_state.task_buffer, off_state.agent.task)),
-                  jax.tree.leaves((on_state.task_buffer, on_state.agent.task))):
+  for a, b in zip(
+    jax.tree.leaves((off_state.task_buffer, off_state.agent.task)),
+    jax.tree.leaves((on_state.task_buffer, on_state.agent.task)),
+  ):
     np.testing.assert_array_equal(as_numpy(a), as_numpy(b))
   for name in ("critic_loss", "actor_loss", "episode_return_sum", "cost_per_step"):
     np.testing.assert_array_equal(on_metrics[name], off_metrics[name])
@@ -192,6 +217,7 @@ def test_reflex_cuts_violations_during_training_on_pointhazard():
   the 30k-step runs reach the goal in only 13 of seeds 0-17 (`experiments/results/SAFETY.md`).
   """
   from experiments.configs import bresa_pointhazard
+
   config = bresa_pointhazard.get_config()
   config.total_timesteps = 2_000
   cost, intervention_rate = safety_during_training(config)
@@ -220,16 +246,25 @@ def test_end_decision_with_a_reflex_that_never_fires_is_the_latching_agent(two_r
     np.testing.assert_array_equal(metrics[name], latch_metrics[name], err_msg=name)
 
 
-@pytest.mark.parametrize("credit, decisions, lengths", [
+@pytest.mark.parametrize(
+  "credit, decisions, lengths",
+  [
     ("reflex_state", [2, 2, 0, 0], [10] * 4),
-    ("recovery_step", [2, 2, 20, 20], [10] * 4 + [1] * 40)])
+    ("recovery_step", [2, 2, 20, 20], [10] * 4 + [1] * 40),
+  ],
+)
 def test_end_decision_reflex_on_every_step_ends_every_decision(credit, decisions, lengths):
   """ε = 0: from learning start (learner step 2) the reflex fires at every control step, so every
   command is rejected at its first control step. With "reflex_state" such a command executed
   nothing and is not stored; with "recovery_step" each is a decision of one control step (π_rec's),
   bootstrapped with γ^1. Before, the reflex is off: decisions of K = 10 control steps."""
-  config = tiny_bresa(total_timesteps=80, learning_starts=40, risk_epsilon=0.0,
-                      reflex_mode="end_decision", recovery_credit=credit)
+  config = tiny_bresa(
+    total_timesteps=80,
+    learning_starts=40,
+    risk_epsilon=0.0,
+    reflex_mode="end_decision",
+    recovery_credit=credit,
+  )
   state, metrics = run(bresa.make_learner(config), 0)
   np.testing.assert_array_equal(metrics["task_decisions"], decisions)
   np.testing.assert_array_equal(metrics["intervention_rate"], [0, 0, 1, 1])
@@ -239,8 +274,9 @@ def test_end_decision_reflex_on_every_step_ends_every_decision(credit, decisions
   np.testing.assert_array_equal(stored.num_substeps, lengths)
   # The SMDP discount of each stored decision is γ^n (n = its control steps).
   batch = bresa.recovery_rl.smdp_sac_batch(stored, config.gamma)
-  np.testing.assert_allclose(1.0 - np.asarray(batch.terminated),
-                             config.gamma ** (np.asarray(lengths) - 1.0), rtol=1e-6)
+  np.testing.assert_allclose(
+    1.0 - np.asarray(batch.terminated), config.gamma ** (np.asarray(lengths) - 1.0), rtol=1e-6
+  )
   if credit == "recovery_step":  # each one-step decision starts where the previous one ended
     np.testing.assert_array_equal(stored.obs[6::2][1:], stored.next_obs[6::2][:-1])
   result = jax.jit(bresa.make_learner(config).evaluate)(state, jax.random.key(7))

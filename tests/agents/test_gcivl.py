@@ -15,8 +15,8 @@ def tiny_config(path):
   config.dataset_path = path
   config.batch_size = 32
   config.num_updates = 4
-  config.value_hidden_sizes = (16, 16)
-  config.actor_hidden_sizes = (16, 16)
+  config.value_hidden_sizes = (8,)  # one small layer: smaller programs compile faster
+  config.actor_hidden_sizes = (8,)
   config.log_every = 2
   config.checkpoint_every = 2
   return config
@@ -37,7 +37,11 @@ def setup(random_walk_path):
 def test_defaults_are_ogbench_pointmaze_settings():
   config = gcivl.get_config()
   assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (
-      3e-4, 1024, 0.99, 0.005)
+    3e-4,
+    1024,
+    0.99,
+    0.005,
+  )
   assert (config.expectile, config.alpha) == (0.9, 10.0)
   assert tuple(config.value_hidden_sizes) == (512, 512, 512) and config.layer_norm
   value_p = (config.value_p_curgoal, config.value_p_trajgoal, config.value_p_randomgoal)
@@ -86,34 +90,48 @@ def test_losses_match_a_numpy_recomputation(setup):
   va = f64(value(agent, agent.params["value"], batch["observations"], batch["actor_goals"]))
   nva = f64(value(agent, agent.params["value"], batch["next_observations"], batch["actor_goals"]))
   weight = np.minimum(np.exp(10.0 * (nva.mean(1) - va.mean(1))), 100.0)
-  dist = agent.actor_net.apply(agent.params["actor"], jnp.concatenate(
-      [batch["observations"], batch["actor_goals"]], axis=-1))
+  dist = agent.actor_net.apply(
+    agent.params["actor"], jnp.concatenate([batch["observations"], batch["actor_goals"]], axis=-1)
+  )
   mean = f64(dist.loc)
   a = f64(batch["actions"])
   log_prob = -0.5 * np.sum((a - mean) ** 2, axis=1) - np.log(2 * np.pi)  # unit std, 2-D
   np.testing.assert_allclose(float(metrics["actor_loss"]), -np.mean(weight * log_prob), rtol=1e-5)
 
 
-def test_polyak_uses_the_pre_step_online_parameters(setup):
-  _, _, state, batch = setup
-  agent = state.agent
-  # Start from a target that differs from the online value, so the order matters.
-  agent = agent.replace(target_params=jax.tree.map(lambda x: x + 1.0, agent.target_params))
-  new, _ = jax.jit(type(agent).update)(agent, batch)
-  expected = jax.tree.map(lambda p, t: 0.005 * p + 0.995 * t, agent.params["value"],
-                          agent.target_params)
+@pytest.fixture(scope="module")
+def stepped(setup):
+  """The learner's step (a sampled batch, then `GCIVLAgent.update`), compiled once and run twice
+  from the same state, whose target differs from the online value (so the order matters)."""
+  _, learner, state, _ = setup
+  agent = state.agent.replace(
+    target_params=jax.tree.map(lambda x: x + 1.0, state.agent.target_params)
+  )
+  state = state.replace(agent=agent)
+  step = jax.jit(learner.step)
+  a, metrics_a = step(state)
+  _, metrics_b = step(state)
+  return agent, a, metrics_a, metrics_b
+
+
+def test_polyak_uses_the_pre_step_online_parameters(stepped):
+  agent, a, _, _ = stepped
+  new = a.agent
+  expected = jax.tree.map(
+    lambda p, t: 0.005 * p + 0.995 * t, agent.params["value"], agent.target_params
+  )
   for got, want in zip(jax.tree.leaves(new.target_params), jax.tree.leaves(expected)):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-7)
-  changed = [not np.allclose(a, b) for a, b in
-             zip(jax.tree.leaves(new.params), jax.tree.leaves(agent.params))]
+  changed = [
+    not np.allclose(a, b)
+    for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(agent.params))
+  ]
   assert all(changed)
 
 
-def test_learner_step_is_deterministic_and_acts_in_bounds(setup):
-  _, learner, state, _ = setup
-  step = jax.jit(learner.step)
-  a, metrics_a = step(state)
-  b, metrics_b = step(state)
+def test_learner_step_is_deterministic_and_acts_in_bounds(setup, stepped):
+  _, learner, _, _ = setup
+  _, a, metrics_a, metrics_b = stepped
   for key in metrics_a:
     assert np.isfinite(float(metrics_a[key]))
     assert float(metrics_a[key]) == float(metrics_b[key])

@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _load(relative_path: str):
   spec = importlib.util.spec_from_file_location(
-      relative_path.replace("/", "_").removesuffix(".py"), os.path.join(ROOT, relative_path))
+    relative_path.replace("/", "_").removesuffix(".py"), os.path.join(ROOT, relative_path)
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
@@ -32,16 +33,25 @@ reference_gigpo = _load("experiments/benchmarks/advantages.py").reference_gigpo
 
 
 def fourrooms_config(estimator="gigpo", **overrides):
-  config = _load(f"experiments/configs/{estimator if estimator == 'grpo' else 'gigpo'}"
-                 "_fourrooms.py").get_config()
+  config = _load(
+    f"experiments/configs/{estimator if estimator == 'grpo' else 'gigpo'}_fourrooms.py"
+  ).get_config()
   config.estimator = estimator
   config.update(overrides)
   return config
 
 
 def tiny(config, **overrides):
-  config.update(num_groups=2, group_size=4, num_steps=8, total_timesteps=2 * 4 * 8 * 2,
-                update_epochs=2, num_minibatches=2, hidden_sizes=(16,))
+  config.update(
+    num_groups=2,
+    group_size=4,
+    num_steps=8,
+    total_timesteps=2 * 4 * 8 * 2,
+    update_epochs=2,
+    num_minibatches=2,
+    hidden_sizes=(16,),
+    rollout_unroll=1,
+  )  # smaller programs compile faster
   config.update(overrides)
   return config
 
@@ -51,7 +61,9 @@ def tiny(config, **overrides):
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("estimator", "ppo", "config.estimator: expected one of"),
     ("gigpo_norm", "std", "config.gigpo_norm: expected one of"),
     ("episode_stat_weighting", "x", "config.episode_stat_weighting: expected one of"),
@@ -64,7 +76,8 @@ def tiny(config, **overrides):
     ("num_envs", 7, r"config.num_envs: expected num_groups \* group_size \(16\), got 7"),
     ("total_timesteps", 100, "config.total_timesteps: expected at least 1024"),
     ("env_name", "FourRooms-v9", "env_name: unknown environment"),
-])
+  ],
+)
 def test_validate_config_names_the_field(field, value, message):
   config = fourrooms_config(num_groups=4, group_size=4, num_steps=64)
   config[field] = value
@@ -86,18 +99,24 @@ def test_num_envs_follows_groups_and_device_count_is_checked():
 
 GROUPS = np.array([0, 0, 0, 1, 1, 1], np.int32)
 # Time-major [T=4, N=6] episodes: two groups of three; observations are cells (a, b).
-CELLS = np.array([
+CELLS = np.array(
+  [
     [[0, 0], [0, 0], [0, 0], [5, 5], [5, 5], [5, 5]],
     [[1, 0], [0, 1], [1, 0], [5, 6], [6, 5], [5, 6]],
     [[2, 0], [1, 1], [1, 1], [5, 7], [6, 6], [5, 5]],
     [[3, 0], [2, 1], [1, 2], [9, 9], [6, 7], [5, 6]],
-], np.int32)
-REWARD = np.array([
+  ],
+  np.int32,
+)
+REWARD = np.array(
+  [
     [0, 0, 0, 0, 0, 0],
     [0, 0, 0, 0, 0, 0],
     [1, 0, 0, 0, 0, 0],
     [7, 0, 1, 1, 0, 0],  # env 0 terminated at t=2: its reward 7 at t=3 is after the episode
-], np.float32)
+  ],
+  np.float32,
+)
 TERMINATED = np.zeros((4, 6), bool)
 TERMINATED[2, 0] = TERMINATED[3, 2] = TERMINATED[3, 3] = True
 
@@ -105,12 +124,19 @@ TERMINATED[2, 0] = TERMINATED[3, 2] = TERMINATED[3, 3] = True
 def _episodes():
   zeros = jnp.zeros((4, 6), jnp.float32)
   transitions = Transition(
-      obs=jnp.asarray(CELLS), action=jnp.zeros((4, 6), jnp.int32), reward=jnp.asarray(REWARD),
-      terminated=jnp.asarray(TERMINATED), truncated=jnp.zeros((4, 6), bool),
-      next_obs=jnp.asarray(CELLS), policy_extras=zeros, episode_return=zeros,
-      episode_length=jnp.zeros((4, 6), jnp.int32))
-  return rollout.GroupedEpisodes(transitions, rollout.first_episode_mask(transitions.done),
-                                 jnp.asarray(GROUPS))
+    obs=jnp.asarray(CELLS),
+    action=jnp.zeros((4, 6), jnp.int32),
+    reward=jnp.asarray(REWARD),
+    terminated=jnp.asarray(TERMINATED),
+    truncated=jnp.zeros((4, 6), bool),
+    next_obs=jnp.asarray(CELLS),
+    policy_extras=zeros,
+    episode_return=zeros,
+    episode_length=jnp.zeros((4, 6), jnp.int32),
+  )
+  return rollout.GroupedEpisodes(
+    transitions, rollout.first_episode_mask(transitions.done), jnp.asarray(GROUPS)
+  )
 
 
 def _np_outcome(estimator, returns):
@@ -118,8 +144,11 @@ def _np_outcome(estimator, returns):
   for g in (0, 1):
     r = returns[GROUPS == g].astype(np.float64)
     centred = r - r.mean()
-    out[GROUPS == g] = {"grpo": centred / (r.std(ddof=1) + 1e-6), "dr_grpo": centred,
-                        "rloo": [r[i] - np.delete(r, i).mean() for i in range(len(r))]}[estimator]
+    out[GROUPS == g] = {
+      "grpo": centred / (r.std(ddof=1) + 1e-6),
+      "dr_grpo": centred,
+      "rloo": [r[i] - np.delete(r, i).mean() for i in range(len(r))],
+    }[estimator]
   return out
 
 
@@ -157,10 +186,13 @@ def _agent_and_batch(**overrides):
   grouped = agent.GroupRelativeAgent.create(jax.random.key(0), spec, config)
   obs = jax.random.randint(jax.random.key(1), (8, 8, 4), 1, 12)
   mask = jnp.arange(8)[None, :] < jnp.array([8, 3, 5, 1, 8, 8, 2, 6])[:, None]
-  batch = agent.GroupBatch(obs=obs, action=jnp.zeros((8, 8), jnp.int32),
-                           log_prob=jnp.full((8, 8), -np.log(4.0), jnp.float32),
-                           advantage=jnp.where(mask, jnp.linspace(-1, 1, 8)[:, None], 0.0),
-                           mask=mask)
+  batch = agent.GroupBatch(
+    obs=obs,
+    action=jnp.zeros((8, 8), jnp.int32),
+    log_prob=jnp.full((8, 8), -np.log(4.0), jnp.float32),
+    advantage=jnp.where(mask, jnp.linspace(-1, 1, 8)[:, None], 0.0),
+    mask=mask,
+  )
   return grouped, batch
 
 
@@ -199,6 +231,7 @@ def test_policy_gradient_is_the_token_mean_reinforce_gradient_on_policy():
     logp = grouped.network.apply(p, batch.obs).log_prob(batch.action)
     m = batch.mask.astype(jnp.float32)
     return -(batch.advantage * logp * m).sum() / m.sum()
+
   expected = jax.jit(jax.grad(reinforce))(grouped.params)
   for a, b in zip(jax.tree.leaves(grad), jax.tree.leaves(expected)):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
@@ -209,8 +242,15 @@ def _check_metrics(metrics, num_updates):
   for key, value in metrics.items():
     assert np.isfinite(np.asarray(value)).all(), key
   np.testing.assert_array_equal(metrics["episodes"], 8.0)
-  assert set(metrics) >= {"episode_return_sum", "episode_length_sum", "success_rate",
-                          "advantage_abs_mean", "kl_to_reference", "policy_loss", "entropy"}
+  assert set(metrics) >= {
+    "episode_return_sum",
+    "episode_length_sum",
+    "success_rate",
+    "advantage_abs_mean",
+    "kl_to_reference",
+    "policy_loss",
+    "entropy",
+  }
 
 
 def test_gigpo_config_smoke_run_is_deterministic_per_seed():
@@ -246,8 +286,7 @@ def test_grpo_config_smoke_run_through_the_learner():
   assert int(state.update) == 2
   changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), initial_params, state.agent.params)
   assert all(jax.tree.leaves(changed))
-  frozen = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), initial_params,
-                        state.agent.ref_params)
+  frozen = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), initial_params, state.agent.ref_params)
   assert all(jax.tree.leaves(frozen))
   _check_metrics(jax.tree.map(lambda *x: np.stack(x), *metrics), 2)
   evaluation = jax.jit(learner.evaluate)(state, jax.random.key(1))
@@ -275,7 +314,7 @@ for estimator in ("gigpo",):
   config.update(estimator=estimator, optimizer="sgd", learning_rate=0.5, max_grad_norm=1e6,
                 num_groups=4, group_size=4, num_steps=12, total_timesteps=4 * 4 * 12,
                 update_epochs=2, num_minibatches=2, kl_coef=0.05, entropy_coef=0.01,
-                observation_one_hot=13, hidden_sizes=(32,))
+                observation_one_hot=13, hidden_sizes=(32,), rollout_unroll=1)
   config.env_kwargs.resample_init_pos = True
   config.env_kwargs.resample_goal_pos = True
   config.env_kwargs.max_steps_in_episode = 12
@@ -287,12 +326,14 @@ for estimator in ("gigpo",):
     state = learner.init(jax.random.key(0))
     shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field)
     state = distributed.place(state, shardings)
-    collect = jax.jit(lambda s: agent.collect(s, env, env_params, config)[:2],
-                      in_shardings=(shardings,))
-    batch, rollout_metrics = collect(state)
-    step = distributed.jit_step(learner.step, shardings, donate=False)
-    new_state, metrics = step(state)
-    results[devices] = jax.device_get((batch.advantage, new_state.agent.params, metrics,
+    # One program per mesh: the learner's step, plus the advantages of the batch it collects
+    # (the same rollout from the same state and key), returned beside its metrics.
+    def step_and_advantage(s):
+      new_s, metrics = learner.step(s)
+      return new_s, (metrics, agent.collect(s, env, env_params, config)[0].advantage)
+    step = distributed.jit_step(step_and_advantage, shardings, donate=False)
+    new_state, (metrics, advantage) = step(state)
+    results[devices] = jax.device_get((advantage, new_state.agent.params, metrics,
                                        state.agent.params))
     spec = str(new_state.group_ids.sharding.spec)
   (adv_1, params_1, metrics_1, before), (adv_8, params_8, metrics_8, _) = results[1], results[8]
@@ -310,8 +351,14 @@ print(json.dumps(out))
 
 @pytest.mark.multidevice
 def test_8_devices_give_the_same_advantages_losses_and_sgd_update_as_1(eight_cpu_devices_env):
-  result = subprocess.run([sys.executable, "-c", MESH_SCRIPT], cwd=ROOT, env=eight_cpu_devices_env,
-                          capture_output=True, text=True, timeout=900)
+  result = subprocess.run(
+    [sys.executable, "-c", MESH_SCRIPT],
+    cwd=ROOT,
+    env=eight_cpu_devices_env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   print(out)

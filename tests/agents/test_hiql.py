@@ -20,8 +20,8 @@ def tiny_config(path):
   config.dataset_path = path
   config.batch_size = 32
   config.num_updates = 4
-  config.value_hidden_sizes = (16, 16)
-  config.actor_hidden_sizes = (16, 16)
+  config.value_hidden_sizes = (8,)  # one small layer: smaller programs compile faster
+  config.actor_hidden_sizes = (8,)
   config.subgoal_steps = 5
   config.log_every = 2
   config.checkpoint_every = 2
@@ -45,7 +45,11 @@ def test_defaults_are_ogbench_settings():
   assert (config.expectile, config.low_alpha, config.high_alpha) == (0.7, 3.0, 3.0)
   assert (config.subgoal_steps, config.rep_dim, config.low_actor_rep_grad) == (25, 10, False)
   assert (config.learning_rate, config.batch_size, config.gamma, config.tau) == (
-      3e-4, 1024, 0.99, 0.005)
+    3e-4,
+    1024,
+    0.99,
+    0.005,
+  )
   assert "alpha" not in config
   bad = config.copy_and_resolve_references()
   bad.subgoal_steps = 0
@@ -56,8 +60,9 @@ def test_defaults_are_ogbench_settings():
 def test_subgoal_representation_has_length_sqrt_rep_dim(setup):
   _, _, state, batch = setup
   agent = state.agent
-  rep = jax.jit(type(agent).goal_rep)(agent, agent.params, batch["observations"],
-                                      batch["value_goals"])
+  rep = jax.jit(type(agent).goal_rep)(
+    agent, agent.params, batch["observations"], batch["value_goals"]
+  )
   assert rep.shape == (32, 10)
   np.testing.assert_allclose(np.linalg.norm(np.asarray(rep), axis=1), math.sqrt(10), rtol=1e-5)
 
@@ -71,9 +76,12 @@ def test_target_network_has_no_goal_rep_copy(setup):
 def _gradient_groups(agent, batch):
   """{loss term: the parameter groups its gradient reaches}, from one compiled Jacobian."""
   jac = jax.jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
-  return {term: {g for g in GROUPS
-                 if any(float(jnp.abs(x).max()) > 0 for x in jax.tree.leaves(jac[term][g]))}
-          for term in jac}
+  return {
+    term: {
+      g for g in GROUPS if any(float(jnp.abs(x).max()) > 0 for x in jax.tree.leaves(jac[term][g]))
+    }
+    for term in jac
+  }
 
 
 @pytest.mark.parametrize("rep_grad", [False, True])
@@ -99,14 +107,16 @@ def test_losses_match_a_numpy_recomputation(setup):
     p, obs = agent.params, batch["observations"]
     losses, _ = agent.loss_terms(p, batch)
     return losses, dict(
-        v=agent.value(p, obs, batch["value_goals"]),
-        vt=agent.value(p, obs, batch["value_goals"], agent.target_params),
-        nvt=agent.value(p, batch["next_observations"], batch["value_goals"], agent.target_params),
-        rep=agent.goal_rep(p, obs, batch["high_actor_targets"]),
-        high_mean=agent.nets.high_actor.apply(p["high_actor"], jnp.concatenate(
-            [obs, batch["high_actor_goals"]], axis=-1)).loc,
-        vg=agent.value(p, obs, batch["high_actor_goals"]),
-        vsub=agent.value(p, batch["high_actor_targets"], batch["high_actor_goals"]))
+      v=agent.value(p, obs, batch["value_goals"]),
+      vt=agent.value(p, obs, batch["value_goals"], agent.target_params),
+      nvt=agent.value(p, batch["next_observations"], batch["value_goals"], agent.target_params),
+      rep=agent.goal_rep(p, obs, batch["high_actor_targets"]),
+      high_mean=agent.nets.high_actor.apply(
+        p["high_actor"], jnp.concatenate([obs, batch["high_actor_goals"]], axis=-1)
+      ).loc,
+      vg=agent.value(p, obs, batch["high_actor_goals"]),
+      vsub=agent.value(p, batch["high_actor_targets"], batch["high_actor_goals"]),
+    )
 
   losses, q = quantities(agent, batch)
   q = {k: np.asarray(v, np.float64) for k, v in q.items()}
@@ -114,8 +124,9 @@ def test_losses_match_a_numpy_recomputation(setup):
   adv = r + 0.99 * m * q["nvt"].min(1) - q["vt"].mean(1)
   w = np.where(adv >= 0, 0.7, 0.3)
   y = r[:, None] + 0.99 * m[:, None] * q["nvt"]
-  np.testing.assert_allclose(float(losses["value"]),
-                             np.sum(np.mean(w[:, None] * (y - q["v"]) ** 2, 0)), rtol=1e-5)
+  np.testing.assert_allclose(
+    float(losses["value"]), np.sum(np.mean(w[:, None] * (y - q["v"]) ** 2, 0)), rtol=1e-5
+  )
   # high actor: log-prob of the target latent under a unit-std Gaussian, AWR-weighted
   log_prob = -0.5 * np.sum((q["rep"] - q["high_mean"]) ** 2, 1) - 5 * np.log(2 * np.pi)
   weight = np.minimum(np.exp(3.0 * (q["vsub"].mean(1) - q["vg"].mean(1))), 100.0)
@@ -137,14 +148,16 @@ def test_shared_actor_losses_take_the_high_value_as_an_argument(setup):
     terms, _ = agent.loss_terms(agent.params, batch)
     obs = batch["observations"]
     rep = agent.goal_rep(agent.params, obs, batch["high_actor_targets"])
-    mean = agent.nets.high_actor.apply(agent.params["high_actor"], jnp.concatenate(
-        [obs, batch["high_actor_goals"]], axis=-1)).loc
+    mean = agent.nets.high_actor.apply(
+      agent.params["high_actor"], jnp.concatenate([obs, batch["high_actor_goals"]], axis=-1)
+    ).loc
     return shared, own, terms, rep, mean
 
   shared, own, terms, rep, mean = run(agent, batch)
   metrics = shared.summary()
-  log_prob = (-0.5 * np.sum((np.asarray(rep, np.float64) - np.asarray(mean)) ** 2, 1)
-              - 5 * np.log(2 * np.pi))
+  log_prob = -0.5 * np.sum((np.asarray(rep, np.float64) - np.asarray(mean)) ** 2, 1) - 5 * np.log(
+    2 * np.pi
+  )
   np.testing.assert_allclose(float(shared.high_actor_loss), -np.mean(log_prob), rtol=1e-5)
   assert float(metrics["high_awr_weight"]) == 1.0 and float(metrics["high_advantage"]) == 0.0
   assert float(shared.low_actor_loss) == float(own.low_actor_loss)
@@ -155,11 +168,13 @@ def test_shared_actor_losses_take_the_high_value_as_an_argument(setup):
 
 def test_polyak_averages_only_the_value_heads_with_pre_step_parameters(setup):
   _, _, state, batch = setup
-  agent = state.agent.replace(target_params=jax.tree.map(lambda x: x - 0.5,
-                                                         state.agent.target_params))
+  agent = state.agent.replace(
+    target_params=jax.tree.map(lambda x: x - 0.5, state.agent.target_params)
+  )
   new, metrics = jax.jit(type(agent).update)(agent, batch)
-  expected = jax.tree.map(lambda p, t: 0.005 * p + 0.995 * t, agent.params["value"],
-                          agent.target_params)
+  expected = jax.tree.map(
+    lambda p, t: 0.005 * p + 0.995 * t, agent.params["value"], agent.target_params
+  )
   for got, want in zip(jax.tree.leaves(new.target_params), jax.tree.leaves(expected)):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-7)
   assert all(np.isfinite(float(v)) for v in metrics.values())

@@ -53,7 +53,8 @@ def test_each_seed_logs_its_updates_and_its_ogbench_evaluations(whole_run):
   evaluations = [r for r in records if r["phase"] == "eval"]
   # periodic evaluations (every 2 updates, from update 0) with 1 episode per task, the final with 2
   assert sorted((r["seed"], r["update"], r["eval_episodes_per_task"]) for r in evaluations) == [
-      (s, u, 2 if u == 3 else 1) for s in (0, 1) for u in (0, 2, 3)]
+    (s, u, 2 if u == 3 else 1) for s in (0, 1) for u in (0, 2, 3)
+  ]
   for r in evaluations:
     tasks = [r[f"task{i}_success"] for i in range(1, 6)]
     assert all(0.0 <= t <= 1.0 for t in tasks)
@@ -89,11 +90,22 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_uninterrupted_result(whol
 def test_missing_dataset_is_one_line_naming_the_field_and_the_fix(tmp_path):
   missing = tmp_path / "none.npz"
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.train", "--config=experiments/configs/ota_pointmaze.py",
-       f"--workdir={tmp_path / 'w'}", f"--config.dataset_path={missing}"],
-      cwd=REPO, capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      "--config=experiments/configs/ota_pointmaze.py",
+      f"--workdir={tmp_path / 'w'}",
+      f"--config.dataset_path={missing}",
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert result.returncode == 2
   assert result.stderr.strip().splitlines() == [
-      f"error: config.dataset_path: expected an existing .npz file (python -m "
-      f"experiments.make_dataset --env=pointmaze-medium-navigate-v0 --out={missing}), got "
-      f"'{missing}'"]
+    f"error: config.dataset_path: expected an existing .npz file (python -m "
+    f"experiments.make_dataset --env=pointmaze-medium-navigate-v0 --out={missing}), got "
+    f"'{missing}'"
+  ]

@@ -34,7 +34,7 @@ def np_tree(tree):
 
 
 def gelu(x):
-  return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+  return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def layer_norm(x, p):
@@ -92,8 +92,9 @@ def perturbed(tree, key):
   """Target parameters != online ones, so a swapped network is caught."""
   leaves, treedef = jax.tree.flatten(tree)
   keys = jax.random.split(key, len(leaves))
-  return jax.tree.unflatten(treedef, [x + 0.05 * jax.random.normal(k, x.shape)
-                                      for x, k in zip(leaves, keys)])
+  return jax.tree.unflatten(
+    treedef, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]
+  )
 
 
 def make(module, agent_cls, path, sample, **overrides):
@@ -113,18 +114,28 @@ def make(module, agent_cls, path, sample, **overrides):
 
 
 def test_gcivl_value_and_actor_losses_match_ogbench(random_walk_path):
-  config, agent, batch = make(gcivl, gcivl.GCIVLAgent, random_walk_path,
-                              goal_sampler.sample_gc_batch)
+  config, agent, batch = make(
+    gcivl, gcivl.GCIVLAgent, random_walk_path, goal_sampler.sample_gc_batch
+  )
   agent = agent.replace(target_params=perturbed(agent.target_params, jax.random.key(9)))
   _, metrics = jax.jit(type(agent).loss)(agent, agent.params, batch)
   p, t = np_tree(agent.params), np_tree(agent.target_params)
-  s, s2, g, ga = (batch[k] for k in ("observations", "next_observations", "value_goals",
-                                     "actor_goals"))
+  s, s2, g, ga = (
+    batch[k] for k in ("observations", "next_observations", "value_goals", "actor_goals")
+  )
   value = lambda params, x, y: ensemble_value(params, np.concatenate([x, y], -1), 3)
-  expected_value = ivl(value(p["value"], s, g), value(t, s, g), value(t, s2, g),
-                       batch["rewards"], batch["masks"], 0.99, 0.9)
-  log_prob = unit_gaussian_log_prob(batch["actions"],
-                                    actor_mean(p["actor"], np.concatenate([s, ga], -1), 2))
+  expected_value = ivl(
+    value(p["value"], s, g),
+    value(t, s, g),
+    value(t, s2, g),
+    batch["rewards"],
+    batch["masks"],
+    0.99,
+    0.9,
+  )
+  log_prob = unit_gaussian_log_prob(
+    batch["actions"], actor_mean(p["actor"], np.concatenate([s, ga], -1), 2)
+  )
   expected_actor = awr(value(p["value"], s, ga), value(p["value"], s2, ga), 10.0, log_prob)
   np.testing.assert_allclose(float(metrics["value_loss"]), expected_value, rtol=RTOL)
   np.testing.assert_allclose(float(metrics["actor_loss"]), expected_actor, rtol=RTOL)
@@ -137,17 +148,29 @@ def hiql_reference(p, heads, target_heads, batch, high_heads=None):
   rep = lambda x, y: goal_rep(p["goal_rep"], x, y, 3)
   value = lambda h, x, y: ensemble_value(h, np.concatenate([x, rep(x, y)], -1), 3)
   g = batch["value_goals"]
-  value_loss = ivl(value(heads, s, g), value(target_heads, s, g), value(target_heads, s2, g),
-                   batch["rewards"], batch["masks"], 0.99, 0.7)
+  value_loss = ivl(
+    value(heads, s, g),
+    value(target_heads, s, g),
+    value(target_heads, s2, g),
+    batch["rewards"],
+    batch["masks"],
+    0.99,
+    0.7,
+  )
   w = batch["low_actor_goals"]
   low_mean = actor_mean(p["low_actor"], np.concatenate([s, rep(s, w)], -1), 2)
-  low = awr(value(heads, s, w), value(heads, s2, w), 3.0,
-            unit_gaussian_log_prob(batch["actions"], low_mean))
+  low = awr(
+    value(heads, s, w), value(heads, s2, w), 3.0, unit_gaussian_log_prob(batch["actions"], low_mean)
+  )
   hg, ht = batch["high_actor_goals"], batch["high_actor_targets"]
   high_heads = heads if high_heads is None else high_heads
   high_mean = actor_mean(p["high_actor"], np.concatenate([s, hg], -1), 2)
-  high = awr(value(high_heads, s, hg), value(high_heads, ht, hg), 3.0,
-             unit_gaussian_log_prob(rep(s, ht), high_mean))
+  high = awr(
+    value(high_heads, s, hg),
+    value(high_heads, ht, hg),
+    3.0,
+    unit_gaussian_log_prob(rep(s, ht), high_mean),
+  )
   return value_loss, low, high, value
 
 
@@ -163,24 +186,37 @@ def test_hiql_value_low_and_high_actor_losses_match_ogbench(random_walk_path):
 
 
 @pytest.mark.parametrize("abstraction_factor", [1, 5])
-def test_ota_option_value_and_actor_losses_match_the_reference(random_walk_path,
-                                                               abstraction_factor):
-  sample = lambda key, data, size, sampler: ota.sample_ota_batch(key, data, size, sampler,
-                                                                 abstraction_factor)
-  _, agent, batch = make(ota, ota.OTAAgent, random_walk_path, sample,
-                         abstraction_factor=abstraction_factor)
-  agent = agent.replace(target_params=perturbed(agent.target_params, jax.random.key(9)),
-                        high_target_params=perturbed(agent.high_target_params,
-                                                     jax.random.key(10)))
+def test_ota_option_value_and_actor_losses_match_the_reference(
+  random_walk_path, abstraction_factor
+):
+  sample = lambda key, data, size, sampler: ota.sample_ota_batch(
+    key, data, size, sampler, abstraction_factor
+  )
+  _, agent, batch = make(
+    ota, ota.OTAAgent, random_walk_path, sample, abstraction_factor=abstraction_factor
+  )
+  agent = agent.replace(
+    target_params=perturbed(agent.target_params, jax.random.key(9)),
+    high_target_params=perturbed(agent.high_target_params, jax.random.key(10)),
+  )
   losses, _ = jax.jit(type(agent).loss_terms)(agent, agent.params, batch)
   p = np_tree(agent.params)
-  value_loss, low, high, value = hiql_reference(p, p["value"], np_tree(agent.target_params),
-                                                batch, high_heads=p["high_value"])
-  s, so, hg = (batch[k] for k in ("observations", "high_value_option_observations",
-                                  "high_value_goals"))
+  value_loss, low, high, value = hiql_reference(
+    p, p["value"], np_tree(agent.target_params), batch, high_heads=p["high_value"]
+  )
+  s, so, hg = (
+    batch[k] for k in ("observations", "high_value_option_observations", "high_value_goals")
+  )
   th = np_tree(agent.high_target_params)
-  high_value = ivl(value(p["high_value"], s, hg), value(th, s, hg), value(th, so, hg),
-                   batch["high_value_rewards"], batch["high_value_masks"], 0.99, 0.7)
+  high_value = ivl(
+    value(p["high_value"], s, hg),
+    value(th, s, hg),
+    value(th, so, hg),
+    batch["high_value_rewards"],
+    batch["high_value_masks"],
+    0.99,
+    0.7,
+  )
   np.testing.assert_allclose(float(losses["value"]), value_loss, rtol=RTOL)
   np.testing.assert_allclose(float(losses["high_value"]), high_value, rtol=RTOL)
   np.testing.assert_allclose(float(losses["low_actor"]), low, rtol=RTOL)

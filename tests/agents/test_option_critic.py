@@ -54,10 +54,10 @@ def run_env(env, params, num_steps, key=0):
 
 
 def test_four_rooms_goal_moves_for_episodes_starting_after_the_threshold():
-  env, params = four_rooms.make_four_rooms(transfer_after_steps=40, transfer_goal=(10, 9),
-                                           max_steps_in_episode=7)
-  _, (obs, state, _, terminated, truncated) = jax.jit(
-      lambda: run_env(env, params, 60))()
+  env, params = four_rooms.make_four_rooms(
+    transfer_after_steps=40, transfer_goal=(10, 9), max_steps_in_episode=7
+  )
+  _, (obs, state, _, terminated, truncated) = jax.jit(lambda: run_env(env, params, 60))()
   np.testing.assert_array_equal(state.total_steps, np.arange(1, 61))  # survives auto-resets
   goals = np.asarray(state.goal)
   done = np.asarray(terminated | truncated)
@@ -90,13 +90,16 @@ def test_four_rooms_transfer_goal_is_a_lower_right_room_cell_that_depends_on_the
   assert goals <= room and len(goals) > 3
 
 
-@pytest.mark.parametrize("kwargs, message", [
+@pytest.mark.parametrize(
+  "kwargs, message",
+  [
     ({"goal": (0, 0)}, "goal: expected a free"),
     ({"transfer_goal": (6, 6)}, "transfer_goal: expected a free"),
     ({"transfer_after_steps": -5}, "transfer_after_steps: expected an integer >= 0"),
     ({"observation": "pixels"}, "observation: expected one of"),
     ({"speed": 2}, "has no parameter 'speed'"),
-])
+  ],
+)
 def test_four_rooms_bad_arguments(kwargs, message):
   with pytest.raises(ValueError, match=message):
     four_rooms.make_four_rooms(**kwargs)
@@ -115,7 +118,9 @@ def test_config_transfer_flag_reaches_the_environment():
 # Config.
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("critic_learning_rate", -1.0, "config.critic_learning_rate: expected a finite number > 0"),
     ("num_options", 0, "config.num_options: expected an integer > 0"),
     ("gamma", 1.5, "config.gamma: expected a number in"),
@@ -129,7 +134,8 @@ def test_config_transfer_flag_reaches_the_environment():
     ("total_timesteps", 8, "config.total_timesteps: expected at least 16"),
     ("env_name", "FourRooms-v9", "env_name: unknown environment"),
     ("env_name", "Pendulum-v1", "config.env_name: expected an environment with discrete"),
-])
+  ],
+)
 def test_validate_config_names_the_field(field, value, message):
   config = tiny_config()
   config[field] = value
@@ -186,8 +192,11 @@ def test_act_terminates_every_running_option_when_beta_is_one():
 def test_running_option_survives_between_rollouts_and_is_reset_at_episode_ends():
   config = tiny_config()
   agent, env, params = make_agent(config, termination_logit=-100.0)  # options never terminate
-  collect = jax.jit(lambda carry, key: oc.collect(env, params, agent.network, agent.params, carry,
-                                                  key, 12, agent.config, 0.01))
+  collect = jax.jit(
+    lambda carry, key: oc.collect(
+      env, params, agent.network, agent.params, carry, key, 12, agent.config, 0.01
+    )
+  )
   carry = oc.reset(env, params, jax.random.key(0), 4)
   np.testing.assert_array_equal(carry.option, oc.NO_OPTION)
   carry, traj = collect(carry, jax.random.key(1))
@@ -212,20 +221,32 @@ def test_running_option_survives_between_rollouts_and_is_reset_at_episode_ends()
 def synthetic_trajectory(seed=0, num_steps=3, num_options=2, num_actions=3):
   rng = np.random.default_rng(seed)
   f32 = lambda x: jnp.asarray(x, jnp.float32)
-  out = OptionCriticOutput(q=f32(rng.normal(size=(num_steps, num_options))),
-                           beta=f32(rng.uniform(0.1, 0.9, (num_steps, num_options))),
-                           logits=f32(rng.normal(size=(num_steps, num_options, num_actions))))
-  out_next = OptionCriticOutput(q=f32(rng.normal(size=(num_steps, num_options))),
-                                beta=f32(rng.uniform(0.1, 0.9, (num_steps, num_options))),
-                                logits=f32(rng.normal(size=(num_steps, num_options, num_actions))))
-  extras = oc.OptionExtras(option=jnp.array([1, 1, 0][:num_steps], jnp.int32),
-                           switched=jnp.array([True, False, True][:num_steps]),
-                           terminated_option=jnp.array([False, False, True][:num_steps]))
-  traj = Transition(obs=None, action=jnp.array([2, 0, 1][:num_steps], jnp.int32),
-                    reward=f32([0.5, -1.0, 2.0][:num_steps]),
-                    terminated=jnp.array([False, False, True][:num_steps]),
-                    truncated=jnp.zeros((num_steps,), bool), next_obs=None,
-                    policy_extras=extras, episode_return=None, episode_length=None)
+  out = OptionCriticOutput(
+    q=f32(rng.normal(size=(num_steps, num_options))),
+    beta=f32(rng.uniform(0.1, 0.9, (num_steps, num_options))),
+    logits=f32(rng.normal(size=(num_steps, num_options, num_actions))),
+  )
+  out_next = OptionCriticOutput(
+    q=f32(rng.normal(size=(num_steps, num_options))),
+    beta=f32(rng.uniform(0.1, 0.9, (num_steps, num_options))),
+    logits=f32(rng.normal(size=(num_steps, num_options, num_actions))),
+  )
+  extras = oc.OptionExtras(
+    option=jnp.array([1, 1, 0][:num_steps], jnp.int32),
+    switched=jnp.array([True, False, True][:num_steps]),
+    terminated_option=jnp.array([False, False, True][:num_steps]),
+  )
+  traj = Transition(
+    obs=None,
+    action=jnp.array([2, 0, 1][:num_steps], jnp.int32),
+    reward=f32([0.5, -1.0, 2.0][:num_steps]),
+    terminated=jnp.array([False, False, True][:num_steps]),
+    truncated=jnp.zeros((num_steps,), bool),
+    next_obs=None,
+    policy_extras=extras,
+    episode_return=None,
+    episode_length=None,
+  )
   return out, out_next, traj
 
 
@@ -295,22 +316,37 @@ def test_critic_head_gets_gradient_only_from_the_critic():
   """Targets, baselines and the termination advantage carry no gradient into Q."""
   config = tiny_config(critic_coef=0.0)
   agent, env, params = make_agent(config)
-  agent = agent.replace(params=jax.tree.map(
-      lambda x: jax.random.normal(jax.random.key(3), x.shape) * 0.3, agent.params))
+  agent = agent.replace(
+    params=jax.tree.map(lambda x: jax.random.normal(jax.random.key(3), x.shape) * 0.3, agent.params)
+  )
 
   @jax.jit
   def gradients(p):
-    _, traj = oc.collect(env, params, agent.network, p, oc.reset(env, params, jax.random.key(0), 4),
-                         jax.random.key(1), 6, agent.config, 0.1)
-    return jax.grad(lambda p: oc.option_critic_objective(p, agent.network, traj, agent.config)[0])(p)
+    _, traj = oc.collect(
+      env,
+      params,
+      agent.network,
+      p,
+      oc.reset(env, params, jax.random.key(0), 4),
+      jax.random.key(1),
+      6,
+      agent.config,
+      0.1,
+    )
+    return jax.grad(lambda p: oc.option_critic_objective(p, agent.network, traj, agent.config)[0])(
+      p
+    )
 
   grads = gradients(agent.params)["params"]
   np.testing.assert_array_equal(grads["q_head"]["kernel"], 0.0)
   assert np.abs(grads["termination_head"]["kernel"]).sum() > 0
   assert np.abs(grads["policy_head"]["kernel"]).sum() > 0
   labels = oc.param_labels(agent.params)["params"]
-  assert (labels["q_head"]["kernel"], labels["termination_head"]["kernel"],
-          labels["policy_head"]["kernel"]) == ("critic", "termination", "policy")
+  assert (
+    labels["q_head"]["kernel"],
+    labels["termination_head"]["kernel"],
+    labels["policy_head"]["kernel"],
+  ) == ("critic", "termination", "policy")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,14 +356,14 @@ def test_critic_head_gets_gradient_only_from_the_critic():
 def test_option_durations_are_the_episode_when_options_never_end_and_one_when_they_always_do():
   config = tiny_config(eval_episodes=8)
   agent, env, params = make_agent(config)
-  evaluate = jax.jit(lambda p, k: oc.evaluate_options(env, params, agent.network, p, k,
-                                                      agent.config, 8, 30))
+  evaluate = jax.jit(
+    lambda p, k: oc.evaluate_options(env, params, agent.network, p, k, agent.config, 8, 30)
+  )
   for logit, check in ((-100.0, "episode"), (100.0, "one")):
     agent, _, _ = make_agent(config, termination_logit=logit)
     metrics = evaluate(agent.params, jax.random.key(5))
     if check == "episode":  # one option per episode: duration = episode length
-      np.testing.assert_allclose(metrics["eval_option_duration"], metrics["eval_length"],
-                                 rtol=1e-6)
+      np.testing.assert_allclose(metrics["eval_option_duration"], metrics["eval_length"], rtol=1e-6)
     else:
       np.testing.assert_allclose(metrics["eval_option_duration"], 1.0)
     usage = sum(float(metrics[f"eval_option_{w}_usage"]) for w in range(4))
@@ -340,8 +376,16 @@ def test_smoke_run_vmapped_seeds_determinism_and_evaluation():
   config = tiny_config(transfer_after=16)
   train = jax.jit(jax.vmap(oc.make_train(config)))
   states, metrics = train(jax.vmap(jax.random.key)(jnp.array([0, 0, 1])))
-  assert {"loss", "critic_loss", "policy_loss", "termination_loss", "entropy",
-          "option_termination_rate", "episodes", "episode_return_sum"} <= set(metrics)
+  assert {
+    "loss",
+    "critic_loss",
+    "policy_loss",
+    "termination_loss",
+    "entropy",
+    "option_termination_rate",
+    "episodes",
+    "episode_return_sum",
+  } <= set(metrics)
   assert metrics["loss"].shape == (3, 3)
   np.testing.assert_array_equal(states.update, 3)
   for key, value in metrics.items():
@@ -388,7 +432,7 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
     config.update(dict(num_envs=8, num_steps=4, n_step=4, total_timesteps=8 * 4 * 6,
                        optimizer="sgd", critic_learning_rate=0.5,
                        intra_option_learning_rate=0.25, termination_learning_rate=0.25, eval_episodes=8,
-                       log_every=2, checkpoint_every=6,
+                       log_every=2, checkpoint_every=6, rollout_unroll=1,
                        head_init_scale=5.0))  # random heads: non-zero TD errors from the start
     config.env_kwargs.max_steps_in_episode = 20
     out = {}
@@ -403,15 +447,28 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.multidevice
 def test_eight_device_mesh_logs_the_same_losses_as_one_device(tmp_path, eight_cpu_devices_env):
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT, str(tmp_path)], env=eight_cpu_devices_env,
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+  result = subprocess.run(
+    [sys.executable, "-c", MULTIDEVICE_SCRIPT, str(tmp_path)],
+    env=eight_cpu_devices_env,
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   runs = json.loads(result.stdout.strip().splitlines()[-1])
   one, eight = runs["1"], runs["8"]
   assert len(one) == len(eight) == 3
   for a, b in zip(one, eight):
-    for key in ("loss", "critic_loss", "policy_loss", "termination_loss", "entropy",
-                "episode_length", "option_termination_rate"):
+    for key in (
+      "loss",
+      "critic_loss",
+      "policy_loss",
+      "termination_loss",
+      "entropy",
+      "episode_length",
+      "option_termination_rate",
+    ):
       if a[key] is None:  # no episode ended in this chunk (NaN is logged as null)
         assert b[key] is None
         continue

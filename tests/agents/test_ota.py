@@ -18,8 +18,8 @@ def tiny_config(path):
   config.dataset_path = path
   config.batch_size = 32
   config.num_updates = 4
-  config.value_hidden_sizes = (16, 16)
-  config.actor_hidden_sizes = (16, 16)
+  config.value_hidden_sizes = (8,)  # one small layer: smaller programs compile faster
+  config.actor_hidden_sizes = (8,)
   config.subgoal_steps = 5
   config.log_every = 2
   config.checkpoint_every = 2
@@ -34,7 +34,8 @@ def setup(random_walk_path):
   data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   batch = jax.jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
-      jax.random.key(1), data, 32, sampler, N_OPTION)
+    jax.random.key(1), data, 32, sampler, N_OPTION
+  )
   return config, learner, state, batch
 
 
@@ -68,7 +69,8 @@ def test_sampled_option_ends_stay_in_the_trajectory(indexed_walk_path):
   data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   batch = jax.jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
-      jax.random.key(7), data, 2048, sampler, N_OPTION)
+    jax.random.key(7), data, 2048, sampler, N_OPTION
+  )
   steps = 39  # transitions per episode (40 raw rows)
   to_idx = lambda x: (np.asarray(x)[:, 0] - np.asarray(x)[:, 1]).astype(int)  # raw row -> index
   i, o = to_idx(batch["observations"]), to_idx(batch["high_value_option_observations"])
@@ -99,10 +101,12 @@ def test_high_value_loss_matches_a_numpy_recomputation(setup):
     p, obs, goals = agent.params, batch["observations"], batch["high_value_goals"]
     losses, _ = agent.loss_terms(p, batch)
     return losses, dict(
-        v=agent.value(p, obs, goals, level="high"),
-        vt=agent.value(p, obs, goals, heads=agent.high_target_params),
-        nvt=agent.value(p, batch["high_value_option_observations"], goals,
-                        heads=agent.high_target_params))
+      v=agent.value(p, obs, goals, level="high"),
+      vt=agent.value(p, obs, goals, heads=agent.high_target_params),
+      nvt=agent.value(
+        p, batch["high_value_option_observations"], goals, heads=agent.high_target_params
+      ),
+    )
 
   losses, q = quantities(agent, batch)
   q = {k: np.asarray(v, np.float64) for k, v in q.items()}
@@ -111,20 +115,25 @@ def test_high_value_loss_matches_a_numpy_recomputation(setup):
   adv = r + 0.99 * m * q["nvt"].min(1) - q["vt"].mean(1)
   w = np.where(adv >= 0, 0.7, 0.3)
   y = r[:, None] + 0.99 * m[:, None] * q["nvt"]
-  np.testing.assert_allclose(float(losses["high_value"]),
-                             np.sum(np.mean(w[:, None] * (y - q["v"]) ** 2, 0)), rtol=1e-5)
-  y_smdp = r[:, None] + 0.99 ** N_OPTION * m[:, None] * q["nvt"]
-  assert not np.isclose(float(losses["high_value"]),
-                        np.sum(np.mean(w[:, None] * (y_smdp - q["v"]) ** 2, 0)), rtol=1e-4)
+  np.testing.assert_allclose(
+    float(losses["high_value"]), np.sum(np.mean(w[:, None] * (y - q["v"]) ** 2, 0)), rtol=1e-5
+  )
+  y_smdp = r[:, None] + 0.99**N_OPTION * m[:, None] * q["nvt"]
+  assert not np.isclose(
+    float(losses["high_value"]), np.sum(np.mean(w[:, None] * (y_smdp - q["v"]) ** 2, 0)), rtol=1e-4
+  )
 
 
 def test_gradient_routing(setup):
   _, _, state, batch = setup
   agent = state.agent
   jac = jax.jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
-  groups = {term: {g for g in GROUPS
-                   if any(float(jnp.abs(x).max()) > 0 for x in jax.tree.leaves(jac[term][g]))}
-            for term in jac}
+  groups = {
+    term: {
+      g for g in GROUPS if any(float(jnp.abs(x).max()) > 0 for x in jax.tree.leaves(jac[term][g]))
+    }
+    for term in jac
+  }
   assert groups["value"] == {"value", "goal_rep"}
   assert groups["high_value"] == {"high_value", "goal_rep"}  # φ is shared by both values
   assert groups["low_actor"] == {"low_actor"}
@@ -137,8 +146,9 @@ def test_high_actor_advantage_uses_the_option_aware_value(setup):
   terms = jax.jit(lambda agent: agent.loss_terms(agent.params, batch)[0])
   base = terms(agent)
   shift = lambda tree: jax.tree.map(lambda x: x * 1.5 + 0.1, tree)
-  high = terms(agent.replace(params={**agent.params, "high_value": shift(
-      agent.params["high_value"])}))
+  high = terms(
+    agent.replace(params={**agent.params, "high_value": shift(agent.params["high_value"])})
+  )
   low = terms(agent.replace(params={**agent.params, "value": shift(agent.params["value"])}))
   assert float(high["high_actor"]) != pytest.approx(float(base["high_actor"]), rel=1e-4)
   assert float(high["low_actor"]) == pytest.approx(float(base["low_actor"]), rel=1e-6)
@@ -146,35 +156,52 @@ def test_high_actor_advantage_uses_the_option_aware_value(setup):
   assert float(low["low_actor"]) != pytest.approx(float(base["low_actor"]), rel=1e-4)
 
 
-def test_polyak_averages_both_value_heads_with_pre_step_parameters(setup):
-  _, _, state, batch = setup
+@pytest.fixture(scope="module")
+def stepped(setup):
+  """The learner's step (a sampled batch, then `OTAAgent.update`), compiled once and run twice
+  from the same state, whose target heads are moved away from the online ones (so the order of
+  the Polyak average matters)."""
+  _, learner, state, _ = setup
   agent = state.agent.replace(
-      target_params=jax.tree.map(lambda x: x - 0.5, state.agent.target_params),
-      high_target_params=jax.tree.map(lambda x: x + 0.5, state.agent.high_target_params))
-  new, metrics = jax.jit(type(agent).update)(agent, batch)
-  for online, old, got in (("value", agent.target_params, new.target_params),
-                           ("high_value", agent.high_target_params, new.high_target_params)):
+    target_params=jax.tree.map(lambda x: x - 0.5, state.agent.target_params),
+    high_target_params=jax.tree.map(lambda x: x + 0.5, state.agent.high_target_params),
+  )
+  state = state.replace(agent=agent)
+  step = jax.jit(learner.step)
+  a, metrics_a = step(state)
+  _, metrics_b = step(state)
+  return agent, a, metrics_a, metrics_b
+
+
+def test_polyak_averages_both_value_heads_with_pre_step_parameters(stepped):
+  agent, a, metrics, _ = stepped
+  new = a.agent
+  for online, old, got in (
+    ("value", agent.target_params, new.target_params),
+    ("high_value", agent.high_target_params, new.high_target_params),
+  ):
     expected = jax.tree.map(lambda p, t: 0.005 * p + 0.995 * t, agent.params[online], old)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
       np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-7)
   assert all(np.isfinite(float(v)) for v in metrics.values())
   assert float(metrics["loss"]) == pytest.approx(
-      sum(float(metrics[f"{k}_loss"]) for k in ("value", "high_value", "low_actor", "high_actor")),
-      rel=1e-5)
+    sum(float(metrics[f"{k}_loss"]) for k in ("value", "high_value", "low_actor", "high_actor")),
+    rel=1e-5,
+  )
 
 
-def test_learner_step_is_deterministic_and_acts_like_hiql(setup):
-  _, learner, state, _ = setup
-  step = jax.jit(learner.step)
-  a, metrics_a = step(state)
-  _, metrics_b = step(state)
+def test_learner_step_is_deterministic_and_acts_like_hiql(stepped):
+  _, a, metrics_a, metrics_b = stepped
+  assert int(a.update) == 1
   assert {k: float(v) for k, v in metrics_a.items()} == {k: float(v) for k, v in metrics_b.items()}
   obs = jnp.ones((3, 2))
   act = jax.jit(type(a.agent).act)
   greedy = act(a.agent, obs, obs + 2.0, jax.random.key(0), 0.0)
   np.testing.assert_array_equal(greedy, act(a.agent, obs, obs + 2.0, jax.random.key(5), 0.0))
-  assert greedy.shape == (3, 2) and float(jnp.abs(act(a.agent, obs, obs, jax.random.key(0),
-                                                      1.0)).max()) <= 1.0
+  assert (
+    greedy.shape == (3, 2)
+    and float(jnp.abs(act(a.agent, obs, obs, jax.random.key(0), 1.0)).max()) <= 1.0
+  )
 
 
 def test_experiment_config_file_loads_and_validates(random_walk_path, experiment_config):

@@ -32,7 +32,9 @@ def make_agent(**overrides):
   return pl.PPOLagrangianAgent.create(jax.random.key(0), envs.spec(env.env, env_params), config)
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("multiplier", "adam", "config.multiplier: expected one of"),
     ("lagrange_optimizer", "rmsprop", "config.lagrange_optimizer: expected one of"),
     ("cost_limit", -1.0, "config.cost_limit: expected a finite number >= 0"),
@@ -41,9 +43,13 @@ def make_agent(**overrides):
     ("pid_p_ema_alpha", 1.0, r"config.pid_p_ema_alpha: expected a number in \[0, 1\)"),
     ("cost_gamma", 1.5, "config.cost_gamma: expected a number in"),
     ("shield", "qp", "config.shield: expected one of"),
-    ("env_name", "CartPole-v1",
-     r"config.env_name: expected an environment reporting info\['cost'\]"),
-])
+    (
+      "env_name",
+      "CartPole-v1",
+      r"config.env_name: expected an environment reporting info\['cost'\]",
+    ),
+  ],
+)
 def test_validate_config_names_the_field(field, value, message):
   config = tiny_config()
   config[field] = value
@@ -61,11 +67,18 @@ def test_defaults_are_omnisafes():
   """d = 25, lam_init 0.001, Adam 0.035 (OmniSafe PPOLag); PID 0.1/0.01/0.01,
   delay 10, EMAs 0.95, sum normalisation (OmniSafe CPPOPID); gamma_c 0.99, lambda_c 0.95."""
   config = pl.get_config()
-  assert (config.cost_limit, config.lagrange_init, config.lagrange_optimizer,
-          config.lagrange_learning_rate) == (25.0, 0.001, "adam", 0.035)
+  assert (
+    config.cost_limit,
+    config.lagrange_init,
+    config.lagrange_optimizer,
+    config.lagrange_learning_rate,
+  ) == (25.0, 0.001, "adam", 0.035)
   assert (config.pid_kp, config.pid_ki, config.pid_kd, config.pid_delay) == (0.1, 0.01, 0.01, 10)
   assert (config.pid_p_ema_alpha, config.pid_d_ema_alpha, config.pid_normalisation) == (
-      0.95, 0.95, "sum")
+    0.95,
+    0.95,
+    "sum",
+  )
   assert (config.cost_gamma, config.cost_gae_lambda) == (0.99, 0.95)
   pl.validate_config(tiny_config())
 
@@ -91,10 +104,13 @@ def test_wrapper_reports_step_cost_and_episode_totals():
   assert float(stats["cost_rate"]) == 1.0
 
 
-@pytest.mark.parametrize("optimizer, expected", [
+@pytest.mark.parametrize(
+  "optimizer, expected",
+  [
     ("sgd", 0.001 + 0.035 * (30.0 - 25.0)),  # [lam + lr (J_c - d)]_+
     ("adam", 0.001 + 0.035),  # Adam's first step has size lr (m_hat / sqrt(v_hat) = sign)
-])
+  ],
+)
 def test_lagrange_multiplier_step_from_config(optimizer, expected):
   agent = make_agent(multiplier="lagrange", lagrange_optimizer=optimizer)
   up = agent.update_multiplier(jnp.float32(30.0), jnp.bool_(True))
@@ -135,18 +151,27 @@ def test_no_multiplier_stays_zero():
 
 def _loss_batch(num=8):
   obs = jax.random.normal(jax.random.key(3), (num, 10))
-  reward = pl.Batch(obs=obs, action=jax.random.normal(jax.random.key(4), (num, 2)),
-                    log_prob=jnp.full((num,), -2.0), value=jnp.zeros(num),
-                    advantage=jnp.linspace(-1.0, 1.0, num), target=jnp.ones(num))
-  return pl.CostBatch(reward=reward, cost_value=jnp.zeros(num),
-                      cost_advantage=jnp.linspace(1.0, -1.0, num) ** 2,
-                      cost_target=jnp.ones(num))
+  reward = pl.Batch(
+    obs=obs,
+    action=jax.random.normal(jax.random.key(4), (num, 2)),
+    log_prob=jnp.full((num,), -2.0),
+    value=jnp.zeros(num),
+    advantage=jnp.linspace(-1.0, 1.0, num),
+    target=jnp.ones(num),
+  )
+  return pl.CostBatch(
+    reward=reward,
+    cost_value=jnp.zeros(num),
+    cost_advantage=jnp.linspace(1.0, -1.0, num) ** 2,
+    cost_target=jnp.ones(num),
+  )
 
 
 def test_loss_uses_the_combined_advantage():
   """The policy term equals PPO's on the hand-combined advantage (A_r standardised, A_c
   centred, (A_r - lam A_c) / (1 + lam)); lam gets no gradient; with lam = 0 it is PPO's."""
   from hrljax.agents import ppo
+
   agent = make_agent()
   batch = _loss_batch()
   lam = jnp.float32(0.5)
@@ -157,25 +182,35 @@ def test_loss_uses_the_combined_advantage():
   combined = (adv_r - 0.5 * adv_c) / 1.5
   # PPO's objective on advantages that arrive already standardised and combined.
   loss_config = ml_collections.FrozenConfigDict(
-      {**agent.config.as_configdict().to_dict(), "normalize_advantages": False})
-  expected, _ = ppo.ppo_objective(agent.params["actor_critic"], agent.network,
-                                  batch.reward._replace(advantage=jnp.asarray(combined,
-                                                                              jnp.float32)),
-                                  loss_config)
-  total, metrics = pl.ppo_lagrangian_objective(agent.params, agent.network, agent.cost_network,
-                                               batch, lam, agent.config)
-  np.testing.assert_allclose(float(total - 0.5 * metrics["cost_value_loss"]), float(expected),
-                             rtol=1e-5)
-  grad_lam = jax.grad(lambda l: pl.ppo_lagrangian_objective(
-      agent.params, agent.network, agent.cost_network, batch, l, agent.config)[0])(lam)
+    {**agent.config.as_configdict().to_dict(), "normalize_advantages": False}
+  )
+  expected, _ = ppo.ppo_objective(
+    agent.params["actor_critic"],
+    agent.network,
+    batch.reward._replace(advantage=jnp.asarray(combined, jnp.float32)),
+    loss_config,
+  )
+  total, metrics = pl.ppo_lagrangian_objective(
+    agent.params, agent.network, agent.cost_network, batch, lam, agent.config
+  )
+  np.testing.assert_allclose(
+    float(total - 0.5 * metrics["cost_value_loss"]), float(expected), rtol=1e-5
+  )
+  grad_lam = jax.grad(
+    lambda l: pl.ppo_lagrangian_objective(
+      agent.params, agent.network, agent.cost_network, batch, l, agent.config
+    )[0]
+  )(lam)
   assert float(grad_lam) == 0.0
-  ppo_total, _ = ppo.ppo_objective(agent.params["actor_critic"], agent.network, batch.reward,
-                                   agent.config)
-  zero_total, zero_metrics = pl.ppo_lagrangian_objective(agent.params, agent.network,
-                                                         agent.cost_network, batch,
-                                                         jnp.float32(0.0), agent.config)
-  np.testing.assert_allclose(float(zero_total - 0.5 * zero_metrics["cost_value_loss"]),
-                             float(ppo_total), rtol=1e-5)
+  ppo_total, _ = ppo.ppo_objective(
+    agent.params["actor_critic"], agent.network, batch.reward, agent.config
+  )
+  zero_total, zero_metrics = pl.ppo_lagrangian_objective(
+    agent.params, agent.network, agent.cost_network, batch, jnp.float32(0.0), agent.config
+  )
+  np.testing.assert_allclose(
+    float(zero_total - 0.5 * zero_metrics["cost_value_loss"]), float(ppo_total), rtol=1e-5
+  )
 
 
 def test_cost_gae_bootstraps_on_truncation_not_on_termination():
@@ -185,14 +220,23 @@ def test_cost_gae_bootstraps_on_truncation_not_on_termination():
   obs = jax.random.normal(jax.random.key(5), (1, 2, 10))
   next_obs = jax.random.normal(jax.random.key(6), (1, 2, 10))
   wrap = lambda o, cost: SafetyObservation(
-      obs=o, cost=cost, episode_cost=cost, episode_violations=jnp.ones((1, 2), jnp.int32),
-      intervened=jnp.zeros((1, 2), bool))
+    obs=o,
+    cost=cost,
+    episode_cost=cost,
+    episode_violations=jnp.ones((1, 2), jnp.int32),
+    intervened=jnp.zeros((1, 2), bool),
+  )
   traj = Transition(
-      obs=wrap(obs, jnp.zeros((1, 2))), action=jnp.zeros((1, 2, 2)), reward=jnp.zeros((1, 2)),
-      terminated=jnp.array([[True, False]]), truncated=jnp.array([[False, True]]),
-      next_obs=wrap(next_obs, jnp.ones((1, 2))),
-      policy_extras=(jnp.zeros((1, 2)), jnp.zeros((1, 2))),
-      episode_return=jnp.zeros((1, 2)), episode_length=jnp.ones((1, 2), jnp.int32))
+    obs=wrap(obs, jnp.zeros((1, 2))),
+    action=jnp.zeros((1, 2, 2)),
+    reward=jnp.zeros((1, 2)),
+    terminated=jnp.array([[True, False]]),
+    truncated=jnp.array([[False, True]]),
+    next_obs=wrap(next_obs, jnp.ones((1, 2))),
+    policy_extras=(jnp.zeros((1, 2)), jnp.zeros((1, 2))),
+    episode_return=jnp.zeros((1, 2)),
+    episode_length=jnp.ones((1, 2), jnp.int32),
+  )
   batch = pl.make_batch(agent, traj, agent.config)
   v = lambda o: np.asarray(agent.cost_network.apply(agent.params["cost_critic"], o[0]))
   np.testing.assert_allclose(batch.cost_target, [1.0, 1.0 + 0.99 * v(next_obs)[1]], rtol=1e-5)
@@ -202,17 +246,30 @@ def test_cost_gae_bootstraps_on_truncation_not_on_termination():
 def test_smoke_run_multiplier_rises_and_is_deterministic():
   """A robot started inside a hazard pays cost every step; with d = 1 the multiplier must rise
   at every update that saw an episode end. Same seed, same numbers."""
-  config = tiny_config(multiplier="lagrange", lagrange_optimizer="sgd", cost_limit=1.0,
-                       env_kwargs={"start": (0.0, 0.0), "max_steps_in_episode": 10})
+  config = tiny_config(
+    multiplier="lagrange",
+    lagrange_optimizer="sgd",
+    cost_limit=1.0,
+    env_kwargs={"start": (0.0, 0.0), "max_steps_in_episode": 10},
+  )
   pl.validate_config(config)
   train = jax.jit(pl.make_train(config))
   state, metrics = train(jax.random.key(0))
   _, again = train(jax.random.key(0))
   for key in metrics:
     np.testing.assert_array_equal(metrics[key], again[key])
-  assert set(metrics) >= {"loss", "cost_value_loss", "lagrange_multiplier", "episode_cost_sum",
-                          "episode_return_sum", "episodes", "cost_rate", "violating_steps",
-                          "violating_episode_sum", "intervention_rate"}
+  assert set(metrics) >= {
+    "loss",
+    "cost_value_loss",
+    "lagrange_multiplier",
+    "episode_cost_sum",
+    "episode_return_sum",
+    "episodes",
+    "cost_rate",
+    "violating_steps",
+    "violating_episode_sum",
+    "intervention_rate",
+  }
   lam = np.asarray(metrics["lagrange_multiplier"])
   episode_cost = metrics["episode_cost_sum"] / metrics["episodes"]
   assert np.all(metrics["episodes"] > 0) and np.all(episode_cost > 1.0), episode_cost
@@ -222,15 +279,20 @@ def test_smoke_run_multiplier_rises_and_is_deterministic():
   assert np.all(metrics["intervention_rate"] == 0.0)
 
 
-@pytest.mark.parametrize("name, agent, multiplier, shield", [
+@pytest.mark.parametrize(
+  "name, agent, multiplier, shield",
+  [
     ("ppo_pointhazard", "ppo_lagrangian", "none", "none"),
     ("ppo_lagrangian_pointhazard", "ppo_lagrangian", "lagrange", "none"),
     ("ppo_pid_lagrangian_pointhazard", "ppo_lagrangian", "pid", "none"),
     ("shielded_ppo_pointhazard", "shielded_ppo", "none", "cbf"),
-])
-def test_pointhazard_configs_validate_and_resolve(name, agent, multiplier, shield,
-                                                  experiment_config):
+  ],
+)
+def test_pointhazard_configs_validate_and_resolve(
+  name, agent, multiplier, shield, experiment_config
+):
   from hrljax import agents
+
   config = experiment_config(name)
   assert (config.agent, config.multiplier, config.shield) == (agent, multiplier, shield)
   assert (config.env_name, config.cost_limit) == ("PointHazard-v0", 1.0)
@@ -274,14 +336,25 @@ def test_first_episode_cost_counts_each_environments_first_episode_only():
   # never ends (all its cost counts), env 2 ends at step 0 with no cost.
   cost = jnp.asarray([[1.0, 0.0, 0.0], [0.5, 2.0, 0.0], [3.0, 0.0, 1.0]])
   done = jnp.asarray([[False, False, True], [True, False, False], [False, False, True]])
-  next_obs = SafetyObservation(obs=jnp.zeros((3, 3, 1)), cost=cost,
-                                  episode_cost=jnp.zeros((3, 3)),
-                                  episode_violations=jnp.zeros((3, 3), jnp.int32),
-                                  intervened=jnp.zeros((3, 3), bool))
+  next_obs = SafetyObservation(
+    obs=jnp.zeros((3, 3, 1)),
+    cost=cost,
+    episode_cost=jnp.zeros((3, 3)),
+    episode_violations=jnp.zeros((3, 3), jnp.int32),
+    intervened=jnp.zeros((3, 3), bool),
+  )
   zeros = jnp.zeros((3, 3))
-  traj = Transition(obs=next_obs, action=zeros, reward=zeros, terminated=done,
-                     truncated=jnp.zeros((3, 3), bool), next_obs=next_obs,
-                     policy_extras=None, episode_return=zeros, episode_length=zeros)
+  traj = Transition(
+    obs=next_obs,
+    action=zeros,
+    reward=zeros,
+    terminated=done,
+    truncated=jnp.zeros((3, 3), bool),
+    next_obs=next_obs,
+    policy_extras=None,
+    episode_return=zeros,
+    episode_length=zeros,
+  )
   stats = pl.first_episode_cost(traj)
   np.testing.assert_allclose(stats["eval_cost"], (1.5 + 2.0 + 0.0) / 3, rtol=1e-6)
   np.testing.assert_allclose(stats["eval_violations"], (2 + 1 + 0) / 3, rtol=1e-6)

@@ -45,14 +45,21 @@ def make_agent(**overrides):
 
 def test_smdp_batch_discounts_with_gamma_to_the_number_of_substeps():
   batch = two_rate.DecisionTransition(
-      obs=jnp.zeros((3, 1)), action=jnp.zeros((3, 2)), reward=jnp.zeros(3),
-      terminated=jnp.asarray([False, False, True]), next_obs=jnp.zeros((3, 1)),
-      num_substeps=jnp.asarray([1, 3, 2], jnp.int32))
+    obs=jnp.zeros((3, 1)),
+    action=jnp.zeros((3, 2)),
+    reward=jnp.zeros(3),
+    terminated=jnp.asarray([False, False, True]),
+    next_obs=jnp.zeros((3, 1)),
+    num_substeps=jnp.asarray([1, 3, 2], jnp.int32),
+  )
   sac_batch = recovery_rl.smdp_sac_batch(batch, 0.9)
   # SACAgent.update discounts with gamma * (1 - terminated): 0.9, 0.9^3, 0 (terminated).
-  np.testing.assert_allclose(0.9 * (1.0 - np.asarray(sac_batch.terminated)), [0.9, 0.729, 0.0],
-                             rtol=1e-6)
-  np.testing.assert_array_equal(np.asarray(sac_batch.terminated)[[0, 2]], [0.0, 1.0])  # n = 1: unchanged
+  np.testing.assert_allclose(
+    0.9 * (1.0 - np.asarray(sac_batch.terminated)), [0.9, 0.729, 0.0], rtol=1e-6
+  )
+  np.testing.assert_array_equal(
+    np.asarray(sac_batch.terminated)[[0, 2]], [0.0, 1.0]
+  )  # n = 1: unchanged
 
 
 def test_switch_is_strict_and_executes_the_recovery_action():
@@ -64,10 +71,12 @@ def test_switch_is_strict_and_executes_the_recovery_action():
   risk = np.asarray(jax.jit(lambda a: a.risk(obs, proposed))(agent))
   assert np.all((risk > 0.0) & (risk < 1.0))
   eps = float(np.sort(risk)[3])  # rows above it switch; the row equal to it does not
-  config = ml_collections.FrozenConfigDict({**agent.config.as_configdict().to_dict(),
-                                            "risk_epsilon": eps})
+  config = ml_collections.FrozenConfigDict(
+    {**agent.config.as_configdict().to_dict(), "risk_epsilon": eps}
+  )
   executed, intervened = jax.jit(lambda a: a.switch(obs, proposed, recovery))(
-      agent.replace(config=config))
+    agent.replace(config=config)
+  )
   np.testing.assert_array_equal(intervened, risk > eps)
   assert intervened.sum() == 2
   np.testing.assert_array_equal(executed, np.where((risk > eps)[:, None], recovery, proposed))
@@ -80,13 +89,15 @@ def test_risk_critic_learns_violation_and_safe_terminal_targets_and_recovery_low
   cost = jnp.asarray([1.0, 0.0] * 4)
   # Violations target 1 (terminal_on_violation, even though not terminated); a terminated safe
   # step targets 0.
-  batch = two_rate.ControlTransition(obs=obs, action=action, cost=cost,
-                                     terminated=cost == 0.0, next_obs=obs, next_action=action)
+  batch = two_rate.ControlTransition(
+    obs=obs, action=action, cost=cost, terminated=cost == 0.0, next_obs=obs, next_action=action
+  )
 
   @jax.jit
   def train(agent):
     def one(agent, key):
       return agent.update_safety(batch, key)
+
     return jax.lax.scan(one, agent, jax.random.split(jax.random.key(4), 300))
 
   trained, metrics = train(agent)
@@ -96,7 +107,9 @@ def test_risk_critic_learns_violation_and_safe_terminal_targets_and_recovery_low
   # The recovery objective fell: mean risk of π_rec's mode under the final critic.
   before = trained.replace(recovery_params=agent.recovery_params)
   mode = lambda a: a.recovery_action(obs, None, deterministic=True)
-  assert float(trained.risk(obs, mode(trained)).mean()) < float(before.risk(obs, mode(before)).mean())
+  assert float(trained.risk(obs, mode(trained)).mean()) < float(
+    before.risk(obs, mode(before)).mean()
+  )
 
 
 def test_task_recovery_loss_is_the_penalised_task_value_hand_computed():
@@ -107,8 +120,12 @@ def test_task_recovery_loss_is_the_penalised_task_value_hand_computed():
   normalized = jax.random.uniform(jax.random.key(6), (5, 2), minval=-0.9, maxval=0.9)
   risk = jnp.asarray([0.0, 0.1, 0.2, 0.25, 0.9])
   q_task = agent.task.critic.apply(agent.task.critic_params, obs, normalized)
-  loss = safety.task_recovery_loss(q_task, risk, risk_target=agent.config.recovery_risk_target,
-                                   risk_weight=agent.config.recovery_risk_weight)
+  loss = safety.task_recovery_loss(
+    q_task,
+    risk,
+    risk_target=agent.config.recovery_risk_target,
+    risk_weight=agent.config.recovery_risk_weight,
+  )
   q = np.asarray(q_task, np.float64)
   expected = -q.min(axis=0) + 10.0 * np.array([0.0, 0.0, 0.0, 0.05, 0.7])
   np.testing.assert_allclose(loss, expected, rtol=1e-5, atol=1e-6)
@@ -116,26 +133,42 @@ def test_task_recovery_loss_is_the_penalised_task_value_hand_computed():
 
 def test_task_recovery_objective_trains_only_the_recovery_policy_towards_task_value():
   # Risk target 1: no action is penalised, so the "task" objective climbs the task critic.
-  agent, _ = make_agent(recovery_objective="task", recovery_risk_target=1.0,
-                        recovery_learning_rate=1e-2, optimizer="adam")
+  agent, _ = make_agent(
+    recovery_objective="task",
+    recovery_risk_target=1.0,
+    recovery_learning_rate=1e-2,
+    optimizer="adam",
+  )
   obs = jax.random.normal(jax.random.key(7), (16, 10))
   action = jax.random.uniform(jax.random.key(8), (16, 2), minval=-1.0, maxval=1.0)
-  batch = two_rate.ControlTransition(obs=obs, action=action, cost=jnp.zeros(16),
-                                     terminated=jnp.ones(16, bool), next_obs=obs,
-                                     next_action=action)
+  batch = two_rate.ControlTransition(
+    obs=obs,
+    action=action,
+    cost=jnp.zeros(16),
+    terminated=jnp.ones(16, bool),
+    next_obs=obs,
+    next_action=action,
+  )
 
   @jax.jit
   def train(agent):
-    return jax.lax.scan(lambda a, k: a.update_safety(batch, k), agent,
-                        jax.random.split(jax.random.key(9), 100))
+    return jax.lax.scan(
+      lambda a, k: a.update_safety(batch, k), agent, jax.random.split(jax.random.key(9), 100)
+    )
 
   trained, _ = train(agent)
   task_params = lambda a: jax.tree.leaves((a.task.actor_params, a.task.critic_params))
   for before, after in zip(task_params(agent), task_params(trained)):
     np.testing.assert_array_equal(before, after)
-  q = lambda a: float(np.asarray(agent.task.critic.apply(
-      agent.task.critic_params, obs, a.recovery_actor.apply(a.recovery_params, obs).mode())).min(
-          axis=0).mean())
+  q = lambda a: float(
+    np.asarray(
+      agent.task.critic.apply(
+        agent.task.critic_params, obs, a.recovery_actor.apply(a.recovery_params, obs).mode()
+      )
+    )
+    .min(axis=0)
+    .mean()
+  )
   assert q(trained) > q(agent)
 
 
@@ -189,10 +222,12 @@ def test_without_relabelling_the_task_buffer_holds_the_executed_actions(relabell
   executed = np.asarray(state.risk_buffer.storage.action[:size])  # PointHazard's bounds: [-1, 1]
   np.testing.assert_allclose(state.task_buffer.storage.action[:size], executed, atol=1e-6)
   exploring = np.arange(size) < config.learning_starts  # the same run up to here
-  np.testing.assert_array_equal(executed[exploring],
-                                relabelled.risk_buffer.storage.action[:size][exploring])
-  assert not np.allclose(state.task_buffer.storage.action[:size],
-                         relabelled.task_buffer.storage.action[:size])
+  np.testing.assert_array_equal(
+    executed[exploring], relabelled.risk_buffer.storage.action[:size][exploring]
+  )
+  assert not np.allclose(
+    state.task_buffer.storage.action[:size], relabelled.task_buffer.storage.action[:size]
+  )
 
 
 def test_random_steps_keep_uniform_task_actions_behind_the_reflex(relabelling_run):
@@ -221,22 +256,27 @@ def test_intervention_penalty_lowers_the_stored_task_reward_only(relabelling_run
   reference = np.asarray(plain.task_buffer.storage.reward[:10])
   np.testing.assert_array_equal(penalised[:8], reference[:8])
   np.testing.assert_allclose(penalised[8:], reference[8:] - 0.5, rtol=0, atol=1e-6)
-  np.testing.assert_array_equal(state.risk_buffer.storage.cost[:10],
-                                plain.risk_buffer.storage.cost[:10])
-  np.testing.assert_array_equal(metrics["episode_return_sum"][:5],
-                                plain_metrics["episode_return_sum"][:5])
+  np.testing.assert_array_equal(
+    state.risk_buffer.storage.cost[:10], plain.risk_buffer.storage.cost[:10]
+  )
+  np.testing.assert_array_equal(
+    metrics["episode_return_sum"][:5], plain_metrics["episode_return_sum"][:5]
+  )
 
 
 def test_learner_is_deterministic_per_seed(relabelling_run):
   _, _, (state_a, metrics_a), (state_b, metrics_b), (state_c, _) = relabelling_run
   for a, b in zip(jax.tree.leaves(metrics_a), jax.tree.leaves(metrics_b)):
     np.testing.assert_array_equal(a, b)
-  np.testing.assert_array_equal(state_a.risk_buffer.storage.action,
-                                state_b.risk_buffer.storage.action)
+  np.testing.assert_array_equal(
+    state_a.risk_buffer.storage.action, state_b.risk_buffer.storage.action
+  )
   assert not np.array_equal(state_a.risk_buffer.storage.action, state_c.risk_buffer.storage.action)
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("risk_epsilon", 1.5, "config.risk_epsilon"),
     ("risk_gamma", 1.5, "config.risk_gamma"),
     ("controller", "pid", "config.controller"),
@@ -250,7 +290,8 @@ def test_learner_is_deterministic_per_seed(relabelling_run):
     ("intervention_penalty", -0.1, "config.intervention_penalty"),
     ("control_steps", 10, "config.action_relabeling: False .* control_steps=1"),
     ("env_name", "Pendulum-v1", "config.env_name"),
-])
+  ],
+)
 def test_validate_config_names_the_field(field, value, message):
   config = tiny_config()
   config[field] = value
@@ -262,9 +303,16 @@ def test_validate_config_names_the_field(field, value, message):
     recovery_rl.validate_config(config)
 
 
-@pytest.mark.parametrize("name", ["sac_pointhazard", "recovery_rl_pointhazard",
-                                  "bresa_pointhazard", "bresa_lagrangian_pointhazard",
-                                  "recovery_rl_lagrangian_pointhazard"])
+@pytest.mark.parametrize(
+  "name",
+  [
+    "sac_pointhazard",
+    "recovery_rl_pointhazard",
+    "bresa_pointhazard",
+    "bresa_lagrangian_pointhazard",
+    "recovery_rl_lagrangian_pointhazard",
+  ],
+)
 def test_pointhazard_configs_validate(name):
   path = os.path.join(ROOT, "experiments", "configs", f"{name}.py")
   spec = importlib.util.spec_from_file_location(name, path)
@@ -272,6 +320,7 @@ def test_pointhazard_configs_validate(name):
   spec.loader.exec_module(module)
   config = module.get_config()
   from hrljax import agents
+
   agents.get(config.agent).validate_config(config)
   assert config.env_name == "PointHazard-v0"
 
@@ -291,6 +340,7 @@ def test_recovery_cuts_violations_during_training_on_pointhazard():
   / 0.949 against SAC's 2.89-2.94, episode cost 0; 1 of seeds 0-8; SAFETY.md).
   """
   from experiments.configs import recovery_rl_pointhazard
+
   config = recovery_rl_pointhazard.get_config()
   config.total_timesteps = 2_000
   learner = recovery_rl.make_learner(config)
@@ -302,9 +352,13 @@ def test_recovery_cuts_violations_during_training_on_pointhazard():
   assert float(np.asarray(metrics["intervention_rate"])[learned].mean()) > 0.02
 
 
-@pytest.mark.parametrize("overrides, message", [
+@pytest.mark.parametrize(
+  "overrides, message",
+  [
     (dict(recovery_credit="later"), "config.recovery_credit"),
-    (dict(reflex_mode="end_decision", action_relabeling=False), "config.action_relabeling")])
+    (dict(reflex_mode="end_decision", action_relabeling=False), "config.action_relabeling"),
+  ],
+)
 def test_validate_config_checks_the_end_decision_fields(overrides, message):
   config = tiny_config(**overrides)
   with pytest.raises(ConfigError, match=message):
@@ -318,21 +372,27 @@ def test_end_decision_with_one_control_step_is_the_relabelled_per_step_switch(re
   the reflex rejects is no decision (ε = 0: none after exploration), the risk buffer is
   unchanged."""
   config, learner, (plain, plain_metrics), _, _ = relabelling_run
-  state, metrics = run_learner(config, reflex_mode="end_decision",
-                               recovery_credit="recovery_step")
-  for a, b in zip(jax.tree.leaves((plain.task_buffer, plain.risk_buffer, plain.agent.task,
-                                   plain.agent.risk_params)),
-                  jax.tree.leaves((state.task_buffer, state.risk_buffer, state.agent.task,
-                                   state.agent.risk_params))):
+  state, metrics = run_learner(config, reflex_mode="end_decision", recovery_credit="recovery_step")
+  for a, b in zip(
+    jax.tree.leaves(
+      (plain.task_buffer, plain.risk_buffer, plain.agent.task, plain.agent.risk_params)
+    ),
+    jax.tree.leaves(
+      (state.task_buffer, state.risk_buffer, state.agent.task, state.agent.risk_params)
+    ),
+  ):
     np.testing.assert_array_equal(as_numpy(a), as_numpy(b))
   for name, values in plain_metrics.items():
     np.testing.assert_array_equal(metrics[name], values, err_msg=name)
   np.testing.assert_array_equal(metrics["task_decisions"], np.full(6, 2))
-  dropped, dropped_metrics = run_learner(config, reflex_mode="end_decision",
-                                         recovery_credit="reflex_state")
+  dropped, dropped_metrics = run_learner(
+    config, reflex_mode="end_decision", recovery_credit="reflex_state"
+  )
   np.testing.assert_array_equal(dropped_metrics["task_decisions"], [2, 2, 2, 2, 0, 0])
   assert int(dropped.task_buffer.size) == config.learning_starts
-  np.testing.assert_array_equal(dropped.risk_buffer.storage.action, plain.risk_buffer.storage.action)
+  np.testing.assert_array_equal(
+    dropped.risk_buffer.storage.action, plain.risk_buffer.storage.action
+  )
 
 
 def as_numpy(x):
@@ -345,26 +405,47 @@ def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
   """The agent's reflex with `recovery_action="critic_projection"` in a jitted two-rate rollout:
   where it intervened the executed action is either accepted by the agent's critic or π_rec's
   mode (the fallback); both actions are recorded; "policy" executes π_rec's mode there."""
-  agent, env = make_agent(recovery_action="critic_projection", risk_epsilon=0.5,
-                          recovery_margin=0.05, num_envs=4)
+  agent, env = make_agent(
+    recovery_action="critic_projection", risk_epsilon=0.5, recovery_margin=0.05, num_envs=4
+  )
   risk = agent.risk
   env_, params = envs.make(agent.config.env_name, **agent.config.env_kwargs)
   carry = recovery_rl.rollout.reset(env_, params, jax.random.key(3), 4)
   # ε = the median risk of random actions at the start states: the reflex fires in some rows.
   probe = jax.random.uniform(jax.random.key(4), (4, 2), minval=-1.0, maxval=1.0)
   eps = float(np.median(np.asarray(risk(carry.obs, probe))))
-  policy = lambda p, obs, key: (jax.random.uniform(key, (obs.shape[0], 2), minval=-1.0,
-                                                   maxval=1.0),) * 2
+  policy = lambda p, obs, key: (
+    (jax.random.uniform(key, (obs.shape[0], 2), minval=-1.0, maxval=1.0),) * 2
+  )
 
   def run(recovery_action):
-    config = ml_collections.FrozenConfigDict({**agent.config.as_configdict().to_dict(),
-                                              "risk_epsilon": eps, "recovery_margin": 0.0,
-                                              "recovery_action": recovery_action,
-                                              "reflex_mode": "per_step"})
+    config = ml_collections.FrozenConfigDict(
+      {
+        **agent.config.as_configdict().to_dict(),
+        "risk_epsilon": eps,
+        "recovery_margin": 0.0,
+        "recovery_action": recovery_action,
+        "reflex_mode": "per_step",
+      }
+    )
     a = agent.replace(config=config)
-    return jax.jit(lambda a: recovery_rl.collect_two_rate(
-        a, env_, params, policy, None, lambda obs, command: command, carry,
-        jax.random.key(5), 6, jnp.asarray(True), deterministic=True)[1].control)(a)
+    return jax.jit(
+      lambda a: (
+        recovery_rl.collect_two_rate(
+          a,
+          env_,
+          params,
+          policy,
+          None,
+          lambda obs, command: command,
+          carry,
+          jax.random.key(5),
+          6,
+          jnp.asarray(True),
+          deterministic=True,
+        )[1].control
+      )
+    )(a)
 
   steps = run("critic_projection")
   intervened = np.asarray(steps.intervened).reshape(-1)
@@ -376,26 +457,31 @@ def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
   accepted = np.asarray(risk(obs, executed)) <= eps
   assert np.all((accepted | np.all(np.asarray(executed) == mode, axis=1))[intervened])
   assert accepted[intervened].mean() > 0.5
-  np.testing.assert_array_equal(np.asarray(executed)[~intervened],
-                                np.asarray(proposed)[~intervened])
+  np.testing.assert_array_equal(
+    np.asarray(executed)[~intervened], np.asarray(proposed)[~intervened]
+  )
   policy_steps = run("policy")
   policy_executed = np.asarray(policy_steps.action.reshape(-1, 2))
   policy_obs = policy_steps.obs.reshape(-1, steps.obs.shape[-1])
   policy_intervened = np.asarray(policy_steps.intervened).reshape(-1)
   np.testing.assert_allclose(
-      policy_executed[policy_intervened],
-      np.asarray(agent.recovery_action(policy_obs, None, deterministic=True))[policy_intervened],
-      atol=1e-6)
+    policy_executed[policy_intervened],
+    np.asarray(agent.recovery_action(policy_obs, None, deterministic=True))[policy_intervened],
+    atol=1e-6,
+  )
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("recovery_action", "nearest", "config.recovery_action"),
     ("recovery_margin", 0.6, "config.recovery_margin"),
     ("projection_steps", 0, "config.projection_steps"),
-    ("recovery_samples", 0, "config.recovery_samples")])
+    ("recovery_samples", 0, "config.recovery_samples"),
+  ],
+)
 def test_validate_config_checks_the_recovery_action_fields(field, value, message):
-  config = tiny_config(recovery_action="critic_projection", risk_epsilon=0.5,
-                       recovery_margin=0.05)
+  config = tiny_config(recovery_action="critic_projection", risk_epsilon=0.5, recovery_margin=0.05)
   config[field] = value
   with pytest.raises(ConfigError, match=message):
     recovery_rl.validate_config(config)

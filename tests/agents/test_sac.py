@@ -43,16 +43,18 @@ PENDULUM_SPEC = envs.spec(*envs.make("Pendulum-v1"))
 def make_batch(terminated: bool, size: int = 4) -> sac_common.Transition:
   keys = jax.random.split(jax.random.key(7), 3)
   return sac_common.Transition(
-      obs=np.asarray(jax.random.normal(keys[0], (size, 3))),
-      action=np.asarray(jax.random.uniform(keys[1], (size, 1), minval=-1.0, maxval=1.0)),
-      reward=np.linspace(-1.0, 1.0, size).astype(np.float32),
-      terminated=np.full((size,), terminated),
-      next_obs=np.asarray(jax.random.normal(keys[2], (size, 3))))
+    obs=np.asarray(jax.random.normal(keys[0], (size, 3))),
+    action=np.asarray(jax.random.uniform(keys[1], (size, 1), minval=-1.0, maxval=1.0)),
+    reward=np.linspace(-1.0, 1.0, size).astype(np.float32),
+    terminated=np.full((size,), terminated),
+    next_obs=np.asarray(jax.random.normal(keys[2], (size, 3))),
+  )
 
 
 def create_agent(config, action_bounds=None):
   return jax.jit(lambda key: sac_common.SACAgent.create(key, PENDULUM_SPEC, config, action_bounds))(
-      jax.random.key(0))
+    jax.random.key(0)
+  )
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +89,9 @@ def test_act_rescales_to_the_environment_bounds(agent):
 def test_terminated_transitions_do_not_bootstrap(agent, jitted_update):
   """With every transition terminated, y = r: the critic loss is ½·mean Σ_k (r − Q_k(s, a))²."""
   batch = make_batch(terminated=True)
-  q = np.asarray(jax.jit(agent.critic.apply)(agent.critic_params, batch.obs, batch.action),
-                 np.float64)
+  q = np.asarray(
+    jax.jit(agent.critic.apply)(agent.critic_params, batch.obs, batch.action), np.float64
+  )
   expected = 0.5 * np.mean(np.sum((batch.reward[None, :] - q) ** 2, axis=0))
   _, metrics = jitted_update(agent, batch)
   np.testing.assert_allclose(metrics["critic_loss"], expected, rtol=1e-5)
@@ -100,25 +103,39 @@ def test_update_steps_every_part_and_averages_the_target(agent, jitted_update):
   """Every update steps actor, critics and log α; with `target_update_interval=2` the target
   critics stay put after the first update and become (1 − τ)·target + τ·critics after the second."""
   once, metrics = jitted_update(agent, make_batch(terminated=False))
-  assert set(metrics) >= {"critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy",
-                          "q_value", "td_error_abs"}
-  for old_params, new_params in [(agent.actor_params, once.actor_params),
-                                 (agent.critic_params, once.critic_params)]:
+  assert set(metrics) >= {
+    "critic_loss",
+    "actor_loss",
+    "alpha_loss",
+    "alpha",
+    "entropy",
+    "q_value",
+    "td_error_abs",
+  }
+  for old_params, new_params in [
+    (agent.actor_params, once.actor_params),
+    (agent.critic_params, once.critic_params),
+  ]:
     changed = jax.tree.map(lambda a, b: bool(np.any(a != b)), old_params, new_params)
     assert all(jax.tree.leaves(changed))
   assert float(once.log_alpha) != float(agent.log_alpha)
-  jax.tree.map(np.testing.assert_array_equal, once.target_critic_params,
-               agent.target_critic_params)
+  jax.tree.map(np.testing.assert_array_equal, once.target_critic_params, agent.target_critic_params)
   twice, _ = jitted_update(once, make_batch(terminated=True))
   tau = agent.config.tau
-  expected = jax.tree.map(lambda old, now: (1 - tau) * old + tau * now,
-                          agent.target_critic_params, twice.critic_params)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
-               twice.target_critic_params, expected)
+  expected = jax.tree.map(
+    lambda old, now: (1 - tau) * old + tau * now, agent.target_critic_params, twice.critic_params
+  )
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+    twice.target_critic_params,
+    expected,
+  )
   assert int(twice.num_updates) == 2
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("actor_learning_rate", 0.0, "config.actor_learning_rate: expected a finite number > 0"),
     ("num_envs", 0, "config.num_envs: expected an integer > 0"),
     ("updates_per_step", 0, "config.updates_per_step: expected an integer > 0"),
@@ -131,7 +148,8 @@ def test_update_steps_every_part_and_averages_the_target(agent, jitted_update):
     ("checkpoint_every", 3, "config.checkpoint_every: expected a multiple of config.log_every"),
     ("env_name", "CartPole-v1", "config.env_name: expected an environment with continuous"),
     ("env_name", "Pendulum-v9", "env_name: unknown environment"),
-])
+  ],
+)
 def test_validate_config_names_the_field(field, value, message):
   """The checks `experiments.train` runs: the spine's run-level fields, then the agent's."""
   config = tiny_config()
@@ -161,7 +179,8 @@ def test_smoke_run_is_deterministic_per_seed_and_stores_true_successors():
   (With a fixed temperature: the unit tests above cover the tuned one.)"""
   config = tiny_config(autotune_alpha=False, init_alpha=0.2)
   state, metrics = jax.jit(jax.vmap(sac.make_train(config)))(
-      jax.vmap(jax.random.key)(jnp.array([0, 0, 1])))
+    jax.vmap(jax.random.key)(jnp.array([0, 0, 1]))
+  )
   assert metrics["critic_loss"].shape == (3, 6)
   for key in metrics:
     np.testing.assert_array_equal(metrics[key][0], metrics[key][1])
@@ -215,8 +234,9 @@ def test_sac_learns_pendulum():
   config.batch_size = 128
   _, metrics = jax.jit(sac.make_train(config))(jax.random.key(0))
   tail = len(metrics["episodes"]) // 10
-  final_return = float(metrics["episode_return_sum"][-tail:].sum()
-                       / metrics["episodes"][-tail:].sum())
+  final_return = float(
+    metrics["episode_return_sum"][-tail:].sum() / metrics["episodes"][-tail:].sum()
+  )
   assert final_return >= -400.0, final_return
 
 
@@ -261,8 +281,14 @@ MULTIDEVICE_SCRIPT = textwrap.dedent("""
 def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   """Env carry sharded over 8 devices, replay buffer replicated: same buffer, params and metrics
   as on one device after three Learner steps (SGD, so a wrong gradient scale would show)."""
-  result = subprocess.run([sys.executable, "-c", MULTIDEVICE_SCRIPT], env=eight_cpu_devices_env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+  result = subprocess.run(
+    [sys.executable, "-c", MULTIDEVICE_SCRIPT],
+    env=eight_cpu_devices_env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   assert out["devices"] == 8

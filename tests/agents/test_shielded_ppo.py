@@ -41,19 +41,24 @@ def test_config_turns_the_shield_on_and_checks_it():
 def test_shield_matches_the_hand_computed_vector():
   """x = [0.5, 0], o = 0, r = 0.3, dt 0.05, decay 0.3, no margin:
   u = [-1, 0] becomes [-0.96, 0]; the next barrier 0.114304 >= (1 - decay) h = 0.112."""
-  params = point_hazard.EnvParams(hazard_centers=jnp.zeros((1, 2)),
-                                  hazard_radii=jnp.array([0.3]))
-  state = point_hazard.EnvState(position=jnp.array([0.5, 0.0]), velocity=jnp.zeros(2),
-                                goal=jnp.array([0.7, 0.7]), hazard_centers=jnp.zeros((1, 2)),
-                                time=jnp.zeros((), jnp.int32))
-  executed, intervened = pl.point_hazard_shield(state, jnp.array([-1.0, 0.0]), params,
-                                                decay=0.3, margin=0.0)
+  params = point_hazard.EnvParams(hazard_centers=jnp.zeros((1, 2)), hazard_radii=jnp.array([0.3]))
+  state = point_hazard.EnvState(
+    position=jnp.array([0.5, 0.0]),
+    velocity=jnp.zeros(2),
+    goal=jnp.array([0.7, 0.7]),
+    hazard_centers=jnp.zeros((1, 2)),
+    time=jnp.zeros((), jnp.int32),
+  )
+  executed, intervened = pl.point_hazard_shield(
+    state, jnp.array([-1.0, 0.0]), params, decay=0.3, margin=0.0
+  )
   np.testing.assert_allclose(executed, [-0.96, 0.0], atol=1e-6)
   assert bool(intervened)
   next_position = state.position + 0.05 * executed
-  np.testing.assert_allclose(float(jnp.sum(next_position ** 2) - 0.09), 0.114304, atol=1e-6)
-  safe, intervened = pl.point_hazard_shield(state, jnp.array([1.0, 0.5]), params, decay=0.3,
-                                            margin=0.0)
+  np.testing.assert_allclose(float(jnp.sum(next_position**2) - 0.09), 0.114304, atol=1e-6)
+  safe, intervened = pl.point_hazard_shield(
+    state, jnp.array([1.0, 0.5]), params, decay=0.3, margin=0.0
+  )
   np.testing.assert_array_equal(safe, [1.0, 0.5])
   assert not bool(intervened)
 
@@ -70,8 +75,13 @@ def test_every_executed_action_satisfies_the_constraints_it_owns():
   actions = 1.5 * jax.random.normal(jax.random.key(1), positions.shape)
 
   def shield(position, action):
-    state = point_hazard.EnvState(position=position, velocity=jnp.zeros(2), goal=params.goal,
-                                  hazard_centers=centers, time=jnp.zeros((), jnp.int32))
+    state = point_hazard.EnvState(
+      position=position,
+      velocity=jnp.zeros(2),
+      goal=params.goal,
+      hazard_centers=centers,
+      time=jnp.zeros((), jnp.int32),
+    )
     return pl.point_hazard_shield(state, action, params, decay=DECAY, margin=MARGIN)
 
   executed, intervened = jax.jit(jax.vmap(shield))(positions, actions)
@@ -85,8 +95,9 @@ def test_every_executed_action_satisfies_the_constraints_it_owns():
   assert float(h_next.min()) >= -1e-5
   assert 0 < int(intervened.sum()) < len(positions)
   clipped = np.clip(np.asarray(actions), -1.0, 1.0)
-  np.testing.assert_array_equal(np.asarray(executed)[~np.asarray(intervened)],
-                                clipped[~np.asarray(intervened)])
+  np.testing.assert_array_equal(
+    np.asarray(executed)[~np.asarray(intervened)], clipped[~np.asarray(intervened)]
+  )
 
 
 def greedy_to_goal(params, obs, key):
@@ -102,12 +113,15 @@ def test_shielded_rollout_never_violates_while_unshielded_does():
   the hazard's edge: it aims at the hazard's centre, and the projection removes the radial
   component of the command, leaving no tangential one (CBF filters do not plan detours; the
   policy has to learn them)."""
+
   def run(shield):
     config = tiny_config(shield=shield, env_kwargs={"noise_std": 0.0})
     env, env_params = pl.make_env(config)
     carry = rollout.reset(env, env_params, jax.random.key(0), 4)
-    return jax.jit(lambda c: rollout.rollout(env, env_params, greedy_to_goal, None, c,
-                                             jax.random.key(1), 120))(carry)[1]
+    return jax.jit(
+      lambda c: rollout.rollout(env, env_params, greedy_to_goal, None, c, jax.random.key(1), 120)
+    )(carry)[1]
+
   unshielded, shielded = run("none"), run("cbf")
   assert float(unshielded.next_obs.cost.sum()) > 0
   assert float(shielded.next_obs.cost.sum()) == 0.0
@@ -127,9 +141,15 @@ def test_shielded_training_has_no_violation_and_learns():
   (16 x 100 steps x 150 updates, 3 seeds) ended at returns 2.903-2.907 with 0 violating steps in
   all of training, against about 73,000 for unconstrained PPO.
   """
-  config = tiny_config(num_envs=8, num_steps=100, total_timesteps=8 * 100 * 20,
-                       hidden_sizes=(64, 64), update_epochs=4, num_minibatches=4,
-                       learning_rate=3e-4)
+  config = tiny_config(
+    num_envs=8,
+    num_steps=100,
+    total_timesteps=8 * 100 * 20,
+    hidden_sizes=(64, 64),
+    update_epochs=4,
+    num_minibatches=4,
+    learning_rate=3e-4,
+  )
   _, metrics = jax.jit(shielded_ppo.make_train(config))(jax.random.key(0))
   assert float(metrics["violating_steps"].sum()) == 0.0
   assert float(metrics["intervention_rate"].mean()) > 0.0

@@ -16,6 +16,8 @@ from hrljax import envs
 from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
+from tests.fast_compile import fast_jit
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -25,8 +27,17 @@ def tiny_config(**overrides) -> ml_collections.ConfigDict:
   """A bare token-agent config (the fields `add_config_fields` adds) on a tiny game."""
   config = ml_collections.ConfigDict()
   tc.add_config_fields(config)
-  config.update(dict(env_kwargs=ml_collections.ConfigDict(TINY_GAME), d_model=16, num_layers=1,
-                     num_heads=2, bc_steps=2, bc_batch_size=8, bc_dataset_episodes=4))
+  config.update(
+    dict(
+      env_kwargs=ml_collections.ConfigDict(TINY_GAME),
+      d_model=16,
+      num_layers=1,
+      num_heads=2,
+      bc_steps=2,
+      bc_batch_size=8,
+      bc_dataset_episodes=4,
+    )
+  )
   config.update(overrides)
   return config
 
@@ -48,14 +59,24 @@ def test_common_protocol_sets_the_shared_fields_on_any_token_agent_config():
   common.game_config(bare)
   tc.validate_config_fields(bare)
   archer_config = _load_config_module("archer_token_game").get_config()
-  for field in ("env_name", "d_model", "num_layers", "num_heads", "temperature", "bc_steps",
-                "bc_batch_size", "bc_learning_rate", "bc_dataset_episodes",
-                "bc_random_question_prob", "eval_episodes"):
+  for field in (
+    "env_name",
+    "d_model",
+    "num_layers",
+    "num_heads",
+    "temperature",
+    "bc_steps",
+    "bc_batch_size",
+    "bc_learning_rate",
+    "bc_dataset_episodes",
+    "bc_random_question_prob",
+    "eval_episodes",
+  ):
     assert bare[field] == archer_config[field], field
   assert bare.env_kwargs.to_dict() == archer_config.env_kwargs.to_dict()
   # A perfect questioner needs log2(items) questions and a guess: exactly the turn limit.
   game = bare.env_kwargs
-  assert game.num_values ** game.num_attributes == game.num_items
+  assert game.num_values**game.num_attributes == game.num_items
   assert game.max_turns == game.num_attributes + 1
 
 
@@ -64,7 +85,7 @@ def test_behaviour_cloning_on_scripted_dialogues_lowers_the_nll():
   config = tiny_config()
   model = tc.make_policy(env_params, config)
 
-  @jax.jit
+  @fast_jit
   def warm_start(key):
     data_key, init_key, bc_key = jax.random.split(key, 3)
     data = tc.scripted_dataset(data_key, env, env_params, 8, 0.0)
@@ -90,8 +111,7 @@ def test_warm_start_transitions_are_the_bc_dataset_with_rewards_and_successors()
   config = tiny_config(bc_dataset_episodes=16)
   env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
   bc_key = jax.random.key(5)
-  transitions = jax.jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(
-      bc_key)
+  transitions = fast_jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(bc_key)
   data_key = jax.random.split(jax.random.fold_in(bc_key, tc.BC_STREAM), 3)[1]
   data = tc.scripted_dataset(data_key, env, env_params, 16, config.bc_random_question_prob)
   np.testing.assert_array_equal(transitions.dialogue, data.dialogue)
@@ -120,13 +140,17 @@ def test_the_bc_key_is_the_second_half_of_the_agent_key():
   """Every token agent's `create(agent_key)` warm-starts from `bc_key_of(agent_key)`
   (`warm_start_policy_params` equals `init`'s start: test_archer.py)."""
   agent_key = jax.random.split(jax.random.key(3), 3)[0]
-  np.testing.assert_array_equal(jax.random.key_data(tc.bc_key_of(agent_key)),
-                                jax.random.key_data(jax.random.split(agent_key)[1]))
+  np.testing.assert_array_equal(
+    jax.random.key_data(tc.bc_key_of(agent_key)),
+    jax.random.key_data(jax.random.split(agent_key)[1]),
+  )
 
 
 def test_validate_config_fields_name_the_field():
-  for field, value, match in (("bc_steps", -1, "config.bc_steps: expected an integer >= 0"),
-                              ("d_model", 15, "config.d_model: expected a multiple"),
-                              ("env_name", "CartPole-v1", "config.env_name")):
+  for field, value, match in (
+    ("bc_steps", -1, "config.bc_steps: expected an integer >= 0"),
+    ("d_model", 15, "config.d_model: expected a multiple"),
+    ("env_name", "CartPole-v1", "config.env_name"),
+  ):
     with pytest.raises(ConfigError, match=match):
       tc.validate_config_fields(tiny_config(**{field: value}))

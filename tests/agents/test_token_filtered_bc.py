@@ -14,6 +14,8 @@ from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.networks import transformer
+from tests.fast_compile import fast_jit
+
 
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
 
@@ -48,11 +50,17 @@ def test_quantile_filter_is_the_reference_rule():
   returns = np.array([0.0, 3.0, 1.0, 2.0, 10.0])
   ended = np.array([True, True, True, True, False])
   threshold = np.quantile(returns[ended], 0.5)  # 1.5
-  keep = token_filtered_bc.keep_dialogues(jnp.asarray(returns, jnp.float32), jnp.asarray(ended),
-                                          tiny_config(filter="quantile", top_fraction=0.5))
+  keep = token_filtered_bc.keep_dialogues(
+    jnp.asarray(returns, jnp.float32),
+    jnp.asarray(ended),
+    tiny_config(filter="quantile", top_fraction=0.5),
+  )
   np.testing.assert_array_equal(np.asarray(keep), ended & (returns >= threshold))
-  top = token_filtered_bc.keep_dialogues(jnp.asarray(returns, jnp.float32), jnp.asarray(ended),
-                                         tiny_config(filter="top_count", top_fraction=0.25))
+  top = token_filtered_bc.keep_dialogues(
+    jnp.asarray(returns, jnp.float32),
+    jnp.asarray(ended),
+    tiny_config(filter="top_count", top_fraction=0.25),
+  )
   np.testing.assert_array_equal(np.asarray(top), [False, True, False, False, False])
 
 
@@ -74,12 +82,13 @@ def setup():
   dialogue = dialogue.at[:, 0].set(token_game.BOS)
   utterance = jnp.stack([token_game.encode_guess(i, env_params) for i in range(4)])
   data = tc.UtteranceData(dialogue=dialogue, utterance=utterance)
-  return config, env, env_params, agent, data, jax.jit(lambda a, d, k: a.update(d, k))
+  return config, env, env_params, agent, data, fast_jit(lambda a, d, k: a.update(d, k))
 
 
 def _log_likelihood(agent, data):
-  logp = transformer.utterance_log_probs(agent.policy, agent.policy_params, data.dialogue,
-                                         data.utterance)
+  logp = transformer.utterance_log_probs(
+    agent.policy, agent.policy_params, data.dialogue, data.utterance
+  )
   return np.asarray(jnp.sum(logp * tc.token_mask(data.utterance), axis=1))
 
 
@@ -106,19 +115,23 @@ def test_same_warm_start_as_archer(setup):
   checks the equality with ArCHer's agent itself)."""
   config, env, env_params, agent = setup[:4]
   policy = tc.make_policy(env_params, config)
-  want = tc.pretrained_policy_params(jax.random.split(jax.random.key(0))[1], policy, env,
-                                     env_params, config)
+  want = tc.pretrained_policy_params(
+    jax.random.split(jax.random.key(0))[1], policy, env, env_params, config
+  )
   jax.tree.map(np.testing.assert_array_equal, agent.policy_params, want)
 
 
-@pytest.mark.parametrize("field,value,match", [
+@pytest.mark.parametrize(
+  "field,value,match",
+  [
     ("filter", "best", "config.filter"),
     ("top_fraction", 0.0, "config.top_fraction"),
     ("success_return", None, "config.success_return"),
     ("bc_updates", 0, "config.bc_updates"),
     ("total_timesteps", 11, "config.total_timesteps"),
     ("d_model", 15, "config.d_model"),
-])
+  ],
+)
 def test_config_errors_name_the_field(field, value, match):
   with pytest.raises(ConfigError, match=match):
     token_filtered_bc.validate_config(tiny_config(**{field: value}))
@@ -133,11 +146,12 @@ def test_experiment_config_is_valid(experiment_config):
 def test_short_run_stays_finite_and_counts_utterances():
   config = tiny_config(filter="quantile", top_fraction=1.0)  # keeps every ended game
   learner = token_filtered_bc.make_learner(config)
-  state = learner.init(jax.random.key(1))
-  new_state, metrics = jax.jit(learner.step)(state)
+  state = fast_jit(learner.init)(jax.random.key(1))
+  new_state, metrics = fast_jit(learner.step)(state)
   assert learner.env_steps_per_update == 12
-  changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params,
-                         new_state.agent.policy_params)
+  changed = jax.tree.map(
+    lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params, new_state.agent.policy_params
+  )
   assert any(jax.tree.leaves(changed))
   for name, value in metrics.items():
     assert np.isfinite(float(value)), name

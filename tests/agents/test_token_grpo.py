@@ -14,6 +14,8 @@ from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.types import Transition
+from tests.fast_compile import fast_jit
+
 
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
 
@@ -43,20 +45,28 @@ def _episodes(env_params):
   length = env_params.utterance_len
   question = token_game.encode_question(0, 1, env_params)  # 4 read tokens
   guess = token_game.encode_guess(1, env_params)  # 3 read tokens
-  action = jnp.stack([jnp.stack([guess, question, question, question]),
-                      jnp.stack([question, guess, guess, guess])])
+  action = jnp.stack(
+    [jnp.stack([guess, question, question, question]), jnp.stack([question, guess, guess, guess])]
+  )
   reward = jnp.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
   done = jnp.array([[True, False, False, False], [False, True, True, True]])
   dialogue = jnp.zeros((num_steps, num_envs, token_game.max_dialogue_len(env_params)), jnp.int32)
   transitions = Transition(
-      obs=dialogue.at[..., 0].set(token_game.BOS), action=action, reward=reward,
-      terminated=done, truncated=jnp.zeros_like(done), next_obs=dialogue,
-      policy_extras=jnp.zeros((num_steps, num_envs, length)),
-      episode_return=jnp.zeros_like(reward), episode_length=jnp.zeros((num_steps, num_envs),
-                                                                      jnp.int32))
-  return rollout.GroupedEpisodes(transitions=transitions,
-                                 valid=rollout.first_episode_mask(done),
-                                 group_ids=jnp.array([0, 0, 1, 1], jnp.int32))
+    obs=dialogue.at[..., 0].set(token_game.BOS),
+    action=action,
+    reward=reward,
+    terminated=done,
+    truncated=jnp.zeros_like(done),
+    next_obs=dialogue,
+    policy_extras=jnp.zeros((num_steps, num_envs, length)),
+    episode_return=jnp.zeros_like(reward),
+    episode_length=jnp.zeros((num_steps, num_envs), jnp.int32),
+  )
+  return rollout.GroupedEpisodes(
+    transitions=transitions,
+    valid=rollout.first_episode_mask(done),
+    group_ids=jnp.array([0, 0, 1, 1], jnp.int32),
+  )
 
 
 def test_make_batch_broadcasts_group_advantages_to_read_tokens():
@@ -67,20 +77,32 @@ def test_make_batch_broadcasts_group_advantages_to_read_tokens():
   a = 0.5 / (np.sqrt(0.5) + 1e-6)
   np.testing.assert_allclose(np.asarray(advantage), [a, -a, a, -a], rtol=1e-6)
   # Rows are time-major: row = t * N + n. Guesses read 3 tokens, questions 4.
-  read = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1],
-                   [0, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0], [1, 1, 1, 0]], bool)
+  read = np.array(
+    [
+      [1, 1, 1, 0],
+      [1, 1, 1, 1],
+      [1, 1, 1, 1],
+      [1, 1, 1, 1],
+      [0, 0, 0, 0],
+      [1, 1, 1, 0],
+      [1, 1, 1, 0],
+      [1, 1, 1, 0],
+    ],
+    bool,
+  )
   np.testing.assert_array_equal(np.asarray(batch.mask), read)  # game 0's step 1 is not its game
   per_row = np.tile([a, -a, a, -a], 2)[:, None]
-  np.testing.assert_allclose(np.asarray(batch.advantage), np.where(read, per_row, 0.0),
-                             rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(batch.advantage), np.where(read, per_row, 0.0), rtol=1e-6)
 
 
-@pytest.mark.parametrize("estimator,expected", [
-    ("dr_grpo", [0.5, -0.5, 0.5, -0.5]), ("rloo", [1.0, -1.0, 1.0, -1.0])])
+@pytest.mark.parametrize(
+  "estimator,expected", [("dr_grpo", [0.5, -0.5, 0.5, -0.5]), ("rloo", [1.0, -1.0, 1.0, -1.0])]
+)
 def test_other_estimators(estimator, expected):
   config = tiny_config(estimator=estimator)
-  got = token_grpo.episode_advantages(jnp.array([1.0, 0.0, 1.0, 0.0]),
-                                      jnp.array([0, 0, 1, 1], jnp.int32), config)
+  got = token_grpo.episode_advantages(
+    jnp.array([1.0, 0.0, 1.0, 0.0]), jnp.array([0, 0, 1, 1], jnp.int32), config
+  )
   np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)
 
 
@@ -101,23 +123,29 @@ def test_loss_at_the_reference_has_zero_kl_and_the_surrogate_gradient(setup):
   REINFORCE surrogate −mean_tokens(A · log π) (ratio 1, nothing clipped; k3 has zero gradient)."""
   config, _, env_params, agent = setup
   batch, _ = token_grpo.make_batch(_episodes(env_params), config)
-  logp, _ = tc.token_log_probs_and_entropy(agent.policy, agent.policy_params, batch.dialogue,
-                                           batch.utterance, 1.0)
+  logp, _ = tc.token_log_probs_and_entropy(
+    agent.policy, agent.policy_params, batch.dialogue, batch.utterance, 1.0
+  )
   batch = batch._replace(log_prob=logp)
 
   def reinforce(params):
-    new_logp, _ = tc.token_log_probs_and_entropy(agent.policy, params, batch.dialogue,
-                                                 batch.utterance, 1.0)
+    new_logp, _ = tc.token_log_probs_and_entropy(
+      agent.policy, params, batch.dialogue, batch.utterance, 1.0
+    )
     mask = batch.mask.astype(jnp.float32)
     return -jnp.sum(batch.advantage * new_logp * mask) / jnp.sum(mask)
 
-  (loss, metrics), grads = jax.jit(jax.value_and_grad(
-      lambda p: token_grpo.token_grpo_objective(p, agent, batch), has_aux=True))(agent.policy_params)
-  want = jax.jit(jax.grad(reinforce))(agent.policy_params)
+  (loss, metrics), grads = fast_jit(
+    jax.value_and_grad(lambda p: token_grpo.token_grpo_objective(p, agent, batch), has_aux=True)
+  )(agent.policy_params)
+  want = fast_jit(jax.grad(reinforce))(agent.policy_params)
   assert abs(float(metrics["kl_to_reference"])) < 1e-6
   assert _norm(grads) > 0
-  jax.tree.map(lambda g, w: np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4,
-                                                       atol=1e-7), grads, want)
+  jax.tree.map(
+    lambda g, w: np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-7),
+    grads,
+    want,
+  )
 
 
 def test_same_warm_start_as_archer(setup):
@@ -125,13 +153,16 @@ def test_same_warm_start_as_archer(setup):
   checks the equality with ArCHer's agent itself)."""
   config, env, env_params, agent = setup[:4]
   policy = tc.make_policy(env_params, config)
-  want = tc.pretrained_policy_params(jax.random.split(jax.random.key(0))[1], policy, env,
-                                     env_params, config)
+  want = tc.pretrained_policy_params(
+    jax.random.split(jax.random.key(0))[1], policy, env, env_params, config
+  )
   jax.tree.map(np.testing.assert_array_equal, agent.policy_params, want)
   jax.tree.map(np.testing.assert_array_equal, agent.ref_params, want)
 
 
-@pytest.mark.parametrize("field,value,match", [
+@pytest.mark.parametrize(
+  "field,value,match",
+  [
     ("estimator", "gigpo", "config.estimator"),
     ("num_envs", 5, "config.num_envs"),
     ("num_minibatches", 5, "config.num_minibatches"),
@@ -139,7 +170,8 @@ def test_same_warm_start_as_archer(setup):
     ("grpo_scale", "global", "config.grpo_scale"),
     ("total_timesteps", 11, "config.total_timesteps"),
     ("kl_coef", -1.0, "config.kl_coef"),
-])
+  ],
+)
 def test_config_errors_name_the_field(field, value, match):
   config = tiny_config()
   if field == "num_envs":
@@ -161,15 +193,15 @@ def test_short_run_changes_params_and_stays_finite():
   # moves the policy.
   config = tiny_config(entropy_coef=0.01)
   learner = token_grpo.make_learner(config)
-  state = learner.init(jax.random.key(1))
-  new_state, metrics = jax.jit(learner.step)(state)
+  state = fast_jit(learner.init)(jax.random.key(1))
+  new_state, metrics = fast_jit(learner.step)(state)
   assert learner.env_steps_per_update == 12
   for name, value in metrics.items():
     assert np.isfinite(float(value)), name
   assert float(metrics["episodes"]) == 4
   assert 4 <= float(metrics["utterances"]) <= 12
-  jax.tree.map(np.testing.assert_array_equal, new_state.agent.ref_params,
-               state.agent.ref_params)
-  changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params,
-                         new_state.agent.policy_params)
+  jax.tree.map(np.testing.assert_array_equal, new_state.agent.ref_params, state.agent.ref_params)
+  changed = jax.tree.map(
+    lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params, new_state.agent.policy_params
+  )
   assert any(jax.tree.leaves(changed))

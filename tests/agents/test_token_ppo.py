@@ -15,6 +15,8 @@ from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
+from tests.fast_compile import fast_jit
+
 
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
 
@@ -50,11 +52,21 @@ def test_token_advantages_apply_the_loss_to_every_environment():
   value = jnp.asarray(rng.normal(size=(4, 2, 4)), jnp.float32)
   next_value = jnp.asarray(rng.normal(size=(4, 2)), jnp.float32)
   config = ml_collections.ConfigDict(dict(gamma=0.9, gae_lambda=0.8, token_gamma=0.9))
-  got = token_ppo.token_advantages(reward, terminated, done, value, next_value,
-                                   jnp.asarray(mask), config)
+  got = token_ppo.token_advantages(
+    reward, terminated, done, value, next_value, jnp.asarray(mask), config
+  )
   for n in range(2):
-    want = hc.token_level_advantages(reward[:, n], terminated[:, n], done[:, n], value[:, n],
-                                     next_value[:, n], jnp.asarray(mask[:, n]), 0.9, 0.8, 0.9)
+    want = hc.token_level_advantages(
+      reward[:, n],
+      terminated[:, n],
+      done[:, n],
+      value[:, n],
+      next_value[:, n],
+      jnp.asarray(mask[:, n]),
+      0.9,
+      0.8,
+      0.9,
+    )
     np.testing.assert_array_equal(np.asarray(got[:, n]), np.asarray(want))
   assert float(jnp.abs(got).sum()) > 0.0
 
@@ -73,14 +85,20 @@ def _batch(agent, env_params, rows=4, advantage=1.0):
   dialogue = dialogue.at[:, 0].set(token_game.BOS)
   utterance = jnp.stack([token_game.encode_question(i % 2, 1, env_params) for i in range(rows)])
   mask = jax.vmap(token_game.utterance_token_mask)(utterance)
-  log_prob, _ = tc.token_log_probs_and_entropy(agent.policy, agent.policy_params, dialogue,
-                                               utterance, 1.0)
+  log_prob, _ = tc.token_log_probs_and_entropy(
+    agent.policy, agent.policy_params, dialogue, utterance, 1.0
+  )
   zeros = jnp.zeros(utterance.shape, jnp.float32)
   spread = jnp.arange(rows, dtype=jnp.float32) - 1.0  # unequal, so normalisation keeps a signal
-  return token_ppo.TokenBatch(dialogue=dialogue, utterance=utterance, log_prob=log_prob,
-                              value=zeros, advantage=zeros + advantage * spread[:, None],
-                              target=zeros + 1.0,
-                              mask=mask)
+  return token_ppo.TokenBatch(
+    dialogue=dialogue,
+    utterance=utterance,
+    log_prob=log_prob,
+    value=zeros,
+    advantage=zeros + advantage * spread[:, None],
+    target=zeros + 1.0,
+    mask=mask,
+  )
 
 
 def _norm(tree) -> float:
@@ -100,7 +118,7 @@ def test_loss_gradients_route_to_their_networks(setup):
 
   zero_advantage = jnp.zeros_like(batch.advantage)
 
-  @jax.jit
+  @fast_jit
   def gradients(params, floats):
     grads = jax.grad(loss, argnums=(0, 1))(params, floats)
     # Zero advantages and no entropy bonus: the policy must get no gradient at all.
@@ -126,7 +144,9 @@ def test_same_warm_start_as_archer(setup):
   jax.tree.map(np.testing.assert_array_equal, agent.policy_params, reference.policy_params)
 
 
-@pytest.mark.parametrize("field,value,match", [
+@pytest.mark.parametrize(
+  "field,value,match",
+  [
     ("token_gamma", 1.5, "config.token_gamma"),
     ("num_minibatches", 5, "config.num_minibatches"),
     ("value_d_model", 15, "config.value_d_model"),
@@ -135,7 +155,8 @@ def test_same_warm_start_as_archer(setup):
     ("value_learning_rate", 0.0, "config.value_learning_rate"),
     ("total_timesteps", 5, "config.total_timesteps"),
     ("bc_steps", -1, "config.bc_steps"),
-])
+  ],
+)
 def test_config_errors_name_the_field(field, value, match):
   with pytest.raises(ConfigError, match=match):
     token_ppo.validate_config(tiny_config(**{field: value}))
@@ -149,11 +170,12 @@ def test_experiment_config_is_valid(experiment_config):
 
 def test_short_run_changes_params_and_stays_finite():
   learner = token_ppo.make_learner(tiny_config())
-  state = learner.init(jax.random.key(1))
-  new_state, metrics = jax.jit(learner.step)(state)
+  state = fast_jit(learner.init)(jax.random.key(1))
+  new_state, metrics = fast_jit(learner.step)(state)
   assert learner.env_steps_per_update == 12
-  changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params,
-                         new_state.agent.policy_params)
+  changed = jax.tree.map(
+    lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params, new_state.agent.policy_params
+  )
   assert any(jax.tree.leaves(changed))
   for name, value in metrics.items():
     assert np.isfinite(float(value)), name

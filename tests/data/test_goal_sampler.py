@@ -88,8 +88,9 @@ def test_goal_mixture_matches_its_probabilities():
   data = gs.from_arrays(synthetic_dataset())
   b = 20000
   idx = gs.uniform_indices(jax.random.key(3), b, data.traj_end.shape[0])
-  draw = gs.sample_goal_indices(jax.random.key(4), idx, data.traj_end[idx],
-                                data.traj_end.shape[0], VALUE, gamma=0.9)
+  draw = gs.sample_goal_indices(
+    jax.random.key(4), idx, data.traj_end[idx], data.traj_end.shape[0], VALUE, gamma=0.9
+  )
   is_cur, is_traj = np.asarray(draw.is_cur), np.asarray(draw.is_traj)
   assert abs(is_cur.mean() - 0.2) < 0.015
   assert abs(is_traj[~is_cur].mean() - 0.5 / 0.8) < 0.015
@@ -103,14 +104,21 @@ def test_goal_mixture_matches_its_probabilities():
 def test_p_cur_one_gives_the_current_row():
   idx = jnp.array([0, 5, 9], jnp.int32)
   end = jnp.array([6, 6, 9], jnp.int32)
-  draw = gs.sample_goal_indices(jax.random.key(0), idx, end, 10,
-                                gs.GoalDistribution(1.0, 0.0, 0.0, True), gamma=0.99)
+  draw = gs.sample_goal_indices(
+    jax.random.key(0), idx, end, 10, gs.GoalDistribution(1.0, 0.0, 0.0, True), gamma=0.99
+  )
   np.testing.assert_array_equal(np.asarray(draw.goal_idx), [0, 5, 9])
   np.testing.assert_array_equal(np.asarray(draw.reward), [0.0, 0.0, 0.0])
   np.testing.assert_array_equal(np.asarray(draw.mask), [0.0, 0.0, 0.0])
-  positive = gs.sample_goal_indices(jax.random.key(0), idx, end, 10,
-                                    gs.GoalDistribution(1.0, 0.0, 0.0, True), gamma=0.99,
-                                    gc_negative=False)
+  positive = gs.sample_goal_indices(
+    jax.random.key(0),
+    idx,
+    end,
+    10,
+    gs.GoalDistribution(1.0, 0.0, 0.0, True),
+    gamma=0.99,
+    gc_negative=False,
+  )
   np.testing.assert_array_equal(np.asarray(positive.reward), [1.0, 1.0, 1.0])
 
 
@@ -124,13 +132,15 @@ def test_batches_never_cross_an_episode_boundary():
     goal_row, goal_traj = np.asarray(batch[key]).T
     np.testing.assert_array_equal(goal_traj, traj)
     assert np.all(goal_row >= row) and np.all(goal_row <= end)
-  np.testing.assert_array_equal(np.asarray(batch["low_actor_goals"])[:, 0],
-                                np.minimum(row + 5, end))
+  np.testing.assert_array_equal(
+    np.asarray(batch["low_actor_goals"])[:, 0], np.minimum(row + 5, end)
+  )
   # actor goals are future rows (p_traj = 1): same trajectory, targets k rows ahead at most
   high_row, high_traj = np.asarray(batch["high_actor_goals"]).T
   np.testing.assert_array_equal(high_traj, traj)
-  np.testing.assert_array_equal(np.asarray(batch["high_actor_targets"])[:, 0],
-                                np.minimum(row + 5, high_row))
+  np.testing.assert_array_equal(
+    np.asarray(batch["high_actor_targets"])[:, 0], np.minimum(row + 5, high_row)
+  )
   # value goals: the current row, a future row of the same trajectory, or any row
   value_row = np.asarray(batch["value_goals"])[:, 0]
   np.testing.assert_array_equal(np.asarray(batch["masks"]), (value_row != row).astype(np.float32))
@@ -143,11 +153,19 @@ def test_random_high_goals_target_the_subgoal_row():
   data = gs.from_arrays(raw)
   n = data.traj_end.shape[0]
   idx = jnp.arange(n, dtype=jnp.int32)
-  goal, target = gs.high_actor_indices(jax.random.key(6), idx, data.traj_end, n,
-                                       subgoal_steps=4, p_rand=1.0, geom_sample=False, gamma=0.9)
-  np.testing.assert_array_equal(np.asarray(target),
-                                np.minimum(np.arange(n) + 4, reference_ends(raw["terminals"],
-                                                                            np.arange(n))))
+  goal, target = gs.high_actor_indices(
+    jax.random.key(6),
+    idx,
+    data.traj_end,
+    n,
+    subgoal_steps=4,
+    p_rand=1.0,
+    geom_sample=False,
+    gamma=0.9,
+  )
+  np.testing.assert_array_equal(
+    np.asarray(target), np.minimum(np.arange(n) + 4, reference_ends(raw["terminals"], np.arange(n)))
+  )
   assert 0 <= int(goal.min()) and int(goal.max()) < n
 
 

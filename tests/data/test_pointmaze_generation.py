@@ -12,8 +12,13 @@ from hrljax.data import goal_sampler, pointmaze
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-  train, val = pointmaze.generate("pointmaze-medium-navigate-v0", num_episodes=2,
-                                  max_episode_steps=150, seed=3, num_val_episodes=1)
+  train, val = pointmaze.generate(
+    "pointmaze-medium-navigate-v0",
+    num_episodes=2,
+    max_episode_steps=150,
+    seed=3,
+    num_val_episodes=1,
+  )
   path = str(tmp_path_factory.mktemp("pm") / "pointmaze-medium-navigate-v0.npz")
   pointmaze.save(path, train, val)
   return train, val, path
@@ -37,17 +42,28 @@ def test_actions_move_the_point_and_follow_the_oracle(small):
   displacement = (obs[1:] - obs[:-1])[within]
   # the point mass moves along its (noisy) action
   cos = np.sum(displacement * actions[:-1][within], 1) / (
-      np.linalg.norm(displacement, axis=1) * np.linalg.norm(actions[:-1][within], axis=1) + 1e-9)
+    np.linalg.norm(displacement, axis=1) * np.linalg.norm(actions[:-1][within], axis=1) + 1e-9
+  )
   assert np.mean(cos) > 0.5
   # the oracle makes progress: the episode covers more ground than a random walk of the noise
   assert np.linalg.norm(obs[149] - obs[0]) > 1.0 or np.linalg.norm(obs[299] - obs[150]) > 1.0
 
 
 def test_generation_is_deterministic_per_seed(small):
-  again, _ = pointmaze.generate("pointmaze-medium-navigate-v0", num_episodes=2,
-                                max_episode_steps=150, seed=3, num_val_episodes=0)
-  other, _ = pointmaze.generate("pointmaze-medium-navigate-v0", num_episodes=1,
-                                max_episode_steps=150, seed=4, num_val_episodes=0)
+  again, _ = pointmaze.generate(
+    "pointmaze-medium-navigate-v0",
+    num_episodes=2,
+    max_episode_steps=150,
+    seed=3,
+    num_val_episodes=0,
+  )
+  other, _ = pointmaze.generate(
+    "pointmaze-medium-navigate-v0",
+    num_episodes=1,
+    max_episode_steps=150,
+    seed=4,
+    num_val_episodes=0,
+  )
   for key in pointmaze.RAW_KEYS:
     np.testing.assert_array_equal(again[key], small[0][key])
   assert not np.array_equal(other["observations"], small[0]["observations"][:150])
@@ -74,11 +90,9 @@ def test_oracle_table_matches_the_mazes_bfs(name):
 
 
 def test_oracle_table_on_a_small_maze():
-  maze = np.array([[1, 1, 1, 1, 1],
-                   [1, 0, 0, 0, 1],
-                   [1, 0, 1, 0, 1],
-                   [1, 0, 0, 0, 1],
-                   [1, 1, 1, 1, 1]])
+  maze = np.array(
+    [[1, 1, 1, 1, 1], [1, 0, 0, 0, 1], [1, 0, 1, 0, 1], [1, 0, 0, 0, 1], [1, 1, 1, 1, 1]]
+  )
   table = pointmaze.oracle_next_cells(maze)
   # from (3, 3) to (1, 1) both ways round are 4 cells long: the first strictly closer neighbour
   # in the order up, left, down, right wins (up)
@@ -90,6 +104,7 @@ def test_oracle_table_on_a_small_maze():
 
 def test_loader_matches_ogbench_and_feeds_the_sampler(small):
   import ogbench
+
   _, _, path = small
   ours = pointmaze.load(path)
   _, train, val = ogbench.make_env_and_datasets("pointmaze-medium-navigate-v0", dataset_path=path)
@@ -99,20 +114,20 @@ def test_loader_matches_ogbench_and_feeds_the_sampler(small):
   assert val["observations"].shape == (149, 2)
   data = goal_sampler.from_arrays(ours)
   np.testing.assert_array_equal(np.asarray(data.traj_end)[[0, 148, 149, 297]], [148, 148, 297, 297])
-  config = goal_sampler.SamplerConfig(value=goal_sampler.GoalDistribution(0.2, 0.5, 0.3, True),
-                                      actor=goal_sampler.GoalDistribution(0.0, 1.0, 0.0, False),
-                                      gamma=0.99)
+  config = goal_sampler.SamplerConfig(
+    value=goal_sampler.GoalDistribution(0.2, 0.5, 0.3, True),
+    actor=goal_sampler.GoalDistribution(0.0, 1.0, 0.0, False),
+    gamma=0.99,
+  )
   batch = goal_sampler.sample_gc_batch(jax.random.key(0), data, 16, config)
   assert batch["value_goals"].shape == (16, 2)
 
 
 def test_maze_cells_follow_ogbench_rules():
   # 1 = wall. (1, 2) is a horizontal hallway, (2, 1) a vertical one; corners are goal cells.
-  maze = np.array([[1, 1, 1, 1, 1],
-                   [1, 0, 0, 0, 1],
-                   [1, 0, 1, 1, 1],
-                   [1, 0, 0, 1, 1],
-                   [1, 1, 1, 1, 1]])
+  maze = np.array(
+    [[1, 1, 1, 1, 1], [1, 0, 0, 0, 1], [1, 0, 1, 1, 1], [1, 0, 0, 1, 1], [1, 1, 1, 1, 1]]
+  )
   assert pointmaze.free_cells(maze) == [(1, 1), (1, 2), (1, 3), (2, 1), (3, 1), (3, 2)]
   assert pointmaze.goal_cells(maze) == [(1, 1), (1, 3), (3, 1), (3, 2)]
   env = pointmaze.make_env("pointmaze-medium-navigate-v0")

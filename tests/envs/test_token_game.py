@@ -381,9 +381,7 @@ def test_make_params_keeps_the_time_limit_with_the_turn_limit():
 
 def test_small_config_greedy_questioner_wins_every_target():
   # 3 binary attributes and 8 items: every attribute tuple is an item, 3 answers identify it.
-  params = tg.make_params(
-    num_items=8, num_attributes=3, num_values=2, utterance_len=5, max_turns=4
-  )
+  params = tg.make_params(num_items=8, num_attributes=3, num_values=2, utterance_len=5, max_turns=4)
   env = tg.TokenGame(params)
   assert tg.vocabulary(params).size == 8 + 3 + 2 + 8
   assert tg.max_dialogue_len(params) == 1 + 4 * 6
@@ -415,9 +413,7 @@ def test_decode_dialogue():
   outs = play(ENV, P, target, [utt(tg.ASK, attr(1), val(row[1]), E), utt(tg.GUESS, tg.ASK)])
   text = tg.decode_dialogue(outs[-1]["obs"], P)
   assert text == (
-    "<bos>\n"
-    f"turn 1: ask attr1 val{row[1]} <end> -> yes\n"
-    "turn 2: guess ask <end> -> invalid"
+    f"<bos>\nturn 1: ask attr1 val{row[1]} <end> -> yes\nturn 2: guess ask <end> -> invalid"
   )
   with pytest.raises(ValueError, match="obs"):
     tg.decode_dialogue(np.zeros((2, 41), np.int32), P)
@@ -456,9 +452,7 @@ def _rollout():
         ENV.action_space(P).sample(key_random),
         tg.scripted_questioner(key_policy, obs, P, random_question_prob),
       )
-      obs, state, reward, terminated, truncated, info = ENV.step(
-        key_step, state, utterance, P
-      )
+      obs, state, reward, terminated, truncated, info = ENV.step(key_step, state, utterance, P)
       active = ~finished
       out = dict(
         reward=jnp.where(active, reward, 0.0),

@@ -16,16 +16,24 @@ from hrljax.losses import group_relative as gr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
-    "advantages_benchmark", os.path.join(ROOT, "experiments", "benchmarks", "advantages.py"))
+  "advantages_benchmark", os.path.join(ROOT, "experiments", "benchmarks", "advantages.py")
+)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 # The GiGPO worked example of docs/group_relative.md: one task, trajectories A (s0, s1, s2;
 # rewards 0, 0, 10), B (s0, s1, s3; all 0) and C (s0, s4; rewards 0, 10); gamma 0.95, omega 1.
 _STATES = {"s0": 0, "s1": 1, "s2": 2, "s3": 3, "s4": 4}
-_ROWS = [("A", 0, "s0", 0.0), ("A", 1, "s1", 0.0), ("A", 2, "s2", 10.0),
-         ("B", 0, "s0", 0.0), ("B", 1, "s1", 0.0), ("B", 2, "s3", 0.0),
-         ("C", 0, "s0", 0.0), ("C", 1, "s4", 10.0)]
+_ROWS = [
+  ("A", 0, "s0", 0.0),
+  ("A", 1, "s1", 0.0),
+  ("A", 2, "s2", 10.0),
+  ("B", 0, "s0", 0.0),
+  ("B", 1, "s1", 0.0),
+  ("B", 2, "s3", 0.0),
+  ("C", 0, "s0", 0.0),
+  ("C", 1, "s4", 10.0),
+]
 
 
 def _worked_example(order):
@@ -37,10 +45,13 @@ def _worked_example(order):
   return obs, r, traj, step, np.zeros(len(rows), np.int32)
 
 
-@pytest.mark.parametrize("weighting, expected", [
+@pytest.mark.parametrize(
+  "weighting, expected",
+  [
     ("trajectory", [6.1833, 8.0833, 3.3333, -12.8417, -11.4167, -6.6667, 6.6583, 3.3333]),
     ("step", [6.6, 8.5, 3.75, -12.425, -11.0, -6.25, 7.075, 3.75]),
-])
+  ],
+)
 def test_reference_reproduces_the_worked_example(weighting, expected):
   order = np.random.default_rng(0).permutation(8)
   got = bench.reference_gigpo(*_worked_example(order), gamma=0.95, omega=1.0, weighting=weighting)
@@ -51,8 +62,7 @@ def test_reference_reproduces_the_worked_example_mean_std_values():
   obs, r, traj, step, group = _worked_example(range(8))
   steps_only = bench.reference_gigpo(obs, r, traj, step, group, omega=1.0, norm="mean_std")
   episode_only = bench.reference_gigpo(obs, r, traj, step, group, omega=0.0, norm="mean_std")
-  np.testing.assert_allclose(episode_only, [0.5774] * 3 + [-1.1547] * 3 + [0.5774] * 2,
-                             atol=1e-4)
+  np.testing.assert_allclose(episode_only, [0.5774] * 3 + [-1.1547] * 3 + [0.5774] * 2, atol=1e-4)
   step_adv = steps_only - episode_only
   np.testing.assert_allclose(step_adv[[0, 3, 6]], [0.5324, -1.1536, 0.6211], atol=1e-4)
   np.testing.assert_allclose(step_adv[[1, 4]], [0.7071, -0.7071], atol=1e-4)
@@ -73,8 +83,9 @@ def _random_batch(seed, num_groups=4, total_rows=100):
   obs = np.stack([cell, 2 * cell + 1], axis=1)
   pad = total_rows - len(r)
   valid = np.arange(total_rows) < len(r)
-  group, traj, step = (np.concatenate([a, np.full(pad, 3)]).astype(np.int32)
-                       for a in (group, traj, step))
+  group, traj, step = (
+    np.concatenate([a, np.full(pad, 3)]).astype(np.int32) for a in (group, traj, step)
+  )
   obs = np.concatenate([obs, np.full((pad, 2), 1)]).astype(np.int32)
   r = np.concatenate([r, np.full(pad, 5.0)]).astype(np.float32)
   perm = rng.permutation(len(r))
@@ -86,16 +97,35 @@ def test_gigpo_advantages_match_the_reference(norm, weighting):
   @jax.jit
   def run(obs, r, traj, step, group, valid):
     anchors = gr.anchor_state_ids(obs, group, valid=valid)
-    return gr.gigpo_advantages(r, traj, step, group, anchors.ids, num_groups=4,
-                               num_traj=16, num_anchors=r.shape[0], valid=valid,
-                               gamma=0.9, omega=0.7, norm=norm,
-                               episode_stat_weighting=weighting).advantages
+    return gr.gigpo_advantages(
+      r,
+      traj,
+      step,
+      group,
+      anchors.ids,
+      num_groups=4,
+      num_traj=16,
+      num_anchors=r.shape[0],
+      valid=valid,
+      gamma=0.9,
+      omega=0.7,
+      norm=norm,
+      episode_stat_weighting=weighting,
+    ).advantages
 
   for seed in range(3):
     obs, r, traj, step, group, valid = _random_batch(seed)
-    expected = bench.reference_gigpo(obs[valid], r[valid], traj[valid], step[valid],
-                                     group[valid], gamma=0.9, omega=0.7, norm=norm,
-                                     weighting=weighting)
+    expected = bench.reference_gigpo(
+      obs[valid],
+      r[valid],
+      traj[valid],
+      step[valid],
+      group[valid],
+      gamma=0.9,
+      omega=0.7,
+      norm=norm,
+      weighting=weighting,
+    )
     got = np.asarray(run(obs, r, traj, step, group, valid))
     np.testing.assert_allclose(got[valid], expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(got[~valid], 0.0)
@@ -108,10 +138,15 @@ def test_tiny_benchmark_run_reports_times_and_agreement():
   assert result["jax_grid_with_anchors_seconds"] <= result["median_seconds"]["grid"]
   assert set(result["median_seconds"]) == {"grid", "full", "only", "reference"}
   assert 0 < result["real_steps"] <= 96
-  for key in ("jax_grid_with_anchors_seconds", "jax_anchor_ids_and_advantages_seconds",
-              "jax_advantages_only_seconds", "reference_dictionary_seconds",
-              "speedup_grid_with_anchors", "speedup_with_anchor_ids",
-              "speedup_advantages_only"):
+  for key in (
+    "jax_grid_with_anchors_seconds",
+    "jax_anchor_ids_and_advantages_seconds",
+    "jax_advantages_only_seconds",
+    "reference_dictionary_seconds",
+    "speedup_grid_with_anchors",
+    "speedup_with_anchor_ids",
+    "speedup_advantages_only",
+  ):
     assert result[key] > 0, key
   assert result["max_abs_difference"] < 1e-4
   assert result["max_abs_difference_grid"] < 1e-4

@@ -16,8 +16,9 @@ from experiments.configs import archer_token_game
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
-    "archer_throughput_benchmark",
-    os.path.join(ROOT, "experiments", "benchmarks", "archer_throughput.py"))
+  "archer_throughput_benchmark",
+  os.path.join(ROOT, "experiments", "benchmarks", "archer_throughput.py"),
+)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -35,8 +36,10 @@ def measured():
 
 
 def _max_change(before, after):
-  return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-             for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after)))
+  return max(
+    float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+    for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after))
+  )
 
 
 def test_ppo_side_is_token_ppo_updating_the_same_policy(measured):
@@ -59,8 +62,11 @@ def test_generate_samples_one_utterance_per_dialogue(measured):
 
 
 def test_summary_ratios_come_from_the_median_times():
-  times = {"generate": [2.0, 4.0, 3.0], "archer_update": [6.0, 5.0, 7.0],
-           "ppo_update": [1.0, 2.0, 3.0]}
+  times = {
+    "generate": [2.0, 4.0, 3.0],
+    "archer_update": [6.0, 5.0, 7.0],
+    "ppo_update": [1.0, 2.0, 3.0],
+  }
   record = bench.summary(BATCH, 4, 3, {name: 1.0 for name in times}, times)
   assert record["archer_to_ppo"] == pytest.approx(6.0 / 2.0)
   assert record["utterances_per_second"] == pytest.approx(BATCH / 3.0)

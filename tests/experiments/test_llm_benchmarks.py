@@ -52,14 +52,14 @@ def test_sampling_rejects_bad_arguments():
 def _lora_parameters_by_hand(rank: int, layers: int) -> int:
   # SmolLM2-135M: width 576, 9 query heads and 3 key/value heads of 64, FFN 1536; an adapter
   # on a [in, out] projection has rank * (in + out) parameters.
-  shapes = [(576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536),
-            (1536, 576)]
+  shapes = [(576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536), (1536, 576)]
   return layers * sum(rank * (n_in + n_out) for n_in, n_out in shapes)
 
 
 def test_grpo_step_record_fields_and_counts():
-  records = llm_grpo_step.run(num_prompts=2, samples_per_prompt=2, max_new_tokens=3,
-                              num_layers=NUM_LAYERS, reps=1)
+  records = llm_grpo_step.run(
+    num_prompts=2, samples_per_prompt=2, max_new_tokens=3, num_layers=NUM_LAYERS, reps=1
+  )
   assert len(records) == 1
   ours = records[0]
   assert ours["side"] == "hrljax" and ours["num_layers"] == NUM_LAYERS
@@ -68,11 +68,13 @@ def test_grpo_step_record_fields_and_counts():
   # Prompts padded to the longest one (prompt_bucket=1), as TRL pads them.
   config = llm_grpo_step.grpo_config(2, 2, 3, 8, NUM_LAYERS, seed=0)
   assert config.prompt_bucket == 1
-  problems = text_tasks.arithmetic_problems(0, 2, max_operand=config.task.max_operand,
-                                            operations=tuple(config.task.operations))
+  problems = text_tasks.arithmetic_problems(
+    0, 2, max_operand=config.task.max_operand, operations=tuple(config.task.operations)
+  )
   tokenizer = llm_weights.load_tokenizer()
   assert ours["prompt_width"] == max(
-      len(llm_weights.chat_prompt(tokenizer, text_tasks.arithmetic_prompt(p))) for p in problems)
+    len(llm_weights.chat_prompt(tokenizer, text_tasks.arithmetic_prompt(p))) for p in problems
+  )
   assert ours["step_seconds_median"] == ours["run_seconds"][0] == ours["step_seconds_best"]
   assert ours["first_step_seconds"] > 0 and len(ours["reward_mean"]) == 1
   assert 0.0 <= ours["reward_mean"][0] <= 1.5
@@ -111,8 +113,9 @@ def test_reference_reward_requests_are_scored_by_our_reward(tmp_path):
   script = tmp_path / "fake_reference.py"
   script.write_text(_FAKE_REFERENCE)
   config = llm_grpo_step.grpo_config(2, 2, 4, 8, NUM_LAYERS, seed=0)
-  reference = llm_grpo_step._Reference(sys.executable, "unused.gguf", {"threads": 0}, 1, config,
-                                       script=str(script))
+  reference = llm_grpo_step._Reference(
+    sys.executable, "unused.gguf", {"threads": 0}, 1, config, script=str(script)
+  )
   try:
     assert reference.ready == {"ready": True}
     result = reference.run()
@@ -125,8 +128,9 @@ def test_reference_reward_requests_are_scored_by_our_reward(tmp_path):
   assert summary["step_seconds_median"] == 2.0 and summary["reward_mean"] == [2.0 / 3.0]
 
 
-_TINY = llama.smollm2_config(num_layers=2, vocab_size=61, dim=24, num_heads=4, num_kv_heads=2,
-                             hidden_dim=40, lora_rank=2)
+_TINY = llama.smollm2_config(
+  num_layers=2, vocab_size=61, dim=24, num_heads=4, num_kv_heads=2, hidden_dim=40, lora_rank=2
+)
 
 
 def test_logits_from_keeps_the_last_positions_of_the_full_forward():
@@ -137,8 +141,13 @@ def test_logits_from_keeps_the_last_positions_of_the_full_forward():
   tokens = jax.random.randint(jax.random.key(2), (3, 7), 0, _TINY.vocab_size)
   mask = jnp.arange(7)[None, :] >= jnp.array([[0], [2], [3]])  # left padding
   positions = llama.positions_from_mask(mask)
-  full, _ = llama.forward(_TINY, params, lora, tokens, positions, mask)
-  kept, _ = llama.forward(_TINY, params, lora, tokens, positions, mask, logits_from=4)
+  # One program for both (an eager call traces and compiles the layer scan anew).
+  full, kept = jax.jit(
+    lambda p, l: (
+      llama.forward(_TINY, p, l, tokens, positions, mask)[0],
+      llama.forward(_TINY, p, l, tokens, positions, mask, logits_from=4)[0],
+    )
+  )(params, lora)
   assert kept.shape == (3, 3, _TINY.vocab_size)
   np.testing.assert_allclose(np.asarray(kept), np.asarray(full[:, 4:]), rtol=1e-5, atol=1e-6)
   for bad in (7, -1, 1.0):

@@ -40,23 +40,30 @@ def cell_with(nb, text):
 
 
 def stdout_of(cell) -> str:
-  return "".join(out.get("text", "") for out in cell.outputs
-                 if out.output_type == "stream" and out.name == "stdout")
+  return "".join(
+    out.get("text", "")
+    for out in cell.outputs
+    if out.output_type == "stream" and out.name == "stdout"
+  )
 
 
 def pngs_of(cell) -> list[bytes]:
-  return [base64.b64decode(out.data["image/png"]) for out in cell.outputs
-          if out.output_type == "display_data" and "image/png" in out.data]
+  return [
+    base64.b64decode(out.data["image/png"])
+    for out in cell.outputs
+    if out.output_type == "display_data" and "image/png" in out.data
+  ]
 
 
 @pytest.fixture(scope="module")
 def executed():
   nb = read_notebook()
-  env = dict(os.environ, HRLJAX_NOTEBOOK_SMALL="1", JAX_NUMPY_RANK_PROMOTION="raise",
-             JAX_PLATFORMS="cpu")
+  env = dict(
+    os.environ, HRLJAX_NOTEBOOK_SMALL="1", JAX_NUMPY_RANK_PROMOTION="raise", JAX_PLATFORMS="cpu"
+  )
   client = nbclient.NotebookClient(
-      nb, kernel_name="python3", timeout=300,
-      resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+  )
   client.execute(env=env)  # raises CellExecutionError on the first failing cell
   return nb
 
@@ -130,16 +137,23 @@ def run_install_cell(tmp_path, *, env_url=None, form=None, upload=None):
     (work / "google" / "colab").mkdir(parents=True)
     (work / "google" / "__init__.py").write_text("")
     (work / "google" / "colab" / "__init__.py").write_text(
-        "import shutil, types\n"
-        f"def upload():\n  shutil.copy({str(upload)!r}, {upload.name!r})\n"
-        f"  return {{{upload.name!r}: b''}}\n"
-        "files = types.SimpleNamespace(upload=upload)\n")
+      "import shutil, types\n"
+      f"def upload():\n  shutil.copy({str(upload)!r}, {upload.name!r})\n"
+      f"  return {{{upload.name!r}: b''}}\n"
+      "files = types.SimpleNamespace(upload=upload)\n"
+    )
   script = FAKE_RUN + f"exec(compile({source!r}, 'install_cell', 'exec'))\nprint(CALLS)\n"
   env = {k: v for k, v in os.environ.items() if k not in ("HRLJAX_GIT_URL", "PYTHONPATH")}
   if env_url is not None:
     env["HRLJAX_GIT_URL"] = str(env_url)
-  done = subprocess.run([sys.executable, "-S", "-c", script], cwd=work, env=env,
-                        capture_output=True, text=True, timeout=60)
+  done = subprocess.run(
+    [sys.executable, "-S", "-c", script],
+    cwd=work,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   calls = ast.literal_eval(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else []
   return done.returncode, done.stdout, done.stderr, calls
 
@@ -161,7 +175,8 @@ def test_install_cell_without_hrljax_or_a_source_stops_saying_what_to_set(tmp_pa
 def test_install_cell_clones_the_git_url_of_the_form_field(tmp_path, ref):
   url = "https://git.example.invalid/someone/hrljax.git"
   code, stdout, stderr, calls = run_install_cell(
-      tmp_path, form={"HRLJAX_GIT_URL": url, "HRLJAX_GIT_REF": ref})
+    tmp_path, form={"HRLJAX_GIT_URL": url, "HRLJAX_GIT_REF": ref}
+  )
   assert code == 0, stderr
   branch = ["--branch", ref] if ref else []
   assert calls[0] == ["git", "clone", "--quiet", "--depth=1", *branch, url, "hrljax-src"]
@@ -192,8 +207,9 @@ def test_install_cell_unpacks_an_archive(tmp_path, fmt, top):
 
 def test_install_cell_installs_an_uploaded_archive(tmp_path):
   make_stub_repository(tmp_path / "stub")
-  archive = pathlib.Path(shutil.make_archive(str(tmp_path / "mine"), "zip",
-                                             root_dir=tmp_path / "stub"))
+  archive = pathlib.Path(
+    shutil.make_archive(str(tmp_path / "mine"), "zip", root_dir=tmp_path / "stub")
+  )
   code, stdout, stderr, calls = run_install_cell(tmp_path, upload=archive)
   assert code == 0, stderr
   assert (tmp_path / "work" / "mine.zip").exists()
@@ -228,7 +244,8 @@ def test_small_switch_shrinks_both_runs(executed):
   # HRLJAX_NOTEBOOK_SMALL=1: PPO 6 updates of 16 x 128 steps, option-critic 40 of 16 x 8.
   assert "ppo: 6 updates x 2048 env steps" in stdout_of(cell_with(executed, 'run("ppo")'))
   assert "option_critic: 40 updates x 128 env steps" in stdout_of(
-      cell_with(executed, 'run("option_critic")'))
+    cell_with(executed, 'run("option_critic")')
+  )
 
 
 def test_learning_curves_and_option_maps_are_displayed(executed):

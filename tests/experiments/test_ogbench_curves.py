@@ -32,8 +32,17 @@ def records(evaluations):
   out = [{"phase": "train", "seed": 0, "update": 1, "loss": 1.0}]
   for update, episodes, seeds in evaluations:
     for s, numbers in enumerate(seeds):
-      out.append({"phase": "eval", "seed": s, "update": update, "eval_loss": 0.5,
-                  "eval_episodes_per_task": episodes, "eval_seconds": 1.0, **numbers})
+      out.append(
+        {
+          "phase": "eval",
+          "seed": s,
+          "update": update,
+          "eval_loss": 0.5,
+          "eval_episodes_per_task": episodes,
+          "eval_seconds": 1.0,
+          **numbers,
+        }
+      )
   return out
 
 
@@ -48,12 +57,18 @@ def write_run(path, agent, env, evaluations):
 
 
 def test_every_evaluation_is_a_point_in_update_order(tmp_path):
-  done = write_run(tmp_path / "done", "ota", MEDIUM, [(5000, 20, [seed(0.6), seed(0.8)]),
-                                                      (2500, 5, [seed(0.2), seed(0.4)])])
+  done = write_run(
+    tmp_path / "done",
+    "ota",
+    MEDIUM,
+    [(5000, 20, [seed(0.6), seed(0.8)]), (2500, 5, [seed(0.2), seed(0.4)])],
+  )
   label, evaluations = ogbench_curves.read_run(done)
   assert label == "ota medium"
   assert ogbench_curves.evaluation_points(evaluations, "success") == [
-      ogbench_curves.Point(2500, 5, (0.2, 0.4)), ogbench_curves.Point(5000, 20, (0.6, 0.8))]
+    ogbench_curves.Point(2500, 5, (0.2, 0.4)),
+    ogbench_curves.Point(5000, 20, (0.6, 0.8)),
+  ]
   running = write_run(tmp_path / "running", "ota", MEDIUM, [(2500, 5, [seed(0.2)])])
   points = ogbench_curves.evaluation_points(ogbench_curves.read_run(running)[1], "success")
   assert [p.update for p in points] == [2500]
@@ -62,17 +77,26 @@ def test_every_evaluation_is_a_point_in_update_order(tmp_path):
 def test_continued_run_merges_and_keeps_the_evaluation_with_more_episodes():
   # the run stopped at 20,500 (final, 20 episodes); its continuation re-records the evaluations
   # up to 20,000 and adds 25,000 (8 episodes)
-  first = ("ota giant", records([(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)]),
-                                 (20500, 20, [seed(0.0)])]))
-  second = ("ota giant", records([(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)]),
-                                  (25000, 8, [seed(0.3)])]))
+  first = (
+    "ota giant",
+    records([(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)]), (20500, 20, [seed(0.0)])]),
+  )
+  second = (
+    "ota giant",
+    records([(10000, 4, [seed(0.1)]), (20000, 4, [seed(0.0)]), (25000, 8, [seed(0.3)])]),
+  )
   hiql = ("hiql giant", records([(20000, 20, [seed(0.0)])]))
   grouped = ogbench_curves.curves([first, second, hiql], "success")
   assert list(grouped) == ["ota giant", "hiql giant"]
   assert [(p.update, p.episodes) for p in grouped["ota giant"]] == [
-      (10000, 4), (20000, 4), (20500, 20), (25000, 8)]
-  merged = ogbench_curves.merge_points([ogbench_curves.Point(5000, 5, (0.0,)),
-                                        ogbench_curves.Point(5000, 20, (1.0,))])
+    (10000, 4),
+    (20000, 4),
+    (20500, 20),
+    (25000, 8),
+  ]
+  merged = ogbench_curves.merge_points(
+    [ogbench_curves.Point(5000, 5, (0.0,)), ogbench_curves.Point(5000, 20, (1.0,))]
+  )
   assert merged == [ogbench_curves.Point(5000, 20, (1.0,))]
 
 
@@ -80,28 +104,38 @@ def test_markdown_rows_show_success_in_percent_and_other_numbers_as_recorded():
   runs = [("gcivl medium", records([(5000, 20, [seed(0.05, -12.34), seed(0.25, -20.0)])]))]
   table = ogbench_curves.markdown_table(ogbench_curves.curves(runs, "success"), "success")
   assert table.splitlines()[-1] == "| gcivl medium | 5,000 | 20 | 5 / 25 | 15 |"
-  table = ogbench_curves.markdown_table(ogbench_curves.curves(runs, "task1_vh_start"),
-                                        "task1_vh_start")
+  table = ogbench_curves.markdown_table(
+    ogbench_curves.curves(runs, "task1_vh_start"), "task1_vh_start"
+  )
   assert table.splitlines()[-1] == "| gcivl medium | 5,000 | 20 | -12.3 / -20 | -16.2 |"
 
 
 def test_unrecorded_metric_names_the_flag_and_the_known_ones():
   runs = [("hiql medium", records([(5000, 20, [seed(0.5)])]))]
-  with pytest.raises(ValueError, match=r"y: 'task1_vh_start' is not recorded .* update 5000; "
-                                       r"expected one of \['eval_loss', 'success', "
-                                       r"'task1_success'\]"):
+  with pytest.raises(
+    ValueError,
+    match=r"y: 'task1_vh_start' is not recorded .* update 5000; "
+    r"expected one of \['eval_loss', 'success', "
+    r"'task1_success'\]",
+  ):
     ogbench_curves.curves(runs, "task1_vh_start")
 
 
 def run_cli(*args):
-  return subprocess.run([sys.executable, "-m", "experiments.ogbench_curves", *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300)
+  return subprocess.run(
+    [sys.executable, "-m", "experiments.ogbench_curves", *args],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
 
 
 def test_command_line_writes_the_png_and_the_table_and_names_an_unreadable_run(tmp_path):
-  workdirs = [write_run(tmp_path / agent, agent, MEDIUM, [(2500, 5, [seed(0.0)]),
-                                                          (5000, 20, [seed(s)])])
-              for agent, s in (("ota", 0.4), ("hiql", 0.2))]
+  workdirs = [
+    write_run(tmp_path / agent, agent, MEDIUM, [(2500, 5, [seed(0.0)]), (5000, 20, [seed(s)])])
+    for agent, s in (("ota", 0.4), ("hiql", 0.2))
+  ]
   out = tmp_path / "curves.png"
   result = run_cli(*workdirs, f"--out={out}", "--table")
   assert result.returncode == 0, result.stderr[-2000:]

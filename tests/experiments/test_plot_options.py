@@ -15,9 +15,19 @@ from hrljax.envs import four_rooms
 
 def tiny_config():
   config = oc.get_config()
-  config.update(dict(num_envs=4, num_steps=4, n_step=4, total_timesteps=4 * 4 * 4, log_every=2,
-                     checkpoint_every=4, eval_episodes=4, transfer_after=32,
-                     rollout_unroll=1))
+  config.update(
+    dict(
+      num_envs=4,
+      num_steps=4,
+      n_step=4,
+      total_timesteps=4 * 4 * 4,
+      log_every=2,
+      checkpoint_every=4,
+      eval_episodes=4,
+      transfer_after=32,
+      rollout_unroll=1,
+    )
+  )
   config.env_kwargs.max_steps_in_episode = 20
   return config
 
@@ -32,8 +42,9 @@ def test_option_maps_read_the_network_at_every_free_cell():
   q = jnp.zeros_like(p["q_head"]["kernel"]).at[:, 2].set(1.0).at[1 * 13 + 1, 1].set(5.0)
   term = jnp.zeros_like(p["termination_head"]["kernel"])
   term = term.at[1 * 13 + 1, 0].set(50.0).at[3 * 13 + 3, 0].set(-50.0)
-  agent = agent.replace(params={"params": {**p, "q_head": {"kernel": q},
-                                           "termination_head": {"kernel": term}}})
+  agent = agent.replace(
+    params={"params": {**p, "q_head": {"kernel": q}, "termination_head": {"kernel": term}}}
+  )
   maps = plot_options.option_maps(agent, env, env_params)
   beta, greedy = maps["termination"], maps["greedy_option"]
   assert beta.shape == (4, 13, 13) and greedy.shape == (13, 13)

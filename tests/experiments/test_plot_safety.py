@@ -38,11 +38,21 @@ def synthetic_records(returns, costs, episodes, cost_rate, steps_per_update=10, 
   records = []
   for i, (r, c, e) in enumerate(zip(returns, costs, episodes)):
     update = i + 1
-    records.append({"phase": "train", "seed": seed, "update": update,
-                    "env_steps": update * steps_per_update, "episode_return": r,
-                    "episode_cost": c, "episodes": e, "cost_per_step": cost_rate})
-  records.append({"phase": "eval", "seed": seed, "update": len(returns), "eval_return": 2.5,
-                  "eval_cost": 0.5})
+    records.append(
+      {
+        "phase": "train",
+        "seed": seed,
+        "update": update,
+        "env_steps": update * steps_per_update,
+        "episode_return": r,
+        "episode_cost": c,
+        "episodes": e,
+        "cost_per_step": cost_rate,
+      }
+    )
+  records.append(
+    {"phase": "eval", "seed": seed, "update": len(returns), "eval_return": 2.5, "eval_cost": 0.5}
+  )
   return records
 
 
@@ -51,8 +61,11 @@ def test_summary_weights_final_episodes_and_integrates_the_cost_rate(tmp_path):
   returns = [0.0] * 18 + [1.0, 3.0]
   costs = [50.0] * 18 + [4.0, 0.0]
   episodes = [1.0] * 18 + [2.0, 6.0]
-  run = write_run(tmp_path / "a", {"agent": "bresa", "reflex": True, "seeds": [2]},
-                  synthetic_records(returns, costs, episodes, cost_rate=0.25, seed=2))
+  run = write_run(
+    tmp_path / "a",
+    {"agent": "bresa", "reflex": True, "seeds": [2]},
+    synthetic_records(returns, costs, episodes, cost_rate=0.25, seed=2),
+  )
   [s] = plot_safety.summarize_run(run)
   assert s.label == "bresa" and s.seed == 2
   assert s.episode_return == pytest.approx((2 * 1.0 + 6 * 3.0) / 8)  # 2.5
@@ -62,41 +75,71 @@ def test_summary_weights_final_episodes_and_integrates_the_cost_rate(tmp_path):
 
 
 def test_chunks_without_episodes_do_not_count_and_missing_metrics_are_nan(tmp_path):
-  records = [{"phase": "train", "update": u, "env_steps": 100 * u, "episodes": 0.0,
-              "episode_return": float("nan")} for u in range(1, 11)]
+  records = [
+    {
+      "phase": "train",
+      "update": u,
+      "env_steps": 100 * u,
+      "episodes": 0.0,
+      "episode_return": float("nan"),
+    }
+    for u in range(1, 11)
+  ]
   records[-1].update(episodes=4.0, episode_return=2.0)
   [s] = plot_safety.summarize_run(write_run(tmp_path / "b", {"agent": "sac"}, records))
   assert s.episode_return == 2.0
   assert np.isnan(s.episode_cost) and np.isnan(s.training_cost) and np.isnan(s.eval_return)
 
 
-@pytest.mark.parametrize("config, label", [
+@pytest.mark.parametrize(
+  "config, label",
+  [
     ({"agent": "recovery_rl", "reflex": False, "control_steps": 1}, "sac"),
     ({"agent": "bresa", "reflex": False, "control_steps": 10}, "two-rate sac"),
     ({"agent": "recovery_rl", "reflex": True}, "recovery_rl"),
     ({"agent": "ppo_lagrangian", "multiplier": "none"}, "ppo"),
     ({"agent": "ppo_lagrangian", "multiplier": "pid"}, "ppo_pid_lagrangian"),
     ({"agent": "shielded_ppo", "multiplier": "none"}, "shielded_ppo"),
-])
+  ],
+)
 def test_agent_labels(config, label):
   assert plot_safety.agent_label(config) == label
 
 
 def test_command_line_prints_the_table_and_writes_the_scatter(tmp_path):
   """Two SAC seeds in one run directory (`--config.seeds=0,1`), Recovery RL in another."""
-  sac = [record for seed, cost in ((0, 9.0), (1, 7.0))
-         for record in synthetic_records([2.9] * 10, [cost] * 10, [1.0] * 10, 0.1, seed=seed)]
-  runs = [write_run(tmp_path / "sac", {"agent": "recovery_rl", "reflex": False, "seeds": [0, 1]},
-                    sac),
-          write_run(tmp_path / "rr0", {"agent": "recovery_rl", "reflex": True, "seeds": [0]},
-                    synthetic_records([2.9] * 10, [0.0] * 10, [1.0] * 10, 0.1))]
+  sac = [
+    record
+    for seed, cost in ((0, 9.0), (1, 7.0))
+    for record in synthetic_records([2.9] * 10, [cost] * 10, [1.0] * 10, 0.1, seed=seed)
+  ]
+  runs = [
+    write_run(tmp_path / "sac", {"agent": "recovery_rl", "reflex": False, "seeds": [0, 1]}, sac),
+    write_run(
+      tmp_path / "rr0",
+      {"agent": "recovery_rl", "reflex": True, "seeds": [0]},
+      synthetic_records([2.9] * 10, [0.0] * 10, [1.0] * 10, 0.1),
+    ),
+  ]
   out = tmp_path / "scatter.png"
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.plot_safety", "--runs=" + ",".join(runs),
-       f"--out={out}", "--cost_limit=5"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    [
+      sys.executable,
+      "-m",
+      "experiments.plot_safety",
+      "--runs=" + ",".join(runs),
+      f"--out={out}",
+      "--cost_limit=5",
+    ],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert result.returncode == 0, result.stderr
-  rows = {line.split("|")[1].strip(): line for line in result.stdout.splitlines()
-          if line.startswith("| ")}
+  rows = {
+    line.split("|")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("| ")
+  }
   assert "| 2 | 2.9 ± 0 | 8 ± 1 |" in rows["sac"]  # cost mean 8, population std 1
   assert "| 1 | 2.9 ± 0 | 0 ± 0 |" in rows["recovery_rl"]
   assert out.read_bytes()[:8] == PNG
@@ -117,9 +160,18 @@ def test_path_of_a_restored_bresa_agent(tmp_path):
   its greedy episode is drawn: 40 control steps (the time limit), positions chained step to step,
   decisions every K = 10."""
   config = bresa.get_config()
-  config.update(dict(env_name="PointHazard-v0", hidden_sizes=(8,), risk_hidden_sizes=(8,),
-                     num_envs=1, buffer_size=16, risk_buffer_size=16, risk_epsilon=0.0,
-                     seeds=(3, 4)))
+  config.update(
+    dict(
+      env_name="PointHazard-v0",
+      hidden_sizes=(8,),
+      risk_hidden_sizes=(8,),
+      num_envs=1,
+      buffer_size=16,
+      risk_buffer_size=16,
+      risk_epsilon=0.0,
+      seeds=(3, 4),
+    )
+  )
   config.env_kwargs = ml_collections.ConfigDict({"max_steps_in_episode": 40})
   workdir = write_run(tmp_path / "bresa", json.loads(config.to_json()), [])
   keys = jax.vmap(lambda s: jax.random.split(jax.random.key(s))[0])(jnp.asarray([3, 4]))

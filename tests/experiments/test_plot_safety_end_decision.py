@@ -2,6 +2,8 @@
 (`reflex_mode="end_decision"`, `rollout.EndDecisionTrajectory`): which control steps start a
 decision and where the reflex intervened, read from the control stream."""
 
+import functools
+
 import jax
 import ml_collections
 import numpy as np
@@ -14,15 +16,42 @@ from hrljax.agents import bresa
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def untrained_agent(reflex_mode, risk_epsilon):
-  """An untrained Bresa agent (its sigmoid critic reads about 0.5 everywhere), episodes of 40
-  control steps, K = 10."""
+@functools.lru_cache(maxsize=None)
+def _untrained_agent(reflex_mode):
   config = bresa.get_config()
-  config.update(dict(env_name="PointHazard-v0", hidden_sizes=(8,), risk_hidden_sizes=(8,),
-                     num_envs=1, buffer_size=16, risk_buffer_size=16, risk_epsilon=risk_epsilon,
-                     reflex_mode=reflex_mode))
+  config.update(
+    dict(
+      env_name="PointHazard-v0",
+      hidden_sizes=(8,),
+      risk_hidden_sizes=(8,),
+      num_envs=1,
+      buffer_size=16,
+      risk_buffer_size=16,
+      risk_epsilon=0.5,
+      reflex_mode=reflex_mode,
+    )
+  )
   config.env_kwargs = ml_collections.ConfigDict({"max_steps_in_episode": 40})
   return jax.jit(bresa.make_learner(config).init)(jax.random.key(0)).agent
+
+
+def untrained_agent(reflex_mode, risk_epsilon):
+  """An untrained Bresa agent (its sigmoid critic reads about 0.5 everywhere), episodes of 40
+  control steps, K = 10, whose reflex fires where the untrained risk exceeds `risk_epsilon`.
+
+  The agent's ε is 0.5 and its critic's output logits are shifted by −logit(risk_epsilon)
+  (sigmoid(q − logit ε) > 0.5 ⇔ sigmoid(q) > ε; ±30 for ε = 0 and 1: it fires everywhere /
+  nowhere): the threshold moves with the parameters instead of the static config, so that one
+  compiled evaluation episode per reflex mode serves every ε."""
+  agent = _untrained_agent(reflex_mode)
+  if risk_epsilon in (0.0, 1.0):
+    shift = 30.0 if risk_epsilon == 1.0 else -30.0
+  else:
+    shift = float(np.log(risk_epsilon) - np.log1p(-risk_epsilon))  # logit(ε)
+  params = agent.risk_params["params"]["members"]
+  out = dict(params["Dense_0"], bias=params["Dense_0"]["bias"] - shift)
+  risk_params = {"params": {"members": dict(params, Dense_0=out)}}
+  return agent.replace(risk_params=risk_params)
 
 
 def test_end_decision_path_without_reflex_is_the_fixed_decision_path():

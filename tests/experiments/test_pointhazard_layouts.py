@@ -52,36 +52,61 @@ def test_random_hazards_reach_the_environment(name):
   centers = np.asarray(carry.env_state.hazard_centers)  # [8, H, 2]
   assert len({c.tobytes() for c in centers}) == 8
   assert not np.allclose(centers[0], np.asarray(point_hazard.DEFAULT_HAZARD_CENTERS))
-  np.testing.assert_array_equal(np.asarray(carry.env_state.position),
-                                np.asarray(params.start)[None].repeat(8, 0))
-  np.testing.assert_array_equal(np.asarray(carry.env_state.goal),
-                                np.asarray(params.goal)[None].repeat(8, 0))
+  np.testing.assert_array_equal(
+    np.asarray(carry.env_state.position), np.asarray(params.start)[None].repeat(8, 0)
+  )
+  np.testing.assert_array_equal(
+    np.asarray(carry.env_state.goal), np.asarray(params.goal)[None].repeat(8, 0)
+  )
   valid = jax.vmap(lambda s, g, c: point_hazard.layout_is_valid(s, g, c, params))(
-      carry.env_state.position, carry.env_state.goal, carry.env_state.hazard_centers)
+    carry.env_state.position, carry.env_state.goal, carry.env_state.hazard_centers
+  )
   assert bool(jnp.all(valid))
 
 
 def test_unknown_layout_names_the_argument_value_and_choices():
-  with pytest.raises(ValueError, match=r"layout: unknown PointHazard layout 'zigzag'.*"
-                                       r"default, random_hazards"):
+  with pytest.raises(
+    ValueError,
+    match=r"layout: unknown PointHazard layout 'zigzag'.*"
+    r"default, random_hazards",
+  ):
     config_module("bresa_pointhazard").get_config("zigzag")
 
 
 def test_train_passes_the_layout_from_the_command_line(tmp_path):
   """`experiments.train` gets the argument through its config flag: the written config has
   `randomize_hazards`."""
-  tiny = ["--config.hidden_sizes=(16,)", "--config.risk_hidden_sizes=(16,)",
-          "--config.batch_size=16", "--config.risk_batch_size=16", "--config.num_envs=2",
-          "--config.buffer_size=256", "--config.risk_buffer_size=256",
-          "--config.learning_starts=8", "--config.risk_pretrain_updates=2",
-          "--config.total_timesteps=32", "--config.log_every=2", "--config.checkpoint_every=16",
-          "--config.eval_episodes=2"]
+  tiny = [
+    "--config.hidden_sizes=(16,)",
+    "--config.risk_hidden_sizes=(16,)",
+    "--config.batch_size=16",
+    "--config.risk_batch_size=16",
+    "--config.num_envs=2",
+    "--config.buffer_size=256",
+    "--config.risk_buffer_size=256",
+    "--config.learning_starts=8",
+    "--config.risk_pretrain_updates=2",
+    "--config.total_timesteps=32",
+    "--config.log_every=2",
+    "--config.checkpoint_every=16",
+    "--config.eval_episodes=2",
+  ]
   workdir = tmp_path / "random_hazards"
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.train",
-       "--config=experiments/configs/recovery_rl_pointhazard.py:random_hazards",
-       "--config.seeds=0", f"--workdir={workdir}", *tiny],
-      cwd=REPO, capture_output=True, text=True, timeout=900)
+    [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      "--config=experiments/configs/recovery_rl_pointhazard.py:random_hazards",
+      "--config.seeds=0",
+      f"--workdir={workdir}",
+      *tiny,
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   row = safety_table.table_row([str(workdir)])
   assert row["agent"] == "recovery_rl" and row["env_steps"] == 32
@@ -91,10 +116,19 @@ def test_train_passes_the_layout_from_the_command_line(tmp_path):
 
 def test_unknown_layout_on_the_command_line_fails_before_training(tmp_path):
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.train",
-       "--config=experiments/configs/sac_pointhazard.py:zigzag", "--config.seeds=0",
-       f"--workdir={tmp_path / 'run'}"],
-      cwd=REPO, capture_output=True, text=True, timeout=300)
+    [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      "--config=experiments/configs/sac_pointhazard.py:zigzag",
+      "--config.seeds=0",
+      f"--workdir={tmp_path / 'run'}",
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode != 0
   assert "unknown PointHazard layout 'zigzag'" in result.stderr
   assert not (tmp_path / "run").exists()

@@ -17,8 +17,9 @@ from hrljax.data import pointmaze
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
-    "pointmaze_generation_benchmark",
-    os.path.join(ROOT, "experiments", "benchmarks", "pointmaze_generation.py"))
+  "pointmaze_generation_benchmark",
+  os.path.join(ROOT, "experiments", "benchmarks", "pointmaze_generation.py"),
+)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -44,24 +45,26 @@ def test_first_difference_names_the_differing_array():
 
 
 def test_run_reports_both_sides_and_their_ratio():
-  record = bench.run("pointmaze-medium-navigate-v0", episodes=1, steps=40, reps=2,
-                     reference=True)
+  record = bench.run("pointmaze-medium-navigate-v0", episodes=1, steps=40, reps=2, reference=True)
   assert record["identical_arrays"] and record["steps_per_round"] == 40
   for side in ("reference", "generate"):
     assert record[side]["steps_per_second_best"] >= record[side]["steps_per_second_median"] > 0
-  expected = (record["generate"]["steps_per_second_median"]
-              / record["reference"]["steps_per_second_median"])
+  expected = (
+    record["generate"]["steps_per_second_median"] / record["reference"]["steps_per_second_median"]
+  )
   assert record["ratio_median"] == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("kwargs, message", [
+@pytest.mark.parametrize(
+  "kwargs, message",
+  [
     (dict(episodes=0), "episodes: expected an integer >= 1, got 0"),
     (dict(steps=1), "steps: expected an integer >= 2, got 1"),
     (dict(name="pointmaze-tiny-navigate-v0"), "env: expected one of"),
-])
+  ],
+)
 def test_bad_sizes_and_names_raise_naming_the_argument(kwargs, message):
-  args = dict(name="pointmaze-medium-navigate-v0", episodes=1, steps=10, reps=1,
-              reference=False)
+  args = dict(name="pointmaze-medium-navigate-v0", episodes=1, steps=10, reps=1, reference=False)
   args.update(kwargs)
   with pytest.raises(ValueError, match=message):
     bench.run(**args)
@@ -69,9 +72,20 @@ def test_bad_sizes_and_names_raise_naming_the_argument(kwargs, message):
 
 def test_cli_prints_one_json_line():
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.benchmarks.pointmaze_generation", "--episodes=1",
-       "--steps=20", "--reps=1", "--env=pointmaze-giant-navigate-v0"],
-      cwd=ROOT, capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      "-m",
+      "experiments.benchmarks.pointmaze_generation",
+      "--episodes=1",
+      "--steps=20",
+      "--reps=1",
+      "--env=pointmaze-giant-navigate-v0",
+    ],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   (line,) = result.stdout.strip().splitlines()
   record = json.loads(line)

@@ -14,13 +14,32 @@ from experiments import plot_safety, safety_table
 from hrljax import agents, training
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY_OFF_POLICY = dict(hidden_sizes=(16,), risk_hidden_sizes=(16,), batch_size=16,
-                       risk_batch_size=16, num_envs=2, buffer_size=256, risk_buffer_size=256,
-                       learning_starts=8, risk_pretrain_updates=2, total_timesteps=32,
-                       log_every=4, checkpoint_every=8, eval_episodes=2)
-TINY_PPO = dict(num_envs=4, num_steps=20, total_timesteps=160, update_epochs=1,
-                num_minibatches=2, hidden_sizes=(16, 16), log_every=2, checkpoint_every=8,
-                eval_episodes=2)
+TINY_OFF_POLICY = dict(
+  hidden_sizes=(16,),
+  risk_hidden_sizes=(16,),
+  batch_size=16,
+  risk_batch_size=16,
+  num_envs=2,
+  buffer_size=256,
+  risk_buffer_size=256,
+  learning_starts=8,
+  risk_pretrain_updates=2,
+  total_timesteps=32,
+  log_every=4,
+  checkpoint_every=8,
+  eval_episodes=2,
+)
+TINY_PPO = dict(
+  num_envs=4,
+  num_steps=20,
+  total_timesteps=160,
+  update_epochs=1,
+  num_minibatches=2,
+  hidden_sizes=(16, 16),
+  log_every=2,
+  checkpoint_every=8,
+  eval_episodes=2,
+)
 
 
 def train(experiment_config, name, workdir, **overrides):
@@ -34,14 +53,20 @@ def train(experiment_config, name, workdir, **overrides):
 
 @pytest.fixture(scope="module")
 def runs(experiment_config, tmp_path_factory):
-  """Recovery RL with seeds 0 and 1 in one program; seed 2 alone; PPO-Lagrangian seed 3."""
+  """Recovery RL with seeds 0 and 1 in one program; seeds 2 and 3 in a second run (the same
+  programs: the persistent compilation cache serves them); PPO-Lagrangian seed 3."""
   root = tmp_path_factory.mktemp("runs")
-  return {"recovery_rl": train(experiment_config, "recovery_rl_pointhazard", root / "rrl",
-                               seeds=(0, 1), **TINY_OFF_POLICY),
-          "recovery_rl_s2": train(experiment_config, "recovery_rl_pointhazard", root / "rrl2",
-                                  seeds=(2,), **TINY_OFF_POLICY),
-          "ppo_lagrangian": train(experiment_config, "ppo_lagrangian_pointhazard", root / "ppo",
-                                  seeds=(3,), **TINY_PPO)}
+  return {
+    "recovery_rl": train(
+      experiment_config, "recovery_rl_pointhazard", root / "rrl", seeds=(0, 1), **TINY_OFF_POLICY
+    ),
+    "recovery_rl_s2": train(
+      experiment_config, "recovery_rl_pointhazard", root / "rrl2", seeds=(2, 3), **TINY_OFF_POLICY
+    ),
+    "ppo_lagrangian": train(
+      experiment_config, "ppo_lagrangian_pointhazard", root / "ppo", seeds=(3,), **TINY_PPO
+    ),
+  }
 
 
 def test_off_policy_row_has_training_and_evaluation_numbers_per_seed(runs):
@@ -49,8 +74,14 @@ def test_off_policy_row_has_training_and_evaluation_numbers_per_seed(runs):
   assert row["agent"] == "recovery_rl" and row["seeds"] == [0, 1] and row["env_steps"] == 32
   for seed in ("seed0", "seed1"):
     assert 0 <= row[seed]["violating_steps"] <= 32
-    assert {"train_return_last10", "train_cost_last10", "eval_return", "eval_cost",
-            "eval_violation_rate", "eval_interventions"} <= set(row[seed])
+    assert {
+      "train_return_last10",
+      "train_cost_last10",
+      "eval_return",
+      "eval_cost",
+      "eval_violation_rate",
+      "eval_interventions",
+    } <= set(row[seed])
     assert all(isinstance(v, (int, float)) for v in row[seed].values())
 
 
@@ -61,7 +92,7 @@ def same_json(a, b) -> bool:
 
 def test_runs_of_one_config_join_in_one_row_by_seed(runs):
   row = safety_table.table_row([runs["recovery_rl"], runs["recovery_rl_s2"]])
-  assert row["seeds"] == [0, 1, 2]
+  assert row["seeds"] == [0, 1, 2, 3]
   # (as JSON: the tiny runs end no episode in their last tenth, so some entries are NaN)
   assert same_json(row["seed2"], safety_table.table_row([runs["recovery_rl_s2"]])["seed2"])
   with pytest.raises(ValueError, match="seed 0 appears in two runs"):
@@ -90,12 +121,19 @@ def test_rows_agree_with_plot_safety_on_the_same_runs(runs):
 
 
 def test_command_line_prints_the_json_line_and_the_markdown_row(runs):
-  run = lambda *args: subprocess.run([sys.executable, "-m", "experiments.safety_table", *args],
-                                     cwd=REPO, capture_output=True, text=True, timeout=300)
+  run = lambda *args: subprocess.run(
+    [sys.executable, "-m", "experiments.safety_table", *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   result = run(runs["ppo_lagrangian"])
   assert result.returncode == 0, result.stderr[-2000:]
-  assert same_json(json.loads(result.stdout.strip().splitlines()[-1]),
-                   safety_table.table_row([runs["ppo_lagrangian"]]))
+  assert same_json(
+    json.loads(result.stdout.strip().splitlines()[-1]),
+    safety_table.table_row([runs["ppo_lagrangian"]]),
+  )
   markdown = run("--markdown", runs["ppo_lagrangian"])
   assert markdown.stdout.startswith("| ppo_lagrangian (seeds 3) | ")
   assert safety_table.table_row([runs["recovery_rl"]])["label"] == "recovery_rl"
@@ -105,18 +143,35 @@ def test_command_line_prints_the_json_line_and_the_markdown_row(runs):
 
 def records(violations, returns, costs, episodes, seed=0, every=1):
   """Train records of `every` updates each (values per update), then an eval record."""
-  out = [{"phase": "train", "seed": seed, "update": every * (i + 1),
-          "env_steps": 10 * every * (i + 1), "violating_steps": v, "episode_return": r,
-          "episode_cost": c, "episodes": e}
-         for i, (v, r, c, e) in enumerate(zip(violations, returns, costs, episodes))]
-  return out + [{"phase": "eval", "seed": seed, "update": every * len(violations),
-                 "eval_return": 2.5, "eval_cost": 0.0}]
+  out = [
+    {
+      "phase": "train",
+      "seed": seed,
+      "update": every * (i + 1),
+      "env_steps": 10 * every * (i + 1),
+      "violating_steps": v,
+      "episode_return": r,
+      "episode_cost": c,
+      "episodes": e,
+    }
+    for i, (v, r, c, e) in enumerate(zip(violations, returns, costs, episodes))
+  ]
+  return out + [
+    {
+      "phase": "eval",
+      "seed": seed,
+      "update": every * len(violations),
+      "eval_return": 2.5,
+      "eval_cost": 0.0,
+    }
+  ]
 
 
 def test_last_tenth_weights_the_episodes_of_the_last_records():
   """20 records of 5 updates: the last 10% of the 100 updates are the last two records."""
-  train = records([1.0] * 20, [0.0] * 18 + [1.0, 3.0], [9.0] * 18 + [4.0, 0.0],
-                  [1.0] * 18 + [2.0, 6.0], every=5)[:-1]
+  train = records(
+    [1.0] * 20, [0.0] * 18 + [1.0, 3.0], [9.0] * 18 + [4.0, 0.0], [1.0] * 18 + [2.0, 6.0], every=5
+  )[:-1]
   assert safety_table.last_tenth(train, "episode_return") == pytest.approx(20.0 / 8)
   assert safety_table.last_tenth(train, "episode_cost") == pytest.approx(8.0 / 8)
   assert safety_table.violating_steps(train) == 100  # 1 per update x 100 updates

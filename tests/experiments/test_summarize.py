@@ -12,39 +12,65 @@ def write_run(path, seeds):
     for update in (10, 20, 30, 40):
       for seed in seeds:
         value = None if update == 40 and seed == seeds[0] else update + seed
-        f.write(json.dumps({"phase": "train", "seed": seed, "update": update,
-                            "env_steps": 100 * update, "episode_return": value}) + "\n")
+        f.write(
+          json.dumps(
+            {
+              "phase": "train",
+              "seed": seed,
+              "update": update,
+              "env_steps": 100 * update,
+              "episode_return": value,
+            }
+          )
+          + "\n"
+        )
     for seed in seeds:
-      f.write(json.dumps({"phase": "eval", "seed": seed, "update": 40,
-                          "eval_return": 100.0 + seed, "eval_length": 7.0}) + "\n")
+      f.write(
+        json.dumps(
+          {
+            "phase": "eval",
+            "seed": seed,
+            "update": 40,
+            "eval_return": 100.0 + seed,
+            "eval_length": 7.0,
+          }
+        )
+        + "\n"
+      )
   return str(path)
 
 
 def test_rows_average_the_last_updates_and_take_the_final_evaluation(tmp_path):
-  rows = summarize.seed_rows(write_run(tmp_path / "run", seeds=(0, 3)), "episode_return",
-                             last=0.5, eval_fields=[])
+  rows = summarize.seed_rows(
+    write_run(tmp_path / "run", seeds=(0, 3)), "episode_return", last=0.5, eval_fields=[]
+  )
   # the last half is updates > 20: seed 0 has 30 (its 40 is undefined), seed 3 has 33 and 43
   assert [(r["seed"], r["episode_return"], r["eval_return"]) for r in rows] == [
-      (0, 30.0, 100.0), (3, 38.0, 103.0)]
+    (0, 30.0, 100.0),
+    (3, 38.0, 103.0),
+  ]
   mean = summarize.mean_row(rows)
   assert mean["episode_return"] == 34.0 and mean["eval_return"] == 101.5
   assert mean["run"] == "mean of 2"
 
 
 def test_table_has_one_line_per_row_and_a_header(tmp_path):
-  rows = summarize.seed_rows(write_run(tmp_path / "run", seeds=(0,)), "episode_return", 1.0,
-                             ["eval_length"])
+  rows = summarize.seed_rows(
+    write_run(tmp_path / "run", seeds=(0,)), "episode_return", 1.0, ["eval_length"]
+  )
   assert set(rows[0]) == {"run", "seed", "episode_return", "eval_length"}
   table = summarize.format_table(rows)
   assert table.splitlines()[0] == "| run | seed | episode_return | eval_length |"
   assert len(table.splitlines()) == 3
-  assert math.isnan(summarize.seed_rows(write_run(tmp_path / "empty", seeds=(0,)), "loss", 1.0,
-                                        [])[0]["loss"])
+  assert math.isnan(
+    summarize.seed_rows(write_run(tmp_path / "empty", seeds=(0,)), "loss", 1.0, [])[0]["loss"]
+  )
 
 
 def test_a_window_of_env_steps_replaces_the_last_updates(tmp_path):
-  rows = summarize.seed_rows(write_run(tmp_path / "run", seeds=(1,)), "episode_return", 0.1, [],
-                             steps=(1000, 3000))
+  rows = summarize.seed_rows(
+    write_run(tmp_path / "run", seeds=(1,)), "episode_return", 0.1, [], steps=(1000, 3000)
+  )
   assert rows[0]["episode_return"] == (21 + 31) / 2  # env steps 2000 and 3000
 
 

@@ -24,11 +24,30 @@ def write_run(workdir, rows, steps_per_update=128):
     for update, values in rows:
       for seed, value in enumerate(values):
         if update:
-          f.write(json.dumps({"phase": "train", "seed": seed, "update": update,
-                              "env_steps": update * steps_per_update, "loss": 0.1}) + "\n")
-        f.write(json.dumps({"phase": "eval", "seed": seed, "update": update,
-                            "env_steps": update * steps_per_update,
-                            "eval_return": value}) + "\n")
+          f.write(
+            json.dumps(
+              {
+                "phase": "train",
+                "seed": seed,
+                "update": update,
+                "env_steps": update * steps_per_update,
+                "loss": 0.1,
+              }
+            )
+            + "\n"
+          )
+        f.write(
+          json.dumps(
+            {
+              "phase": "eval",
+              "seed": seed,
+              "update": update,
+              "env_steps": update * steps_per_update,
+              "eval_return": value,
+            }
+          )
+          + "\n"
+        )
   return str(workdir)
 
 
@@ -71,8 +90,13 @@ def test_one_seed_runs_without_a_seed_field_count_as_seed_0(tmp_path):
 
 
 def run(*args):
-  return subprocess.run([sys.executable, "-m", "experiments.token_game_curves", *args],
-                        cwd=ROOT, capture_output=True, text=True, timeout=600)
+  return subprocess.run(
+    [sys.executable, "-m", "experiments.token_game_curves", *args],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
 
 
 def test_command_line_prints_the_tables_and_draws_the_png(tmp_path):

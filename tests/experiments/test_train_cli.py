@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,19 +16,30 @@ from hrljax.logging import WALL_CLOCK_FIELDS, read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PPO_CONFIG = "experiments/configs/ppo_cartpole.py"
-TINY = ["--config.total_timesteps=2048", "--config.num_steps=32", "--config.update_epochs=2",
-        "--config.num_minibatches=2", "--config.log_every=4", "--config.checkpoint_every=8",
-        "--config.eval_episodes=4"]
+TINY = [
+  "--config.total_timesteps=2048",
+  "--config.num_steps=32",
+  "--config.update_epochs=2",
+  "--config.num_minibatches=2",
+  "--config.log_every=4",
+  "--config.checkpoint_every=8",
+  "--config.eval_episodes=4",
+]
 
 
 def train_command(workdir, *overrides, config=PPO_CONFIG):
-  return [sys.executable, "-m", "experiments.train", f"--config={config}",
-          f"--workdir={workdir}", *overrides]
+  return [
+    sys.executable,
+    "-m",
+    "experiments.train",
+    f"--config={config}",
+    f"--workdir={workdir}",
+    *overrides,
+  ]
 
 
 def run(command, env=None, timeout=300):
-  return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                        env=env)
+  return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def without_wall_clock(records):
@@ -37,15 +49,22 @@ def without_wall_clock(records):
 def final_params(workdir):
   """The parameters in the newest checkpoint, read with orbax's generic restore."""
   import orbax.checkpoint as ocp
+
   checkpoints = os.path.join(workdir, "checkpoints")
   step = max(int(name) for name in os.listdir(checkpoints) if name.isdigit())
   tree = ocp.StandardCheckpointer().restore(os.path.join(checkpoints, str(step), "state"))
   return step, tree["agent"]["params"]
 
 
-def test_smoke_run_logs_checkpoints_evaluates_and_plots(tmp_path):
-  workdir = tmp_path / "run"
-  result = run(train_command(workdir, *TINY))
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+  """One run of the tiny config (16 updates, checkpoints at 8 and 16), shared by two tests."""
+  workdir = tmp_path_factory.mktemp("smoke") / "run"
+  return workdir, run(train_command(workdir, *TINY))
+
+
+def test_smoke_run_logs_checkpoints_evaluates_and_plots(smoke_run, tmp_path):
+  workdir, result = smoke_run
   assert result.returncode == 0, result.stderr[-2000:]
   assert "update 16/16" in result.stdout and "evaluation at update 16:" in result.stdout
   records = read_jsonl(str(workdir))
@@ -54,17 +73,31 @@ def test_smoke_run_logs_checkpoints_evaluates_and_plots(tmp_path):
   for field in ("env_steps", "wall_time", "env_steps_per_second", "loss", "episode_return"):
     assert field in records[0]
   assert json.load(open(workdir / "config.json"))["num_steps"] == 32
-  plot = run([sys.executable, "-m", "experiments.plot", str(workdir), str(workdir),
-              f"--out={tmp_path / 'curve.png'}"])
+  plot = run(
+    [
+      sys.executable,
+      "-m",
+      "experiments.plot",
+      str(workdir),
+      str(workdir),
+      f"--out={tmp_path / 'curve.png'}",
+    ]
+  )
   assert plot.returncode == 0, plot.stderr
   assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("--config.learning_rate=-0.1", "error: config.learning_rate: expected a finite number > 0, got -0.1"),
+@pytest.mark.parametrize(
+  "override, expected",
+  [
+    (
+      "--config.learning_rate=-0.1",
+      "error: config.learning_rate: expected a finite number > 0, got -0.1",
+    ),
     ("--config.env_name=NoSuchEnv-v0", "error: env_name: unknown environment 'NoSuchEnv-v0'"),
     ("--config.num_minibatches=3", "error: config.num_minibatches: expected a divisor"),
-])
+  ],
+)
 def test_bad_config_values_stop_with_one_line(tmp_path, override, expected):
   result = run(train_command(tmp_path / "bad", *TINY, override))
   assert result.returncode == 2
@@ -83,14 +116,27 @@ def test_unwritable_workdir_is_a_clear_error(tmp_path):
 
 def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   """Kill after the first checkpoint, start the same command again: same metrics, same params."""
-  overrides = ["--config.total_timesteps=204800", "--config.log_every=4",
-               "--config.checkpoint_every=8", "--config.eval_episodes=4"]
+  # 400 small updates (4 envs x 32 steps, 2 epochs of 2 minibatches), logged every 20 and
+  # checkpointed every 100: the run is killed after its first checkpoint, long before its end.
+  overrides = [
+    "--config.total_timesteps=51200",
+    "--config.num_steps=32",
+    "--config.update_epochs=2",
+    "--config.num_minibatches=2",
+    "--config.log_every=20",
+    "--config.checkpoint_every=100",
+    "--config.eval_episodes=4",
+  ]
   reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
   reference = run(train_command(reference_dir, *overrides))
   assert reference.returncode == 0, reference.stderr[-2000:]
 
-  process = subprocess.Popen(train_command(killed_dir, *overrides), cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  process = subprocess.Popen(
+    train_command(killed_dir, *overrides),
+    cwd=ROOT,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
   checkpoints = killed_dir / "checkpoints"
   for _ in range(12_000):  # poll every 20 ms, for at most about 4 minutes
     if process.poll() is not None:
@@ -107,7 +153,8 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
   assert resumed.returncode == 0, resumed.stderr[-2000:]
   assert "resumed from the checkpoint at update" in resumed.stdout
   assert without_wall_clock(read_jsonl(str(killed_dir))) == without_wall_clock(
-      read_jsonl(str(reference_dir)))
+    read_jsonl(str(reference_dir))
+  )
   ref_step, ref_params = final_params(str(reference_dir))
   step, params = final_params(str(killed_dir))
   assert step == ref_step == 400
@@ -116,14 +163,17 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_resuming_a_workdir_with_another_network_is_a_one_line_error(tmp_path):
-  workdir = tmp_path / "run"
-  first = run(train_command(workdir, *TINY, "--config.total_timesteps=1024"))
+def test_resuming_a_workdir_with_another_network_is_a_one_line_error(smoke_run, tmp_path):
+  # A copy of the smoke run's workdir (checkpoints at updates 8 and 16).
+  first_dir, first = smoke_run
   assert first.returncode == 0, first.stderr[-2000:]
+  workdir = tmp_path / "run"
+  shutil.copytree(first_dir, workdir)
   result = run(train_command(workdir, *TINY, "--config.hidden_sizes=(32, 32)"))
   assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
-  assert last.startswith(f"error: checkpoint 8 in {workdir / 'checkpoints'} does not fit"), \
-      result.stderr[-2000:]
+  assert last.startswith(f"error: checkpoint 16 in {workdir / 'checkpoints'} does not fit"), (
+    result.stderr[-2000:]
+  )
   assert "Traceback" not in result.stderr
   assert json.load(open(workdir / "config.json"))["hidden_sizes"] == [64, 64]

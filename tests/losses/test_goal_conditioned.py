@@ -61,9 +61,7 @@ def test_expectile_loss_rejects_int_diff():
 def test_awr_weights_vectors():
   adv = jnp.array([-1.0, 0.0, 0.5, 2.0])
   # OGBench's form, α = 3, clip 100: exp(3·A) = e^-3, 1, e^1.5, min(e^6, 100).
-  np.testing.assert_allclose(
-    gc.awr_weights(adv, 3.0), [0.049787, 1.0, 4.481689, 100.0], rtol=1e-5
-  )
+  np.testing.assert_allclose(gc.awr_weights(adv, 3.0), [0.049787, 1.0, 4.481689, 100.0], rtol=1e-5)
   # Offline ArCHer's form, β = 1, no clip: exp(A).
   np.testing.assert_allclose(
     gc.awr_weights(adv, 1.0, None), [0.367879, 1.0, 1.648721, 7.389056], rtol=1e-5
@@ -130,9 +128,7 @@ IVL_NVT = np.array([[-4.0, -3.0, -1.0, -9.0], [-4.2, -1.0, -2.0, -8.0]]).T
 
 
 def _ivl_args(dtype=jnp.float32):
-  return tuple(
-    jnp.asarray(x, dtype) for x in (IVL_V, IVL_VT, IVL_NVT, IVL_R, GAMMA * IVL_M)
-  )
+  return tuple(jnp.asarray(x, dtype) for x in (IVL_V, IVL_VT, IVL_NVT, IVL_R, GAMMA * IVL_M))
 
 
 @JIT_OR_NOT
@@ -169,9 +165,7 @@ def test_ivl_mask_zero_removes_bootstrap_and_tie_goes_to_tau():
   _, ex = gc.ivl_value_loss(v, jnp.array([0.5, 0.5]), jnp.array([-50.0, 7.0]), 0.0, 0.0, 0.7)
   np.testing.assert_array_equal(ex.targets, [0.0, 0.0])
   # A = r + γ·min v̄' − mean v̄ = −1 + 0.5·(−2) − (−2) = 0 exactly: weight τ.
-  loss, ex = gc.ivl_value_loss(
-    v, jnp.array([-1.0, -3.0]), jnp.array([-2.0, 4.0]), -1.0, 0.5, 0.8
-  )
+  loss, ex = gc.ivl_value_loss(v, jnp.array([-1.0, -3.0]), jnp.array([-2.0, 4.0]), -1.0, 0.5, 0.8)
   assert float(ex.advantage) == 0.0
   np.testing.assert_allclose(ex.weight, 0.8)
   expected = 0.8 * ((-2.0 + 1.0) ** 2 + (1.0 + 2.0) ** 2)
@@ -243,9 +237,17 @@ def _hiql_setup(seed=0):
     "low": rng.normal(size=(D + R, A)) * 0.5,
     "high": rng.normal(size=(2 * D, R)) * 0.5,
   }
-  batch = {k: rng.normal(size=(B, D)) for k in (
-    "observations", "next_observations", "value_goals", "low_actor_goals",
-    "high_actor_goals", "high_actor_targets")}
+  batch = {
+    k: rng.normal(size=(B, D))
+    for k in (
+      "observations",
+      "next_observations",
+      "value_goals",
+      "low_actor_goals",
+      "high_actor_goals",
+      "high_actor_targets",
+    )
+  }
   batch["actions"] = rng.normal(size=(B, A))
   batch["masks"] = (rng.random(B) < 0.8).astype(np.float64)
   batch["rewards"] = batch["masks"] - 1.0
@@ -383,11 +385,13 @@ def test_hiql_advantages_and_shapes():
 def test_hiql_actor_bad_inputs():
   lp = lambda rep: jnp.zeros(rep.shape[0])  # noqa: E731
   with pytest.raises(ValueError, match="rep_grad"):
-    gc.hiql_low_actor_loss(lp, jnp.zeros((3, 2)), jnp.zeros((3, 2)), jnp.zeros((3, 2)), 3.0,
-               rep_grad="yes")
+    gc.hiql_low_actor_loss(
+      lp, jnp.zeros((3, 2)), jnp.zeros((3, 2)), jnp.zeros((3, 2)), 3.0, rep_grad="yes"
+    )
   with pytest.raises(AssertionError):  # log_prob_fn returning the wrong shape
-    gc.hiql_high_actor_loss(lambda t: jnp.zeros(4), jnp.zeros((3, 2)), jnp.zeros((3, 2)),
-                jnp.zeros((3, 2)), 3.0)
+    gc.hiql_high_actor_loss(
+      lambda t: jnp.zeros(4), jnp.zeros((3, 2)), jnp.zeros((3, 2)), jnp.zeros((3, 2)), 3.0
+    )
 
 
 def test_length_normalize():
@@ -436,15 +440,22 @@ def test_ota_index_properties_on_random_cases():
   np.testing.assert_array_equal(np.asarray(out.mask) == 0, o == np.asarray(out.goal_idx))
   assert np.all(np.asarray(out.reward)[cur] == 0.0)
   # gc_negative=False shifts the reward to 1/0.
-  pos = gc.ota_option_indices(*(jnp.asarray(x) for x in (idx, traj_end, goal, traj, cur)), n=n,
-                gc_negative=False)
+  pos = gc.ota_option_indices(
+    *(jnp.asarray(x) for x in (idx, traj_end, goal, traj, cur)), n=n, gc_negative=False
+  )
   np.testing.assert_array_equal(pos.reward, np.asarray(out.reward) + 1.0)
 
 
 def test_ota_n_one_is_one_step():
   idx = jnp.array([3, 8])
-  out = gc.ota_option_indices(idx, jnp.array([50, 50]), jnp.array([20, 9]),
-                jnp.array([True, True]), jnp.array([False, False]), n=1)
+  out = gc.ota_option_indices(
+    idx,
+    jnp.array([50, 50]),
+    jnp.array([20, 9]),
+    jnp.array([True, True]),
+    jnp.array([False, False]),
+    n=1,
+  )
   np.testing.assert_array_equal(out.option_idx, [4, 9])  # s_{i+1}; success checked there
   np.testing.assert_array_equal(out.reward, [-1.0, 0.0])
 
@@ -491,14 +502,16 @@ def test_hilp_vectors():
   np.testing.assert_allclose(gc.hilp_value(phi_g, phi_s), -5.0)  # symmetric
   np.testing.assert_allclose(gc.hilp_goal_prompt(phi_s, phi_g), [0.8, -0.6], rtol=1e-6)
   np.testing.assert_allclose(
-    gc.hilp_intrinsic_reward(phi_s, jnp.array([1.0, 2.5]), jnp.array([0.8, -0.6])), 1.1,
-    rtol=1e-6)
+    gc.hilp_intrinsic_reward(phi_s, jnp.array([1.0, 2.5]), jnp.array([0.8, -0.6])), 1.1, rtol=1e-6
+  )
   phi = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
   r = jnp.array([1.0, 2.0, 3.0])
-  np.testing.assert_allclose(gc.hilp_reward_prompt(phi, r, scale=float(np.sqrt(2.0))),
-               [0.632456, 1.264911], rtol=1e-5)
-  np.testing.assert_allclose(gc.hilp_reward_prompt(phi, r), np.array([1.0, 2.0]) / np.sqrt(5.0),
-               rtol=1e-5)
+  np.testing.assert_allclose(
+    gc.hilp_reward_prompt(phi, r, scale=float(np.sqrt(2.0))), [0.632456, 1.264911], rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    gc.hilp_reward_prompt(phi, r), np.array([1.0, 2.0]) / np.sqrt(5.0), rtol=1e-5
+  )
 
 
 def test_hilp_value_at_goal_is_finite():
@@ -506,8 +519,10 @@ def test_hilp_value_at_goal_is_finite():
   np.testing.assert_allclose(gc.hilp_value(phi, phi), -1e-3, rtol=1e-5)
   g = jax.grad(lambda p: gc.hilp_value(p, phi))(phi)
   assert np.all(np.isfinite(g))
-  vals = gc.hilp_value(jax.random.normal(jax.random.PRNGKey(1), (4, 2, 3)),
-            jax.random.normal(jax.random.PRNGKey(2), (4, 2, 3)))
+  vals = gc.hilp_value(
+    jax.random.normal(jax.random.PRNGKey(1), (4, 2, 3)),
+    jax.random.normal(jax.random.PRNGKey(2), (4, 2, 3)),
+  )
   assert vals.shape == (4, 2) and np.all(np.asarray(vals) <= 0)
   np.testing.assert_array_equal(gc.hilp_goal_prompt(phi, phi), np.zeros(3))
 
@@ -524,8 +539,9 @@ def test_hilp_representation_loss_is_ivl_on_distances():
   w = 0.95 if adv >= 0 else 0.05
   np.testing.assert_allclose(loss, np.sum(w * (-1.0 + 0.99 * nvt - v) ** 2), rtol=1e-5)
   # Gradient reaches the online φ(s) and φ(g), never the target φ̄.
-  grads = jax.grad(lambda *a: gc.hilp_representation_loss(*a, r, d, 0.95)[0],
-          argnums=(0, 1, 2, 3, 4))(*phis)
+  grads = jax.grad(
+    lambda *a: gc.hilp_representation_loss(*a, r, d, 0.95)[0], argnums=(0, 1, 2, 3, 4)
+  )(*phis)
   assert all(np.abs(np.asarray(g)).sum() > 0 for g in grads[:2])
   assert all(np.abs(np.asarray(g)).sum() == 0 for g in grads[2:])
 
@@ -552,8 +568,9 @@ def test_hilp_skill_value_loss_vector_and_gradient():
   np.testing.assert_allclose(loss, 0.125, rtol=1e-6)
   np.testing.assert_allclose(extras.q_target, [1.0, -1.0])
   np.testing.assert_allclose(extras.diff, [0.5, -0.5])
-  grad_q, grad_v = jax.grad(lambda q, v: gc.hilp_skill_value_loss(q, v, 0.9)[0],
-                            argnums=(0, 1))(q_tgt, v)
+  grad_q, grad_v = jax.grad(lambda q, v: gc.hilp_skill_value_loss(q, v, 0.9)[0], argnums=(0, 1))(
+    q_tgt, v
+  )
   np.testing.assert_allclose(grad_v, [-0.45, 0.05], rtol=1e-6)
   np.testing.assert_array_equal(grad_q, np.zeros((2, 2)))
   with pytest.raises(ValueError, match="expectile"):
@@ -570,8 +587,9 @@ def test_hilp_skill_critic_loss_vector_gradient_and_mask():
   loss, extras = gc.hilp_skill_critic_loss(q, r, 0.5, v_next)
   np.testing.assert_allclose(loss, 3.0, rtol=1e-6)
   np.testing.assert_allclose(extras.targets, [0.0, 1.0])
-  grad_q, grad_v = jax.grad(lambda q, v: gc.hilp_skill_critic_loss(q, r, 0.5, v)[0],
-                            argnums=(0, 1))(q, v_next)
+  grad_q, grad_v = jax.grad(
+    lambda q, v: gc.hilp_skill_critic_loss(q, r, 0.5, v)[0], argnums=(0, 1)
+  )(q, v_next)
   np.testing.assert_allclose(grad_q, [[1.0, 2.0], [-1.0, 0.0]], rtol=1e-6)
   np.testing.assert_array_equal(grad_v, np.zeros(2))
   # a per-example γ·mask stops the bootstrap of the second transition: targets [0, 0.5]
@@ -584,8 +602,9 @@ def test_hilp_skill_critic_loss_vector_gradient_and_mask():
 def test_hilp_plan_midpoint_moves_goal_toward_state():
   line = jnp.linspace(0.0, 10.0, 101)[:, None]
   phi_s, phi_goal = jnp.array([0.0]), jnp.array([10.0])
-  planned = [float(gc.hilp_plan_midpoint(phi_s, phi_goal, line, k=5, recursions=r)[0])
-       for r in (1, 2, 3)]
+  planned = [
+    float(gc.hilp_plan_midpoint(phi_s, phi_goal, line, k=5, recursions=r)[0]) for r in (1, 2, 3)
+  ]
   np.testing.assert_allclose(planned[0], 5.0, atol=1e-5)  # the midpoint of the segment
   assert 10.0 > planned[0] > planned[1] > planned[2] > 0.0
   with pytest.raises(ValueError, match="k"):
@@ -595,8 +614,11 @@ def test_hilp_plan_midpoint_moves_goal_toward_state():
 @pytest.mark.parametrize("poisoned", ["phi_s", "phi_goal", "phi_dataset"])
 def test_hilp_plan_midpoint_nan_input_gives_nan_goal(poisoned):
   # A NaN distance would otherwise be ranked by top_k like any number: a finite, arbitrary goal.
-  args = dict(phi_s=jnp.array([0.0]), phi_goal=jnp.array([10.0]),
-        phi_dataset=jnp.linspace(0.0, 10.0, 11)[:, None])
+  args = dict(
+    phi_s=jnp.array([0.0]),
+    phi_goal=jnp.array([10.0]),
+    phi_dataset=jnp.linspace(0.0, 10.0, 11)[:, None],
+  )
   args[poisoned] = args[poisoned].at[0].set(jnp.nan)
   planned = jax.jit(gc.hilp_plan_midpoint, static_argnames=("k", "recursions"))(**args, k=3)
   assert np.all(np.isnan(np.asarray(planned)))
@@ -664,8 +686,9 @@ def test_hac_target_vector_and_gradient():
   r = jnp.array([-1.0, 0.0, -10.0, -1.0])
   term = jnp.array([False, True, True, False])
   q = jnp.array([-3.0, -5.0, -5.0, -12.0])
-  np.testing.assert_allclose(gc.hac_target(r, term, q, 0.98, 10), [-3.94, 0.0, -10.0, -10.0],
-               rtol=1e-6)
+  np.testing.assert_allclose(
+    gc.hac_target(r, term, q, 0.98, 10), [-3.94, 0.0, -10.0, -10.0], rtol=1e-6
+  )
   g = jax.grad(lambda x: gc.hac_target(r, term, x, 0.98, 10).sum())(q)
   np.testing.assert_array_equal(g, np.zeros(4))
   with pytest.raises(ValueError, match="horizon"):

@@ -21,7 +21,8 @@ from hrljax.losses.group_relative import _anchor_hashing as hashing
 # The project's one dictionary-based GiGPO reference lives in the benchmark script.
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _bench_spec = importlib.util.spec_from_file_location(
-    "advantages_benchmark", os.path.join(_ROOT, "experiments", "benchmarks", "advantages.py"))
+  "advantages_benchmark", os.path.join(_ROOT, "experiments", "benchmarks", "advantages.py")
+)
 bench = importlib.util.module_from_spec(_bench_spec)
 _bench_spec.loader.exec_module(bench)
 
@@ -55,15 +56,19 @@ def _np_group_stats(x, ids, num_groups, ddof):
   return count, mean, std
 
 
-def _np_grpo(r, ids, num_groups, *, eps=1e-6, ddof=1, scale="group", singleton="zero",
-             std_floor=0.0):
+def _np_grpo(
+  r, ids, num_groups, *, eps=1e-6, ddof=1, scale="group", singleton="zero", std_floor=0.0
+):
   r = np.asarray(r, np.float64)
   count, mean, std = _np_group_stats(r, ids, num_groups, ddof)
   batch_std = r.std(ddof=ddof)
   out = np.zeros_like(r)
   for i, g in enumerate(ids):
-    denom = {"group": max(std[g], std_floor) + eps, "batch": max(batch_std, std_floor) + eps,
-             "none": 1.0}[scale]
+    denom = {
+      "group": max(std[g], std_floor) + eps,
+      "batch": max(batch_std, std_floor) + eps,
+      "none": 1.0,
+    }[scale]
     if count[g] == 1:
       single_denom = 1.0 + eps if scale == "group" else denom
       out[i] = r[i] / single_denom if singleton == "raw" else 0.0
@@ -117,10 +122,12 @@ def test_invalid_rows_never_touch_segment_stats():
   poisoned[~valid] = np.nan
   count, mean, std = _np_group_stats(r[valid], ids[valid], num_groups, ddof=1)
   np.testing.assert_array_equal(gr.segment_count(ids, num_groups, valid), count)
-  np.testing.assert_allclose(gr.segment_mean(poisoned, ids, num_groups, valid), mean,
-                             rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(gr.segment_std(poisoned, ids, num_groups, valid=valid), std,
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    gr.segment_mean(poisoned, ids, num_groups, valid), mean, rtol=1e-5, atol=1e-6
+  )
+  np.testing.assert_allclose(
+    gr.segment_std(poisoned, ids, num_groups, valid=valid), std, rtol=1e-5, atol=1e-6
+  )
 
 
 def test_segment_std_is_nan_for_a_group_with_a_non_finite_value_of_any_size():
@@ -130,8 +137,9 @@ def test_segment_std_is_nan_for_a_group_with_a_non_finite_value_of_any_size():
   ids = np.array([0, 0, 1, 2, 2, 3, 3, 3, 4], np.int32)
   valid = np.array([True] * 7 + [False, True])
   for ddof in (0, 1):
-    got = np.asarray(jax.jit(lambda v, i, m: gr.segment_std(v, i, 6, ddof=ddof, valid=m))(
-        values, ids, valid))
+    got = np.asarray(
+      jax.jit(lambda v, i, m: gr.segment_std(v, i, 6, ddof=ddof, valid=m))(values, ids, valid)
+    )
     np.testing.assert_array_equal(np.isnan(got), [True, True, True, False, True, False])
     np.testing.assert_allclose(got[3], np.std([1.0, 3.0], ddof=ddof), rtol=1e-6)
     assert got[5] == 0.0
@@ -153,27 +161,36 @@ def test_naive_two_pass_statistics_are_not_exact_on_regression_vectors():
 def test_equal_rewards_give_exactly_zero_in_float32():
   # Regression vectors (NeMo-RL PR #4161): each is one group of a shuffled
   # batch that also holds an ordinary group (id 4).
-  r = np.concatenate([np.full(n, v, np.float32) for v, n in EQUAL_REWARD_GROUPS]
-                     + [np.array([0.3, 0.9, 0.1], np.float32)])
-  ids = np.concatenate([np.full(n, g) for g, (_, n) in enumerate(EQUAL_REWARD_GROUPS)]
-                       + [np.full(3, 4)]).astype(np.int32)
+  r = np.concatenate(
+    [np.full(n, v, np.float32) for v, n in EQUAL_REWARD_GROUPS]
+    + [np.array([0.3, 0.9, 0.1], np.float32)]
+  )
+  ids = np.concatenate(
+    [np.full(n, g) for g, (_, n) in enumerate(EQUAL_REWARD_GROUPS)] + [np.full(3, 4)]
+  ).astype(np.int32)
   _, r, ids = _shuffle(np.random.default_rng(3), r, ids)
   eq = ids < 4
 
   @jax.jit
   def everything(r, ids):
     grpo = [gr.grpo_advantages(r, ids, 5, scale=s) for s in ("group", "batch", "none")]
-    return (grpo + [gr.grpo_advantages(r, ids, 5, eps=0.0), gr.rloo_advantages(r, ids, 5),
-                    gr.opmd_advantages(r, ids, 5, baseline="logavgexp")],
-            gr.segment_std(r, ids, 5), gr.segment_mean(r, ids, 5))
+    return (
+      grpo
+      + [
+        gr.grpo_advantages(r, ids, 5, eps=0.0),
+        gr.rloo_advantages(r, ids, 5),
+        gr.opmd_advantages(r, ids, 5, baseline="logavgexp"),
+      ],
+      gr.segment_std(r, ids, 5),
+      gr.segment_mean(r, ids, 5),
+    )
 
   advantages, std, mean = everything(r, ids)
   for adv in advantages:  # eps=0 included: a zero denominator gives 0, never NaN
     assert np.all(np.asarray(adv)[eq] == 0.0)
     assert np.all(np.asarray(adv)[~eq] != 0.0)
   np.testing.assert_array_equal(std[:4], 0.0)
-  np.testing.assert_array_equal(mean[:4], np.array([v for v, _ in EQUAL_REWARD_GROUPS],
-                                                   np.float32))
+  np.testing.assert_array_equal(mean[:4], np.array([v for v, _ in EQUAL_REWARD_GROUPS], np.float32))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -197,18 +214,28 @@ def test_grpo_family_vector_shuffled_with_invalid_rows():
 
   kw = dict(valid=valid, singleton_mode="raw")
   np.testing.assert_allclose(
-      unshuffle(gr.grpo_advantages(r, ids, 3, **kw)),
-      [0.866024, -0.866024, 0.866024, -0.866024, 0, 0, 0, 1.999998], rtol=1e-5)
+    unshuffle(gr.grpo_advantages(r, ids, 3, **kw)),
+    [0.866024, -0.866024, 0.866024, -0.866024, 0, 0, 0, 1.999998],
+    rtol=1e-5,
+  )
   np.testing.assert_allclose(
-      unshuffle(gr.grpo_advantages(r, ids, 3, eps=1e-4, **kw)),
-      [0.865875, -0.865875, 0.865875, -0.865875, 0, 0, 0, 1.9998], rtol=1e-5)
+    unshuffle(gr.grpo_advantages(r, ids, 3, eps=1e-4, **kw)),
+    [0.865875, -0.865875, 0.865875, -0.865875, 0, 0, 0, 1.9998],
+    rtol=1e-5,
+  )
   np.testing.assert_allclose(
-      unshuffle(gr.grpo_advantages(r, ids, 3, eps=1e-4, valid=valid))[7], 0.0)
-  np.testing.assert_allclose(unshuffle(gr.dr_grpo_advantages(r, ids, 3, **kw)),
-                             [0.5, -0.5, 0.5, -0.5, 0, 0, 0, 2.0], rtol=1e-6)
+    unshuffle(gr.grpo_advantages(r, ids, 3, eps=1e-4, valid=valid))[7], 0.0
+  )
   np.testing.assert_allclose(
-      unshuffle(gr.rloo_advantages(r, ids, 3, **kw)),
-      [0.666667, -0.666667, 0.666667, -0.666667, 0, 0, 0, 2.0], rtol=1e-5)
+    unshuffle(gr.dr_grpo_advantages(r, ids, 3, **kw)),
+    [0.5, -0.5, 0.5, -0.5, 0, 0, 0, 2.0],
+    rtol=1e-6,
+  )
+  np.testing.assert_allclose(
+    unshuffle(gr.rloo_advantages(r, ids, 3, **kw)),
+    [0.666667, -0.666667, 0.666667, -0.666667, 0, 0, 0, 2.0],
+    rtol=1e-5,
+  )
   np.testing.assert_allclose(unshuffle(gr.rloo_advantages(r, ids, 3, valid=valid))[7], 0.0)
 
 
@@ -238,8 +265,7 @@ def test_rloo_equals_leave_one_out_baseline():
   for i in range(len(r)):
     others = [r[j] for j in range(len(r)) if ids[j] == ids[i] and j != i]
     expected[i] = r[i] - np.mean(others, dtype=np.float64) if others else 0.0
-  np.testing.assert_allclose(gr.rloo_advantages(r, ids, num_groups), expected, rtol=1e-5,
-                             atol=1e-6)
+  np.testing.assert_allclose(gr.rloo_advantages(r, ids, num_groups), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_grpo_properties():
@@ -253,12 +279,12 @@ def test_grpo_properties():
   np.testing.assert_allclose(gr.grpo_advantages(r, relabel[ids], num_groups), adv, atol=1e-6)
   # Permutation equivariance.
   perm = np.random.default_rng(0).permutation(len(r))
-  np.testing.assert_allclose(gr.grpo_advantages(r[perm], ids[perm], num_groups), adv[perm],
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    gr.grpo_advantages(r[perm], ids[perm], num_groups), adv[perm], atol=1e-6
+  )
   # Per-group shift invariance and positive scale invariance (up to eps).
   shift = np.array([10.0, -3.0, 0.5, 7.0], np.float32)
-  np.testing.assert_allclose(gr.grpo_advantages(r + shift[ids], ids, num_groups), adv,
-                             atol=1e-4)
+  np.testing.assert_allclose(gr.grpo_advantages(r + shift[ids], ids, num_groups), adv, atol=1e-4)
   np.testing.assert_allclose(gr.grpo_advantages(3.0 * r, ids, num_groups), adv, atol=1e-5)
   # Dr. GRPO is not scale invariant: doubling the rewards doubles A.
   dr = np.asarray(gr.dr_grpo_advantages(r, ids, num_groups))
@@ -267,15 +293,22 @@ def test_grpo_properties():
 
 def test_advantages_carry_no_gradient_but_primitive_does():
   r, ids, num_groups = _ragged_batch(seed=7, sizes=(3, 4))
-  fns = (gr.grpo_advantages, gr.dr_grpo_advantages, gr.rloo_advantages, gr.opmd_advantages,
-         gr.asymre_advantages)
-  grads = jax.jit(jax.grad(lambda x: sum(jnp.sum(fn(x, ids, num_groups) * jnp.arange(7.0))
-                                         for fn in fns)))(r)
+  fns = (
+    gr.grpo_advantages,
+    gr.dr_grpo_advantages,
+    gr.rloo_advantages,
+    gr.opmd_advantages,
+    gr.asymre_advantages,
+  )
+  grads = jax.jit(
+    jax.grad(lambda x: sum(jnp.sum(fn(x, ids, num_groups) * jnp.arange(7.0)) for fn in fns))
+  )(r)
   np.testing.assert_array_equal(grads, 0.0)
   # d/dr_j of sum_i w_i (r_i - mean) = w_j - mean_g(w) for scale="none".
   w = np.arange(7.0)
-  g = jax.jit(jax.grad(
-      lambda x: jnp.sum(gr.group_normalize(x, ids, num_groups, scale="none") * w)))(r)
+  g = jax.jit(
+    jax.grad(lambda x: jnp.sum(gr.group_normalize(x, ids, num_groups, scale="none") * w))
+  )(r)
   expected = np.array([w[j] - w[ids == ids[j]].mean() for j in range(7)])
   np.testing.assert_allclose(g, expected, atol=1e-5)
 
@@ -334,13 +367,16 @@ def test_informative_group_mask_vector_and_rules():
   r = np.array([1, 1, 1, 0, 1, 0, 0, 0, 0, 1], np.float32)
   ids = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 3], np.int32)
   _, r, ids = _shuffle(np.random.default_rng(9), r, ids)
-  np.testing.assert_array_equal(gr.informative_group_mask(r, ids, 5),
-                                [False, True, False, True, False])
-  np.testing.assert_array_equal(gr.informative_group_mask(r, ids, 5, keep_singletons=False),
-                                [False, True, False, False, False])
+  np.testing.assert_array_equal(
+    gr.informative_group_mask(r, ids, 5), [False, True, False, True, False]
+  )
+  np.testing.assert_array_equal(
+    gr.informative_group_mask(r, ids, 5, keep_singletons=False), [False, True, False, False, False]
+  )
   # OpenRLHF: fixed exclusive bounds on the group mean.
-  np.testing.assert_array_equal(gr.informative_group_mask(r, ids, 5, rule="range"),
-                                [False, True, False, False, False])
+  np.testing.assert_array_equal(
+    gr.informative_group_mask(r, ids, 5, rule="range"), [False, True, False, False, False]
+  )
   # Invalid rows are ignored: hiding the 1 of group 1 leaves [0, 0], which is uninformative.
   valid = ~((ids == 1) & (r == 1))
   assert not gr.informative_group_mask(r, ids, 5, valid=valid)[1]
@@ -355,8 +391,11 @@ def test_overlong_penalty_vector():
   # Hand-computed.
   lengths = jnp.array([10000, 16384, 18432, 20480, 20481])
   np.testing.assert_allclose(gr.overlong_penalty(lengths), [0, 0, -0.5, -1, -1], atol=1e-7)
-  np.testing.assert_allclose(gr.overlong_penalty(lengths, hard_branch=False),
-                             [0, 0, -0.5, -1, (16384 - 20481) / 4096], rtol=1e-6)
+  np.testing.assert_allclose(
+    gr.overlong_penalty(lengths, hard_branch=False),
+    [0, 0, -0.5, -1, (16384 - 20481) / 4096],
+    rtol=1e-6,
+  )
   np.testing.assert_allclose(gr.overlong_penalty(lengths, factor=0.5), [0, 0, -0.25, -0.5, -0.5])
   with pytest.raises(ValueError, match="cache_len"):
     gr.overlong_penalty(lengths, max_len=100, cache_len=200)
@@ -388,10 +427,14 @@ def test_anchor_ids_same_group_share_other_groups_do_not():
   assert ids.min() == 0 and ids.max() == 4  # dense labels
 
 
-@pytest.mark.parametrize("hash_fn", [
+@pytest.mark.parametrize(
+  "hash_fn",
+  [
     lambda w: jnp.zeros(w.shape[0], jnp.uint32),  # every row collides
     lambda w: (w[:, 0] % 2).astype(jnp.uint32),  # some rows collide
-], ids=["constant", "parity"])
+  ],
+  ids=["constant", "parity"],
+)
 def test_anchor_ids_forced_hash_collision_never_merges(hash_fn):
   rng = np.random.default_rng(10)
   obs = rng.integers(0, 3, size=(40, 3)).astype(np.int32)
@@ -433,8 +476,9 @@ def test_anchor_ids_bad_inputs():
   with pytest.raises(AssertionError):
     gr.anchor_state_ids(jnp.zeros((3, 2)), jnp.zeros(3))
   with pytest.raises(AssertionError):  # a hash of the wrong shape
-    gr.anchor_state_ids(jnp.zeros((3, 2)), jnp.zeros(3, jnp.int32),
-                        hash_fn=lambda w: jnp.zeros(2, jnp.uint32))
+    gr.anchor_state_ids(
+      jnp.zeros((3, 2)), jnp.zeros(3, jnp.int32), hash_fn=lambda w: jnp.zeros(2, jnp.uint32)
+    )
   with pytest.raises(ValueError, match="observations"):
     gr.anchor_state_ids(jnp.float32(1.0), jnp.zeros(1, jnp.int32))
 
@@ -470,47 +514,73 @@ def test_discounted_step_returns_ragged_shuffled_with_gaps():
 # reuses the observations s0 and s1: it must not be pooled with group 0.
 S = {name: np.array([k, 10 * k], np.int32) for k, name in enumerate(["s0", "s1", "s2", "s3", "s4"])}
 GIGPO_ROWS = [  # (group, traj, step, state, reward)
-    (0, 0, 0, "s0", 0.0), (0, 0, 1, "s1", 0.0), (0, 0, 2, "s2", 10.0),
-    (0, 1, 0, "s0", 0.0), (0, 1, 1, "s1", 0.0), (0, 1, 2, "s3", 0.0),
-    (0, 2, 0, "s0", 0.0), (0, 2, 1, "s4", 10.0),
-    (1, 3, 0, "s0", 0.0), (1, 3, 1, "s1", 5.0),
-    (1, 4, 0, "s0", 0.0), (1, 4, 1, "s1", 1.0),
+  (0, 0, 0, "s0", 0.0),
+  (0, 0, 1, "s1", 0.0),
+  (0, 0, 2, "s2", 10.0),
+  (0, 1, 0, "s0", 0.0),
+  (0, 1, 1, "s1", 0.0),
+  (0, 1, 2, "s3", 0.0),
+  (0, 2, 0, "s0", 0.0),
+  (0, 2, 1, "s4", 10.0),
+  (1, 3, 0, "s0", 0.0),
+  (1, 3, 1, "s1", 5.0),
+  (1, 4, 0, "s0", 0.0),
+  (1, 4, 1, "s1", 1.0),
 ]
 
 
 def _gigpo_example(seed=13):
   group, traj, step, states, r = zip(*GIGPO_ROWS)
   obs = np.stack([S[s] for s in states])
-  arrays = [np.array(group, np.int32), np.array(traj, np.int32), np.array(step, np.int32), obs,
-            np.array(r, np.float32)]
+  arrays = [
+    np.array(group, np.int32),
+    np.array(traj, np.int32),
+    np.array(step, np.int32),
+    obs,
+    np.array(r, np.float32),
+  ]
   perm, *shuffled = _shuffle(np.random.default_rng(seed), *arrays)
   return np.argsort(perm), shuffled
 
 
-@pytest.mark.parametrize("weighting,expected", [
+@pytest.mark.parametrize(
+  "weighting,expected",
+  [
     ("trajectory", [6.1833, 8.0833, 3.3333, -12.8417, -11.4167, -6.6667, 6.6583, 3.3333]),
     ("step", [6.6, 8.5, 3.75, -12.425, -11.0, -6.25, 7.075, 3.75]),
-])
+  ],
+)
 def test_gigpo_worked_example(weighting, expected):
   inv, (group, traj, step, obs, r) = _gigpo_example()
   anchors = _anchor_ids(obs, group)
-  out = _jit(gr.gigpo_advantages, num_groups=2, num_traj=5, num_anchors=len(r), gamma=0.95,
-             omega=1.0, episode_stat_weighting=weighting)(r, traj, step, group, anchors.ids)
+  out = _jit(
+    gr.gigpo_advantages,
+    num_groups=2,
+    num_traj=5,
+    num_anchors=len(r),
+    gamma=0.95,
+    omega=1.0,
+    episode_stat_weighting=weighting,
+  )(r, traj, step, group, anchors.ids)
   np.testing.assert_allclose(np.asarray(out.advantages)[inv][:8], expected, atol=1e-4)
-  np.testing.assert_allclose(np.asarray(out.step_returns)[inv][:8],
-                             [9.025, 9.5, 10, 0, 0, 0, 9.5, 10], rtol=1e-6)
-  np.testing.assert_allclose(np.asarray(out.step_advantages)[inv][:8],
-                             [2.85, 4.75, 0, -6.175, -4.75, 0, 3.325, 0], atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(out.step_returns)[inv][:8], [9.025, 9.5, 10, 0, 0, 0, 9.5, 10], rtol=1e-6
+  )
+  np.testing.assert_allclose(
+    np.asarray(out.step_advantages)[inv][:8], [2.85, 4.75, 0, -6.175, -4.75, 0, 3.325, 0], atol=1e-5
+  )
   # Group 1: s0 returns 4.75 / 0.95, s1 returns 5 / 1, each pooled only with its own group.
-  np.testing.assert_allclose(np.asarray(out.step_advantages)[inv][8:],
-                             [1.9, 2.0, -1.9, -2.0], atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(out.step_advantages)[inv][8:], [1.9, 2.0, -1.9, -2.0], atol=1e-5
+  )
 
 
 def test_gigpo_worked_example_mean_std():
   inv, (group, traj, step, obs, r) = _gigpo_example(seed=14)
   anchors = _anchor_ids(obs, group)
-  out = _jit(gr.gigpo_advantages, num_groups=2, num_traj=5, num_anchors=len(r),
-             norm="mean_std")(r, traj, step, group, anchors.ids)
+  out = _jit(gr.gigpo_advantages, num_groups=2, num_traj=5, num_anchors=len(r), norm="mean_std")(
+    r, traj, step, group, anchors.ids
+  )
   episode = np.asarray(out.episode_advantages)[inv][:8]
   np.testing.assert_allclose(episode, [0.5774] * 3 + [-1.1547] * 3 + [0.5774] * 2, atol=1e-4)
   step_adv = np.asarray(out.step_advantages)[inv]
@@ -529,13 +599,20 @@ def _random_agent_batch(seed, num_groups=3, num_states=4, pad_to=None):
       t += 1
   group, traj, step, state, r = (np.array(c) for c in zip(*rows))
   obs = np.stack([state, state * 3 + 1], axis=1).astype(np.int32)
-  arrays = [group.astype(np.int32), traj.astype(np.int32), step.astype(np.int32), obs,
-            r.astype(np.float32), np.ones(len(r), bool)]
+  arrays = [
+    group.astype(np.int32),
+    traj.astype(np.int32),
+    step.astype(np.int32),
+    obs,
+    r.astype(np.float32),
+    np.ones(len(r), bool),
+  ]
   if pad_to is not None:
     extra = pad_to - len(r)
     assert extra >= 0
-    arrays = [np.concatenate([a, np.full((extra,) + a.shape[1:], a.dtype.type(7))])
-              for a in arrays[:-1]] + [np.arange(pad_to) < len(r)]
+    arrays = [
+      np.concatenate([a, np.full((extra,) + a.shape[1:], a.dtype.type(7))]) for a in arrays[:-1]
+    ] + [np.arange(pad_to) < len(r)]
   _, *arrays = _shuffle(rng, *arrays)
   return arrays, t
 
@@ -545,16 +622,37 @@ def test_gigpo_matches_dictionary_reference_on_random_batches(norm, weighting):
   @jax.jit
   def run(obs, r, traj, step, group, valid):
     anchors = gr.anchor_state_ids(obs, group, valid=valid)
-    return gr.gigpo_advantages(r, traj, step, group, anchors.ids, num_groups=8, num_traj=64,
-                               num_anchors=r.shape[0], valid=valid, gamma=0.9, omega=0.7,
-                               norm=norm, episode_stat_weighting=weighting).advantages
+    return gr.gigpo_advantages(
+      r,
+      traj,
+      step,
+      group,
+      anchors.ids,
+      num_groups=8,
+      num_traj=64,
+      num_anchors=r.shape[0],
+      valid=valid,
+      gamma=0.9,
+      omega=0.7,
+      norm=norm,
+      episode_stat_weighting=weighting,
+    ).advantages
 
   for seed in range(3):
     # Padding rows are invalid and carry garbage (group 7, traj 7, step 7, reward 7).
     (group, traj, step, obs, r, valid), _ = _random_agent_batch(seed + 20, pad_to=64)
-    expected = bench.reference_gigpo(obs[valid], r[valid], traj[valid], step[valid],
-                                     group[valid], gamma=0.9, omega=0.7, norm=norm, eps=1e-6,
-                                     weighting=weighting)
+    expected = bench.reference_gigpo(
+      obs[valid],
+      r[valid],
+      traj[valid],
+      step[valid],
+      group[valid],
+      gamma=0.9,
+      omega=0.7,
+      norm=norm,
+      eps=1e-6,
+      weighting=weighting,
+    )
     got = np.asarray(run(obs, r, traj, step, group, valid))
     np.testing.assert_allclose(got[valid], expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(got[~valid], 0.0)
@@ -581,8 +679,7 @@ def test_gigpo_properties_and_invalid_rows():
   with pytest.raises(ValueError, match="episode_stat_weighting"):
     gr.gigpo_advantages(r, traj, step, group, anchors, episode_stat_weighting="x", **kw)
   with pytest.raises(ValueError, match="num_traj"):
-    gr.gigpo_advantages(r, traj, step, group, anchors, num_groups=3, num_traj=0,
-                        num_anchors=4)
+    gr.gigpo_advantages(r, traj, step, group, anchors, num_groups=3, num_traj=0, num_anchors=4)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -593,8 +690,12 @@ def test_gigpo_properties_and_invalid_rows():
 def _first_occurrence_ids(obs, groups, valid):
   """Anchor ids by a Python dictionary over (valid, group, bytes), numbered by first row."""
   seen = {}
-  return np.array([seen.setdefault((bool(v), int(g), o.tobytes()), len(seen))
-                   for o, g, v in zip(np.asarray(obs), groups, valid)])
+  return np.array(
+    [
+      seen.setdefault((bool(v), int(g), o.tobytes()), len(seen))
+      for o, g, v in zip(np.asarray(obs), groups, valid)
+    ]
+  )
 
 
 def _anchor_batch(seed, rows=96, dims=2, values=3, groups=3):
@@ -611,8 +712,10 @@ def test_hash_anchor_ids_equal_sort_anchor_ids_and_first_occurrence_labels():
   # A colliding hash (parity of the first word) on random rows with invalid rows.
   @jax.jit
   def both(obs, groups, valid):
-    return tuple(gr.anchor_state_ids(obs, groups, valid=valid, hash_fn=_PARITY_HASH,
-                                     method=m) for m in ("hash", "sort"))
+    return tuple(
+      gr.anchor_state_ids(obs, groups, valid=valid, hash_fn=_PARITY_HASH, method=m)
+      for m in ("hash", "sort")
+    )
 
   obs, groups, valid = _anchor_batch(40)
   fast, slow = both(obs, groups, valid)
@@ -626,13 +729,16 @@ def test_hash_table_alone_resolves_forced_collisions_exactly():
   # The table path itself (no fallback): a constant hash sends every key of a group to one
   # slot each round, so keys resolve one per round per group and must never merge.
   obs, groups, valid = _anchor_batch(42, rows=64, values=2)
-  keys, hashes = hashing.anchor_keys(gr.observation_words(jnp.asarray(obs)), jnp.asarray(groups),
-                                     jnp.asarray(valid), _CONSTANT_HASH)
+  keys, hashes = hashing.anchor_keys(
+    gr.observation_words(jnp.asarray(obs)), jnp.asarray(groups), jnp.asarray(valid), _CONSTANT_HASH
+  )
   table = jax.jit(hashing.heads_by_table, static_argnums=3)
   head = np.asarray(table(keys, hashes, hashing.key_fingerprint(keys), 64))
   first_row = {}
-  expected = [first_row.setdefault(k, i) for i, k in enumerate(
-      zip(valid.tolist(), groups.tolist(), [o.tobytes() for o in obs]))]
+  expected = [
+    first_row.setdefault(k, i)
+    for i, k in enumerate(zip(valid.tolist(), groups.tolist(), [o.tobytes() for o in obs]))
+  ]
   np.testing.assert_array_equal(head, expected)
   # One round is not enough for colliding keys: rows are left unresolved (-1).
   assert np.any(np.asarray(table(keys, hashes, hashing.key_fingerprint(keys), 1)) < 0)
@@ -642,8 +748,9 @@ def test_hash_anchor_fallbacks_give_the_exact_partition(monkeypatch):
   obs, groups, valid = _anchor_batch(43)
   expected = _first_occurrence_ids(obs, groups, valid)
   # Too few rounds for a constant hash: the unresolved rows send it to the sort.
-  few = jax.jit(lambda o, g, v: gr.anchor_state_ids(o, g, valid=v, hash_fn=_CONSTANT_HASH,
-                                                    max_probe_rounds=1))
+  few = jax.jit(
+    lambda o, g, v: gr.anchor_state_ids(o, g, valid=v, hash_fn=_CONSTANT_HASH, max_probe_rounds=1)
+  )
   np.testing.assert_array_equal(few(obs, groups, valid).ids, expected)
   # Every fingerprint equal: the table merges different keys, the exact check catches it.
   monkeypatch.setattr(hashing, "key_fingerprint", lambda keys: jnp.zeros(keys.shape[0], jnp.uint32))
@@ -692,24 +799,36 @@ def test_grid_returns_equal_sorted_returns_and_a_hand_loop():
   @jax.jit
   def rows(r, tr, st, v):  # grid detected / not detected (rows shuffled) / no num_traj
     perm = jnp.asarray(np.random.default_rng(51).permutation(r.shape[0]))
-    shuffled = gr.discounted_step_returns(r[perm], tr[perm], st[perm], gamma=0.9,
-                                          valid=v[perm], num_traj=n)
-    return (gr.discounted_step_returns(r, tr, st, gamma=0.9, valid=v, num_traj=n),
-            jnp.zeros_like(r).at[perm].set(shuffled),
-            gr.discounted_step_returns(r, tr, st, gamma=0.9, valid=v))
+    shuffled = gr.discounted_step_returns(
+      r[perm], tr[perm], st[perm], gamma=0.9, valid=v[perm], num_traj=n
+    )
+    return (
+      gr.discounted_step_returns(r, tr, st, gamma=0.9, valid=v, num_traj=n),
+      jnp.zeros_like(r).at[perm].set(shuffled),
+      gr.discounted_step_returns(r, tr, st, gamma=0.9, valid=v),
+    )
 
   for got in rows(rewards.reshape(-1), traj, step, valid.reshape(-1)):
-    np.testing.assert_allclose(np.asarray(got).reshape(rewards.shape), expected, rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+      np.asarray(got).reshape(rewards.shape), expected, rtol=1e-5, atol=1e-6
+    )
   with pytest.raises(AssertionError):
     gr.discounted_grid_returns(rewards.reshape(-1), gamma=0.9)
 
 
-@pytest.mark.parametrize("options", [
+@pytest.mark.parametrize(
+  "options",
+  [
     dict(norm="mean", episode_stat_weighting="step", episode_singleton_mode="zero"),
-    dict(norm="mean_std", episode_stat_weighting="trajectory", episode_singleton_mode="raw",
-         episode_returns=True),
-], ids=["mean-step", "mean_std-trajectory-returns"])
+    dict(
+      norm="mean_std",
+      episode_stat_weighting="trajectory",
+      episode_singleton_mode="raw",
+      episode_returns=True,
+    ),
+  ],
+  ids=["mean-step", "mean_std-trajectory-returns"],
+)
 def test_gigpo_grid_equals_row_version_and_reference(options):
   options = dict(options)
   use_returns = options.pop("episode_returns", False)
@@ -723,24 +842,38 @@ def test_gigpo_grid_equals_row_version_and_reference(options):
   @jax.jit
   def both(rewards, obs, valid, episode):
     returns = episode if use_returns else None
-    dense = gr.gigpo_grid_advantages(rewards, jnp.asarray(group_ids), obs, num_groups=3,
-                                      valid=valid, episode_returns=returns, **kw)
+    dense = gr.gigpo_grid_advantages(
+      rewards, jnp.asarray(group_ids), obs, num_groups=3, valid=valid, episode_returns=returns, **kw
+    )
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
     row_groups = flat(jnp.broadcast_to(jnp.asarray(group_ids), rewards.shape))
     anchors = gr.anchor_state_ids(flat(obs), row_groups, valid=flat(valid), method="sort")
     traj = flat(jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), rewards.shape))
-    step = flat(jnp.broadcast_to(jnp.arange(num_steps, dtype=jnp.int32)[:, None],
-                                 rewards.shape))
+    step = flat(jnp.broadcast_to(jnp.arange(num_steps, dtype=jnp.int32)[:, None], rewards.shape))
     rows = gr.gigpo_advantages(
-        flat(rewards), traj, step, row_groups, anchors.ids, num_groups=3, num_traj=n,
-        num_anchors=num_steps * n, valid=flat(valid),
-        episode_returns=flat(episode) if use_returns else None, **kw)
+      flat(rewards),
+      traj,
+      step,
+      row_groups,
+      anchors.ids,
+      num_groups=3,
+      num_traj=n,
+      num_anchors=num_steps * n,
+      valid=flat(valid),
+      episode_returns=flat(episode) if use_returns else None,
+      **kw,
+    )
     return dense, rows
 
   dense, rows = both(rewards, obs, valid, episode)
   for field in gr.GigpoAdvantages._fields:
-    np.testing.assert_allclose(np.asarray(getattr(dense, field)).reshape(-1),
-                               getattr(rows, field), rtol=1e-5, atol=1e-5, err_msg=field)
+    np.testing.assert_allclose(
+      np.asarray(getattr(dense, field)).reshape(-1),
+      getattr(rows, field),
+      rtol=1e-5,
+      atol=1e-5,
+      err_msg=field,
+    )
   assert np.all(np.asarray(dense.advantages)[~valid] == 0)
   if options["episode_singleton_mode"] == "zero" and not use_returns:
     v = valid.reshape(-1)
@@ -748,11 +881,19 @@ def test_gigpo_grid_equals_row_version_and_reference(options):
     traj = np.broadcast_to(np.arange(n), rewards.shape).reshape(-1)
     step = np.broadcast_to(np.arange(num_steps)[:, None], rewards.shape).reshape(-1)
     expected = bench.reference_gigpo(
-        obs.reshape(-1, 2)[v], rewards.reshape(-1)[v], traj[v], step[v], flat_groups[v],
-        gamma=0.9, omega=0.7, norm=options["norm"],
-        weighting=options["episode_stat_weighting"])
-    np.testing.assert_allclose(np.asarray(dense.advantages).reshape(-1)[v], expected,
-                               rtol=1e-4, atol=1e-4)
+      obs.reshape(-1, 2)[v],
+      rewards.reshape(-1)[v],
+      traj[v],
+      step[v],
+      flat_groups[v],
+      gamma=0.9,
+      omega=0.7,
+      norm=options["norm"],
+      weighting=options["episode_stat_weighting"],
+    )
+    np.testing.assert_allclose(
+      np.asarray(dense.advantages).reshape(-1)[v], expected, rtol=1e-4, atol=1e-4
+    )
 
 
 def test_gigpo_grid_bad_inputs():
@@ -784,21 +925,24 @@ def _np_gigpo_nan_rows(rewards, group_ids, obs, valid, episode_level):
   for n in range(num_traj):
     for t in range(num_steps):
       nan_return[t, n] = valid[t, n] and bad[t:, n].any()
-  bad_anchors = {(group_ids[n], obs[t, n]) for t in range(num_steps)
-                 for n in range(num_traj) if nan_return[t, n]}
+  bad_anchors = {
+    (group_ids[n], obs[t, n]) for t in range(num_steps) for n in range(num_traj) if nan_return[t, n]
+  }
   expected = np.zeros_like(valid)
   for t in range(num_steps):
     for n in range(num_traj):
       expected[t, n] = valid[t, n] and (
-          group_ids[n] in bad_groups or (group_ids[n], obs[t, n]) in bad_anchors)
+        group_ids[n] in bad_groups or (group_ids[n], obs[t, n]) in bad_anchors
+      )
   return expected
 
 
 # One compile per case (each costs seconds): the dense version with finite episode returns given
 # (only the step level sees the NaN rewards), the row version without (both levels do). The
 # hostile-input tests run both versions without episode returns too.
-@pytest.mark.parametrize("version, given_returns, norm", [("dense", True, "mean_std"),
-                                                          ("rows", False, "mean")])
+@pytest.mark.parametrize(
+  "version, given_returns, norm", [("dense", True, "mean_std"), ("rows", False, "mean")]
+)
 def test_gigpo_nan_reward_reaches_exactly_the_rows_it_enters(version, given_returns, norm):
   # Trajectories 0-2 form group 0 (shared observations), 3 is alone in group 1 with unique
   # observations (one-member group and anchors, which give 0 whatever their value), 4 is alone
@@ -820,20 +964,26 @@ def test_gigpo_nan_reward_reaches_exactly_the_rows_it_enters(version, given_retu
   returns = np.broadcast_to(np.arange(num_traj, dtype=np.float32), rewards.shape)
   extra = dict(episode_returns=returns) if given_returns else {}
   if version == "dense":
-    advantages = jax.jit(functools.partial(
-        gr.gigpo_grid_advantages, num_groups=3, norm=norm))(
-            rewards, group_ids, obs[..., None], valid=valid, **extra).advantages
+    advantages = jax.jit(functools.partial(gr.gigpo_grid_advantages, num_groups=3, norm=norm))(
+      rewards, group_ids, obs[..., None], valid=valid, **extra
+    ).advantages
   else:
     row_groups = np.broadcast_to(group_ids[None, :], obs.shape)
     keys = list(zip(row_groups.reshape(rows), obs.reshape(rows)))
     anchors = np.array([keys.index(key) for key in keys], np.int32)  # first row of the key
     traj = np.tile(np.arange(num_traj, dtype=np.int32), num_steps)
     step = np.repeat(np.arange(num_steps, dtype=np.int32), num_traj)
-    advantages = _jit(gr.gigpo_advantages, num_groups=3, num_traj=num_traj,
-                      num_anchors=rows, norm=norm)(
-        rewards.reshape(rows), traj, step, row_groups.reshape(rows), anchors,
-        valid=valid.reshape(rows),
-        **{k: v.reshape(rows) for k, v in extra.items()}).advantages
+    advantages = _jit(
+      gr.gigpo_advantages, num_groups=3, num_traj=num_traj, num_anchors=rows, norm=norm
+    )(
+      rewards.reshape(rows),
+      traj,
+      step,
+      row_groups.reshape(rows),
+      anchors,
+      valid=valid.reshape(rows),
+      **{k: v.reshape(rows) for k, v in extra.items()},
+    ).advantages
   advantages = np.asarray(advantages).reshape(num_steps, num_traj)
   np.testing.assert_array_equal(np.isnan(advantages), expected)
   assert np.all(np.isfinite(advantages[~expected]))
@@ -843,11 +993,16 @@ def test_gigpo_nan_reward_reaches_exactly_the_rows_it_enters(version, given_retu
 def _grid_keys(obs, group_ids, valid):
   """Python keys (group, observation bytes) of the valid rows of a [T, N] grid, None elsewhere."""
   num_steps, n = valid.shape
-  return [[(int(group_ids[j]), np.asarray(obs[t, j]).tobytes()) if valid[t, j] else None
-           for j in range(n)] for t in range(num_steps)]
+  return [
+    [
+      (int(group_ids[j]), np.asarray(obs[t, j]).tobytes()) if valid[t, j] else None
+      for j in range(n)
+    ]
+    for t in range(num_steps)
+  ]
 
 
-@pytest.mark.parametrize("values, fits", [(2, True), (2 ** 30, False)], ids=["small", "wide"])
+@pytest.mark.parametrize("values, fits", [(2, True), (2**30, False)], ids=["small", "wide"])
 def test_direct_anchor_slots_are_a_perfect_hash_of_group_and_observation(values, fits):
   # Group 3 is empty (its id is unused) and trajectory 4 has no valid row. Small values fit the
   # table (rows share a slot iff their keys are equal); spread-out values do not.
@@ -869,8 +1024,9 @@ def test_direct_anchor_slots_are_a_perfect_hash_of_group_and_observation(values,
   assert bool(got_fits) == fits
   if fits:
     keys = _grid_keys(obs, group_ids, valid)
-    pairs = {(keys[t][j], int(slot[t, j])) for t in range(num_steps) for j in range(9)
-             if valid[t, j]}
+    pairs = {
+      (keys[t][j], int(slot[t, j])) for t in range(num_steps) for j in range(9) if valid[t, j]
+    }
     assert len({k for k, _ in pairs}) == len({s for _, s in pairs}) == len(pairs)
     assert np.all((slot >= 0) & (slot < rows))
   np.testing.assert_array_equal(slot[~valid], 0)
@@ -888,27 +1044,32 @@ def test_direct_layout_fits_exactly_at_capacity():
   np.testing.assert_array_equal(got.offset, [0, 6])
 
 
-@pytest.mark.parametrize("values", [3, 2 ** 30], ids=["direct", "hash-fallback"])
+@pytest.mark.parametrize("values", [3, 2**30], ids=["direct", "hash-fallback"])
 def test_gigpo_grid_anchor_methods_agree_even_with_forced_collisions(values):
   # "auto" (the direct table when it fits, else the hash path, here with a colliding hash_fn:
   # constant, every key in one slot per round) and "sort" must give the same advantages.
-  rewards, group_ids, obs, valid = _grid_batch(61, num_steps=8, num_groups=3, group_size=3,
-                                               states=3)
+  rewards, group_ids, obs, valid = _grid_batch(
+    61, num_steps=8, num_groups=3, group_size=3, states=3
+  )
   if values > 3:
     obs = obs * (values // 10)  # spread out: the direct table does not fit
   kw = dict(num_groups=3, valid=valid, gamma=0.9, norm="mean_std")
 
   @jax.jit
   def all_methods(rewards, obs):
-    return [gr.gigpo_grid_advantages(rewards, jnp.asarray(group_ids), obs, anchor_method=m,
-                                      hash_fn=h, **kw)
-            for m, h in (("auto", _CONSTANT_HASH), ("sort", _PARITY_HASH))]
+    return [
+      gr.gigpo_grid_advantages(
+        rewards, jnp.asarray(group_ids), obs, anchor_method=m, hash_fn=h, **kw
+      )
+      for m, h in (("auto", _CONSTANT_HASH), ("sort", _PARITY_HASH))
+    ]
 
   results = all_methods(rewards, obs)
   for other in results[1:]:
     for field in gr.GigpoAdvantages._fields:
-      np.testing.assert_allclose(getattr(other, field), getattr(results[0], field),
-                                 rtol=1e-6, atol=1e-6, err_msg=field)
+      np.testing.assert_allclose(
+        getattr(other, field), getattr(results[0], field), rtol=1e-6, atol=1e-6, err_msg=field
+      )
   # Against an independent loop: rows of one anchor have mean-zero, all-valid step advantages.
   keys = _grid_keys(obs, group_ids, valid)
   step_adv = np.asarray(results[0].step_advantages)
@@ -929,8 +1090,9 @@ def test_gigpo_grid_direct_path_on_float_and_scalar_observations():
   obs = np.array([[0.0, -0.0, 5.0, 5.0]], np.float32)
   group_ids = np.array([0, 0, 1, 1], np.int32)
   words = gr.observation_words(obs.reshape(4)).reshape(1, 4, 1)
-  assert bool(hashing.direct_anchor_layout(words, jnp.asarray(group_ids), jnp.ones((1, 4), bool),
-                                           2, 4).fits)
+  assert bool(
+    hashing.direct_anchor_layout(words, jnp.asarray(group_ids), jnp.ones((1, 4), bool), 2, 4).fits
+  )
   run = jax.jit(functools.partial(gr.gigpo_grid_advantages, num_groups=2, norm="mean_std"))
   # Bit-identical returns in an anchor give exactly zero (shifted statistics).
   same = run(np.full((1, 4), 0.35, np.float32), group_ids, obs)
@@ -947,12 +1109,15 @@ def test_gigpo_grid_direct_path_on_float_and_scalar_observations():
 RHO_46 = np.array([0.3, 0.7, 1.0, 1.3, 3.5], np.float32)
 
 
-@pytest.mark.parametrize("mode,keep_pos,keep_neg", [
+@pytest.mark.parametrize(
+  "mode,keep_pos,keep_neg",
+  [
     ("two-side", [0, 0, 1, 0, 0], [0, 0, 1, 0, 0]),
     ("one-side", [1, 1, 1, 0, 0], [0, 0, 1, 1, 1]),
     ("ring", [1, 0, 1, 0, 0], [0, 0, 1, 0, 1]),
     ("none", [1] * 5, [1] * 5),
-])
+  ],
+)
 def test_rec_keep_mask_vector(mode, keep_pos, keep_neg):
   # Hand-computed (eps 0.2 / 0.2, outer 0.6 / 2.0).
   old = np.zeros((2, 5), np.float32)
@@ -979,41 +1144,45 @@ def test_rec_gradient_is_reinforce_whatever_old_logp():
     np.testing.assert_allclose(grad, -adv * mask / mask.sum(), rtol=1e-6)
   # One-side keep mask: the gradient is REINFORCE on the kept tokens only.
   (_, extras), grad = jax.value_and_grad(
-      lambda lp: gr.rec_loss(lp, old, adv, mask, clip_mode="one-side"), has_aux=True)(logp)
+    lambda lp: gr.rec_loss(lp, old, adv, mask, clip_mode="one-side"), has_aux=True
+  )(logp)
   rho = np.exp(logp.astype(np.float64) - old)
   keep = ((adv >= 0) & (rho <= 1.2)) | ((adv <= 0) & (rho >= 0.8))
   np.testing.assert_array_equal(extras.keep, keep)
   assert 0 < keep[mask > 0].sum() < mask.sum()  # the mask is not trivial on this input
   np.testing.assert_allclose(
-      jax.grad(lambda lp: gr.rec_loss(lp, old, adv, mask, clip_mode="one-side")[0])(logp),
-      -adv * keep * mask / mask.sum(), rtol=1e-6)
+    jax.grad(lambda lp: gr.rec_loss(lp, old, adv, mask, clip_mode="one-side")[0])(logp),
+    -adv * keep * mask / mask.sum(),
+    rtol=1e-6,
+  )
 
 
 def test_rec_importance_weight_gradient_equals_unclipped_ppo_gradient():
   logp, old, adv, mask = _rec_inputs(16)
-  grad = jax.grad(
-      lambda lp: gr.rec_loss(lp, old, adv, mask, weight="importance_sampling")[0])(logp)
+  grad = jax.grad(lambda lp: gr.rec_loss(lp, old, adv, mask, weight="importance_sampling")[0])(logp)
   # d/dlogp of -A * exp(logp - old) at the same point: -A * rho.
   rho = np.exp(logp.astype(np.float64) - old)
   np.testing.assert_allclose(grad, -adv * rho * mask / mask.sum(), rtol=1e-5)
   # Advantage weighting: -A exp(A / temp).
-  grad = jax.grad(
-      lambda lp: gr.rec_loss(lp, old, adv, mask, weight="advantage", temp=2.0)[0])(logp)
+  grad = jax.grad(lambda lp: gr.rec_loss(lp, old, adv, mask, weight="advantage", temp=2.0)[0])(logp)
   np.testing.assert_allclose(grad, -adv * np.exp(adv / 2.0) * mask / mask.sum(), rtol=1e-5)
 
 
 def test_rec_regularizers_and_gspo_mode():
   logp, old, adv, mask = _rec_inputs(17)
   zero_adv = np.zeros_like(adv)
-  grad = jax.grad(lambda lp: gr.rec_loss(lp, old, zero_adv, mask, regularizer="k2",
-                                         reg_coef=0.5)[0])(logp)
+  grad = jax.grad(
+    lambda lp: gr.rec_loss(lp, old, zero_adv, mask, regularizer="k2", reg_coef=0.5)[0]
+  )(logp)
   np.testing.assert_allclose(grad, 0.5 * 2 * (logp - old) * mask / mask.sum(), rtol=1e-5)
-  grad = jax.grad(lambda lp: gr.rec_loss(lp, old, zero_adv, mask, regularizer="forward-kl",
-                                         reg_coef=0.3)[0])(logp)
+  grad = jax.grad(
+    lambda lp: gr.rec_loss(lp, old, zero_adv, mask, regularizer="forward-kl", reg_coef=0.3)[0]
+  )(logp)
   np.testing.assert_allclose(grad, -0.3 * mask / mask.sum(), rtol=1e-6)
   # gspo-one-side: one keep decision per sequence, seq-mean-token-mean aggregation.
-  loss, extras = gr.rec_loss(logp, old, adv, mask, clip_mode="gspo-one-side",
-                             weight="gspo_importance_sampling")
+  loss, extras = gr.rec_loss(
+    logp, old, adv, mask, clip_mode="gspo-one-side", weight="gspo_importance_sampling"
+  )
   lr = (logp.astype(np.float64) - old) * mask
   seq_rho = np.exp(lr.sum(1) / mask.sum(1))
   a = adv[:, 0]
@@ -1035,8 +1204,9 @@ def test_rec_advantages_singleton_and_std():
   out = gr.rec_advantages(r, ids, 3)  # singleton groups do not crash (Trinity NameError)
   np.testing.assert_allclose(out.advantages, [0.5, -0.5, -0.5, 0.5, 0.5, 3.0])
   out = gr.rec_advantages(r, ids, 3, std_normalize=True)
-  np.testing.assert_allclose(out.advantages[:4], np.array([0.5, -0.5, -0.5, 0.5]) / (0.5 + 1e-6),
-                             rtol=1e-6)  # population std 0.5
+  np.testing.assert_allclose(
+    out.advantages[:4], np.array([0.5, -0.5, -0.5, 0.5]) / (0.5 + 1e-6), rtol=1e-6
+  )  # population std 0.5
   np.testing.assert_allclose(out.advantages[4:], r[4:] / (1 + 1e-6), rtol=1e-6)
 
 
@@ -1073,13 +1243,16 @@ def test_opmd_and_asymre_vectors():
   np.testing.assert_allclose(adv, [0.379885, -0.620115, -0.620115, 0.379885, 2.0], rtol=1e-5)
   adv = gr.opmd_advantages(r, ids, 2, baseline="logavgexp", tau=0.5)
   np.testing.assert_allclose(1.0 - adv[0], 0.716890, rtol=1e-5)
-  np.testing.assert_allclose(1.0 - gr.opmd_advantages(r, ids, 2, baseline="logavgexp",
-                                                      tau=1e4)[0], 0.5, atol=1e-4)
-  np.testing.assert_allclose(1.0 - gr.opmd_advantages(r, ids, 2, baseline="logavgexp",
-                                                      tau=1e-3)[0], 1.0, atol=1e-2)
+  np.testing.assert_allclose(
+    1.0 - gr.opmd_advantages(r, ids, 2, baseline="logavgexp", tau=1e4)[0], 0.5, atol=1e-4
+  )
+  np.testing.assert_allclose(
+    1.0 - gr.opmd_advantages(r, ids, 2, baseline="logavgexp", tau=1e-3)[0], 1.0, atol=1e-2
+  )
   np.testing.assert_allclose(gr.opmd_advantages(r, ids, 2), [0.5, -0.5, -0.5, 0.5, 2.0])
-  np.testing.assert_allclose(gr.asymre_advantages(r, ids, 2), [0.6, -0.4, -0.4, 0.6, 2.0],
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    gr.asymre_advantages(r, ids, 2), [0.6, -0.4, -0.4, 0.6, 2.0], rtol=1e-6
+  )
   eq = np.full(7, 0.4, np.float32)
   zeros = np.zeros(7, np.int32)
   assert np.all(np.asarray(gr.opmd_advantages(eq, zeros, 1, baseline="logavgexp")) == 0)
@@ -1121,9 +1294,7 @@ def test_hicra_vector_and_properties():
 
 
 def test_planning_token_mask():
-  tokens = np.array([[5, 1, 2, 3, 1, 2, 9],
-                     [1, 2, 1, 2, 3, 0, 0],
-                     [7, 7, 4, 1, 2, 3, 3]], np.int32)
+  tokens = np.array([[5, 1, 2, 3, 1, 2, 9], [1, 2, 1, 2, 3, 0, 0], [7, 7, 4, 1, 2, 3, 3]], np.int32)
   mask = np.array([[1] * 7, [1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1, 0]], bool)
   patterns = np.array([[1, 2, 3], [2, 1, 0], [3, 3, 0]], np.int32)
   lengths = np.array([3, 2, 2], np.int32)
@@ -1131,10 +1302,10 @@ def test_planning_token_mask():
   expected = np.zeros_like(mask)
   for b in range(3):
     for s in range(3):
-      pat = patterns[s, :lengths[s]]
+      pat = patterns[s, : lengths[s]]
       for p in range(7 - len(pat) + 1):
-        if np.array_equal(tokens[b, p:p + len(pat)], pat) and mask[b, p:p + len(pat)].all():
-          expected[b, p:p + len(pat)] = True
+        if np.array_equal(tokens[b, p : p + len(pat)], pat) and mask[b, p : p + len(pat)].all():
+          expected[b, p : p + len(pat)] = True
   np.testing.assert_array_equal(got, expected)
   assert got[0, 1:4].all() and got[1, 1:5].all()  # overlapping matches are or-ed
   assert got[2, 3:6].all() and not got[2, 6]  # "3 3" would need the padding token: no match
@@ -1157,16 +1328,22 @@ def test_hbpo_reward_vector_and_forms():
   n = jnp.array([300, 700, 700, 3000, 3000])
   b = jnp.array([512, 512, 1024, 2560, 512])
   c = jnp.ones(5, bool)
-  np.testing.assert_allclose(gr.hbpo_reward(n, b, c),
-                             [3.923141, 3.810838, 3.695518, 1.524755, 1.024755], rtol=1e-5)
+  np.testing.assert_allclose(
+    gr.hbpo_reward(n, b, c), [3.923141, 3.810838, 3.695518, 1.524755, 1.024755], rtol=1e-5
+  )
   # The released code's min(f1, f2) differs inside the budget at (300, 512).
   code = np.asarray(gr.hbpo_reward(n, b, c, form="code_min"))
-  np.testing.assert_allclose(code, _np_hbpo_reward(np.asarray(n), np.asarray(b), True,
-                                                   "code_min"), rtol=1e-5)
+  np.testing.assert_allclose(
+    code, _np_hbpo_reward(np.asarray(n), np.asarray(b), True, "code_min"), rtol=1e-5
+  )
   assert abs(code[0] - 3.923141) > 1e-3
   # Wrong or too long answers get incorrect_reward; continuity at n = b; f2 decreasing in b.
-  r = gr.hbpo_reward(jnp.array([300, 5000, 512, 512]), jnp.array([512, 512, 512, 1024]),
-                     jnp.array([False, True, True, True]), incorrect_reward=-0.5)
+  r = gr.hbpo_reward(
+    jnp.array([300, 5000, 512, 512]),
+    jnp.array([512, 512, 512, 1024]),
+    jnp.array([False, True, True, True]),
+    incorrect_reward=-0.5,
+  )
   np.testing.assert_allclose(r[:2], [-0.5, -0.5])
   f1_at_b = 4 * np.cos(np.pi * 512 / 8192)
   np.testing.assert_allclose(r[2], f1_at_b, rtol=1e-6)
@@ -1181,33 +1358,49 @@ def test_hbpo_advantages_vector():
   budget_values = np.array([512, 1024, 2048, 2560], np.float32)
   budget_ids = np.searchsorted(budget_values, budgets).astype(np.int32)
   perm, lengths_s, budgets_s, correct_s, bid_s = _shuffle(
-      np.random.default_rng(22), lengths, budgets, correct, budget_ids)
+    np.random.default_rng(22), lengths, budgets, correct, budget_ids
+  )
   inv = np.argsort(perm)
-  r = jax.jit(gr.hbpo_reward)(jnp.asarray(lengths_s), jnp.asarray(budgets_s),
-                              jnp.asarray(correct_s))
-  np.testing.assert_allclose(np.asarray(r)[inv], [3.923141, 0, 3.695518, 3.540896, 2.828427, 0,
-                                                  2.222281, -0.204334], rtol=1e-5, atol=1e-6)
+  r = jax.jit(gr.hbpo_reward)(
+    jnp.asarray(lengths_s), jnp.asarray(budgets_s), jnp.asarray(correct_s)
+  )
+  np.testing.assert_allclose(
+    np.asarray(r)[inv],
+    [3.923141, 0, 3.695518, 3.540896, 2.828427, 0, 2.222281, -0.204334],
+    rtol=1e-5,
+    atol=1e-6,
+  )
   ids = np.zeros(8, np.int32)
   hbpo = _jit(gr.hbpo_advantages, num_groups=1)
   out = hbpo(r, bid_s, ids, budget_values=budget_values)
-  np.testing.assert_allclose(np.asarray(out.intra)[inv], np.repeat(
-      [-1.961571, -0.077311, -1.414214, -1.213307], 2), rtol=1e-5)
-  np.testing.assert_allclose(np.asarray(out.inter)[inv], [
-      1.071255, -1.114910, 0.944412, 0.858249, 0.461227, -1.114910, 0.123453, -1.228775],
-      rtol=1e-5)
-  np.testing.assert_allclose(np.asarray(out.advantages)[inv], [
-      -0.890316, -3.076481, 0.867101, 0.780938, -0.952987, -2.529124, -1.089855, -2.442082],
-      rtol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(out.intra)[inv],
+    np.repeat([-1.961571, -0.077311, -1.414214, -1.213307], 2),
+    rtol=1e-5,
+  )
+  np.testing.assert_allclose(
+    np.asarray(out.inter)[inv],
+    [1.071255, -1.114910, 0.944412, 0.858249, 0.461227, -1.114910, 0.123453, -1.228775],
+    rtol=1e-5,
+  )
+  np.testing.assert_allclose(
+    np.asarray(out.advantages)[inv],
+    [-0.890316, -3.076481, 0.867101, 0.780938, -0.952987, -2.529124, -1.089855, -2.442082],
+    rtol=1e-5,
+  )
   doubled = _jit(gr.hbpo_advantages, num_groups=1, double_intra=True)(
-      r, bid_s, ids, budget_values=budget_values)
+    r, bid_s, ids, budget_values=budget_values
+  )
   np.testing.assert_allclose(doubled.advantages, out.inter + 2 * out.intra, rtol=1e-6)
 
 
 def test_hbpo_intra_zero_for_all_correct_within_budget():
-  r = jax.jit(gr.hbpo_reward)(jnp.array([100, 200, 300]), jnp.array([512, 512, 512]),
-                              jnp.ones(3, bool))
+  r = jax.jit(gr.hbpo_reward)(
+    jnp.array([100, 200, 300]), jnp.array([512, 512, 512]), jnp.ones(3, bool)
+  )
   out = _jit(gr.hbpo_advantages, num_groups=1)(
-      r, jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.int32), budget_values=jnp.array([512.0]))
+    r, jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.int32), budget_values=jnp.array([512.0])
+  )
   np.testing.assert_allclose(out.intra, 0.0, atol=1e-6)
 
 
@@ -1236,8 +1429,9 @@ def test_mgrpo_alignment():
   sub_rewards = np.random.default_rng(24).normal(size=len(rollout)).astype(np.float32)
   query = np.zeros(len(rollout), np.int32)
   adv = np.asarray(gr.grpo_advantages(sub_rewards, query, 1))
-  np.testing.assert_allclose(adv, (sub_rewards - sub_rewards.mean()) / (
-      sub_rewards.std(ddof=1) + 1e-6), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    adv, (sub_rewards - sub_rewards.mean()) / (sub_rewards.std(ddof=1) + 1e-6), rtol=1e-4, atol=1e-5
+  )
   aligned = adv[np.asarray(out.index)]
   assert aligned.shape == (15,)
 
@@ -1260,8 +1454,8 @@ def test_disco_objective_and_gradient_vector():
 
   def value_and_grad(tau, variant="lse"):
     def loss_fn(lp):
-      return gr.disco_loss(lp, jax.lax.stop_gradient(lp), mask, r, ids, 1, tau=tau,
-                           variant=variant)
+      return gr.disco_loss(lp, jax.lax.stop_gradient(lp), mask, r, ids, 1, tau=tau, variant=variant)
+
     return jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(logp)
 
   (loss, extras), grad = value_and_grad(1.0)
@@ -1309,9 +1503,12 @@ def test_disco_gradient_equals_reference_surrogate_on_ragged_groups():
   def ours(lp):
     return gr.disco_loss(lp, old, mask, r, ids, 4, tau=tau, beta=beta, delta=delta)[0]
 
-  np.testing.assert_allclose(jax.jit(jax.grad(ours))(logp),
-                             jax.jit(jax.grad(reference_surrogate))(logp),
-                             rtol=1e-4, atol=1e-7)
+  np.testing.assert_allclose(
+    jax.jit(jax.grad(ours))(logp),
+    jax.jit(jax.grad(reference_surrogate))(logp),
+    rtol=1e-4,
+    atol=1e-7,
+  )
   _, extras = _jit(gr.disco_loss, num_groups=4, tau=tau)(logp, old, mask, r, ids)
   np.testing.assert_array_equal(extras.valid_questions, [True, False, True, False])
   assert extras.num_questions == 4  # invalid questions still count in the denominator
@@ -1324,8 +1521,9 @@ def test_disco_kl_penalty_and_no_valid_question():
   mask = jnp.ones((2, 3))
   r = jnp.array([1.0, 1.0])  # no negative: no valid question
   ids = jnp.zeros(2, jnp.int32)
-  (loss, extras), grad = jax.jit(jax.value_and_grad(
-      lambda lp: gr.disco_loss(lp, old, mask, r, ids, 1), has_aux=True))(logp)
+  (loss, extras), grad = jax.jit(
+    jax.value_and_grad(lambda lp: gr.disco_loss(lp, old, mask, r, ids, 1), has_aux=True)
+  )(logp)
   np.testing.assert_allclose(extras.kl, 2e-4, rtol=1e-3)
   np.testing.assert_allclose(loss, 5e-6, rtol=1e-2)
   # d/dlogp [0.5 beta (KL - delta)^2] = beta (KL - delta) * dKL/dlogp = 0.1 * (-1/6).
@@ -1343,8 +1541,9 @@ def test_disco_kl_penalty_and_no_valid_question():
 def test_disco_lratio_score():
   logp = jnp.log(jnp.array([[0.5, 0.25], [0.2, 0.2]]))
   old = jnp.log(jnp.array([[0.25, 0.25], [0.4, 0.1]]))
-  _, extras = gr.disco_loss(logp, old, jnp.ones((2, 2)), jnp.array([1.0, 0.0]),
-                            jnp.zeros(2, jnp.int32), 1, score="Lratio")
+  _, extras = gr.disco_loss(
+    logp, old, jnp.ones((2, 2)), jnp.array([1.0, 0.0]), jnp.zeros(2, jnp.int32), 1, score="Lratio"
+  )
   np.testing.assert_allclose(extras.scores, [(2 + 1) / 2, (0.5 + 2) / 2], rtol=1e-5)
   np.testing.assert_allclose(extras.objective, [1.5 - 1.25], rtol=1e-5)  # tau 1, one negative
 
@@ -1376,8 +1575,9 @@ def test_salt_vector_and_properties():
 
 def test_spa_rewards_and_progress_loss():
   # Hand-computed.
-  r = gr.spa_step_rewards(jnp.array([0.2, 0.3, 0.5]), jnp.array([True, False, False]),
-                          jnp.array([False, False, True]))
+  r = gr.spa_step_rewards(
+    jnp.array([0.2, 0.3, 0.5]), jnp.array([True, False, False]), jnp.array([False, False, True])
+  )
   np.testing.assert_allclose(r, [0.7, 0.3, 1.0], rtol=1e-6)
   progress = np.array([0.2, 0.3, 0.5, 0.4, -0.1, 0.9], np.float32)
   traj = np.array([0, 0, 0, 1, 1, 2], np.int32)
@@ -1387,9 +1587,10 @@ def test_spa_rewards_and_progress_loss():
   assert loss == 0.0
   targets = np.array([0.0, 1.0, 0.0], np.float32)
   loss, grad = jax.value_and_grad(lambda p: gr.spa_progress_loss(p, traj_s, targets, 3)[0])(
-      progress_s)
+    progress_s
+  )
   residual = np.array([1.0, -0.7, 0.9])
-  np.testing.assert_allclose(loss, np.mean(residual ** 2), rtol=1e-5)
+  np.testing.assert_allclose(loss, np.mean(residual**2), rtol=1e-5)
   np.testing.assert_allclose(grad, 2 * residual[traj_s] / 3, rtol=1e-5)
 
 
@@ -1400,15 +1601,17 @@ def test_gated_reward_accumulation_vector():
   perm, low_s, traj_s = _shuffle(np.random.default_rng(28), low, traj)
   high = jnp.array([1.0, 0.2])
   out = gr.gated_reward_accumulation(low_s, high, traj_s, threshold=0.5)
-  np.testing.assert_allclose(np.asarray(out.step_rewards)[np.argsort(perm)],
-                             [0.1, 0.2, 0.3, 0, 0], rtol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(out.step_rewards)[np.argsort(perm)], [0.1, 0.2, 0.3, 0, 0], rtol=1e-6
+  )
   np.testing.assert_allclose(out.returns, [1.6, 0.2], rtol=1e-6)
   # The gate is >=, and -inf is direct accumulation.
   np.testing.assert_allclose(
-      gr.gated_reward_accumulation(low, high, traj, threshold=0.2).returns, [1.6, 0.4],
-      rtol=1e-6)
+    gr.gated_reward_accumulation(low, high, traj, threshold=0.2).returns, [1.6, 0.4], rtol=1e-6
+  )
   np.testing.assert_allclose(
-      gr.gated_reward_accumulation(low, high, traj, threshold=-math.inf).step_rewards, low)
+    gr.gated_reward_accumulation(low, high, traj, threshold=-math.inf).step_rewards, low
+  )
 
 
 def test_foresight_rewards():
@@ -1418,8 +1621,9 @@ def test_foresight_rewards():
   ids = jnp.zeros(4, jnp.int32)
   # lam = 0 reduces to GRPO on the format reward alone.
   np.testing.assert_allclose(
-      gr.grpo_advantages(gr.foresight_rewards(fmt, exe, lam=0.0), ids, 1),
-      gr.grpo_advantages(fmt, ids, 1))
+    gr.grpo_advantages(gr.foresight_rewards(fmt, exe, lam=0.0), ids, 1),
+    gr.grpo_advantages(fmt, ids, 1),
+  )
   with pytest.raises(ValueError, match="lam"):
     gr.foresight_rewards(fmt, exe, lam=-1.0)
 

@@ -69,7 +69,8 @@ def test_critic_loss_matches_the_hand_computed_vector(wrap):
   np.testing.assert_allclose(extras.loss_sum, 2 * 0.362050, atol=1e-6)
   assert extras.denominator == 2.0
   np.testing.assert_allclose(
-    loss, numpy_critic_loss(Q, V, V_NEXT_TGT, Q_PI_TGT, R, DONE, GAMMA), atol=1e-6)
+    loss, numpy_critic_loss(Q, V, V_NEXT_TGT, Q_PI_TGT, R, DONE, GAMMA), atol=1e-6
+  )
 
 
 def test_terminated_removes_bootstrap_truncated_keeps_it():
@@ -103,7 +104,8 @@ def test_q_head_uses_matching_target_v_head():
 def test_min_head_targets_hand_computed():
   q, v, vn, qpt, r, d = critic_args()
   loss, extras = hc.archer_critic_loss(
-    q, v, vn, qpt, r, d, GAMMA, q_target_heads="min", v_target_heads="min")
+    q, v, vn, qpt, r, d, GAMMA, q_target_heads="min", v_target_heads="min"
+  )
   y = R + GAMMA * (1.0 - DONE) * V_NEXT_TGT.min(axis=0)  # [-3.09, 0]
   z = Q_PI_TGT.min(axis=0)  # [-3.3, -0.2]
   expected = np.mean((Q - y[None]) ** 2, axis=1).sum() + np.mean((V - z[None]) ** 2, axis=1).sum()
@@ -127,8 +129,7 @@ def test_critic_gradients_and_target_stop_gradient():
   np.testing.assert_array_equal(g_qpt, 0.0)
 
   _, _, g_vn, g_qpt = jax.grad(loss, argnums=(0, 1, 2, 3))(q, v, vn, qpt, False)
-  np.testing.assert_allclose(
-    g_vn, -2.0 * (Q - y) * GAMMA * (1.0 - DONE)[None] / batch, atol=1e-6)
+  np.testing.assert_allclose(g_vn, -2.0 * (Q - y) * GAMMA * (1.0 - DONE)[None] / batch, atol=1e-6)
   np.testing.assert_allclose(g_qpt, -2.0 * (V - Q_PI_TGT) / batch, atol=1e-6)
 
 
@@ -136,8 +137,15 @@ def test_valid_mask_ignores_padding_examples():
   q, v, vn, qpt, r, d = critic_args()
   pad = lambda x: jnp.concatenate([x, jnp.full(x.shape[:-1] + (1,), 77.0)], axis=-1)
   loss, extras = hc.archer_critic_loss(
-    pad(q), pad(v), pad(vn), pad(qpt), pad(r), jnp.append(d, 0.0), GAMMA,
-    valid=jnp.array([True, True, False]))
+    pad(q),
+    pad(v),
+    pad(vn),
+    pad(qpt),
+    pad(r),
+    jnp.append(d, 0.0),
+    GAMMA,
+    valid=jnp.array([True, True, False]),
+  )
   np.testing.assert_allclose(loss, 0.362050, atol=1e-6)
   np.testing.assert_allclose(extras.q_head_loss, [0.13, 0.12205], atol=1e-6)
   assert extras.denominator == 2.0
@@ -152,7 +160,8 @@ def test_advantage_matches_the_hand_computed_vector_and_has_no_gradient():
   adv = hc.archer_advantage(f32(Q_PI_ONLINE), f32(V))
   np.testing.assert_allclose(adv, [0.1, 0.15], atol=1e-6)
   g = jax.grad(lambda q, v: jnp.sum(hc.archer_advantage(q, v)), argnums=(0, 1))(
-    f32(Q_PI_ONLINE), f32(V))
+    f32(Q_PI_ONLINE), f32(V)
+  )
   np.testing.assert_array_equal(g[0], 0.0)
   np.testing.assert_array_equal(g[1], 0.0)
 
@@ -160,7 +169,8 @@ def test_advantage_matches_the_hand_computed_vector_and_has_no_gradient():
 @IDENTITY_OR_JIT
 def test_actor_loss_matches_the_hand_computed_vector(wrap):
   loss, extras = wrap(hc.archer_actor_loss)(
-    f32(TOKEN_LOGP), jnp.asarray(TOKEN_MASK), f32(Q_PI_ONLINE), f32(V))
+    f32(TOKEN_LOGP), jnp.asarray(TOKEN_MASK), f32(Q_PI_ONLINE), f32(V)
+  )
   np.testing.assert_allclose(loss, 1.1625, atol=1e-6)
   np.testing.assert_allclose(extras.sequence_log_prob, [-12.0, -7.5], atol=1e-6)
   np.testing.assert_allclose(extras.advantage, [0.1, 0.15], atol=1e-6)
@@ -204,14 +214,20 @@ def numpy_baseline_loss(coef, denominator):
   resid = (adv[:, None] - BASELINE) * TOKEN_MASK
   pg = -np.mean(np.sum(resid * TOKEN_LOGP, axis=1))
   d = TOKEN_MASK.sum() if denominator == "valid_tokens" else TOKEN_MASK.size
-  return pg + coef * np.sum(resid ** 2) / d, pg, resid
+  return pg + coef * np.sum(resid**2) / d, pg, resid
 
 
 @pytest.mark.parametrize("denominator", ["valid_tokens", "all_tokens"])
 def test_baseline_loss_hand_computed(denominator):
   loss, extras = hc.archer_baseline_actor_loss(
-    f32(TOKEN_LOGP), jnp.asarray(TOKEN_MASK), f32(Q_PI_ONLINE), f32(V), f32(BASELINE),
-    baseline_coef=0.5, baseline_denominator=denominator)
+    f32(TOKEN_LOGP),
+    jnp.asarray(TOKEN_MASK),
+    f32(Q_PI_ONLINE),
+    f32(V),
+    f32(BASELINE),
+    baseline_coef=0.5,
+    baseline_denominator=denominator,
+  )
   expected, pg, resid = numpy_baseline_loss(0.5, denominator)
   np.testing.assert_allclose(loss, expected, atol=1e-5)
   np.testing.assert_allclose(extras.pg_loss, pg, atol=1e-5)
@@ -226,7 +242,8 @@ def test_baseline_gradients_use_detached_residual():
     return hc.archer_baseline_actor_loss(logp, mask, q, v, b, baseline_coef=0.5)[0]
 
   g_logp, g_b, g_q, g_v = jax.grad(loss, argnums=(0, 1, 2, 3))(
-    f32(TOKEN_LOGP), f32(BASELINE), f32(Q_PI_ONLINE), f32(V))
+    f32(TOKEN_LOGP), f32(BASELINE), f32(Q_PI_ONLINE), f32(V)
+  )
   _, _, resid = numpy_baseline_loss(0.5, "valid_tokens")
   np.testing.assert_allclose(g_logp, -resid / 2.0, atol=1e-6)
   # Only the regression term reaches the baseline: d/db of 0.5·Σ mask·(A − b)²/3.
@@ -239,7 +256,8 @@ def test_zero_baseline_reduces_to_plain_actor_loss():
   args = (f32(TOKEN_LOGP), jnp.asarray(TOKEN_MASK), f32(Q_PI_ONLINE), f32(V))
   plain, _ = hc.archer_actor_loss(*args)
   with_zero, extras = hc.archer_baseline_actor_loss(
-    *args, jnp.zeros_like(f32(TOKEN_LOGP)), baseline_coef=0.0)
+    *args, jnp.zeros_like(f32(TOKEN_LOGP)), baseline_coef=0.0
+  )
   np.testing.assert_allclose(with_zero, plain, atol=1e-6)
   adv = Q_PI_ONLINE.min(axis=0) - V.min(axis=0)
   np.testing.assert_allclose(extras.baseline_loss, (2 * adv[0] ** 2 + adv[1] ** 2) / 3, atol=1e-6)
@@ -254,8 +272,15 @@ def test_offline_critic_expectile_matches_the_hand_computed_vector():
   # Q is at its target (terminal, r = 0, Q = 0), so only the expectile V term remains.
   zeros = jnp.zeros((1, 2))
   loss, extras = hc.offline_archer_critic_loss(
-    zeros, f32([[1.5, 1.5]]), zeros, f32([[1.0, 2.0]]), jnp.zeros(2), jnp.ones(2), 0.99,
-    expectile=0.9)
+    zeros,
+    f32([[1.5, 1.5]]),
+    zeros,
+    f32([[1.0, 2.0]]),
+    jnp.zeros(2),
+    jnp.ones(2),
+    0.99,
+    expectile=0.9,
+  )
   np.testing.assert_allclose(loss, 0.125, atol=1e-6)
   np.testing.assert_allclose(extras.v_head_loss, [0.125], atol=1e-6)
   np.testing.assert_allclose(extras.v_error, [[-0.5, 0.5]], atol=1e-6)
@@ -265,11 +290,10 @@ def test_offline_critic_half_expectile_is_half_mse_and_targets_are_stopped():
   q, v, vn, qdt, r, d = critic_args()
   online, online_extras = hc.archer_critic_loss(q, v, vn, qdt, r, d, GAMMA)
   offline, _ = hc.offline_archer_critic_loss(q, v, vn, qdt, r, d, GAMMA, expectile=0.5)
-  np.testing.assert_allclose(
-    offline, online - 0.5 * jnp.sum(online_extras.v_head_loss), atol=1e-6)
+  np.testing.assert_allclose(offline, online - 0.5 * jnp.sum(online_extras.v_head_loss), atol=1e-6)
   g_vn, g_qdt = jax.grad(
-    lambda vn, qdt: hc.offline_archer_critic_loss(q, v, vn, qdt, r, d, GAMMA)[0],
-    argnums=(0, 1))(vn, qdt)
+    lambda vn, qdt: hc.offline_archer_critic_loss(q, v, vn, qdt, r, d, GAMMA)[0], argnums=(0, 1)
+  )(vn, qdt)
   np.testing.assert_array_equal(g_vn, 0.0)
   np.testing.assert_array_equal(g_qdt, 0.0)
 
@@ -280,8 +304,10 @@ SEQ_LOGP = np.array([-2.0, -1.0, -3.0, -0.5])
 
 @pytest.mark.parametrize(
   "inv_temp, max_weight, weights",
-  [(1.0, None, [0.367879, 1.0, 1.648721, 7.389056]),
-     (3.0, 100.0, [0.049787, 1.0, 4.481689, 100.0])],
+  [
+    (1.0, None, [0.367879, 1.0, 1.648721, 7.389056]),
+    (3.0, 100.0, [0.049787, 1.0, 4.481689, 100.0]),
+  ],
 )
 def test_offline_actor_awr_weights_match_the_hand_computed_vector(inv_temp, max_weight, weights):
   v = jnp.zeros((2, 4))
@@ -353,8 +379,9 @@ def test_filtered_bc_loss_averages_over_kept_examples():
 
 
 def test_chai_select_takes_max_of_min_over_heads():
-  q = f32([[[1.0, 5.0, 2.0], [0.0, 0.0, -1.0]],
-           [[3.0, 0.5, 2.5], [0.0, 0.0, 4.0]]])  # [E=2, B=2, K=3]
+  q = f32(
+    [[[1.0, 5.0, 2.0], [0.0, 0.0, -1.0]], [[3.0, 0.5, 2.5], [0.0, 0.0, 4.0]]]
+  )  # [E=2, B=2, K=3]
   index, value = hc.chai_select(q)
   # min over heads: [[1, 0.5, 2], [0, 0, -1]] -> argmax [2, 0] (tie -> first).
   np.testing.assert_array_equal(index, [2, 0])
@@ -374,21 +401,37 @@ def test_bad_gamma_raises(gamma):
 
 @pytest.mark.parametrize(
   "call, match",
-  [(lambda: hc.archer_critic_loss(*critic_args(), GAMMA, q_target_heads="mean"), "heads"),
-     (lambda: hc.archer_critic_loss(*critic_args(), GAMMA, v_target_heads="max"), "heads"),
-     (lambda: hc.offline_archer_critic_loss(*critic_args(), GAMMA, expectile=1.0), "expectile"),
-     (lambda: hc.offline_archer_actor_loss(
-         f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), inv_temp=-1.0), "inv_temp"),
-     (lambda: hc.offline_archer_actor_loss(
-         f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), max_weight=0.0), "max_weight"),
-     (lambda: hc.archer_baseline_actor_loss(
-         f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), f32(BASELINE),
-         baseline_denominator="tokens"), "baseline_denominator"),
-     (lambda: hc.archer_baseline_actor_loss(
-         f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), f32(BASELINE), baseline_coef=-1.0),
-      "baseline_coef"),
-     (lambda: hc.filtered_bc_mask(f32(R), top_fraction=0.0), "top_fraction"),
-     (lambda: hc.filtered_bc_mask(f32(R), method="sorted"), "method")],
+  [
+    (lambda: hc.archer_critic_loss(*critic_args(), GAMMA, q_target_heads="mean"), "heads"),
+    (lambda: hc.archer_critic_loss(*critic_args(), GAMMA, v_target_heads="max"), "heads"),
+    (lambda: hc.offline_archer_critic_loss(*critic_args(), GAMMA, expectile=1.0), "expectile"),
+    (
+      lambda: hc.offline_archer_actor_loss(
+        f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), inv_temp=-1.0
+      ),
+      "inv_temp",
+    ),
+    (
+      lambda: hc.offline_archer_actor_loss(
+        f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), max_weight=0.0
+      ),
+      "max_weight",
+    ),
+    (
+      lambda: hc.archer_baseline_actor_loss(
+        f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), f32(BASELINE), baseline_denominator="tokens"
+      ),
+      "baseline_denominator",
+    ),
+    (
+      lambda: hc.archer_baseline_actor_loss(
+        f32(TOKEN_LOGP), TOKEN_MASK, f32(Q), f32(V), f32(BASELINE), baseline_coef=-1.0
+      ),
+      "baseline_coef",
+    ),
+    (lambda: hc.filtered_bc_mask(f32(R), top_fraction=0.0), "top_fraction"),
+    (lambda: hc.filtered_bc_mask(f32(R), method="sorted"), "method"),
+  ],
 )
 def test_bad_python_arguments_raise_value_error(call, match):
   with pytest.raises(ValueError, match=match):
@@ -420,8 +463,7 @@ def test_bad_shapes_and_dtypes_raise():
 # ----------------------------------------------------------------------------------------------
 
 
-def reference_token_gae(reward, terminated, done, value, next_value, mask, gamma, lam,
-                        token_gamma):
+def reference_token_gae(reward, terminated, done, value, next_value, mask, gamma, lam, token_gamma):
   """GAE over the read tokens only, in float64, written over the compacted stream of read
   tokens: returns `[T, L]` advantages (0 on unread tokens)."""
   steps = []
@@ -429,13 +471,16 @@ def reference_token_gae(reward, terminated, done, value, next_value, mask, gamma
     n = int(mask[t].sum())
     for j in range(n):
       last = j == n - 1
-      steps.append(dict(
+      steps.append(
+        dict(
           index=(t, j),
           r=reward[t] if last else 0.0,
           discount=gamma * (1.0 - terminated[t]) if last else token_gamma,
           v=value[t, j],
           v_next=next_value[t] if last else value[t, j + 1],
-          done=bool(done[t]) if last else False))
+          done=bool(done[t]) if last else False,
+        )
+      )
   out = np.zeros(mask.shape)
   advantage = 0.0
   for s in reversed(steps):
@@ -460,36 +505,65 @@ def test_token_level_advantages_match_the_compacted_reference(token_gamma):
   for mask, term, stop in zip(masks, terminated, done):
     reward, next_value = rng.normal(size=4), rng.normal(size=4)
     value = rng.normal(size=(4, 4))
-    got = hc.token_level_advantages(f32(reward), jnp.asarray(term), jnp.asarray(stop),
-                                    f32(value), f32(next_value), jnp.asarray(mask), 0.9, 0.8,
-                                    token_gamma)
-    want = reference_token_gae(reward, term, stop, value, next_value, mask, 0.9, 0.8,
-                               token_gamma)
+    got = hc.token_level_advantages(
+      f32(reward),
+      jnp.asarray(term),
+      jnp.asarray(stop),
+      f32(value),
+      f32(next_value),
+      jnp.asarray(mask),
+      0.9,
+      0.8,
+      token_gamma,
+    )
+    want = reference_token_gae(reward, term, stop, value, next_value, mask, 0.9, 0.8, token_gamma)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
 def test_token_level_advantages_of_a_terminal_utterance_hand_computed():
   """One utterance of 3 read tokens, reward 1, terminated, λ = 1: A_j = 1 − V_j; unread 0."""
   got = hc.token_level_advantages(
-      jnp.ones(1), jnp.ones(1, bool), jnp.ones(1, bool), f32([[0.1, 0.2, 0.3, 0.4]]),
-      f32([5.0]), jnp.array([[True, True, True, False]]), 0.9, 1.0)
+    jnp.ones(1),
+    jnp.ones(1, bool),
+    jnp.ones(1, bool),
+    f32([[0.1, 0.2, 0.3, 0.4]]),
+    f32([5.0]),
+    jnp.array([[True, True, True, False]]),
+    0.9,
+    1.0,
+  )
   np.testing.assert_allclose(np.asarray(got[0]), [0.9, 0.8, 0.7, 0.0], atol=1e-6)
 
 
 def test_token_level_truncation_bootstraps_from_the_next_dialogue():
   """Truncated (done, not terminated): the last token bootstraps γ·V(next); nothing beyond."""
   got = hc.token_level_advantages(
-      f32([0.0, 7.0]), jnp.zeros(2, bool), jnp.array([True, False]), jnp.zeros((2, 4)),
-      f32([2.0, 0.0]), jnp.asarray(prefix_mask([1, 1], 4)), 0.5, 1.0)
+    f32([0.0, 7.0]),
+    jnp.zeros(2, bool),
+    jnp.array([True, False]),
+    jnp.zeros((2, 4)),
+    f32([2.0, 0.0]),
+    jnp.asarray(prefix_mask([1, 1], 4)),
+    0.5,
+    1.0,
+  )
   np.testing.assert_allclose(np.asarray(got[:, 0]), [1.0, 7.0], atol=1e-6)
 
 
 def test_token_stream_marks_unread_tokens_as_pass_through_steps():
   """Unread tokens: reward 0, value 0, discount 1, λ 1, not done (the next utterance's advantage
   passes through them unchanged); the last read token carries the reward and γ(1 − terminated)."""
-  stream = hc.token_stream(f32([2.0]), jnp.ones(1, bool), jnp.ones(1, bool),
-                           f32([[0.5, 0.6, 0.7]]), f32([9.0]), jnp.array([[True, True, False]]),
-                           0.9, 0.8, token_gamma=0.7)
+  stream = hc.token_stream(
+    f32([2.0]),
+    jnp.ones(1, bool),
+    jnp.ones(1, bool),
+    f32([[0.5, 0.6, 0.7]]),
+    f32([9.0]),
+    jnp.array([[True, True, False]]),
+    0.9,
+    0.8,
+    token_gamma=0.7,
+  )
   np.testing.assert_allclose(stream.reward, [0.0, 2.0, 0.0])
   np.testing.assert_allclose(stream.discount, [0.7, 0.0, 1.0], atol=1e-7)
   np.testing.assert_allclose(stream.value, [0.5, 0.6, 0.0])
@@ -501,15 +575,24 @@ def test_token_stream_marks_unread_tokens_as_pass_through_steps():
 def test_normalize_token_advantages_uses_the_masked_tokens_only():
   adv = jnp.array([[1.0, 3.0, 100.0]])
   mask = jnp.array([[True, True, False]])
-  np.testing.assert_allclose(np.asarray(hc.normalize_token_advantages(adv, mask)),
-                             [[-1.0, 1.0, 0.0]], atol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(hc.normalize_token_advantages(adv, mask)), [[-1.0, 1.0, 0.0]], atol=1e-6
+  )
 
 
-@pytest.mark.parametrize("name, value", [("gamma", 1.5), ("gae_lambda", -0.1),
-                                         ("token_gamma", 2.0)])
+@pytest.mark.parametrize(
+  "name, value", [("gamma", 1.5), ("gae_lambda", -0.1), ("token_gamma", 2.0)]
+)
 def test_token_level_discounts_outside_the_unit_interval_raise(name, value):
   kwargs = dict(gamma=0.9, gae_lambda=0.9, token_gamma=1.0)
   kwargs[name] = value
   with pytest.raises(ValueError, match=name):
-    hc.token_level_advantages(f32([1.0]), jnp.ones(1, bool), jnp.ones(1, bool),
-                              f32([[0.1, 0.2]]), f32([0.0]), jnp.ones((1, 2), bool), **kwargs)
+    hc.token_level_advantages(
+      f32([1.0]),
+      jnp.ones(1, bool),
+      jnp.ones(1, bool),
+      f32([[0.1, 0.2]]),
+      f32([0.0]),
+      jnp.ones((1, 2), bool),
+      **kwargs,
+    )

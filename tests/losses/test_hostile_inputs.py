@@ -113,8 +113,9 @@ def build(spec, rng: np.random.Generator, dims: dict, hostile: bool = False) -> 
   elif kind == "v":
     return jnp.asarray(np.ones(shape, bool) if hostile else rng.uniform(size=shape) < 0.8)
   elif kind == "m":
-    return jnp.asarray(np.ones(shape, np.float32) if hostile
-                       else (rng.uniform(size=shape) < 0.8).astype(np.float32))
+    return jnp.asarray(
+      np.ones(shape, np.float32) if hostile else (rng.uniform(size=shape) < 0.8).astype(np.float32)
+    )
   elif kind.startswith("i<"):
     bound = kind[2:]
     high = int(bound) if bound.isdigit() else dims[bound]
@@ -125,8 +126,7 @@ def build(spec, rng: np.random.Generator, dims: dict, hostile: bool = False) -> 
 
 
 def resolve_kw(kw: dict, dims: dict) -> dict:
-  return {k: dims[v[1:]] if isinstance(v, str) and v.startswith("$") else v
-          for k, v in kw.items()}
+  return {k: dims[v[1:]] if isinstance(v, str) and v.startswith("$") else v for k, v in kw.items()}
 
 
 def first_leaf(out):
@@ -134,7 +134,7 @@ def first_leaf(out):
 
 
 def _log_prob_fn(rep):
-  return -jnp.sum(rep ** 2, axis=-1)
+  return -jnp.sum(rep**2, axis=-1)
 
 
 def _lagrange_state(rng, dims):
@@ -202,8 +202,7 @@ def _nan_row_gets_the_fallback(arrays, out):
   """`nearest_safe_action` fails safe: a row whose observation or nominal action holds a NaN
   gets its fallback action (a NaN score is never accepted)."""
   poisoned = np.isnan(arrays["obs"]).any(axis=1) | np.isnan(arrays["nominal"]).any(axis=1)
-  np.testing.assert_array_equal(np.asarray(out)[poisoned],
-                                np.asarray(arrays["fallback"])[poisoned])
+  np.testing.assert_array_equal(np.asarray(out)[poisoned], np.asarray(arrays["fallback"])[poisoned])
 
 
 def _option_is_the_sentinel(arrays, out):
@@ -225,528 +224,984 @@ def _selected_option_is_the_sentinel_or_kept(arrays, out):
 # ================================================================================= goal_conditioned
 # Cases of hrljax.losses.goal_conditioned: one per public function; add the new ones here.
 GOAL_CONDITIONED_CASES = {
-    "goal_conditioned.expectile_loss": Case(
-        gc.expectile_loss, {"diff": "f:B"}, kw={"expectile": 0.7}, rank=(),
-        bad={"expectile": 1.5}, why="elementwise, any rank"),
-    "goal_conditioned.awr_weights": Case(
-        gc.awr_weights, {"advantage": "f:B"}, kw={"alpha": 3.0}, rank=(),
-        bad={"alpha": -1.0, "max_weight": -2.0}, why="elementwise, any rank"),
-    "goal_conditioned.awr_loss": Case(
-        gc.awr_loss, {"log_prob": "lp:B", "advantage": "f:B"}, kw={"alpha": 3.0},
-        bad={"alpha": -1.0, "max_weight": 0.0}),
-    "goal_conditioned.ivl_value_loss": Case(
-        gc.ivl_value_loss, {"v_tm1": "f:E", "v_tgt_tm1": "f:E", "v_tgt_t": "f:E", "r_t": "f:",
-                            "discount_t": "u:"}, kw={"expectile": 0.7},
-        bad={"expectile": 0.0}),
-    "goal_conditioned.ivl_value_loss_batch": Case(
-        gc.ivl_value_loss_batch, {"v_tm1": "f:B,E", "v_tgt_tm1": "f:B,E", "v_tgt_t": "f:B,E",
-                                  "r_t": "f:B", "discount_t": "u:B"}, kw={"expectile": 0.7},
-        bad={"expectile": 1.0}),
-    "goal_conditioned.length_normalize": Case(
-        gc.length_normalize, {"x": "f:B,D"}, rank=(), bad={"eps": -1.0},
-        why="rank-polymorphic over leading axes"),
-    "goal_conditioned.hiql_low_advantage": Case(
-        gc.hiql_low_advantage, {"v_next_w": "f:B,E", "v_w": "f:B,E"}),
-    "goal_conditioned.hiql_high_advantage": Case(
-        gc.hiql_high_advantage, {"v_subgoal_g": "f:B,E", "v_g": "f:B,E"}),
-    "goal_conditioned.hiql_low_actor_loss": Case(
-        gc.hiql_low_actor_loss, {"subgoal_rep": "f:B,R", "v_next_w": "f:B,E", "v_w": "f:B,E"},
-        kw={"log_prob_fn": _log_prob_fn, "alpha": 3.0}, bad={"alpha": -1.0}),
-    "goal_conditioned.hiql_high_actor_loss": Case(
-        gc.hiql_high_actor_loss, {"target_rep": "f:B,R", "v_subgoal_g": "f:B,E", "v_g": "f:B,E"},
-        kw={"log_prob_fn": _log_prob_fn, "alpha": 3.0}, bad={"alpha": -1.0}),
-    "goal_conditioned.hiql_actor_losses": Case(
-        gc.hiql_actor_losses, {"subgoal_rep": "f:B,R", "v_next_w": "f:B,E", "v_w": "f:B,E",
-                               "target_rep": "f:B,R", "v_subgoal_g": "f:B,E", "v_g": "f:B,E"},
-        kw={"low_log_prob_fn": _log_prob_fn, "high_log_prob_fn": _log_prob_fn,
-            "low_alpha": 3.0, "high_alpha": 3.0},
-        bad={"low_alpha": -1.0, "high_alpha": -1.0}),
-    "goal_conditioned.ota_option_indices": Case(
-        gc.ota_option_indices, {"idx": "i<5:B", "traj_end": "i<3:B", "goal_idx": "i<9:B",
-                                "traj_mask": "b:B", "cur_mask": "b:B"},
-        kw={"n": 2}, bad={"n": 0}, rank=(), why="integer index arithmetic, any shape"),
-    "goal_conditioned.ota_option_value_target": Case(
-        gc.ota_option_value_target, {"r_option": "f:", "mask_option": "u:", "v_tgt_option": "f:E"},
-        kw={"high_discount": 0.99}, bad={"high_discount": 1.5}),
-    "goal_conditioned.ota_high_value_loss": Case(
-        gc.ota_high_value_loss, {"v_tm1": "f:E", "v_tgt_tm1": "f:E", "v_tgt_option": "f:E",
-                                 "r_option": "f:", "mask_option": "u:"},
-        kw={"high_discount": 0.99, "expectile": 0.7},
-        bad={"high_discount": -0.1, "expectile": 2.0}),
-    "goal_conditioned.hilp_value": Case(
-        gc.hilp_value, {"phi_s": "f:B,D", "phi_g": "f:B,D"}, bad={"eps_sq": -1.0}, rank=(),
-        why="rank-polymorphic over leading axes"),
-    "goal_conditioned.hilp_representation_loss": Case(
-        gc.hilp_representation_loss,
-        {"phi_s": "f:E,D", "phi_g": "f:E,D", "phi_tgt_s": "f:E,D", "phi_tgt_next": "f:E,D",
-         "phi_tgt_g": "f:E,D", "r_t": "f:", "discount_t": "u:"},
-        kw={"expectile": 0.95}, bad={"expectile": -0.5, "eps_sq": -1.0}),
-    "goal_conditioned.hilp_skill_value_loss": Case(
-        gc.hilp_skill_value_loss, {"q_tgt": "f:B,E", "v": "f:B"}, kw={"expectile": 0.9},
-        bad={"expectile": 1.0, "stop_target_gradients": 1}),
-    "goal_conditioned.hilp_skill_critic_loss": Case(
-        gc.hilp_skill_critic_loss, {"q_tm1": "f:B,E", "r_t": "f:B", "discount_t": "u:B",
-                                    "v_t": "f:B"}, bad={"stop_target_gradients": 1},
-        rank=("q_tm1", "r_t", "v_t"), why="discount_t is a scalar γ or a [B] γ·mask"),
-    "goal_conditioned.hilp_intrinsic_reward": Case(
-        gc.hilp_intrinsic_reward, {"phi_s": "f:B,D", "phi_next": "f:B,D", "z": "f:B,D"}, rank=(),
-        why="rank-polymorphic over leading axes"),
-    "goal_conditioned.hilp_goal_prompt": Case(
-        gc.hilp_goal_prompt, {"phi_s": "f:B,D", "phi_g": "f:B,D"}, rank=(),
-        bad={"scale": 0.0, "eps": -1.0}, why="rank-polymorphic over leading axes"),
-    "goal_conditioned.hilp_reward_prompt": Case(
-        gc.hilp_reward_prompt, {"phi": "f:N,D", "rewards": "f:N"}, bad={"scale": -1.0, "eps": 0.0}),
-    "goal_conditioned.hilp_sample_skills": Case(
-        gc.hilp_sample_skills, {"key": "key"}, kw={"num_skills": 3, "dim": 2},
-        bad={"num_skills": 0, "dim": 0}),
-    "goal_conditioned.hilp_plan_midpoint": Case(
-        gc.hilp_plan_midpoint, {"phi_s": "f:D", "phi_goal": "f:D", "phi_dataset": "f:M,D"},
-        kw={"k": 2, "recursions": 2}, dims={"M": 4}, bad={"k": 0, "recursions": 0}),
-    "goal_conditioned.hiro_goal_transition": Case(
-        gc.hiro_goal_transition, {"s_t": "f:B,D", "g_t": "f:B,D", "s_next": "f:B,D"}, rank=(),
-        why="elementwise"),
-    "goal_conditioned.hiro_low_reward": Case(
-        gc.hiro_low_reward, {"s_t": "f:B,D", "g_t": "f:B,D", "s_next": "f:B,D"}, rank=(),
-        why="rank-polymorphic over leading axes"),
-    "goal_conditioned.hiro_candidate_goals": Case(
-        gc.hiro_candidate_goals, {"key": "key", "g_orig": "f:D", "s_t": "f:D", "s_tc": "f:D",
-                                  "scale": "pos:D"}, kw={"num_random": 3},
-        bad={"num_random": -1}),
-    "goal_conditioned.hiro_propagate_goals": Case(
-        gc.hiro_propagate_goals, {"candidates": "f:C,D", "s_seq": "f:T,D"}),
-    "goal_conditioned.hiro_relabel": Case(
-        gc.hiro_relabel, {"candidates": "f:C,D", "policy_actions": "f:C,T,A", "actions": "f:T,A",
-                          "valid": "v:T"}, output=lambda out: out[1],
-        nan=("policy_actions", "actions"),
-        why="a NaN candidate goal need not be chosen: the choice is by the action likelihoods"),
-    "goal_conditioned.hac_target": Case(
-        gc.hac_target, {"r_t": "f:B", "terminal_t": "b:B", "q_t": "f:B"},
-        kw={"gamma": 0.98, "horizon": 10}, bad={"gamma": 1.5, "horizon": 0}),
-    "goal_conditioned.hac_goal_reward": Case(
-        gc.hac_goal_reward, {"achieved": "f:B,D", "goal": "f:B,D", "thresholds": "pos:D"},
-        rank=()),
-    "goal_conditioned.hac_hindsight_action": Case(
-        gc.hac_hindsight_action, {"proposed_subgoal": "f:B,D", "achieved_subgoal": "f:B,D",
-                                  "subgoal_reached": "b:B"}, nan=("achieved_subgoal",),
-        why="the proposed subgoal is not used where it was not reached (flags False in the NaN "
-            "test)"),
-    "goal_conditioned.hac_hindsight_goals": Case(
-        gc.hac_hindsight_goals, {"key": "key", "achieved": "f:T,D"}, kw={"num_goals": 3},
-        bad={"num_goals": 0}, nan=(), why="samples rows of `achieved`: a NaN row may not be drawn"),
-    "goal_conditioned.hac_subgoal_test_penalty": Case(
-        gc.hac_subgoal_test_penalty, {}, kw={"horizon": 10}, bad={"horizon": 0}),
+  "goal_conditioned.expectile_loss": Case(
+    gc.expectile_loss,
+    {"diff": "f:B"},
+    kw={"expectile": 0.7},
+    rank=(),
+    bad={"expectile": 1.5},
+    why="elementwise, any rank",
+  ),
+  "goal_conditioned.awr_weights": Case(
+    gc.awr_weights,
+    {"advantage": "f:B"},
+    kw={"alpha": 3.0},
+    rank=(),
+    bad={"alpha": -1.0, "max_weight": -2.0},
+    why="elementwise, any rank",
+  ),
+  "goal_conditioned.awr_loss": Case(
+    gc.awr_loss,
+    {"log_prob": "lp:B", "advantage": "f:B"},
+    kw={"alpha": 3.0},
+    bad={"alpha": -1.0, "max_weight": 0.0},
+  ),
+  "goal_conditioned.ivl_value_loss": Case(
+    gc.ivl_value_loss,
+    {"v_tm1": "f:E", "v_tgt_tm1": "f:E", "v_tgt_t": "f:E", "r_t": "f:", "discount_t": "u:"},
+    kw={"expectile": 0.7},
+    bad={"expectile": 0.0},
+  ),
+  "goal_conditioned.ivl_value_loss_batch": Case(
+    gc.ivl_value_loss_batch,
+    {"v_tm1": "f:B,E", "v_tgt_tm1": "f:B,E", "v_tgt_t": "f:B,E", "r_t": "f:B", "discount_t": "u:B"},
+    kw={"expectile": 0.7},
+    bad={"expectile": 1.0},
+  ),
+  "goal_conditioned.length_normalize": Case(
+    gc.length_normalize,
+    {"x": "f:B,D"},
+    rank=(),
+    bad={"eps": -1.0},
+    why="rank-polymorphic over leading axes",
+  ),
+  "goal_conditioned.hiql_low_advantage": Case(
+    gc.hiql_low_advantage, {"v_next_w": "f:B,E", "v_w": "f:B,E"}
+  ),
+  "goal_conditioned.hiql_high_advantage": Case(
+    gc.hiql_high_advantage, {"v_subgoal_g": "f:B,E", "v_g": "f:B,E"}
+  ),
+  "goal_conditioned.hiql_low_actor_loss": Case(
+    gc.hiql_low_actor_loss,
+    {"subgoal_rep": "f:B,R", "v_next_w": "f:B,E", "v_w": "f:B,E"},
+    kw={"log_prob_fn": _log_prob_fn, "alpha": 3.0},
+    bad={"alpha": -1.0},
+  ),
+  "goal_conditioned.hiql_high_actor_loss": Case(
+    gc.hiql_high_actor_loss,
+    {"target_rep": "f:B,R", "v_subgoal_g": "f:B,E", "v_g": "f:B,E"},
+    kw={"log_prob_fn": _log_prob_fn, "alpha": 3.0},
+    bad={"alpha": -1.0},
+  ),
+  "goal_conditioned.hiql_actor_losses": Case(
+    gc.hiql_actor_losses,
+    {
+      "subgoal_rep": "f:B,R",
+      "v_next_w": "f:B,E",
+      "v_w": "f:B,E",
+      "target_rep": "f:B,R",
+      "v_subgoal_g": "f:B,E",
+      "v_g": "f:B,E",
+    },
+    kw={
+      "low_log_prob_fn": _log_prob_fn,
+      "high_log_prob_fn": _log_prob_fn,
+      "low_alpha": 3.0,
+      "high_alpha": 3.0,
+    },
+    bad={"low_alpha": -1.0, "high_alpha": -1.0},
+  ),
+  "goal_conditioned.ota_option_indices": Case(
+    gc.ota_option_indices,
+    {
+      "idx": "i<5:B",
+      "traj_end": "i<3:B",
+      "goal_idx": "i<9:B",
+      "traj_mask": "b:B",
+      "cur_mask": "b:B",
+    },
+    kw={"n": 2},
+    bad={"n": 0},
+    rank=(),
+    why="integer index arithmetic, any shape",
+  ),
+  "goal_conditioned.ota_option_value_target": Case(
+    gc.ota_option_value_target,
+    {"r_option": "f:", "mask_option": "u:", "v_tgt_option": "f:E"},
+    kw={"high_discount": 0.99},
+    bad={"high_discount": 1.5},
+  ),
+  "goal_conditioned.ota_high_value_loss": Case(
+    gc.ota_high_value_loss,
+    {
+      "v_tm1": "f:E",
+      "v_tgt_tm1": "f:E",
+      "v_tgt_option": "f:E",
+      "r_option": "f:",
+      "mask_option": "u:",
+    },
+    kw={"high_discount": 0.99, "expectile": 0.7},
+    bad={"high_discount": -0.1, "expectile": 2.0},
+  ),
+  "goal_conditioned.hilp_value": Case(
+    gc.hilp_value,
+    {"phi_s": "f:B,D", "phi_g": "f:B,D"},
+    bad={"eps_sq": -1.0},
+    rank=(),
+    why="rank-polymorphic over leading axes",
+  ),
+  "goal_conditioned.hilp_representation_loss": Case(
+    gc.hilp_representation_loss,
+    {
+      "phi_s": "f:E,D",
+      "phi_g": "f:E,D",
+      "phi_tgt_s": "f:E,D",
+      "phi_tgt_next": "f:E,D",
+      "phi_tgt_g": "f:E,D",
+      "r_t": "f:",
+      "discount_t": "u:",
+    },
+    kw={"expectile": 0.95},
+    bad={"expectile": -0.5, "eps_sq": -1.0},
+  ),
+  "goal_conditioned.hilp_skill_value_loss": Case(
+    gc.hilp_skill_value_loss,
+    {"q_tgt": "f:B,E", "v": "f:B"},
+    kw={"expectile": 0.9},
+    bad={"expectile": 1.0, "stop_target_gradients": 1},
+  ),
+  "goal_conditioned.hilp_skill_critic_loss": Case(
+    gc.hilp_skill_critic_loss,
+    {"q_tm1": "f:B,E", "r_t": "f:B", "discount_t": "u:B", "v_t": "f:B"},
+    bad={"stop_target_gradients": 1},
+    rank=("q_tm1", "r_t", "v_t"),
+    why="discount_t is a scalar γ or a [B] γ·mask",
+  ),
+  "goal_conditioned.hilp_intrinsic_reward": Case(
+    gc.hilp_intrinsic_reward,
+    {"phi_s": "f:B,D", "phi_next": "f:B,D", "z": "f:B,D"},
+    rank=(),
+    why="rank-polymorphic over leading axes",
+  ),
+  "goal_conditioned.hilp_goal_prompt": Case(
+    gc.hilp_goal_prompt,
+    {"phi_s": "f:B,D", "phi_g": "f:B,D"},
+    rank=(),
+    bad={"scale": 0.0, "eps": -1.0},
+    why="rank-polymorphic over leading axes",
+  ),
+  "goal_conditioned.hilp_reward_prompt": Case(
+    gc.hilp_reward_prompt, {"phi": "f:N,D", "rewards": "f:N"}, bad={"scale": -1.0, "eps": 0.0}
+  ),
+  "goal_conditioned.hilp_sample_skills": Case(
+    gc.hilp_sample_skills,
+    {"key": "key"},
+    kw={"num_skills": 3, "dim": 2},
+    bad={"num_skills": 0, "dim": 0},
+  ),
+  "goal_conditioned.hilp_plan_midpoint": Case(
+    gc.hilp_plan_midpoint,
+    {"phi_s": "f:D", "phi_goal": "f:D", "phi_dataset": "f:M,D"},
+    kw={"k": 2, "recursions": 2},
+    dims={"M": 4},
+    bad={"k": 0, "recursions": 0},
+  ),
+  "goal_conditioned.hiro_goal_transition": Case(
+    gc.hiro_goal_transition,
+    {"s_t": "f:B,D", "g_t": "f:B,D", "s_next": "f:B,D"},
+    rank=(),
+    why="elementwise",
+  ),
+  "goal_conditioned.hiro_low_reward": Case(
+    gc.hiro_low_reward,
+    {"s_t": "f:B,D", "g_t": "f:B,D", "s_next": "f:B,D"},
+    rank=(),
+    why="rank-polymorphic over leading axes",
+  ),
+  "goal_conditioned.hiro_candidate_goals": Case(
+    gc.hiro_candidate_goals,
+    {"key": "key", "g_orig": "f:D", "s_t": "f:D", "s_tc": "f:D", "scale": "pos:D"},
+    kw={"num_random": 3},
+    bad={"num_random": -1},
+  ),
+  "goal_conditioned.hiro_propagate_goals": Case(
+    gc.hiro_propagate_goals, {"candidates": "f:C,D", "s_seq": "f:T,D"}
+  ),
+  "goal_conditioned.hiro_relabel": Case(
+    gc.hiro_relabel,
+    {"candidates": "f:C,D", "policy_actions": "f:C,T,A", "actions": "f:T,A", "valid": "v:T"},
+    output=lambda out: out[1],
+    nan=("policy_actions", "actions"),
+    why="a NaN candidate goal need not be chosen: the choice is by the action likelihoods",
+  ),
+  "goal_conditioned.hac_target": Case(
+    gc.hac_target,
+    {"r_t": "f:B", "terminal_t": "b:B", "q_t": "f:B"},
+    kw={"gamma": 0.98, "horizon": 10},
+    bad={"gamma": 1.5, "horizon": 0},
+  ),
+  "goal_conditioned.hac_goal_reward": Case(
+    gc.hac_goal_reward, {"achieved": "f:B,D", "goal": "f:B,D", "thresholds": "pos:D"}, rank=()
+  ),
+  "goal_conditioned.hac_hindsight_action": Case(
+    gc.hac_hindsight_action,
+    {"proposed_subgoal": "f:B,D", "achieved_subgoal": "f:B,D", "subgoal_reached": "b:B"},
+    nan=("achieved_subgoal",),
+    why="the proposed subgoal is not used where it was not reached (flags False in the NaN test)",
+  ),
+  "goal_conditioned.hac_hindsight_goals": Case(
+    gc.hac_hindsight_goals,
+    {"key": "key", "achieved": "f:T,D"},
+    kw={"num_goals": 3},
+    bad={"num_goals": 0},
+    nan=(),
+    why="samples rows of `achieved`: a NaN row may not be drawn",
+  ),
+  "goal_conditioned.hac_subgoal_test_penalty": Case(
+    gc.hac_subgoal_test_penalty, {}, kw={"horizon": 10}, bad={"horizon": 0}
+  ),
 }
 
 
 # =================================================================================== group_relative
 # Cases of hrljax.losses.group_relative: one per public function; add the new ones here.
 GROUP_RELATIVE_CASES = {
-    "group_relative.segment_count": Case(
-        gr.segment_count, {"group_ids": "i<G:B", "valid": "v:B"}, kw={"num_groups": "$G"},
-        groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
-        bad={"num_groups": 0}),
-    "group_relative.segment_mean": Case(
-        gr.segment_mean, {"values": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"},
-        groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
-        bad={"num_groups": 0}),
-    "group_relative.segment_std": Case(
-        gr.segment_std, {"values": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"},
-        groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
-        bad={"num_groups": 0, "ddof": -1}),
-    "group_relative.contiguous_group_ids": Case(
-        gr.contiguous_group_ids, {}, kw={"num_groups": 2, "group_size": 3},
-        bad={"num_groups": 0, "group_size": -1}),
-    "group_relative.group_normalize": Case(
-        gr.group_normalize, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"scale": "nope", "eps": -1.0, "ddof": -1, "singleton_mode": "nope"}),
-    "group_relative.group_normalize_dense": Case(
-        gr.group_normalize_dense, {"rewards": "f:G,K", "valid": "v:G,K"},
-        bad={"scale": "nope", "eps": -1.0}),
-    "group_relative.broadcast_to_tokens": Case(
-        gr.broadcast_to_tokens, {"advantages": "f:B", "mask": "m:B,T"}),
-    "group_relative.grpo_advantages": Case(
-        gr.grpo_advantages, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"scale": "nope", "eps": -1.0, "singleton_mode": "nope"}),
-    "group_relative.dr_grpo_advantages": Case(
-        gr.dr_grpo_advantages, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"singleton_mode": "nope"}),
-    "group_relative.rloo_advantages": Case(
-        gr.rloo_advantages, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"singleton_mode": "nope"}),
-    "group_relative.informative_group_mask": Case(
-        gr.informative_group_mask, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"rule": "nope"}, nan=(), why="returns a bool mask: NaN cannot be represented"),
-    "group_relative.overlong_penalty": Case(
-        gr.overlong_penalty, {"lengths": _lengths}, kw={"max_len": 150, "cache_len": 50},
-        rank=(), bad={"cache_len": 0, "max_len": -1}),
-    "group_relative.observation_words": Case(
-        gr.observation_words, {"observations": _float_obs}, rank=(),
-        why="bit patterns of any [N, ...] observation array (a NaN observation is a valid key; "
-            "integers give their own bit patterns, so no float-vs-int or NaN test)"),
-    "group_relative.observation_hash": Case(
-        gr.observation_hash, {"words": _words}, nan=(), why="integer hash"),
-    "group_relative.anchor_state_ids": Case(
-        gr.anchor_state_ids, {"observations": _observations, "group_ids": "i<G:N", "valid": "v:N"},
-        nan=(), bad={"method": "nope", "max_probe_rounds": 0}, rank=("group_ids", "valid"),
-        why="integer ids of exact observation matches"),
-    "group_relative.discounted_step_returns": Case(
-        gr.discounted_step_returns, {"rewards": "f:N", "traj_ids": _traj_ids,
-                                     "step_index": _step_index, "valid": "v:N"},
-        kw={"gamma": 0.9, "num_traj": "$C"}, dims={"N": None}, bad={"gamma": 1.5}),
-    "group_relative.discounted_grid_returns": Case(
-        gr.discounted_grid_returns, {"rewards": "f:T,C", "valid": "v:T,C"},
-        kw={"gamma": 0.9}, bad={"gamma": -0.5}),
-    "group_relative.gigpo_advantages": Case(
-        gr.gigpo_advantages, {"step_rewards": "f:N", "traj_ids": _traj_ids,
-                              "step_index": _step_index, "group_ids": _traj_groups,
-                              "anchor_ids": "i<K:N", "valid": "v:N"},
-        kw={"num_groups": "$G", "num_traj": "$C", "num_anchors": "$K"}, dims={"N": None},
-        bad={"norm": "nope", "gamma": 2.0, "episode_stat_weighting": "nope",
-             "episode_singleton_mode": "nope", "eps": -1.0}),
-    "group_relative.gigpo_grid_advantages": Case(
-        gr.gigpo_grid_advantages, {"step_rewards": "f:T,N", "group_ids": "i<G:N",
-                                    "observations": _obs_dense, "valid": "v:T,N"},
-        kw={"num_groups": "$G"}, rank=("step_rewards", "group_ids", "valid"),
-        bad={"norm": "nope", "gamma": -1.0, "anchor_method": "nope"}),
-    "group_relative.rec_advantages": Case(
-        gr.rec_advantages, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"drop": "nope", "eps": -1.0}),
-    "group_relative.opmd_advantages": Case(
-        gr.opmd_advantages, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"baseline": "nope", "tau": 0.0}),
-    "group_relative.asymre_advantages": Case(
-        gr.asymre_advantages, {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"baseline_shift": float("nan")}),
-    "group_relative.rec_loss": Case(
-        gr.rec_loss, {"logp": "lp:B,T", "old_logp": "lp:B,T", "advantages": "f:B,T",
-                      "mask": "m:B,T"},
-        bad={"clip_mode": "nope", "weight": "nope", "regularizer": "nope", "reg_coef": -1.0,
-             "temp": 0.0}),
-    "group_relative.opmd_loss": Case(
-        gr.opmd_loss, {"logp": "lp:B,T", "advantages": "f:B,T", "mask": "m:B,T"},
-        bad={"tau": -1.0}),
-    "group_relative.hicra_advantages": Case(
-        gr.hicra_advantages, {"token_advantages": "f:B,T", "planning_mask": "b:B,T"},
-        rank=(), bad={"alpha": 2.0}, why="elementwise, any rank"),
-    "group_relative.hicra_verl_port_advantages": Case(
-        gr.hicra_verl_port_advantages, {"sequence_advantages": "f:B", "mask": "m:B,T",
-                                        "entropies": "pos:B,T", "group_ids": "i<G:B",
-                                        "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"alpha": -0.5, "top_fraction": 0.0}),
-    "group_relative.planning_token_mask": Case(
-        gr.planning_token_mask, {"tokens": "i<5:B,T", "patterns": _patterns,
-                                 "pattern_lengths": _pattern_lengths}, nan=(),
-        why="integer token matching"),
-    "group_relative.hbpo_reward": Case(
-        gr.hbpo_reward, {"lengths": _lengths, "budgets": _lengths, "correct": "v:B"},
-        bad={"form": "nope", "max_len": 0}),
-    "group_relative.hbpo_advantages": Case(
-        gr.hbpo_advantages, {"rewards": "f:B", "budget_ids": "i<2:B", "group_ids": "i<G:B",
-                             "budget_values": _budget_values, "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"singleton_mode": "nope", "eps": -1.0}),
-    "group_relative.mgrpo_alignment": Case(
-        gr.mgrpo_alignment, {"rollout_ids": "i<G:M", "key": "key", "valid": "v:M"},
-        kw={"num_rollouts": "$G", "slots_per_rollout": 2}, nan=(),
-        bad={"num_rollouts": 0, "slots_per_rollout": 0}, why="integer alignment"),
-    "group_relative.disco_loss": Case(
-        gr.disco_loss, {"logp": "lp:B,T", "old_logp": "lp:B,T", "mask": "m:B,T",
-                        "rewards": "v:B", "group_ids": "i<G:B", "valid": "v:B"},
-        kw={"num_groups": "$G"}, groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
-        bad={"score": "nope", "variant": "nope", "kl_estimator": "nope", "tau": -1.0}),
-    "group_relative.salt_advantages": Case(
-        gr.salt_advantages, {"trajectory_advantages": "f:N", "node_ids": "i<K:N",
-                             "traj_ids": "i<C:N", "valid": "v:N"},
-        kw={"num_nodes": "$K"}, groups={"ids": "node_ids", "num": "num_nodes", "valid": "valid"},
-        bad={"num_nodes": 0}),
-    "group_relative.spa_step_rewards": Case(
-        gr.spa_step_rewards, {"progress": "u:N", "executable": "b:N", "is_last": "b:N"}),
-    "group_relative.spa_progress_loss": Case(
-        gr.spa_progress_loss, {"progress": "u:N", "traj_ids": "i<C:N", "traj_returns": "f:C",
-                               "valid": "v:N"},
-        kw={"num_traj": "$C"},
-        groups={"ids": "traj_ids", "num": "num_traj", "valid": "valid", "extend": False},
-        bad={"num_traj": 0}),
-    "group_relative.gated_reward_accumulation": Case(
-        gr.gated_reward_accumulation, {"low_rewards": "f:N", "high_rewards": "f:C",
-                                       "traj_ids": "i<C:N", "valid": "v:N"},
-        kw={"threshold": 0.0}, bad={"threshold": float("nan")}),
-    "group_relative.foresight_rewards": Case(
-        gr.foresight_rewards, {"format_rewards": "f:B", "execution_rewards": "f:B"}, rank=(),
-        bad={"lam": -1.0}, why="elementwise, any shape"),
+  "group_relative.segment_count": Case(
+    gr.segment_count,
+    {"group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
+    bad={"num_groups": 0},
+  ),
+  "group_relative.segment_mean": Case(
+    gr.segment_mean,
+    {"values": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
+    bad={"num_groups": 0},
+  ),
+  "group_relative.segment_std": Case(
+    gr.segment_std,
+    {"values": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid", "per": "group"},
+    bad={"num_groups": 0, "ddof": -1},
+  ),
+  "group_relative.contiguous_group_ids": Case(
+    gr.contiguous_group_ids,
+    {},
+    kw={"num_groups": 2, "group_size": 3},
+    bad={"num_groups": 0, "group_size": -1},
+  ),
+  "group_relative.group_normalize": Case(
+    gr.group_normalize,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"scale": "nope", "eps": -1.0, "ddof": -1, "singleton_mode": "nope"},
+  ),
+  "group_relative.group_normalize_dense": Case(
+    gr.group_normalize_dense,
+    {"rewards": "f:G,K", "valid": "v:G,K"},
+    bad={"scale": "nope", "eps": -1.0},
+  ),
+  "group_relative.broadcast_to_tokens": Case(
+    gr.broadcast_to_tokens, {"advantages": "f:B", "mask": "m:B,T"}
+  ),
+  "group_relative.grpo_advantages": Case(
+    gr.grpo_advantages,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"scale": "nope", "eps": -1.0, "singleton_mode": "nope"},
+  ),
+  "group_relative.dr_grpo_advantages": Case(
+    gr.dr_grpo_advantages,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"singleton_mode": "nope"},
+  ),
+  "group_relative.rloo_advantages": Case(
+    gr.rloo_advantages,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"singleton_mode": "nope"},
+  ),
+  "group_relative.informative_group_mask": Case(
+    gr.informative_group_mask,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"rule": "nope"},
+    nan=(),
+    why="returns a bool mask: NaN cannot be represented",
+  ),
+  "group_relative.overlong_penalty": Case(
+    gr.overlong_penalty,
+    {"lengths": _lengths},
+    kw={"max_len": 150, "cache_len": 50},
+    rank=(),
+    bad={"cache_len": 0, "max_len": -1},
+  ),
+  "group_relative.observation_words": Case(
+    gr.observation_words,
+    {"observations": _float_obs},
+    rank=(),
+    why="bit patterns of any [N, ...] observation array (a NaN observation is a valid key; "
+    "integers give their own bit patterns, so no float-vs-int or NaN test)",
+  ),
+  "group_relative.observation_hash": Case(
+    gr.observation_hash, {"words": _words}, nan=(), why="integer hash"
+  ),
+  "group_relative.anchor_state_ids": Case(
+    gr.anchor_state_ids,
+    {"observations": _observations, "group_ids": "i<G:N", "valid": "v:N"},
+    nan=(),
+    bad={"method": "nope", "max_probe_rounds": 0},
+    rank=("group_ids", "valid"),
+    why="integer ids of exact observation matches",
+  ),
+  "group_relative.discounted_step_returns": Case(
+    gr.discounted_step_returns,
+    {"rewards": "f:N", "traj_ids": _traj_ids, "step_index": _step_index, "valid": "v:N"},
+    kw={"gamma": 0.9, "num_traj": "$C"},
+    dims={"N": None},
+    bad={"gamma": 1.5},
+  ),
+  "group_relative.discounted_grid_returns": Case(
+    gr.discounted_grid_returns,
+    {"rewards": "f:T,C", "valid": "v:T,C"},
+    kw={"gamma": 0.9},
+    bad={"gamma": -0.5},
+  ),
+  "group_relative.gigpo_advantages": Case(
+    gr.gigpo_advantages,
+    {
+      "step_rewards": "f:N",
+      "traj_ids": _traj_ids,
+      "step_index": _step_index,
+      "group_ids": _traj_groups,
+      "anchor_ids": "i<K:N",
+      "valid": "v:N",
+    },
+    kw={"num_groups": "$G", "num_traj": "$C", "num_anchors": "$K"},
+    dims={"N": None},
+    bad={
+      "norm": "nope",
+      "gamma": 2.0,
+      "episode_stat_weighting": "nope",
+      "episode_singleton_mode": "nope",
+      "eps": -1.0,
+    },
+  ),
+  "group_relative.gigpo_grid_advantages": Case(
+    gr.gigpo_grid_advantages,
+    {"step_rewards": "f:T,N", "group_ids": "i<G:N", "observations": _obs_dense, "valid": "v:T,N"},
+    kw={"num_groups": "$G"},
+    rank=("step_rewards", "group_ids", "valid"),
+    bad={"norm": "nope", "gamma": -1.0, "anchor_method": "nope"},
+  ),
+  "group_relative.rec_advantages": Case(
+    gr.rec_advantages,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"drop": "nope", "eps": -1.0},
+  ),
+  "group_relative.opmd_advantages": Case(
+    gr.opmd_advantages,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"baseline": "nope", "tau": 0.0},
+  ),
+  "group_relative.asymre_advantages": Case(
+    gr.asymre_advantages,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"baseline_shift": float("nan")},
+  ),
+  "group_relative.rec_loss": Case(
+    gr.rec_loss,
+    {"logp": "lp:B,T", "old_logp": "lp:B,T", "advantages": "f:B,T", "mask": "m:B,T"},
+    bad={
+      "clip_mode": "nope",
+      "weight": "nope",
+      "regularizer": "nope",
+      "reg_coef": -1.0,
+      "temp": 0.0,
+    },
+  ),
+  "group_relative.opmd_loss": Case(
+    gr.opmd_loss, {"logp": "lp:B,T", "advantages": "f:B,T", "mask": "m:B,T"}, bad={"tau": -1.0}
+  ),
+  "group_relative.hicra_advantages": Case(
+    gr.hicra_advantages,
+    {"token_advantages": "f:B,T", "planning_mask": "b:B,T"},
+    rank=(),
+    bad={"alpha": 2.0},
+    why="elementwise, any rank",
+  ),
+  "group_relative.hicra_verl_port_advantages": Case(
+    gr.hicra_verl_port_advantages,
+    {
+      "sequence_advantages": "f:B",
+      "mask": "m:B,T",
+      "entropies": "pos:B,T",
+      "group_ids": "i<G:B",
+      "valid": "v:B",
+    },
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"alpha": -0.5, "top_fraction": 0.0},
+  ),
+  "group_relative.planning_token_mask": Case(
+    gr.planning_token_mask,
+    {"tokens": "i<5:B,T", "patterns": _patterns, "pattern_lengths": _pattern_lengths},
+    nan=(),
+    why="integer token matching",
+  ),
+  "group_relative.hbpo_reward": Case(
+    gr.hbpo_reward,
+    {"lengths": _lengths, "budgets": _lengths, "correct": "v:B"},
+    bad={"form": "nope", "max_len": 0},
+  ),
+  "group_relative.hbpo_advantages": Case(
+    gr.hbpo_advantages,
+    {
+      "rewards": "f:B",
+      "budget_ids": "i<2:B",
+      "group_ids": "i<G:B",
+      "budget_values": _budget_values,
+      "valid": "v:B",
+    },
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"singleton_mode": "nope", "eps": -1.0},
+  ),
+  "group_relative.mgrpo_alignment": Case(
+    gr.mgrpo_alignment,
+    {"rollout_ids": "i<G:M", "key": "key", "valid": "v:M"},
+    kw={"num_rollouts": "$G", "slots_per_rollout": 2},
+    nan=(),
+    bad={"num_rollouts": 0, "slots_per_rollout": 0},
+    why="integer alignment",
+  ),
+  "group_relative.disco_loss": Case(
+    gr.disco_loss,
+    {
+      "logp": "lp:B,T",
+      "old_logp": "lp:B,T",
+      "mask": "m:B,T",
+      "rewards": "v:B",
+      "group_ids": "i<G:B",
+      "valid": "v:B",
+    },
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"score": "nope", "variant": "nope", "kl_estimator": "nope", "tau": -1.0},
+  ),
+  "group_relative.salt_advantages": Case(
+    gr.salt_advantages,
+    {"trajectory_advantages": "f:N", "node_ids": "i<K:N", "traj_ids": "i<C:N", "valid": "v:N"},
+    kw={"num_nodes": "$K"},
+    groups={"ids": "node_ids", "num": "num_nodes", "valid": "valid"},
+    bad={"num_nodes": 0},
+  ),
+  "group_relative.spa_step_rewards": Case(
+    gr.spa_step_rewards, {"progress": "u:N", "executable": "b:N", "is_last": "b:N"}
+  ),
+  "group_relative.spa_progress_loss": Case(
+    gr.spa_progress_loss,
+    {"progress": "u:N", "traj_ids": "i<C:N", "traj_returns": "f:C", "valid": "v:N"},
+    kw={"num_traj": "$C"},
+    groups={"ids": "traj_ids", "num": "num_traj", "valid": "valid", "extend": False},
+    bad={"num_traj": 0},
+  ),
+  "group_relative.gated_reward_accumulation": Case(
+    gr.gated_reward_accumulation,
+    {"low_rewards": "f:N", "high_rewards": "f:C", "traj_ids": "i<C:N", "valid": "v:N"},
+    kw={"threshold": 0.0},
+    bad={"threshold": float("nan")},
+  ),
+  "group_relative.foresight_rewards": Case(
+    gr.foresight_rewards,
+    {"format_rewards": "f:B", "execution_rewards": "f:B"},
+    rank=(),
+    bad={"lam": -1.0},
+    why="elementwise, any shape",
+  ),
 }
 
 
 # ============================================================================= hierarchical_critics
 # Cases of hrljax.losses.hierarchical_critics: one per public function; add the new ones here.
 HIERARCHICAL_CRITICS_CASES = {
-    "hierarchical_critics.archer_q_targets": Case(
-        hc.archer_q_targets, {"r": "f:B", "terminated": "b:B", "v_next_tgt": "f:E,B"},
-        kw={"gamma": 0.95}, bad={"gamma": 1.5, "heads": "nope"}),
-    "hierarchical_critics.archer_v_targets": Case(
-        hc.archer_v_targets, {"q_pi_tgt": "f:E,B"}, bad={"heads": "nope"}),
-    "hierarchical_critics.archer_critic_loss": Case(
-        hc.archer_critic_loss, {"q": "f:E,B", "v": "f:E,B", "v_next_tgt": "f:E,B",
-                                "q_pi_tgt": "f:E,B", "r": "f:B", "terminated": "b:B",
-                                "valid": "v:B"},
-        kw={"gamma": 0.95}, bad={"gamma": -0.1, "q_target_heads": "nope", "v_target_heads": "x"}),
-    "hierarchical_critics.archer_advantage": Case(
-        hc.archer_advantage, {"q": "f:E,B", "v": "f:E,B"}),
-    "hierarchical_critics.archer_actor_loss": Case(
-        hc.archer_actor_loss, {"token_logp": "lp:B,L", "token_mask": "m:B,L", "q_pi": "f:E,B",
-                               "v": "f:E,B", "valid": "v:B"}),
-    "hierarchical_critics.archer_baseline_actor_loss": Case(
-        hc.archer_baseline_actor_loss, {"token_logp": "lp:B,L", "token_mask": "m:B,L",
-                                        "q_pi": "f:E,B", "v": "f:E,B", "token_baseline": "f:B,L",
-                                        "valid": "v:B"},
-        bad={"baseline_coef": -1.0, "baseline_denominator": "nope"}),
-    "hierarchical_critics.offline_archer_critic_loss": Case(
-        hc.offline_archer_critic_loss, {"q": "f:E,B", "v": "f:E,B", "v_next_tgt": "f:E,B",
-                                        "q_data_tgt": "f:E,B", "r": "f:B", "terminated": "b:B",
-                                        "valid": "v:B"},
-        kw={"gamma": 0.99}, bad={"gamma": 2.0, "expectile": 1.0, "q_target_heads": "nope"}),
-    "hierarchical_critics.offline_archer_actor_loss": Case(
-        hc.offline_archer_actor_loss, {"token_logp": "lp:B,L", "token_mask": "m:B,L",
-                                       "q_data": "f:E,B", "v": "f:E,B", "valid": "v:B"},
-        bad={"inv_temp": -1.0, "max_weight": 0.0}),
-    "hierarchical_critics.filtered_bc_mask": Case(
-        hc.filtered_bc_mask, {"returns": "f:N", "valid": "v:N"}, nan=(),
-        bad={"top_fraction": 0.0, "method": "nope"}, why="returns a bool mask"),
-    "hierarchical_critics.filtered_bc_loss": Case(
-        hc.filtered_bc_loss, {"token_logp": "lp:B,L", "token_mask": "m:B,L", "keep": "v:B"}),
-    "hierarchical_critics.chai_select": Case(
-        hc.chai_select, {"q_candidates_tgt": "f:E,B,K"}, output=lambda out: out[1]),
-    "hierarchical_critics.token_stream": Case(
-        hc.token_stream, {"reward": "f:T", "terminated": "b:T", "done": "b:T",
-                          "value": "f:T,L", "next_dialogue_value": "f:T", "mask": "v:T,L"},
-        kw={"gamma": 0.9, "gae_lambda": 0.95},
-        output=lambda out: jnp.stack([out.reward, out.discount, out.value, out.next_value,
-                                      out.lambda_]),
-        bad={"gamma": 1.5, "gae_lambda": -0.1, "token_gamma": 2.0}),
-    "hierarchical_critics.token_level_advantages": Case(
-        hc.token_level_advantages, {"reward": "f:T", "terminated": "b:T", "done": "b:T",
-                                    "value": "f:T,L", "next_dialogue_value": "f:T",
-                                    "mask": "v:T,L"},
-        kw={"gamma": 0.9, "gae_lambda": 0.95}, bad={"gamma": -1.0, "token_gamma": 1.5}),
-    "hierarchical_critics.normalize_token_advantages": Case(
-        hc.normalize_token_advantages, {"advantage": "f:B,L", "mask": "v:B,L"}, rank=(),
-        bad={"eps": -1.0}, why="any shape"),
+  "hierarchical_critics.archer_q_targets": Case(
+    hc.archer_q_targets,
+    {"r": "f:B", "terminated": "b:B", "v_next_tgt": "f:E,B"},
+    kw={"gamma": 0.95},
+    bad={"gamma": 1.5, "heads": "nope"},
+  ),
+  "hierarchical_critics.archer_v_targets": Case(
+    hc.archer_v_targets, {"q_pi_tgt": "f:E,B"}, bad={"heads": "nope"}
+  ),
+  "hierarchical_critics.archer_critic_loss": Case(
+    hc.archer_critic_loss,
+    {
+      "q": "f:E,B",
+      "v": "f:E,B",
+      "v_next_tgt": "f:E,B",
+      "q_pi_tgt": "f:E,B",
+      "r": "f:B",
+      "terminated": "b:B",
+      "valid": "v:B",
+    },
+    kw={"gamma": 0.95},
+    bad={"gamma": -0.1, "q_target_heads": "nope", "v_target_heads": "x"},
+  ),
+  "hierarchical_critics.archer_advantage": Case(hc.archer_advantage, {"q": "f:E,B", "v": "f:E,B"}),
+  "hierarchical_critics.archer_actor_loss": Case(
+    hc.archer_actor_loss,
+    {"token_logp": "lp:B,L", "token_mask": "m:B,L", "q_pi": "f:E,B", "v": "f:E,B", "valid": "v:B"},
+  ),
+  "hierarchical_critics.archer_baseline_actor_loss": Case(
+    hc.archer_baseline_actor_loss,
+    {
+      "token_logp": "lp:B,L",
+      "token_mask": "m:B,L",
+      "q_pi": "f:E,B",
+      "v": "f:E,B",
+      "token_baseline": "f:B,L",
+      "valid": "v:B",
+    },
+    bad={"baseline_coef": -1.0, "baseline_denominator": "nope"},
+  ),
+  "hierarchical_critics.offline_archer_critic_loss": Case(
+    hc.offline_archer_critic_loss,
+    {
+      "q": "f:E,B",
+      "v": "f:E,B",
+      "v_next_tgt": "f:E,B",
+      "q_data_tgt": "f:E,B",
+      "r": "f:B",
+      "terminated": "b:B",
+      "valid": "v:B",
+    },
+    kw={"gamma": 0.99},
+    bad={"gamma": 2.0, "expectile": 1.0, "q_target_heads": "nope"},
+  ),
+  "hierarchical_critics.offline_archer_actor_loss": Case(
+    hc.offline_archer_actor_loss,
+    {
+      "token_logp": "lp:B,L",
+      "token_mask": "m:B,L",
+      "q_data": "f:E,B",
+      "v": "f:E,B",
+      "valid": "v:B",
+    },
+    bad={"inv_temp": -1.0, "max_weight": 0.0},
+  ),
+  "hierarchical_critics.filtered_bc_mask": Case(
+    hc.filtered_bc_mask,
+    {"returns": "f:N", "valid": "v:N"},
+    nan=(),
+    bad={"top_fraction": 0.0, "method": "nope"},
+    why="returns a bool mask",
+  ),
+  "hierarchical_critics.filtered_bc_loss": Case(
+    hc.filtered_bc_loss, {"token_logp": "lp:B,L", "token_mask": "m:B,L", "keep": "v:B"}
+  ),
+  "hierarchical_critics.chai_select": Case(
+    hc.chai_select, {"q_candidates_tgt": "f:E,B,K"}, output=lambda out: out[1]
+  ),
+  "hierarchical_critics.token_stream": Case(
+    hc.token_stream,
+    {
+      "reward": "f:T",
+      "terminated": "b:T",
+      "done": "b:T",
+      "value": "f:T,L",
+      "next_dialogue_value": "f:T",
+      "mask": "v:T,L",
+    },
+    kw={"gamma": 0.9, "gae_lambda": 0.95},
+    output=lambda out: jnp.stack(
+      [out.reward, out.discount, out.value, out.next_value, out.lambda_]
+    ),
+    bad={"gamma": 1.5, "gae_lambda": -0.1, "token_gamma": 2.0},
+  ),
+  "hierarchical_critics.token_level_advantages": Case(
+    hc.token_level_advantages,
+    {
+      "reward": "f:T",
+      "terminated": "b:T",
+      "done": "b:T",
+      "value": "f:T,L",
+      "next_dialogue_value": "f:T",
+      "mask": "v:T,L",
+    },
+    kw={"gamma": 0.9, "gae_lambda": 0.95},
+    bad={"gamma": -1.0, "token_gamma": 1.5},
+  ),
+  "hierarchical_critics.normalize_token_advantages": Case(
+    hc.normalize_token_advantages,
+    {"advantage": "f:B,L", "mask": "v:B,L"},
+    rank=(),
+    bad={"eps": -1.0},
+    why="any shape",
+  ),
 }
 
 
 # ========================================================================================== options
 # Cases of hrljax.losses.options: one per public function; add the new ones here.
 OPTIONS_CASES = {
-    "options.value_over_options": Case(
-        op.value_over_options, {"q_s": "f:O", "option_probs": "p:O"}),
-    "options.epsilon_greedy_option_probs": Case(
-        op.epsilon_greedy_option_probs, {"q_s": "f:O"}, kw={"epsilon": 0.1},
-        bad={"epsilon": 1.5}),
-    "options.softmax_option_probs": Case(
-        op.softmax_option_probs, {"q_s": "f:O"}, bad={"temperature": 0.0}),
-    "options.sample_option": Case(
-        op.sample_option, {"key": "key", "option_probs": "p:O"},
-        nan_check=_option_is_the_sentinel,
-        why="an int index cannot carry a NaN: the documented sentinel O instead"),
-    "options.select_option": Case(
-        op.select_option, {"key": "key", "option_tm1": "i<O:", "beta_t": "u:",
-                           "option_probs_t": "p:O"},
-        nan_check=_selected_option_is_the_sentinel_or_kept,
-        why="an int index cannot carry a NaN: the documented sentinel O instead"),
-    "options.intra_option_q_target": Case(
-        op.intra_option_q_target, {"r_t": "f:", "discount_t": "u:", "q_t": "f:O", "beta_t": "u:",
-                                   "option_tm1": "i<O:"}),
-    "options.option_critic_loss": Case(
-        op.option_critic_loss, {"q_tm1": "f:O", "option_tm1": "i<O:", "target_tm1": "f:"},
-        bad={"loss_type": "nope", "huber_delta": 0.0}, nan=("target_tm1",),
-        why="only the executing option's value enters the loss"),
-    "options.option_segment_ends": Case(
-        op.option_segment_ends, {"option_end_t": "b:T", "episode_end_t": "b:T"}, kw={"n": 2},
-        nan=(), bad={"n": 0}, why="integer window ends"),
-    "options.option_aware_n_step_returns": Case(
-        op.option_aware_n_step_returns, {"r_t": "f:T", "discount_t": "u:T", "bootstrap_t": "f:T",
-                                         "option_end_t": "b:T", "truncated_t": "b:T"},
-        kw={"n": 2}, bad={"n": 0}),
-    "options.intra_option_n_step_targets": Case(
-        op.intra_option_n_step_targets, {"r_t": "f:T", "discount_t": "u:T", "q_t": "f:T,O",
-                                         "beta_t": "u:T", "option_tm1": "i<O:T",
-                                         "option_end_t": "b:T", "truncated_t": "b:T"},
-        kw={"n": 2}, bad={"n": 0}),
-    "options.termination_loss": Case(
-        op.termination_loss, {"beta": "u:", "q_option": "f:", "v": "f:"}, kw={"xi": 0.01},
-        bad={"xi": -1.0}),
-    "options.trajectory_termination_loss": Case(
-        op.trajectory_termination_loss, {"beta": "u:T1,O", "q": "f:T1,O", "option_tm1": "i<O:T",
-                                         "terminated_t": "b:T", "truncated_t": "b:T"},
-        kw={"xi": 0.01}, bad={"xi": -1.0, "state_for_termination": "nope"}, nan=(),
-        why="only the executed option's column, and not every row, of beta enters the loss"),
-    "options.intra_option_pg_loss": Case(
-        op.intra_option_pg_loss, {"logits_tm1": "f:A", "a_tm1": "i<A:", "target_tm1": "f:",
-                                  "baseline_tm1": "f:"}, bad={"entropy_coef": -1.0}),
+  "options.value_over_options": Case(op.value_over_options, {"q_s": "f:O", "option_probs": "p:O"}),
+  "options.epsilon_greedy_option_probs": Case(
+    op.epsilon_greedy_option_probs, {"q_s": "f:O"}, kw={"epsilon": 0.1}, bad={"epsilon": 1.5}
+  ),
+  "options.softmax_option_probs": Case(
+    op.softmax_option_probs, {"q_s": "f:O"}, bad={"temperature": 0.0}
+  ),
+  "options.sample_option": Case(
+    op.sample_option,
+    {"key": "key", "option_probs": "p:O"},
+    nan_check=_option_is_the_sentinel,
+    why="an int index cannot carry a NaN: the documented sentinel O instead",
+  ),
+  "options.select_option": Case(
+    op.select_option,
+    {"key": "key", "option_tm1": "i<O:", "beta_t": "u:", "option_probs_t": "p:O"},
+    nan_check=_selected_option_is_the_sentinel_or_kept,
+    why="an int index cannot carry a NaN: the documented sentinel O instead",
+  ),
+  "options.intra_option_q_target": Case(
+    op.intra_option_q_target,
+    {"r_t": "f:", "discount_t": "u:", "q_t": "f:O", "beta_t": "u:", "option_tm1": "i<O:"},
+  ),
+  "options.option_critic_loss": Case(
+    op.option_critic_loss,
+    {"q_tm1": "f:O", "option_tm1": "i<O:", "target_tm1": "f:"},
+    bad={"loss_type": "nope", "huber_delta": 0.0},
+    nan=("target_tm1",),
+    why="only the executing option's value enters the loss",
+  ),
+  "options.option_segment_ends": Case(
+    op.option_segment_ends,
+    {"option_end_t": "b:T", "episode_end_t": "b:T"},
+    kw={"n": 2},
+    nan=(),
+    bad={"n": 0},
+    why="integer window ends",
+  ),
+  "options.option_aware_n_step_returns": Case(
+    op.option_aware_n_step_returns,
+    {
+      "r_t": "f:T",
+      "discount_t": "u:T",
+      "bootstrap_t": "f:T",
+      "option_end_t": "b:T",
+      "truncated_t": "b:T",
+    },
+    kw={"n": 2},
+    bad={"n": 0},
+  ),
+  "options.intra_option_n_step_targets": Case(
+    op.intra_option_n_step_targets,
+    {
+      "r_t": "f:T",
+      "discount_t": "u:T",
+      "q_t": "f:T,O",
+      "beta_t": "u:T",
+      "option_tm1": "i<O:T",
+      "option_end_t": "b:T",
+      "truncated_t": "b:T",
+    },
+    kw={"n": 2},
+    bad={"n": 0},
+  ),
+  "options.termination_loss": Case(
+    op.termination_loss,
+    {"beta": "u:", "q_option": "f:", "v": "f:"},
+    kw={"xi": 0.01},
+    bad={"xi": -1.0},
+  ),
+  "options.trajectory_termination_loss": Case(
+    op.trajectory_termination_loss,
+    {
+      "beta": "u:T1,O",
+      "q": "f:T1,O",
+      "option_tm1": "i<O:T",
+      "terminated_t": "b:T",
+      "truncated_t": "b:T",
+    },
+    kw={"xi": 0.01},
+    bad={"xi": -1.0, "state_for_termination": "nope"},
+    nan=(),
+    why="only the executed option's column, and not every row, of beta enters the loss",
+  ),
+  "options.intra_option_pg_loss": Case(
+    op.intra_option_pg_loss,
+    {"logits_tm1": "f:A", "a_tm1": "i<A:", "target_tm1": "f:", "baseline_tm1": "f:"},
+    bad={"entropy_coef": -1.0},
+  ),
 }
 
 
 # ================================================================================== policy_gradient
 # Cases of hrljax.losses.policy_gradient: one per public function; add the new ones here.
 POLICY_GRADIENT_CASES = {
-    "policy_gradient.generalized_advantage_estimation": Case(
-        pg.generalized_advantage_estimation, {"r_t": "f:T", "discount_t": "u:T", "v_tm1": "f:T",
-                                              "v_t": "f:T", "done_t": "b:T"},
-        kw={"lambda_": 0.95}, bad={"unroll": 0}),
-    "policy_gradient.clipped_surrogate_loss": Case(
-        pg.clipped_surrogate_loss, {"logp": "lp:B", "old_logp": "lp:B", "advantages": "f:B"},
-        bad={"epsilon": -0.1, "dual_clip": 0.5}),
-    "policy_gradient.sequence_log_ratio": Case(
-        pg.sequence_log_ratio, {"logp": "lp:B,T", "old_logp": "lp:B,T", "mask": "m:B,T"}),
-    "policy_gradient.value_loss": Case(
-        pg.value_loss, {"value": "f:B", "target": "f:B", "old_value": "f:B"},
-        kw={"clip_epsilon": 0.2}, bad={"clip_epsilon": -0.2}),
-    "policy_gradient.ppo_loss": Case(
-        pg.ppo_loss, {"logp": "lp:B", "old_logp": "lp:B", "advantages": "f:B", "value": "f:B",
-                      "old_value": "f:B", "target": "f:B", "entropy": "f:B"},
-        bad={"clip_value": 1}),
-    "policy_gradient.categorical_entropy": Case(
-        pg.categorical_entropy, {"logits": "f:B,A"}, rank=(), why="rank-polymorphic"),
-    "policy_gradient.kl_divergence": Case(
-        pg.kl_divergence, {"logp": "lp:B", "ref_logp": "lp:B"}, rank=(),
-        bad={"estimator": "nope", "clamp": -1.0}, why="elementwise, any shape"),
-    "policy_gradient.aggregate": Case(
-        pg.aggregate, {"loss": "f:B,T", "mask": "m:B,T"},
-        bad={"mode": "nope", "constant": -1.0}),
-    "policy_gradient.masked_mean": Case(
-        pg.masked_mean, {"x": "f:B,T", "mask": "m:B,T"}),
+  "policy_gradient.generalized_advantage_estimation": Case(
+    pg.generalized_advantage_estimation,
+    {"r_t": "f:T", "discount_t": "u:T", "v_tm1": "f:T", "v_t": "f:T", "done_t": "b:T"},
+    kw={"lambda_": 0.95},
+    bad={"unroll": 0},
+  ),
+  "policy_gradient.clipped_surrogate_loss": Case(
+    pg.clipped_surrogate_loss,
+    {"logp": "lp:B", "old_logp": "lp:B", "advantages": "f:B"},
+    bad={"epsilon": -0.1, "dual_clip": 0.5},
+  ),
+  "policy_gradient.sequence_log_ratio": Case(
+    pg.sequence_log_ratio, {"logp": "lp:B,T", "old_logp": "lp:B,T", "mask": "m:B,T"}
+  ),
+  "policy_gradient.value_loss": Case(
+    pg.value_loss,
+    {"value": "f:B", "target": "f:B", "old_value": "f:B"},
+    kw={"clip_epsilon": 0.2},
+    bad={"clip_epsilon": -0.2},
+  ),
+  "policy_gradient.ppo_loss": Case(
+    pg.ppo_loss,
+    {
+      "logp": "lp:B",
+      "old_logp": "lp:B",
+      "advantages": "f:B",
+      "value": "f:B",
+      "old_value": "f:B",
+      "target": "f:B",
+      "entropy": "f:B",
+    },
+    bad={"clip_value": 1},
+  ),
+  "policy_gradient.categorical_entropy": Case(
+    pg.categorical_entropy, {"logits": "f:B,A"}, rank=(), why="rank-polymorphic"
+  ),
+  "policy_gradient.kl_divergence": Case(
+    pg.kl_divergence,
+    {"logp": "lp:B", "ref_logp": "lp:B"},
+    rank=(),
+    bad={"estimator": "nope", "clamp": -1.0},
+    why="elementwise, any shape",
+  ),
+  "policy_gradient.aggregate": Case(
+    pg.aggregate, {"loss": "f:B,T", "mask": "m:B,T"}, bad={"mode": "nope", "constant": -1.0}
+  ),
+  "policy_gradient.masked_mean": Case(pg.masked_mean, {"x": "f:B,T", "mask": "m:B,T"}),
 }
 
 
 # =========================================================================================== safety
 # Cases of hrljax.losses.safety: one per public function; add the new ones here.
 SAFETY_CASES = {
-    "safety.risk_value": Case(sf.risk_value, {"q1": "f:B", "q2": "f:B"}, rank=(),
-                              why="elementwise"),
-    "safety.qrisk_td_target": Case(
-        sf.qrisk_td_target, {"c_t": "u:", "discount_t": "u:", "q1_t": "u:", "q2_t": "u:"}),
-    "safety.qrisk_loss": Case(
-        sf.qrisk_loss, {"q1_tm1": "u:", "q2_tm1": "u:", "c_t": "u:", "discount_t": "u:",
-                        "q1_t": "u:", "q2_t": "u:"}),
-    "safety.reflex_select": Case(
-        sf.reflex_select, {"risk": "u:", "a_task": "f:A", "a_recovery": "f:A"},
-        kw={"threshold": 0.5}, bad={"threshold": float("nan")}, nan=(),
-        why="selects one of two actions; a NaN risk fails safe: test_nan_risk_executes_the_recovery_action"),
-    "safety.sqrl_target": Case(
-        sf.sqrl_target, {"fail_t": "u:", "discount_t": "u:", "logit_t": "f:"}),
-    "safety.sqrl_loss": Case(
-        sf.sqrl_loss, {"logit_tm1": "f:", "fail_t": "u:", "discount_t": "u:", "logit_t": "f:"},
-        bad={"fail_weight": 1.5}),
-    "safety.sqrl_actor_penalty": Case(
-        sf.sqrl_actor_penalty, {"log_lambda": "f:", "logit": "f:"}, bad={"target_safety": 0.0}),
-    "safety.sqrl_lambda_loss": Case(
-        sf.sqrl_lambda_loss, {"log_lambda": "f:", "logit": "f:"}, bad={"target_safety": 1.0}),
-    "safety.csc_loss": Case(
-        sf.csc_loss, {"q_tm1": "f:", "c_t": "u:", "discount_t": "u:", "q_t": "f:",
-                      "q_pi_tm1": "f:N"}, kw={"alpha": 1.0},
-        bad={"alpha": -1.0, "bellman_coeff": -1.0}),
-    "safety.lagrange_init": Case(sf.lagrange_init, {}, bad={"lam_init": -1.0}),
-    "safety.lagrange_update": Case(
-        sf.lagrange_update, {"state": _lagrange_state, "jc": "f:"},
-        kw={"cost_limit": 0.5, "learning_rate": 0.1},
-        bad={"learning_rate": 0.0, "upper_bound": -1.0}),
-    "safety.lagrange_multiplier_loss": Case(
-        sf.lagrange_multiplier_loss, {"lam": "pos:", "jc": "f:"}, kw={"cost_limit": 0.5}),
-    "safety.pid_lagrange_init": Case(sf.pid_lagrange_init, {}, bad={"lam_init": -1.0, "delay": 0}),
-    "safety.pid_lagrange_update": Case(
-        sf.pid_lagrange_update, {"state": _pid_state, "jc": "f:"}, kw={"cost_limit": 0.5},
-        bad={"kp": -1.0, "p_ema_alpha": 1.0, "normalisation": "nope"}),
-    "safety.augmented_lagrangian_penalty": Case(
-        sf.augmented_lagrangian_penalty, {"state": _aug_state, "g": "f:"},
-        kw={"growth_factor": 0.1}, bad={"growth_factor": -1.0, "lam_max": -1.0}),
-    "safety.per_step_cost_budget": Case(
-        sf.per_step_cost_budget, {}, kw={"cost_limit": 25.0, "gamma": 0.99, "horizon": 100},
-        bad={"gamma": 1.5, "horizon": 0}),
-    "safety.ppo_lag_advantage": Case(
-        sf.ppo_lag_advantage, {"adv_r": "f:B", "adv_c": "f:B", "lam": "pos:"},
-        rank=("lam",), why="elementwise over the advantages, any shape"),
-    "safety.lagrangian_combine": Case(
-        sf.lagrangian_combine, {"loss_r": "f:B", "loss_c": "f:B", "lam": "u:"},
-        rank=("lam",), bad={"normalisation": "nope"}, why="elementwise over the losses"),
-    "safety.sac_lag_actor_loss": Case(
-        sf.sac_lag_actor_loss, {"alpha": "pos:", "log_prob": "lp:", "q_r": "f:", "q_c": "f:",
-                                "lam": "pos:"}),
-    "safety.halfspace_project": Case(
-        sf.halfspace_project, {"u": "f:D", "a": "f:D", "b": "f:"}),
-    "safety.circle_cbf_constraint": Case(
-        sf.circle_cbf_constraint, {"x": "f:D", "centre": "f:D", "radius": "pos:"},
-        kw={"dt": 0.1, "gamma": 0.5}, bad={"dt": 0.0, "gamma": 1.5}),
-    "safety.polytope_project": Case(
-        sf.polytope_project, {"u": "f:D", "A": "f:K,D", "b": "f:K"},
-        bad={"method": "nope", "num_sweeps": 0, "feasibility_tol": 0.0}),
-    "safety.dalal_safety_layer": Case(
-        sf.dalal_safety_layer, {"a": "f:D", "g": "f:K,D", "c": "f:K", "limit": "pos:K"}),
-    "safety.hierarchical_shield": Case(
-        sf.hierarchical_shield, {"u": "f:D", "A": "f:2,D", "b": "f:2"},
-        kw={"units": ((0,), (1,))}, bad={"method": "nope", "units": ((0,),)}),
-    "safety.task_recovery_loss": Case(
-        sf.task_recovery_loss, {"q_task": "f:K,B", "risk": "u:B"},
-        kw={"risk_target": 0.1, "risk_weight": 10.0},
-        bad={"risk_target": 1.5, "risk_weight": 0.0}),
-    "safety.sampling_offsets": Case(
-        sf.sampling_offsets, {}, kw={"num_samples": 4, "low": (-1.0, -1.0), "high": (1.0, 1.0)},
-        bad={"num_samples": 0}),
-    "safety.critic_projection": Case(
-        sf.critic_projection, {"obs": "f:B,D", "nominal": "f:B,A"},
-        kw={"score_fn": _row_score, "limit": 0.0, "low": (-1.0, -1.0), "high": (1.0, 1.0),
-            "num_steps": 2}, dims={"A": 2}, rank=("nominal",), bad={"num_steps": 0},
-        why="the observation is only passed to the row-wise score function"),
-    "safety.safe_sampling": Case(
-        sf.safe_sampling, {"obs": "f:B,D", "nominal": "f:B,A"},
-        kw={"score_fn": _row_score, "limit": 0.0, "low": (-1.0, -1.0), "high": (1.0, 1.0),
-            "num_samples": 4}, dims={"A": 2}, rank=("nominal",), nan=("nominal",),
-        bad={"num_samples": 0},
-        why="a NaN score accepts no candidate, so the nominal action comes back (the caller's "
-            "check, nearest_safe_action's, then rejects it); the observation is only passed to "
-            "the row-wise score function"),
-    "safety.nearest_safe_action": Case(
-        sf.nearest_safe_action, {"obs": "f:B,D", "nominal": "f:B,A", "fallback": "f:B,A"},
-        kw={"score_fn": _row_score, "method": "critic_projection", "threshold": 0.5,
-            "margin": 0.05, "low": (-1.0, -1.0), "high": (1.0, 1.0), "num_steps": 2},
-        dims={"A": 2}, rank=("nominal", "fallback"), nan_check=_nan_row_gets_the_fallback,
-        bad={"method": "nope", "threshold": 1.5, "margin": -1.0},
-        why="the observation is only passed to the row-wise score function"),
-    # ---------------------------------------------------------------- soft_actor_critic
-    "soft_actor_critic.soft_q_target": Case(
-        soft_ac.soft_q_target, {"r_t": "f:B", "discount_t": "u:B", "q_t": "f:K,B",
-                                "log_prob_t": "lp:B", "alpha": "pos:"}),
-    "soft_actor_critic.critic_loss": Case(
-        soft_ac.critic_loss, {"q_tm1": "f:K,B", "target": "f:B"}),
-    "soft_actor_critic.actor_loss": Case(
-        soft_ac.actor_loss, {"log_prob": "lp:B", "q_value": "f:K,B", "alpha": "pos:"},
-        bad={"q_reduction": "max"}),
-    "soft_actor_critic.temperature_loss": Case(
-        soft_ac.temperature_loss, {"log_alpha": "f:", "log_prob": "lp:B"},
-        kw={"target_entropy": -2.0}, bad={"form": "nope", "target_entropy": float("nan")}),
+  "safety.risk_value": Case(sf.risk_value, {"q1": "f:B", "q2": "f:B"}, rank=(), why="elementwise"),
+  "safety.qrisk_td_target": Case(
+    sf.qrisk_td_target, {"c_t": "u:", "discount_t": "u:", "q1_t": "u:", "q2_t": "u:"}
+  ),
+  "safety.qrisk_loss": Case(
+    sf.qrisk_loss,
+    {"q1_tm1": "u:", "q2_tm1": "u:", "c_t": "u:", "discount_t": "u:", "q1_t": "u:", "q2_t": "u:"},
+  ),
+  "safety.reflex_select": Case(
+    sf.reflex_select,
+    {"risk": "u:", "a_task": "f:A", "a_recovery": "f:A"},
+    kw={"threshold": 0.5},
+    bad={"threshold": float("nan")},
+    nan=(),
+    why="selects one of two actions; a NaN risk fails safe: test_nan_risk_executes_the_recovery_action",
+  ),
+  "safety.sqrl_target": Case(sf.sqrl_target, {"fail_t": "u:", "discount_t": "u:", "logit_t": "f:"}),
+  "safety.sqrl_loss": Case(
+    sf.sqrl_loss,
+    {"logit_tm1": "f:", "fail_t": "u:", "discount_t": "u:", "logit_t": "f:"},
+    bad={"fail_weight": 1.5},
+  ),
+  "safety.sqrl_actor_penalty": Case(
+    sf.sqrl_actor_penalty, {"log_lambda": "f:", "logit": "f:"}, bad={"target_safety": 0.0}
+  ),
+  "safety.sqrl_lambda_loss": Case(
+    sf.sqrl_lambda_loss, {"log_lambda": "f:", "logit": "f:"}, bad={"target_safety": 1.0}
+  ),
+  "safety.csc_loss": Case(
+    sf.csc_loss,
+    {"q_tm1": "f:", "c_t": "u:", "discount_t": "u:", "q_t": "f:", "q_pi_tm1": "f:N"},
+    kw={"alpha": 1.0},
+    bad={"alpha": -1.0, "bellman_coeff": -1.0},
+  ),
+  "safety.lagrange_init": Case(sf.lagrange_init, {}, bad={"lam_init": -1.0}),
+  "safety.lagrange_update": Case(
+    sf.lagrange_update,
+    {"state": _lagrange_state, "jc": "f:"},
+    kw={"cost_limit": 0.5, "learning_rate": 0.1},
+    bad={"learning_rate": 0.0, "upper_bound": -1.0},
+  ),
+  "safety.lagrange_multiplier_loss": Case(
+    sf.lagrange_multiplier_loss, {"lam": "pos:", "jc": "f:"}, kw={"cost_limit": 0.5}
+  ),
+  "safety.pid_lagrange_init": Case(sf.pid_lagrange_init, {}, bad={"lam_init": -1.0, "delay": 0}),
+  "safety.pid_lagrange_update": Case(
+    sf.pid_lagrange_update,
+    {"state": _pid_state, "jc": "f:"},
+    kw={"cost_limit": 0.5},
+    bad={"kp": -1.0, "p_ema_alpha": 1.0, "normalisation": "nope"},
+  ),
+  "safety.augmented_lagrangian_penalty": Case(
+    sf.augmented_lagrangian_penalty,
+    {"state": _aug_state, "g": "f:"},
+    kw={"growth_factor": 0.1},
+    bad={"growth_factor": -1.0, "lam_max": -1.0},
+  ),
+  "safety.per_step_cost_budget": Case(
+    sf.per_step_cost_budget,
+    {},
+    kw={"cost_limit": 25.0, "gamma": 0.99, "horizon": 100},
+    bad={"gamma": 1.5, "horizon": 0},
+  ),
+  "safety.ppo_lag_advantage": Case(
+    sf.ppo_lag_advantage,
+    {"adv_r": "f:B", "adv_c": "f:B", "lam": "pos:"},
+    rank=("lam",),
+    why="elementwise over the advantages, any shape",
+  ),
+  "safety.lagrangian_combine": Case(
+    sf.lagrangian_combine,
+    {"loss_r": "f:B", "loss_c": "f:B", "lam": "u:"},
+    rank=("lam",),
+    bad={"normalisation": "nope"},
+    why="elementwise over the losses",
+  ),
+  "safety.sac_lag_actor_loss": Case(
+    sf.sac_lag_actor_loss,
+    {"alpha": "pos:", "log_prob": "lp:", "q_r": "f:", "q_c": "f:", "lam": "pos:"},
+  ),
+  "safety.halfspace_project": Case(sf.halfspace_project, {"u": "f:D", "a": "f:D", "b": "f:"}),
+  "safety.circle_cbf_constraint": Case(
+    sf.circle_cbf_constraint,
+    {"x": "f:D", "centre": "f:D", "radius": "pos:"},
+    kw={"dt": 0.1, "gamma": 0.5},
+    bad={"dt": 0.0, "gamma": 1.5},
+  ),
+  "safety.polytope_project": Case(
+    sf.polytope_project,
+    {"u": "f:D", "A": "f:K,D", "b": "f:K"},
+    bad={"method": "nope", "num_sweeps": 0, "feasibility_tol": 0.0},
+  ),
+  "safety.dalal_safety_layer": Case(
+    sf.dalal_safety_layer, {"a": "f:D", "g": "f:K,D", "c": "f:K", "limit": "pos:K"}
+  ),
+  "safety.hierarchical_shield": Case(
+    sf.hierarchical_shield,
+    {"u": "f:D", "A": "f:2,D", "b": "f:2"},
+    kw={"units": ((0,), (1,))},
+    bad={"method": "nope", "units": ((0,),)},
+  ),
+  "safety.task_recovery_loss": Case(
+    sf.task_recovery_loss,
+    {"q_task": "f:K,B", "risk": "u:B"},
+    kw={"risk_target": 0.1, "risk_weight": 10.0},
+    bad={"risk_target": 1.5, "risk_weight": 0.0},
+  ),
+  "safety.sampling_offsets": Case(
+    sf.sampling_offsets,
+    {},
+    kw={"num_samples": 4, "low": (-1.0, -1.0), "high": (1.0, 1.0)},
+    bad={"num_samples": 0},
+  ),
+  "safety.critic_projection": Case(
+    sf.critic_projection,
+    {"obs": "f:B,D", "nominal": "f:B,A"},
+    kw={
+      "score_fn": _row_score,
+      "limit": 0.0,
+      "low": (-1.0, -1.0),
+      "high": (1.0, 1.0),
+      "num_steps": 2,
+    },
+    dims={"A": 2},
+    rank=("nominal",),
+    bad={"num_steps": 0},
+    why="the observation is only passed to the row-wise score function",
+  ),
+  "safety.safe_sampling": Case(
+    sf.safe_sampling,
+    {"obs": "f:B,D", "nominal": "f:B,A"},
+    kw={
+      "score_fn": _row_score,
+      "limit": 0.0,
+      "low": (-1.0, -1.0),
+      "high": (1.0, 1.0),
+      "num_samples": 4,
+    },
+    dims={"A": 2},
+    rank=("nominal",),
+    nan=("nominal",),
+    bad={"num_samples": 0},
+    why="a NaN score accepts no candidate, so the nominal action comes back (the caller's "
+    "check, nearest_safe_action's, then rejects it); the observation is only passed to "
+    "the row-wise score function",
+  ),
+  "safety.nearest_safe_action": Case(
+    sf.nearest_safe_action,
+    {"obs": "f:B,D", "nominal": "f:B,A", "fallback": "f:B,A"},
+    kw={
+      "score_fn": _row_score,
+      "method": "critic_projection",
+      "threshold": 0.5,
+      "margin": 0.05,
+      "low": (-1.0, -1.0),
+      "high": (1.0, 1.0),
+      "num_steps": 2,
+    },
+    dims={"A": 2},
+    rank=("nominal", "fallback"),
+    nan_check=_nan_row_gets_the_fallback,
+    bad={"method": "nope", "threshold": 1.5, "margin": -1.0},
+    why="the observation is only passed to the row-wise score function",
+  ),
+  # ---------------------------------------------------------------- soft_actor_critic
+  "soft_actor_critic.soft_q_target": Case(
+    soft_ac.soft_q_target,
+    {"r_t": "f:B", "discount_t": "u:B", "q_t": "f:K,B", "log_prob_t": "lp:B", "alpha": "pos:"},
+  ),
+  "soft_actor_critic.critic_loss": Case(soft_ac.critic_loss, {"q_tm1": "f:K,B", "target": "f:B"}),
+  "soft_actor_critic.actor_loss": Case(
+    soft_ac.actor_loss,
+    {"log_prob": "lp:B", "q_value": "f:K,B", "alpha": "pos:"},
+    bad={"q_reduction": "max"},
+  ),
+  "soft_actor_critic.temperature_loss": Case(
+    soft_ac.temperature_loss,
+    {"log_alpha": "f:", "log_prob": "lp:B"},
+    kw={"target_entropy": -2.0},
+    bad={"form": "nope", "target_entropy": float("nan")},
+  ),
 }
 
 
 # Every case, keyed "<family>.<function>".
-CASES = {**GOAL_CONDITIONED_CASES, **GROUP_RELATIVE_CASES, **HIERARCHICAL_CRITICS_CASES,
-         **OPTIONS_CASES, **POLICY_GRADIENT_CASES, **SAFETY_CASES}
+CASES = {
+  **GOAL_CONDITIONED_CASES,
+  **GROUP_RELATIVE_CASES,
+  **HIERARCHICAL_CRITICS_CASES,
+  **OPTIONS_CASES,
+  **POLICY_GRADIENT_CASES,
+  **SAFETY_CASES,
+}
 
 
 # ---------------------------------------------------------------------------- the properties
 LETTERS = "BTEDOAGNKMCRL"
 EXAMPLES = 1
-SETTINGS = hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                               suppress_health_check=list(hypothesis.HealthCheck))
+SETTINGS = hypothesis.settings(
+  max_examples=EXAMPLES,
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=list(hypothesis.HealthCheck),
+)
 # Known failures, {(test, case): reason}, each marked xfail(strict=True) so that a fix is
 # noticed; empty while every family passes.
 XFAIL: dict = {}
@@ -754,16 +1209,20 @@ XFAIL: dict = {}
 
 def loss_families() -> dict:
   """{family: module} of every public family of `hrljax.losses` (modules and packages)."""
-  return {info.name: importlib.import_module(f"hrljax.losses.{info.name}")
-          for info in pkgutil.iter_modules(hrljax.losses.__path__)
-          if not info.name.startswith("_")}
+  return {
+    info.name: importlib.import_module(f"hrljax.losses.{info.name}")
+    for info in pkgutil.iter_modules(hrljax.losses.__path__)
+    if not info.name.startswith("_")
+  }
 
 
 def defined_functions(module) -> dict:
   """The public functions a module defines (not those it imports)."""
-  return {name: obj for name, obj in vars(module).items()
-          if not name.startswith("_") and inspect.isfunction(obj)
-          and obj.__module__ == module.__name__}
+  return {
+    name: obj
+    for name, obj in vars(module).items()
+    if not name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == module.__name__
+  }
 
 
 def public_functions() -> set:
@@ -786,8 +1245,9 @@ def test_every_public_loss_function_has_a_hostile_input_case():
 
 
 def test_the_losses_index_lists_every_family_and_public_function():
-  indexed = {f"{family}.{name}" for family, names in hrljax.losses.FAMILIES.items()
-             for name in names}
+  indexed = {
+    f"{family}.{name}" for family, names in hrljax.losses.FAMILIES.items() for name in names
+  }
   assert sorted(hrljax.losses.FAMILIES) == sorted(loss_families())
   assert sorted(public_functions() - indexed) == [], "add these to hrljax.losses.FAMILIES"
   assert sorted(indexed - public_functions()) == [], "these index entries name no function"
@@ -808,9 +1268,24 @@ def test_a_family_package_re_exports_every_public_function_of_its_modules():
 
 # Two shape sets: the values, the poisoned argument and position, the rank change and so on
 # vary per example, the shapes only between these two (every new shape costs a compile).
-DIMS_SETS = (dict.fromkeys(LETTERS, 2),
-             {"B": 3, "T": 3, "E": 1, "D": 3, "O": 3, "A": 3, "G": 2, "N": 5, "K": 3, "M": 4,
-              "C": 2, "R": 1, "L": 4})
+DIMS_SETS = (
+  dict.fromkeys(LETTERS, 2),
+  {
+    "B": 3,
+    "T": 3,
+    "E": 1,
+    "D": 3,
+    "O": 3,
+    "A": 3,
+    "G": 2,
+    "N": 5,
+    "K": 3,
+    "M": 4,
+    "C": 2,
+    "R": 1,
+    "L": 4,
+  },
+)
 
 
 @st.composite
@@ -836,14 +1311,23 @@ def checked(case: Case, out) -> np.ndarray:
 
 
 def float_leaves(out) -> list:
-  return [np.asarray(x) for x in jax.tree.leaves(out)
-          if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)]
+  return [
+    np.asarray(x)
+    for x in jax.tree.leaves(out)
+    if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)
+  ]
 
 
 def params(test: str, names) -> list:
-  return [pytest.param(*(n if isinstance(n, tuple) else (n,)),
-                       marks=pytest.mark.xfail(strict=True, reason=XFAIL[(test, n)]))
-          if (test, n) in XFAIL else n for n in names]
+  return [
+    pytest.param(
+      *(n if isinstance(n, tuple) else (n,)),
+      marks=pytest.mark.xfail(strict=True, reason=XFAIL[(test, n)]),
+    )
+    if (test, n) in XFAIL
+    else n
+    for n in names
+  ]
 
 
 def with_seed(test):
@@ -861,6 +1345,7 @@ def test_valid_inputs_give_finite_results(name):
     out = call(case, inputs(case, dims, seed), dims)
     for leaf in float_leaves(out):
       assert np.all(np.isfinite(leaf)), (name, dims, out)
+
   check()
 
 
@@ -886,6 +1371,7 @@ def test_wrong_rank_is_an_error(name):
     with jax.numpy_rank_promotion("allow"):
       with pytest.raises((AssertionError, ValueError, TypeError)):
         call(case, arrays, dims)
+
   check()
 
 
@@ -921,6 +1407,7 @@ def test_nan_reaches_the_output_or_raises(name):
       case.nan_check(arrays, out)
       return
     assert np.any(np.isnan(checked(case, out))), (name, arg, index, dims, out)
+
   check()
 
 
@@ -944,6 +1431,7 @@ def test_inf_gives_non_finite_or_the_limit(name):
       arrays[arg] = jnp.asarray(x)
       limit = checked(case, call(case, arrays, dims))
       np.testing.assert_allclose(out, limit, rtol=1e-4, atol=1e-5, err_msg=f"{name} {arg}")
+
   check()
 
 
@@ -969,8 +1457,14 @@ def test_integer_arrays_for_floats_raise_or_equal_the_float_result(name):
     except (AssertionError, TypeError, ValueError):
       return
     for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(expected)):
-      np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                 rtol=1e-5, atol=1e-6, err_msg=f"{name} {arg}")
+      np.testing.assert_allclose(
+        np.asarray(a, np.float64),
+        np.asarray(b, np.float64),
+        rtol=1e-5,
+        atol=1e-6,
+        err_msg=f"{name} {arg}",
+      )
+
   check()
 
 
@@ -1030,11 +1524,13 @@ def test_out_of_range_group_id_raises_or_is_left_out_not_merged(name):
     except ValueError:
       return
     compare_outside(case, out, reference, row)
+
   check()
 
 
-@pytest.mark.parametrize("name", params("empty", [n for n in GROUP_CASES
-                                                  if CASES[n].groups.get("extend", True)]))
+@pytest.mark.parametrize(
+  "name", params("empty", [n for n in GROUP_CASES if CASES[n].groups.get("extend", True)])
+)
 def test_empty_groups_change_nothing(name):
   """Declaring more groups than are used (empty groups) leaves every result unchanged (per-group
   outputs: the used groups' entries; the empty ones are not checked)."""
@@ -1053,6 +1549,7 @@ def test_empty_groups_change_nothing(name):
       if a.ndim and b.ndim and (a.shape[0], b.shape[0]) == (num + 2, num):
         a = a[:num]  # a per-group output: the used groups' entries
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
   check()
 
 

@@ -67,15 +67,16 @@ def _np_window_returns(r, d, b, end, n, truncated=None, beta=None, v=None):
 def _random_trajectory(seed, num_steps=7, num_options=3):
   rng = np.random.default_rng(seed)
   return dict(
-      r=rng.normal(size=num_steps).astype(np.float32),
-      d=(GAMMA * (rng.uniform(size=num_steps) > 0.15)).astype(np.float32),
-      q=rng.normal(size=(num_steps, num_options)).astype(np.float32),
-      q_sel=rng.normal(size=(num_steps, num_options)).astype(np.float32),
-      beta=rng.uniform(size=num_steps).astype(np.float32),
-      option=np.repeat(rng.integers(0, num_options, size=(num_steps + 2) // 3), 3)[:num_steps]
-      .astype(np.int32),
-      end=rng.uniform(size=num_steps) < 0.25,
-      truncated=rng.uniform(size=num_steps) < 0.15,
+    r=rng.normal(size=num_steps).astype(np.float32),
+    d=(GAMMA * (rng.uniform(size=num_steps) > 0.15)).astype(np.float32),
+    q=rng.normal(size=(num_steps, num_options)).astype(np.float32),
+    q_sel=rng.normal(size=(num_steps, num_options)).astype(np.float32),
+    beta=rng.uniform(size=num_steps).astype(np.float32),
+    option=np.repeat(rng.integers(0, num_options, size=(num_steps + 2) // 3), 3)[:num_steps].astype(
+      np.int32
+    ),
+    end=rng.uniform(size=num_steps) < 0.25,
+    truncated=rng.uniform(size=num_steps) < 0.15,
   )
 
 
@@ -95,8 +96,9 @@ def test_golden_critic_target_and_l2_loss(transform):
 
 
 def test_golden_double_q_target():
-  g = options.intra_option_q_target(REWARD, GAMMA, _f32(Q_NEXT_TARGET), BETA_NEXT, 0,
-                                    _f32(Q_NEXT_ONLINE_DOUBLE))
+  g = options.intra_option_q_target(
+    REWARD, GAMMA, _f32(Q_NEXT_TARGET), BETA_NEXT, 0, _f32(Q_NEXT_ONLINE_DOUBLE)
+  )
   np.testing.assert_allclose(g, 1.3771, rtol=1e-6)
 
 
@@ -127,16 +129,27 @@ def test_golden_policy_gradient_loss(transform):
 
 
 @pytest.mark.parametrize(
-    "mode, terminated, expected",
-    [("current", False, -0.396), ("next", False, -0.297), ("next", True, 0.0),
-     ("current", True, 0.0)])
+  "mode, terminated, expected",
+  [
+    ("current", False, -0.396),
+    ("next", False, -0.297),
+    ("next", True, 0.0),
+    ("current", True, 0.0),
+  ],
+)
 def test_golden_trajectory_termination_picks_the_state(mode, terminated, expected):
   # One transition s_0 -> s_1 with option 0: beta(s_0) = 0.4, beta(s_1) = 0.3.
   beta = _f32([[0.4, 0.9, 0.9], [0.3, 0.9, 0.9]])
   q = _f32(np.stack([Q_S, Q_NEXT_ONLINE_TERM]))
   loss, extras = options.trajectory_termination_loss(
-      beta, q, jnp.array([0], jnp.int32), jnp.array([terminated]), jnp.array([False]), 0.01,
-      state_for_termination=mode)
+    beta,
+    q,
+    jnp.array([0], jnp.int32),
+    jnp.array([terminated]),
+    jnp.array([False]),
+    0.01,
+    state_for_termination=mode,
+  )
   np.testing.assert_allclose(loss, expected, rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(extras.num_valid, 0.0 if terminated else 1.0)
 
@@ -174,8 +187,9 @@ def test_termination_does_not_bootstrap_truncation_does():
 
 def test_critic_target_gradient():
   def target(q_t, stop):
-    return options.intra_option_q_target(REWARD, GAMMA, q_t, BETA_NEXT, 0,
-                                         stop_target_gradients=stop)
+    return options.intra_option_q_target(
+      REWARD, GAMMA, q_t, BETA_NEXT, 0, stop_target_gradients=stop
+    )
 
   grad_stopped = jax.grad(target)(_f32(Q_NEXT_TARGET), True)
   np.testing.assert_array_equal(grad_stopped, np.zeros(3))
@@ -203,14 +217,16 @@ def test_critic_loss_gradients_and_huber():
   np.testing.assert_allclose(small, 0.125, rtol=1e-6)
   large, _ = options.option_critic_loss(q_tm1, jnp.int32(0), _f32(4.0), loss_type="huber")
   np.testing.assert_allclose(large, 1.0 * (3.0 - 0.5), rtol=1e-6)
-  large2, _ = options.option_critic_loss(q_tm1, jnp.int32(0), _f32(4.0), loss_type="huber",
-                                         huber_delta=2.0)
+  large2, _ = options.option_critic_loss(
+    q_tm1, jnp.int32(0), _f32(4.0), loss_type="huber", huber_delta=2.0
+  )
   np.testing.assert_allclose(large2, 2.0 * (3.0 - 1.0), rtol=1e-6)
   grad_huber = jax.grad(functools.partial(loss_fn, loss_type="huber"))(q_tm1, _f32(4.0))
   np.testing.assert_allclose(grad_huber, [-1.0, 0.0, 0.0])
   # Without the stop, the target receives the opposite gradient.
   grad_target = jax.grad(functools.partial(loss_fn, stop_target_gradients=False), argnums=1)(
-      q_tm1, _f32(1.882))
+    q_tm1, _f32(1.882)
+  )
   np.testing.assert_allclose(grad_target, 0.882, rtol=1e-5)
 
 
@@ -227,13 +243,13 @@ def test_n_step_returns_hand_case():
   truncated = jnp.array([0, 0, 0, 0, 1, 0, 0])
   g = options.option_aware_n_step_returns(r, d, b, end, 3, truncated_t=truncated)
   expected = [
-      1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 30,  # stops at the option end
-      2 + 0.5 * 3 + 0.25 * 30,
-      3 + 0.5 * 30,
-      4 + 0.5 * 5 + 0.25 * 50,  # stops at the truncation, bootstraps there
-      5 + 0.5 * 50,
-      6 + 0.5 * 7,  # terminal: no bootstrap after the last reward
-      7.0,
+    1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 30,  # stops at the option end
+    2 + 0.5 * 3 + 0.25 * 30,
+    3 + 0.5 * 30,
+    4 + 0.5 * 5 + 0.25 * 50,  # stops at the truncation, bootstraps there
+    5 + 0.5 * 50,
+    6 + 0.5 * 7,  # terminal: no bootstrap after the last reward
+    7.0,
   ]
   np.testing.assert_allclose(g, expected, rtol=1e-6)
 
@@ -244,17 +260,33 @@ def test_n_step_returns_match_numpy(transform, n):
   traj = _random_trajectory(seed=n)
   b, v = traj["q"][:, 0], traj["q"][:, 1]
   plain = transform(functools.partial(options.option_aware_n_step_returns, n=n))(
-      _f32(traj["r"]), _f32(traj["d"]), _f32(b), jnp.asarray(traj["end"]),
-      truncated_t=jnp.asarray(traj["truncated"]))
+    _f32(traj["r"]),
+    _f32(traj["d"]),
+    _f32(b),
+    jnp.asarray(traj["end"]),
+    truncated_t=jnp.asarray(traj["truncated"]),
+  )
   np.testing.assert_allclose(
-      plain, _np_window_returns(traj["r"], traj["d"], b, traj["end"], n, traj["truncated"]),
-      rtol=1e-5, atol=1e-6)
+    plain,
+    _np_window_returns(traj["r"], traj["d"], b, traj["end"], n, traj["truncated"]),
+    rtol=1e-5,
+    atol=1e-6,
+  )
   mixed = transform(functools.partial(options.option_aware_n_step_returns, n=n))(
-      _f32(traj["r"]), _f32(traj["d"]), _f32(b), jnp.asarray(traj["end"]),
-      truncated_t=jnp.asarray(traj["truncated"]), beta_t=_f32(traj["beta"]), v_t=_f32(v))
+    _f32(traj["r"]),
+    _f32(traj["d"]),
+    _f32(b),
+    jnp.asarray(traj["end"]),
+    truncated_t=jnp.asarray(traj["truncated"]),
+    beta_t=_f32(traj["beta"]),
+    v_t=_f32(v),
+  )
   np.testing.assert_allclose(
-      mixed, _np_window_returns(traj["r"], traj["d"], b, traj["end"], n, traj["truncated"],
-                                traj["beta"], v), rtol=1e-5, atol=1e-6)
+    mixed,
+    _np_window_returns(traj["r"], traj["d"], b, traj["end"], n, traj["truncated"], traj["beta"], v),
+    rtol=1e-5,
+    atol=1e-6,
+  )
 
 
 @pytest.mark.parametrize("n", [1, 3, 10])
@@ -262,8 +294,9 @@ def test_n_step_returns_without_option_ends_match_rlax(n):
   traj = _random_trajectory(seed=10 + n)
   r, d, v = _f32(traj["r"]), _f32(traj["d"]), _f32(traj["q"][:, 0])
   ours = options.option_aware_n_step_returns(r, d, v, jnp.zeros(7, bool), n)
-  np.testing.assert_allclose(ours, rlax.n_step_bootstrapped_returns(r, d, v, n), rtol=1e-5,
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    ours, rlax.n_step_bootstrapped_returns(r, d, v, n), rtol=1e-5, atol=1e-6
+  )
 
 
 @pytest.mark.parametrize("double", [False, True])
@@ -271,13 +304,25 @@ def test_n_step_target_with_n_one_is_the_one_step_target(double):
   traj = _random_trajectory(seed=3)
   q_sel = _f32(traj["q_sel"]) if double else None
   n_step = options.intra_option_n_step_targets(
-      _f32(traj["r"]), _f32(traj["d"]), _f32(traj["q"]), _f32(traj["beta"]),
-      jnp.asarray(traj["option"]), jnp.asarray(traj["end"]), 1,
-      truncated_t=jnp.asarray(traj["truncated"]), q_t_selector=q_sel)
+    _f32(traj["r"]),
+    _f32(traj["d"]),
+    _f32(traj["q"]),
+    _f32(traj["beta"]),
+    jnp.asarray(traj["option"]),
+    jnp.asarray(traj["end"]),
+    1,
+    truncated_t=jnp.asarray(traj["truncated"]),
+    q_t_selector=q_sel,
+  )
   selector_axis = None if q_sel is None else 0
   one_step = jax.vmap(options.intra_option_q_target, in_axes=(0, 0, 0, 0, 0, selector_axis))(
-      _f32(traj["r"]), _f32(traj["d"]), _f32(traj["q"]), _f32(traj["beta"]),
-      jnp.asarray(traj["option"]), q_sel)
+    _f32(traj["r"]),
+    _f32(traj["d"]),
+    _f32(traj["q"]),
+    _f32(traj["beta"]),
+    jnp.asarray(traj["option"]),
+    q_sel,
+  )
   np.testing.assert_allclose(n_step, one_step, rtol=1e-6)
 
 
@@ -292,8 +337,14 @@ def test_n_step_target_matches_numpy_and_stops_at_option_changes():
   changes = np.array([0, 0, 1, 0, 1, 0, 0], bool)
   expected = _np_window_returns(traj["r"], traj["d"], b, end | changes, 4, None, traj["beta"], v)
   got = options.intra_option_n_step_targets(
-      _f32(traj["r"]), _f32(traj["d"]), _f32(q), _f32(traj["beta"]), jnp.asarray(option),
-      jnp.asarray(end), 4)
+    _f32(traj["r"]),
+    _f32(traj["d"]),
+    _f32(q),
+    _f32(traj["beta"]),
+    jnp.asarray(option),
+    jnp.asarray(end),
+    4,
+  )
   np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
   ignoring_changes = _np_window_returns(traj["r"], traj["d"], b, end, 4, None, traj["beta"], v)
   assert np.abs(ignoring_changes - expected).max() > 1e-3
@@ -303,9 +354,18 @@ def test_n_step_target_gradients():
   traj = _random_trajectory(seed=7)
 
   def total(q_t, stop):
-    return jnp.sum(options.intra_option_n_step_targets(
-        _f32(traj["r"]), _f32(traj["d"]), q_t, _f32(traj["beta"]), jnp.asarray(traj["option"]),
-        jnp.asarray(traj["end"]), 3, stop_target_gradients=stop))
+    return jnp.sum(
+      options.intra_option_n_step_targets(
+        _f32(traj["r"]),
+        _f32(traj["d"]),
+        q_t,
+        _f32(traj["beta"]),
+        jnp.asarray(traj["option"]),
+        jnp.asarray(traj["end"]),
+        3,
+        stop_target_gradients=stop,
+      )
+    )
 
   q = _f32(traj["q"])
   np.testing.assert_array_equal(jax.grad(total)(q, True), np.zeros_like(traj["q"]))
@@ -364,8 +424,15 @@ def test_trajectory_termination_matches_numpy(mode):
   truncated = np.array([0, 0, 0, 0, 1, 0], bool)
   v = (probs * q).sum(axis=1)
   loss, extras = options.trajectory_termination_loss(
-      _f32(beta), _f32(q), jnp.asarray(option), jnp.asarray(terminated), jnp.asarray(truncated),
-      0.05, v=_f32(v), state_for_termination=mode)
+    _f32(beta),
+    _f32(q),
+    jnp.asarray(option),
+    jnp.asarray(terminated),
+    jnp.asarray(truncated),
+    0.05,
+    v=_f32(v),
+    state_for_termination=mode,
+  )
   idx = np.arange(num_steps) + (1 if mode == "next" else 0)
   mask = ~(terminated | truncated)
   per_step = beta[idx, option] * (q[idx, option] - v[idx] + 0.05) * mask
@@ -373,9 +440,17 @@ def test_trajectory_termination_matches_numpy(mode):
   np.testing.assert_allclose(extras.loss_sum, per_step.sum(), rtol=1e-5)
   np.testing.assert_allclose(extras.num_valid, mask.sum())
   np.testing.assert_allclose(loss, per_step.sum() / mask.sum(), rtol=1e-5)
-  grad_q = jax.grad(lambda q_: options.trajectory_termination_loss(
-      _f32(beta), q_, jnp.asarray(option), jnp.asarray(terminated), jnp.asarray(truncated),
-      0.05, state_for_termination=mode)[0])(_f32(q))
+  grad_q = jax.grad(
+    lambda q_: options.trajectory_termination_loss(
+      _f32(beta),
+      q_,
+      jnp.asarray(option),
+      jnp.asarray(terminated),
+      jnp.asarray(truncated),
+      0.05,
+      state_for_termination=mode,
+    )[0]
+  )(_f32(q))
   np.testing.assert_array_equal(grad_q, np.zeros_like(q))
 
 
@@ -407,13 +482,17 @@ def test_option_probabilities_and_values():
   q = _f32([1.0, 3.0, 3.0, 0.0])
   np.testing.assert_allclose(options.epsilon_greedy_option_probs(q, 0.0), [0, 0.5, 0.5, 0])
   np.testing.assert_allclose(options.epsilon_greedy_option_probs(q, 1.0), [0.25] * 4)
-  np.testing.assert_allclose(options.epsilon_greedy_option_probs(_f32([1.0, 2.0, 0.5]), 0.1),
-                             [0.1 / 3, 0.9 + 0.1 / 3, 0.1 / 3], rtol=1e-6)
+  np.testing.assert_allclose(
+    options.epsilon_greedy_option_probs(_f32([1.0, 2.0, 0.5]), 0.1),
+    [0.1 / 3, 0.9 + 0.1 / 3, 0.1 / 3],
+    rtol=1e-6,
+  )
   e = np.exp(np.array([1.0, 3.0, 3.0, 0.0]) / 2.0)
   np.testing.assert_allclose(options.softmax_option_probs(q, 2.0), e / e.sum(), rtol=1e-6)
   np.testing.assert_allclose(options.value_over_options(q), 3.0)
   np.testing.assert_allclose(
-      options.value_over_options(q, _f32([0.1, 0.2, 0.3, 0.4])), 0.1 + 0.6 + 0.9, rtol=1e-6)
+    options.value_over_options(q, _f32([0.1, 0.2, 0.3, 0.4])), 0.1 + 0.6 + 0.9, rtol=1e-6
+  )
 
 
 def test_sampling_options():
@@ -434,7 +513,8 @@ def test_sampling_options():
   option, switched = select(key, jnp.int32(0), _f32(0.0), greedy_other, True)
   assert int(option) == 2 and bool(switched)
   switched = jax.jit(jax.vmap(options.select_option, in_axes=(0, None, None, None)))(
-      keys, jnp.int32(0), _f32(0.3), greedy_other)[1]
+    keys, jnp.int32(0), _f32(0.3), greedy_other
+  )[1]
   assert abs(float(switched.mean()) - 0.3) < 0.05  # > 4 standard errors
 
 
@@ -442,8 +522,11 @@ def test_nan_option_values_give_nan_probabilities():
   probs = options.epsilon_greedy_option_probs(_f32([1.0, np.nan, 0.0]), 0.1)
   assert np.all(np.isnan(np.asarray(probs)))
   # +-Inf values keep a well-defined greedy option.
-  np.testing.assert_allclose(options.epsilon_greedy_option_probs(_f32([1.0, np.inf, -np.inf]), 0.4),
-                             [0.4 / 3, 0.6 + 0.4 / 3, 0.4 / 3], rtol=1e-6)
+  np.testing.assert_allclose(
+    options.epsilon_greedy_option_probs(_f32([1.0, np.inf, -np.inf]), 0.4),
+    [0.4 / 3, 0.6 + 0.4 / 3, 0.4 / 3],
+    rtol=1e-6,
+  )
 
 
 def test_sample_option_returns_the_sentinel_when_the_probabilities_are_not_a_distribution():
@@ -454,8 +537,9 @@ def test_sample_option_returns_the_sentinel_when_the_probabilities_are_not_a_dis
   draws = np.asarray(sample(keys, _f32([0.0, 1.0, 0.0])))
   np.testing.assert_array_equal(draws, 1)
   # The sentinel is out of range on purpose: a gather in the default mode turns it into NaN.
-  assert np.isnan(float(jnp.take(_f32([1.0, 2.0, 3.0]), options.sample_option(
-      keys[0], _f32([np.nan] * 3)))))
+  assert np.isnan(
+    float(jnp.take(_f32([1.0, 2.0, 3.0]), options.sample_option(keys[0], _f32([np.nan] * 3))))
+  )
 
 
 def test_select_option_with_nan_inputs_returns_the_sentinel_or_the_unaffected_option():
@@ -494,17 +578,27 @@ def test_bad_python_arguments_raise_value_error():
     options.epsilon_greedy_option_probs(q, 1.5)
   with pytest.raises(ValueError, match="temperature: expected a finite float > 0"):
     options.softmax_option_probs(q, 0.0)
-  traj = dict(r_t=jnp.zeros(4), discount_t=jnp.ones(4), bootstrap_t=jnp.zeros(4),
-              option_end_t=jnp.zeros(4, bool))
+  traj = dict(
+    r_t=jnp.zeros(4),
+    discount_t=jnp.ones(4),
+    bootstrap_t=jnp.zeros(4),
+    option_end_t=jnp.zeros(4, bool),
+  )
   for bad_n in (0, 2.0, True):
     with pytest.raises(ValueError, match="n: expected a Python int >= 1"):
       options.option_aware_n_step_returns(**traj, n=bad_n)
   with pytest.raises(ValueError, match="beta_t, v_t: expected both"):
     options.option_aware_n_step_returns(**traj, n=2, beta_t=jnp.zeros(4))
   with pytest.raises(ValueError, match="state_for_termination: expected one of"):
-    options.trajectory_termination_loss(jnp.zeros((3, 2)), jnp.zeros((3, 2)),
-                                        jnp.zeros(2, jnp.int32), jnp.zeros(2, bool),
-                                        jnp.zeros(2, bool), 0.0, state_for_termination="now")
+    options.trajectory_termination_loss(
+      jnp.zeros((3, 2)),
+      jnp.zeros((3, 2)),
+      jnp.zeros(2, jnp.int32),
+      jnp.zeros(2, bool),
+      jnp.zeros(2, bool),
+      0.0,
+      state_for_termination="now",
+    )
 
 
 def test_bad_shapes_and_dtypes_raise_assertion_error():
@@ -515,17 +609,31 @@ def test_bad_shapes_and_dtypes_raise_assertion_error():
   with pytest.raises(AssertionError):  # selector shape mismatch
     options.intra_option_q_target(REWARD, GAMMA, _f32(Q_NEXT_TARGET), BETA_NEXT, 0, jnp.zeros(4))
   with pytest.raises(AssertionError):  # rewards must be float
-    options.option_aware_n_step_returns(jnp.zeros(4, jnp.int32), jnp.ones(4), jnp.zeros(4),
-                                        jnp.zeros(4, bool), 2)
+    options.option_aware_n_step_returns(
+      jnp.zeros(4, jnp.int32), jnp.ones(4), jnp.zeros(4), jnp.zeros(4, bool), 2
+    )
   with pytest.raises(AssertionError):  # mismatched lengths
-    options.option_aware_n_step_returns(jnp.zeros(4), jnp.ones(5), jnp.zeros(4),
-                                        jnp.zeros(4, bool), 2)
+    options.option_aware_n_step_returns(
+      jnp.zeros(4), jnp.ones(5), jnp.zeros(4), jnp.zeros(4, bool), 2
+    )
   with pytest.raises(AssertionError, match="expected 3 states for 2 transitions"):
-    options.trajectory_termination_loss(jnp.zeros((2, 2)), jnp.zeros((2, 2)),
-                                        jnp.zeros(2, jnp.int32), jnp.zeros(2, bool),
-                                        jnp.zeros(2, bool), 0.0)
+    options.trajectory_termination_loss(
+      jnp.zeros((2, 2)),
+      jnp.zeros((2, 2)),
+      jnp.zeros(2, jnp.int32),
+      jnp.zeros(2, bool),
+      jnp.zeros(2, bool),
+      0.0,
+    )
   with pytest.raises(AssertionError):  # the action must be an int
     options.intra_option_pg_loss(jnp.zeros(3), 1.0, _f32(1.0), _f32(0.0))
   with pytest.raises(AssertionError):  # q_t of the n-step target must be [T, O]
-    options.intra_option_n_step_targets(jnp.zeros(4), jnp.ones(4), jnp.zeros(4), jnp.zeros(4),
-                                        jnp.zeros(4, jnp.int32), jnp.zeros(4, bool), 2)
+    options.intra_option_n_step_targets(
+      jnp.zeros(4),
+      jnp.ones(4),
+      jnp.zeros(4),
+      jnp.zeros(4),
+      jnp.zeros(4, jnp.int32),
+      jnp.zeros(4, bool),
+      2,
+    )

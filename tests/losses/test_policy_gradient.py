@@ -50,16 +50,17 @@ def test_gae_truncation_bootstraps_from_final_observation_and_cuts_recursion():
   np.testing.assert_allclose(adv, expected, rtol=1e-6)
   np.testing.assert_allclose(adv[1], 1.0 + 0.9 * 10.0 - 0.5, rtol=1e-6)
   # Termination: zero discount, no bootstrap at all.
-  terminated = pg.generalized_advantage_estimation(r, np.array([0.9, 0.0, 0.9], np.float32),
-                                                   v_tm1, v_t, 0.95, done)
+  terminated = pg.generalized_advantage_estimation(
+    r, np.array([0.9, 0.0, 0.9], np.float32), v_tm1, v_t, 0.95, done
+  )
   np.testing.assert_allclose(terminated[1], 1.0 - 0.5, rtol=1e-6)
 
 
 def test_gae_hand_computed_two_steps():
   # delta0 = 1 + 0.5*2 - 1 = 1; delta1 = 0 + 0.5*3 - 2 = -0.5; A1 = -0.5; A0 = 1 + 0.5*0.5*(-0.5)
   adv = pg.generalized_advantage_estimation(
-      jnp.array([1.0, 0.0]), jnp.array([0.5, 0.5]), jnp.array([1.0, 2.0]), jnp.array([2.0, 3.0]),
-      0.5)
+    jnp.array([1.0, 0.0]), jnp.array([0.5, 0.5]), jnp.array([1.0, 2.0]), jnp.array([2.0, 3.0]), 0.5
+  )
   np.testing.assert_allclose(adv, [0.875, -0.5], rtol=1e-6)
 
 
@@ -71,27 +72,31 @@ def test_gae_lambda_zero_is_td_error_and_one_is_monte_carlo():
   td = pg.generalized_advantage_estimation(r, discount, v_tm1, v_t, 0.0)
   np.testing.assert_allclose(td, r + 0.9 * v_t - v_tm1, rtol=1e-5, atol=1e-6)
   mc = pg.generalized_advantage_estimation(r, discount, v_tm1, v_t, 1.0)
-  returns = np.array([sum(0.9 ** k * r[t + k] for k in range(5 - t)) for t in range(5)])
+  returns = np.array([sum(0.9**k * r[t + k] for k in range(5 - t)) for t in range(5)])
   np.testing.assert_allclose(mc + v_tm1, returns, rtol=1e-5, atol=1e-5)
 
 
 def test_gae_gradient_stopped_by_default():
   def f(v, stop):
-    return pg.generalized_advantage_estimation(jnp.ones(3), jnp.full(3, 0.9), v, v, 0.9,
-                                               stop_target_gradients=stop).sum()
+    return pg.generalized_advantage_estimation(
+      jnp.ones(3), jnp.full(3, 0.9), v, v, 0.9, stop_target_gradients=stop
+    ).sum()
+
   assert float(jnp.abs(jax.grad(f)(jnp.ones(3), True)).sum()) == 0.0
   assert float(jnp.abs(jax.grad(f)(jnp.ones(3), False)).sum()) > 0.0
 
 
 def test_gae_bad_inputs():
   with pytest.raises(AssertionError):
-    pg.generalized_advantage_estimation(jnp.ones((3, 2)), jnp.ones(3), jnp.ones(3), jnp.ones(3),
-                                        0.9)
+    pg.generalized_advantage_estimation(
+      jnp.ones((3, 2)), jnp.ones(3), jnp.ones(3), jnp.ones(3), 0.9
+    )
   with pytest.raises(AssertionError):
     pg.generalized_advantage_estimation(jnp.ones(3), jnp.ones(4), jnp.ones(3), jnp.ones(3), 0.9)
   with pytest.raises(AssertionError):
-    pg.generalized_advantage_estimation(jnp.ones(3, jnp.int32), jnp.ones(3), jnp.ones(3),
-                                        jnp.ones(3), 0.9)
+    pg.generalized_advantage_estimation(
+      jnp.ones(3, jnp.int32), jnp.ones(3), jnp.ones(3), jnp.ones(3), 0.9
+    )
 
 
 # ------------------------------------------------------------------------------------ surrogate
@@ -102,14 +107,19 @@ RATIOS = np.array([0.5, 0.9, 1.0, 1.25, 1.5, 5.0], np.float32)
 @VARIANTS
 def test_clipped_surrogate_vector_with_dual_clip(transform):
   """Hand-computed: eps_low 0.2, eps_high 0.28, c = 3."""
-  fn = transform(lambda lp, olp, a: pg.clipped_surrogate_loss(
-      lp, olp, a, epsilon=0.2, epsilon_high=0.28, dual_clip=3.0)[0])
+  fn = transform(
+    lambda lp, olp, a: pg.clipped_surrogate_loss(
+      lp, olp, a, epsilon=0.2, epsilon_high=0.28, dual_clip=3.0
+    )[0]
+  )
   logp = jnp.log(RATIOS)
   zeros = jnp.zeros_like(logp)
-  np.testing.assert_allclose(fn(logp, zeros, jnp.ones_like(logp)),
-                             [-0.5, -0.9, -1.0, -1.25, -1.28, -1.28], rtol=1e-5)
-  np.testing.assert_allclose(fn(logp, zeros, -jnp.ones_like(logp)),
-                             [0.8, 0.9, 1.0, 1.25, 1.5, 3.0], rtol=1e-5)
+  np.testing.assert_allclose(
+    fn(logp, zeros, jnp.ones_like(logp)), [-0.5, -0.9, -1.0, -1.25, -1.28, -1.28], rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    fn(logp, zeros, -jnp.ones_like(logp)), [0.8, 0.9, 1.0, 1.25, 1.5, 3.0], rtol=1e-5
+  )
 
 
 def test_clipped_surrogate_symmetric_and_extras():
@@ -147,6 +157,7 @@ def test_on_policy_surrogate_gradient_is_reinforce():
 def test_surrogate_no_gradient_into_old_logp_or_advantages():
   def f(old_logp, adv):
     return pg.clipped_surrogate_loss(jnp.array([0.1, -0.3]), old_logp, adv)[0].sum()
+
   g_old, g_adv = jax.grad(f, argnums=(0, 1))(jnp.array([0.0, 0.0]), jnp.array([1.0, -1.0]))
   assert float(jnp.abs(g_old).sum()) == 0.0 and float(jnp.abs(g_adv).sum()) == 0.0
 
@@ -166,8 +177,7 @@ def test_sequence_log_ratio_vector():
   logp = jnp.array([[-1.0, -2.0, -0.5, 0.0]])
   old = jnp.array([[-1.1, -1.8, -0.5, 9.0]])
   mask = jnp.array([[1, 1, 1, 0]])
-  np.testing.assert_allclose(jnp.exp(pg.sequence_log_ratio(logp, old, mask)), [0.967216],
-                             rtol=1e-5)
+  np.testing.assert_allclose(jnp.exp(pg.sequence_log_ratio(logp, old, mask)), [0.967216], rtol=1e-5)
 
 
 # ---------------------------------------------------------------------------------- value, KL
@@ -177,8 +187,9 @@ def test_value_loss_plain_and_clipped():
   v, target, old = jnp.array([1.0, 3.0]), jnp.array([2.0, 0.0]), jnp.array([0.0, 2.0])
   np.testing.assert_allclose(pg.value_loss(v, target), [0.5, 4.5])
   # clipped value: old + clip(v - old, ±0.2) = [0.2, 2.2]; errors [1.8^2, 2.2^2] vs [1, 9]
-  np.testing.assert_allclose(pg.value_loss(v, target, old, clip_epsilon=0.2),
-                             [0.5 * 1.8 ** 2, 4.5], rtol=1e-6)
+  np.testing.assert_allclose(
+    pg.value_loss(v, target, old, clip_epsilon=0.2), [0.5 * 1.8**2, 4.5], rtol=1e-6
+  )
   with pytest.raises(ValueError, match="old_value"):
     pg.value_loss(v, target, clip_epsilon=0.2)
 
@@ -186,8 +197,12 @@ def test_value_loss_plain_and_clipped():
 @VARIANTS
 def test_kl_vector(transform):
   logp, ref = jnp.log(jnp.array([0.5])), jnp.log(jnp.array([0.25]))
-  for estimator, expected in [("k1", 0.693147), ("k2", 0.240227), ("k3", 0.193147),
-                              ("abs", 0.693147)]:
+  for estimator, expected in [
+    ("k1", 0.693147),
+    ("k2", 0.240227),
+    ("k3", 0.193147),
+    ("abs", 0.693147),
+  ]:
     value = transform(lambda a, b: pg.kl_divergence(a, b, estimator))(logp, ref)  # noqa: B023
     np.testing.assert_allclose(value, [expected], rtol=1e-5)
 
@@ -198,8 +213,9 @@ def test_kl_properties_and_straight_through():
   assert (pg.kl_divergence(logp, ref, "k3") >= 0).all()
   for estimator in ("k1", "k2", "k3"):
     np.testing.assert_allclose(pg.kl_divergence(logp, logp, estimator), 0.0, atol=1e-7)
-  np.testing.assert_allclose(pg.kl_divergence(logp, ref, "k3+"), pg.kl_divergence(logp, ref, "k3"),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    pg.kl_divergence(logp, ref, "k3+"), pg.kl_divergence(logp, ref, "k3"), rtol=1e-6
+  )
   grad = lambda est: jax.grad(lambda l: pg.kl_divergence(l, ref, est).sum())(logp)
   np.testing.assert_allclose(grad("k3+"), grad("k2"), rtol=1e-6)
   np.testing.assert_allclose(grad("k1+"), grad("k2"), rtol=1e-6)
@@ -209,8 +225,9 @@ def test_kl_properties_and_straight_through():
 
 
 def test_categorical_entropy():
-  np.testing.assert_allclose(pg.categorical_entropy(jnp.zeros((2, 4))), [np.log(4.0)] * 2,
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    pg.categorical_entropy(jnp.zeros((2, 4))), [np.log(4.0)] * 2, rtol=1e-6
+  )
 
 
 # -------------------------------------------------------------------------------- aggregation
@@ -221,8 +238,13 @@ def test_aggregation_vector(transform):
   """Hand-computed: one row of 3 valid tokens, one of 1."""
   loss = jnp.array([[1.0, 2.0, 3.0, 7.0], [4.0, 9.0, 9.0, 9.0]])
   mask = jnp.array([[1, 1, 1, 0], [1, 0, 0, 0]])
-  expected = {"token_mean": 2.5, "seq_mean_token_sum": 5.0, "seq_mean_token_mean": 3.0,
-              "seq_mean_constant_norm": 1.25, "total_constant_norm": 2.5}
+  expected = {
+    "token_mean": 2.5,
+    "seq_mean_token_sum": 5.0,
+    "seq_mean_token_mean": 3.0,
+    "seq_mean_constant_norm": 1.25,
+    "total_constant_norm": 2.5,
+  }
   for mode, value in expected.items():
     out, parts = transform(lambda l, m: pg.aggregate(l, m, mode, constant=4.0))(loss, mask)  # noqa
     np.testing.assert_allclose(out, value, rtol=1e-6, err_msg=mode)
@@ -244,8 +266,9 @@ def test_aggregation_excludes_fully_masked_rows_and_honours_normalizer():
 
 
 def test_masked_mean():
-  np.testing.assert_allclose(pg.masked_mean(jnp.array([1.0, 3.0, 5.0]),
-                                            jnp.array([True, False, True])), 3.0)
+  np.testing.assert_allclose(
+    pg.masked_mean(jnp.array([1.0, 3.0, 5.0]), jnp.array([True, False, True])), 3.0
+  )
   assert float(pg.masked_mean(jnp.ones(2), jnp.zeros(2, bool))) == 0.0
 
 
@@ -254,10 +277,15 @@ def test_masked_mean():
 
 
 def _ppo_inputs():
-  return dict(logp=jnp.log(jnp.array([0.5, 0.45])), old_logp=jnp.log(jnp.array([0.4, 0.5])),
-              advantages=jnp.array([1.0, -1.0]), value=jnp.array([1.0, 0.0]),
-              old_value=jnp.array([0.5, 0.5]), target=jnp.array([2.0, 0.0]),
-              entropy=jnp.array([1.0, 0.5]))
+  return dict(
+    logp=jnp.log(jnp.array([0.5, 0.45])),
+    old_logp=jnp.log(jnp.array([0.4, 0.5])),
+    advantages=jnp.array([1.0, -1.0]),
+    value=jnp.array([1.0, 0.0]),
+    old_value=jnp.array([0.5, 0.5]),
+    target=jnp.array([2.0, 0.0]),
+    entropy=jnp.array([1.0, 0.5]),
+  )
 
 
 @pytest.mark.parametrize("jit", [False, True])

@@ -30,13 +30,16 @@ def f32(x):
 
 
 @JIT_OR_NOT
-@pytest.mark.parametrize("c, mask, forced, expected", [
+@pytest.mark.parametrize(
+  "c, mask, forced, expected",
+  [
     (0.0, 1.0, True, 0.2),
     (0.0, 0.0, True, 0.0),
     (1.0, 0.0, True, 1.0),
     (1.0, 1.0, False, 1.2),
     (1.0, 1.0, True, 1.0),
-])
+  ],
+)
 def test_qrisk_target_hand_computed_vector(transform, c, mask, forced, expected):
   # γ_risk = 0.5, target heads 0.2 and 0.4; the max head is used.
   fn = transform(functools.partial(safety.qrisk_td_target, terminal_on_violation=forced))
@@ -74,8 +77,9 @@ def test_qrisk_loss_value_and_gradients():
   for g in grads[2:]:  # the target carries no gradient
     assert float(g) == 0.0
 
-  grads = jax.grad(lambda *a: safety.qrisk_loss(*a, stop_target_gradients=False)[0],
-                   argnums=(4, 5))(*args)
+  grads = jax.grad(
+    lambda *a: safety.qrisk_loss(*a, stop_target_gradients=False)[0], argnums=(4, 5)
+  )(*args)
   dloss_dy = 2 * (y - 0.3) + 2 * (y - 0.6)
   np.testing.assert_allclose(grads[0], 0.0)  # q1' is not the max head
   np.testing.assert_allclose(grads[1], dloss_dy * 0.5, rtol=1e-5)
@@ -123,6 +127,7 @@ def test_chain1d_td_fixed_point_equals_closed_form(gamma):
   def iterate(q):
     def sweep(q, _):
       return jax.vmap(safety.qrisk_td_target)(c, discount, q[nxt], q[nxt]), None
+
     return jax.lax.scan(sweep, q, None, length=n_states + 1)[0]
 
   q = iterate(jnp.zeros(n_states))
@@ -149,6 +154,7 @@ def test_chain1d_stochastic_expected_target_fixed_point_equals_linear_solve():
       # Average the per-transition targets with the exact transition probabilities.
       targets = jax.vmap(safety.qrisk_td_target)(c, discount, q[nxt], q[nxt])
       return jax.ops.segment_sum(weights * targets, rows_j, num_segments=n_states), None
+
     return jax.lax.scan(sweep, q, None, length=300)[0]
 
   np.testing.assert_allclose(iterate(jnp.zeros(n_states)), exact, rtol=1e-4, atol=1e-6)
@@ -172,6 +178,7 @@ def test_chain1d_tabular_critic_trained_with_qrisk_loss_converges():
   def train(params):
     def step(params, _):
       return params - 20.0 * jax.grad(loss_fn)(params), None
+
     return jax.lax.scan(step, params, None, length=2000)[0]
 
   params = train(jnp.stack([jnp.full(n_states, -2.0), jnp.full(n_states, 1.0)]))
@@ -184,8 +191,7 @@ def test_qrisk_bad_inputs():
   with pytest.raises(AssertionError, match="rank"):
     safety.qrisk_td_target(jnp.zeros(3), f32(0.5), f32(0.2), f32(0.4))
   with pytest.raises(AssertionError):
-    safety.qrisk_loss(f32(0.1), f32(0.1), jnp.asarray(0, jnp.int32), f32(0.5), f32(0.2),
-                      f32(0.4))
+    safety.qrisk_loss(f32(0.1), f32(0.1), jnp.asarray(0, jnp.int32), f32(0.5), f32(0.2), f32(0.4))
   with pytest.raises(AssertionError):
     safety.risk_value(jnp.zeros(3), jnp.zeros(4))
   with pytest.raises(ValueError, match="terminal_on_violation"):
@@ -209,11 +215,14 @@ def test_reflex_select_is_strict_and_vmaps():
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fail, disc, logit, expected", [
+@pytest.mark.parametrize(
+  "fail, disc, logit, expected",
+  [
     (0.0, 1.0, 0.0, 0.35),
     (1.0, 1.0, 0.0, 1.0),
     (0.0, 0.0, 2.0, 0.0),
-])
+  ],
+)
 def test_sqrl_target_hand_computed_vector(fail, disc, logit, expected):
   # γ_safe = 0.7, so discount_t = 0.7 * discount'.
   target = safety.sqrl_target(f32(fail), f32(0.7 * disc), f32(logit))
@@ -237,8 +246,9 @@ def test_sqrl_loss_hand_computed_and_gradient():
   loss, extras = safety.sqrl_loss(f32(x), f32(0.0), f32(disc), f32(logit_next))
   np.testing.assert_allclose(extras.target, y, rtol=1e-6)
   np.testing.assert_allclose(loss, expected, rtol=1e-5)
-  grads = jax.grad(lambda a, b: safety.sqrl_loss(a, f32(0.0), f32(disc), b)[0],
-                   argnums=(0, 1))(f32(x), f32(logit_next))
+  grads = jax.grad(lambda a, b: safety.sqrl_loss(a, f32(0.0), f32(disc), b)[0], argnums=(0, 1))(
+    f32(x), f32(logit_next)
+  )
   np.testing.assert_allclose(grads[0], 0.5 * (p - y), rtol=1e-5)
   assert float(grads[1]) == 0.0
 
@@ -251,8 +261,9 @@ def test_sqrl_actor_penalty_paper_gradient_and_parity_flag():
   grad_paper = jax.grad(safety.sqrl_actor_penalty, argnums=(0, 1))(log_lam, logit)
   np.testing.assert_allclose(grad_paper[1], 2.0 * p * (1 - p), rtol=1e-5)
   assert float(grad_paper[0]) == 0.0  # the multiplier is trained by its own loss
-  grad_parity = jax.grad(functools.partial(safety.sqrl_actor_penalty,
-                                           stop_penalty_gradient=True), argnums=1)(log_lam, logit)
+  grad_parity = jax.grad(
+    functools.partial(safety.sqrl_actor_penalty, stop_penalty_gradient=True), argnums=1
+  )(log_lam, logit)
   assert float(grad_parity) == 0.0
 
 
@@ -286,7 +297,8 @@ def test_csc_conservative_term_hand_computed_vector():
   # The Bellman term is zeroed by making each target equal to the data value.
   q_data = f32([0.2, 0.4])
   loss, extras = jax.vmap(functools.partial(safety.csc_loss, alpha=5.0))(
-      q_data, q_data, jnp.zeros(2), jnp.zeros(2), f32([[0.5], [0.7]]))
+    q_data, q_data, jnp.zeros(2), jnp.zeros(2), f32([[0.5], [0.7]])
+  )
   np.testing.assert_allclose(jnp.mean(loss), -1.5, rtol=1e-6)
   np.testing.assert_allclose(extras.td_error, 0.0)
 
@@ -300,7 +312,8 @@ def test_csc_gradients_and_bellman_coefficient():
     loss, _ = fn(f32(q), f32(c), f32(disc), f32(q_next), q_pi)
     np.testing.assert_allclose(loss, 2.0 * (q - 0.35) + coeff * (y - q) ** 2, rtol=1e-5)
     grads = jax.grad(lambda *a: fn(*a)[0], argnums=(0, 3, 4))(
-        f32(q), f32(c), f32(disc), f32(q_next), q_pi)
+      f32(q), f32(c), f32(disc), f32(q_next), q_pi
+    )
     np.testing.assert_allclose(grads[0], 2.0 - 2 * coeff * (y - q), rtol=1e-5)
     assert float(grads[1]) == 0.0  # no gradient into the target
     np.testing.assert_allclose(grads[2], np.full(4, -2.0 / 4), rtol=1e-6)
@@ -314,7 +327,8 @@ def test_csc_one_step_raises_policy_values_and_lowers_data_values():
   def conservative_only(params):
     data, pi = params
     loss, _ = jax.vmap(functools.partial(safety.csc_loss, alpha=1.0))(
-        data, jax.lax.stop_gradient(data), jnp.zeros(3), jnp.zeros(3), pi)
+      data, jax.lax.stop_gradient(data), jnp.zeros(3), jnp.zeros(3), pi
+    )
     return jnp.mean(loss)
 
   grads = jax.grad(conservative_only)((q_data, q_pi))
@@ -339,8 +353,9 @@ def test_csc_bad_inputs():
 
 
 @JIT_OR_NOT
-@pytest.mark.parametrize("lam, jc, expected", [(0.5, 30.0, 0.55), (0.5, 10.0, 0.35),
-                                               (0.1, 0.0, 0.0)])
+@pytest.mark.parametrize(
+  "lam, jc, expected", [(0.5, 30.0, 0.55), (0.5, 10.0, 0.35), (0.1, 0.0, 0.0)]
+)
 def test_lagrange_update_hand_computed_vector(transform, lam, jc, expected):
   fn = transform(functools.partial(safety.lagrange_update, cost_limit=25.0, learning_rate=0.01))
   new = fn(safety.LagrangeState(lam=f32(lam)), f32(jc))
@@ -351,18 +366,29 @@ def test_lagrange_update_properties():
   keys = jax.random.split(jax.random.PRNGKey(1), 2)
   lam = jax.random.uniform(keys[0], (256,), maxval=2.0)
   jc = jax.random.uniform(keys[1], (256,), maxval=50.0)
-  update = jax.vmap(lambda l, j: safety.lagrange_update(
-      safety.LagrangeState(lam=l), j, cost_limit=25.0, learning_rate=0.05).lam)
+  update = jax.vmap(
+    lambda l, j: (
+      safety.lagrange_update(
+        safety.LagrangeState(lam=l), j, cost_limit=25.0, learning_rate=0.05
+      ).lam
+    )
+  )
   new = update(lam, jc)
   assert bool(jnp.all(new >= 0))
   np.testing.assert_array_equal(new > lam, jc > 25.0)
-  capped = safety.lagrange_update(safety.lagrange_init(0.9), f32(100.0), cost_limit=25.0,
-                                  learning_rate=1.0, upper_bound=1.0)
+  capped = safety.lagrange_update(
+    safety.lagrange_init(0.9), f32(100.0), cost_limit=25.0, learning_rate=1.0, upper_bound=1.0
+  )
   np.testing.assert_allclose(capped.lam, 1.0)
   np.testing.assert_allclose(safety.lagrange_init().lam, 0.001)
   # A traced cost limit (e.g. a schedule) is accepted.
-  traced = jax.jit(lambda d: safety.lagrange_update(
-      safety.lagrange_init(0.5), f32(30.0), cost_limit=d, learning_rate=0.01).lam)(f32(25.0))
+  traced = jax.jit(
+    lambda d: (
+      safety.lagrange_update(
+        safety.lagrange_init(0.5), f32(30.0), cost_limit=d, learning_rate=0.01
+      ).lam
+    )
+  )(f32(25.0))
   np.testing.assert_allclose(traced, 0.55, rtol=1e-6)
 
 
@@ -374,11 +400,11 @@ def test_lagrange_multiplier_loss_gradient_raises_lambda_iff_cost_above_limit():
 
 
 PID_SEQUENCE = {  # OmniSafe CPPOPID defaults; costs [50, 40, 30, 20, 10], d = 25.
-    "integral": [0.251, 0.401, 0.451, 0.401, 0.251],
-    "p_ema": [1.25, 1.9375, 2.090625, 1.736094, 0.899289],
-    "d_ema": [2.5, 4.375, 5.65625, 6.373438, 6.554766],
-    "lam_delay10": [0.401, 0.6385, 0.716625, 0.638344, 0.406477],
-    "lam_delay2": [0.401, 0.6385, 0.691625, 0.594594, 0.349914],
+  "integral": [0.251, 0.401, 0.451, 0.401, 0.251],
+  "p_ema": [1.25, 1.9375, 2.090625, 1.736094, 0.899289],
+  "d_ema": [2.5, 4.375, 5.65625, 6.373438, 6.554766],
+  "lam_delay10": [0.401, 0.6385, 0.716625, 0.638344, 0.406477],
+  "lam_delay2": [0.401, 0.6385, 0.691625, 0.594594, 0.349914],
 }
 
 
@@ -391,8 +417,9 @@ def test_pid_lagrange_hand_computed_sequence(transform, delay):
     state = update(state, jc)
     return state, state
 
-  _, states = jax.lax.scan(run, safety.pid_lagrange_init(delay=delay),
-                           f32([50.0, 40.0, 30.0, 20.0, 10.0]))
+  _, states = jax.lax.scan(
+    run, safety.pid_lagrange_init(delay=delay), f32([50.0, 40.0, 30.0, 20.0, 10.0])
+  )
   np.testing.assert_allclose(states.integral, PID_SEQUENCE["integral"], rtol=1e-5)
   np.testing.assert_allclose(states.p_ema, PID_SEQUENCE["p_ema"], rtol=1e-5)
   np.testing.assert_allclose(states.d_ema, PID_SEQUENCE["d_ema"], rtol=1e-5)
@@ -403,22 +430,37 @@ def test_pid_lagrange_integral_clamp_diff_norm_and_penalty_max():
   costs = jax.random.uniform(jax.random.PRNGKey(2), (200,), maxval=60.0)
 
   def run(mode, penalty_max=100.0, ki=0.01):
-    update = functools.partial(safety.pid_lagrange_update, cost_limit=25.0, ki=ki,
-                               normalisation=mode, penalty_max=penalty_max)
+    update = functools.partial(
+      safety.pid_lagrange_update,
+      cost_limit=25.0,
+      ki=ki,
+      normalisation=mode,
+      penalty_max=penalty_max,
+    )
     return jax.lax.scan(lambda s, j: (update(s, j),) * 2, safety.pid_lagrange_init(), costs)[1]
 
   states = run("sum")
   assert bool(jnp.all(states.integral >= 0)) and bool(jnp.all(states.lam >= 0))
-  low = jax.lax.scan(lambda s, j: (safety.pid_lagrange_update(s, j, cost_limit=25.0),) * 2,
-                     safety.pid_lagrange_init(), jnp.zeros(50))[1]
+  low = jax.lax.scan(
+    lambda s, j: (safety.pid_lagrange_update(s, j, cost_limit=25.0),) * 2,
+    safety.pid_lagrange_init(),
+    jnp.zeros(50),
+  )[1]
   np.testing.assert_array_equal(low.integral, 0.0)  # anti-windup: never below zero
   diff = run("diff", ki=0.1)
   assert bool(jnp.all((diff.lam >= 0) & (diff.lam <= 1) & (diff.integral <= 1)))
   # penalty_max caps lam only without normalisation (OmniSafe parity).
   big = jnp.full(20, 1e4)
-  scan = lambda mode: jax.lax.scan(lambda s, j: (safety.pid_lagrange_update(
-      s, j, cost_limit=25.0, normalisation=mode, penalty_max=5.0),) * 2,
-      safety.pid_lagrange_init(), big)[1].lam
+  scan = lambda mode: (
+    jax.lax.scan(
+      lambda s, j: (
+        (safety.pid_lagrange_update(s, j, cost_limit=25.0, normalisation=mode, penalty_max=5.0),)
+        * 2
+      ),
+      safety.pid_lagrange_init(),
+      big,
+    )[1].lam
+  )
   assert float(scan("sum")[-1]) > 5.0
   np.testing.assert_allclose(scan("none")[-1], 5.0)
 
@@ -436,18 +478,18 @@ def test_pid_lagrange_bad_inputs():
   with pytest.raises(ValueError, match="learning_rate"):
     safety.lagrange_update(safety.lagrange_init(), f32(1.0), cost_limit=25.0, learning_rate=0.0)
   with pytest.raises(AssertionError):
-    safety.lagrange_update(safety.lagrange_init(), jnp.zeros(3), cost_limit=25.0,
-                           learning_rate=0.1)
+    safety.lagrange_update(safety.lagrange_init(), jnp.zeros(3), cost_limit=25.0, learning_rate=0.1)
 
 
-@pytest.mark.parametrize("adv_r, adv_c, lam, expected", [(1.0, 2.0, 0.5, 0.0),
-                                                         (2.0, 1.0, 1.0, 0.5),
-                                                         (1.0, 7.0, 0.0, 1.0)])
+@pytest.mark.parametrize(
+  "adv_r, adv_c, lam, expected", [(1.0, 2.0, 0.5, 0.0), (2.0, 1.0, 1.0, 0.5), (1.0, 7.0, 0.0, 1.0)]
+)
 def test_ppo_lag_advantage_hand_computed_vector(adv_r, adv_c, lam, expected):
   out = safety.ppo_lag_advantage(f32([adv_r]), f32([adv_c]), f32(lam))
   np.testing.assert_allclose(out, [expected], atol=1e-7)
   grad = jax.grad(lambda l: jnp.sum(safety.ppo_lag_advantage(f32([adv_r]), f32([adv_c]), l)))(
-      f32(lam))
+    f32(lam)
+  )
   assert float(grad) == 0.0
 
 
@@ -455,24 +497,30 @@ def test_lagrangian_combine_and_sac_lag_hand_computed_vectors():
   one, two = f32([1.0]), f32([2.0])
   np.testing.assert_allclose(safety.lagrangian_combine(one, two, f32(1.0)), [1.5])
   np.testing.assert_allclose(
-      safety.lagrangian_combine(one, two, f32(0.25), normalisation="diff"), [1.25])
+    safety.lagrangian_combine(one, two, f32(0.25), normalisation="diff"), [1.25]
+  )
   np.testing.assert_allclose(
-      safety.lagrangian_combine(one, two, f32(0.25), normalisation="none"), [1.5])
+    safety.lagrangian_combine(one, two, f32(0.25), normalisation="none"), [1.5]
+  )
   with pytest.raises(ValueError, match="normalisation"):
     safety.lagrangian_combine(one, two, f32(0.25), normalisation="product")
   loss = safety.sac_lag_actor_loss(f32(0.2), f32(-1.0), f32(2.0), f32(0.5), f32(1.0))
   np.testing.assert_allclose(loss, -0.85, rtol=1e-6)
   grads = jax.grad(safety.sac_lag_actor_loss, argnums=(0, 1, 2, 3, 4))(
-      f32(0.2), f32(-1.0), f32(2.0), f32(0.5), f32(1.0))
+    f32(0.2), f32(-1.0), f32(2.0), f32(0.5), f32(1.0)
+  )
   np.testing.assert_allclose(grads[1:4], [0.1, -0.5, 0.5], rtol=1e-6)
   assert float(grads[0]) == 0.0 and float(grads[4]) == 0.0
 
 
-@pytest.mark.parametrize("lam, coeff, g, factor, psi, new_lam, new_coeff", [
+@pytest.mark.parametrize(
+  "lam, coeff, g, factor, psi, new_lam, new_coeff",
+  [
     (1.0, 1.0, 0.5, 0.0, 0.625, 1.5, 1.0),
     (0.2, 1.0, -0.5, 0.0, -0.02, 0.0, 1.0),
     (0.5, 0.1, 0.5, 1.0, 0.2625, 0.55, 0.2),
-])
+  ],
+)
 def test_augmented_lagrangian_hand_computed_vector(lam, coeff, g, factor, psi, new_lam, new_coeff):
   state = safety.AugmentedLagrangeState(lam=f32(lam), penalty_coeff=f32(coeff))
   out, new = safety.augmented_lagrangian_penalty(state, f32(g), growth_factor=factor)
@@ -485,15 +533,17 @@ def test_augmented_lagrangian_hand_computed_vector(lam, coeff, g, factor, psi, n
 def test_augmented_lagrangian_nan_gives_nan_penalty_and_multiplier(poisoned):
   # Without the NaN check, `cond > 0` reads NaN as False: psi = -lam^2 / (2 c), finite.
   values = dict(g=-0.5, lam=0.2, penalty_coeff=1.0) | {poisoned: np.nan}
-  state = safety.AugmentedLagrangeState(lam=f32(values["lam"]),
-                                        penalty_coeff=f32(values["penalty_coeff"]))
+  state = safety.AugmentedLagrangeState(
+    lam=f32(values["lam"]), penalty_coeff=f32(values["penalty_coeff"])
+  )
   psi, new = safety.augmented_lagrangian_penalty(state, f32(values["g"]), growth_factor=0.0)
   assert np.isnan(float(psi)) and np.isnan(float(new.lam))
   # The gradient of a finite penalty is unchanged on either branch: d psi / d g = lam + c g, 0.
   for g, grad in ((0.5, 0.2 + 0.5), (-0.5, 0.0)):
     state = safety.AugmentedLagrangeState(lam=f32(0.2), penalty_coeff=f32(1.0))
     got = jax.grad(lambda x: safety.augmented_lagrangian_penalty(state, x, growth_factor=0.0)[0])(
-        f32(g))
+      f32(g)
+    )
     np.testing.assert_allclose(got, grad, rtol=1e-6)
 
 
@@ -508,11 +558,14 @@ def test_per_step_cost_budget_hand_computed_vector():
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("u, a, b, expected", [
+@pytest.mark.parametrize(
+  "u, a, b, expected",
+  [
     ([1.0, 0.0], [-1.0, 0.0], 0.5, [0.5, 0.0]),
     ([0.2, 0.3], [-1.0, 0.0], 0.5, [0.2, 0.3]),
     ([1.0, 1.0], [-1.0, -1.0], 0.5, [0.25, 0.25]),
-])
+  ],
+)
 def test_halfspace_hand_computed_vectors(u, a, b, expected):
   x, info = jax.jit(safety.halfspace_project)(f32(u), f32(a), f32(b))
   np.testing.assert_allclose(x, expected, rtol=1e-6)
@@ -530,7 +583,7 @@ def test_circle_cbf_hand_computed_vector():
   np.testing.assert_allclose(u, [-0.96, 0.0], rtol=1e-5)
   assert bool(info.intervened)
   next_x = np.asarray(x, np.float64) + 0.05 * np.asarray(u, np.float64)
-  h_next = np.sum(next_x ** 2) - 0.09
+  h_next = np.sum(next_x**2) - 0.09
   np.testing.assert_allclose(h_next, 0.114304, rtol=1e-5)
   assert h_next >= (1 - 0.3) * 0.16  # the linearised condition is conservative
   with pytest.raises(ValueError, match="dt"):
@@ -541,8 +594,9 @@ _halfspace_jit = jax.jit(safety.halfspace_project)
 
 
 @hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
-@hypothesis.given(st.lists(st.floats(-3, 3, allow_subnormal=False), min_size=5, max_size=5),
-                  st.floats(0.1, 3))
+@hypothesis.given(
+  st.lists(st.floats(-3, 3, allow_subnormal=False), min_size=5, max_size=5), st.floats(0.1, 3)
+)
 def test_halfspace_properties(values, norm):
   u = np.asarray(values[:2])
   direction = np.asarray(values[2:4])
@@ -576,9 +630,13 @@ def _random_polytopes(seed, batch, m, d):
 def _reference_projection(u, A, b):
   """Independent QP solve (SciPy SLSQP, float64) of min |x - u|^2 s.t. A x + b >= 0."""
   result = scipy.optimize.minimize(
-      lambda x: np.sum((x - u) ** 2), x0=np.zeros_like(u), jac=lambda x: 2 * (x - u),
-      constraints=[{"type": "ineq", "fun": lambda x: A @ x + b, "jac": lambda x: A}],
-      method="SLSQP", options={"ftol": 1e-12, "maxiter": 500})
+    lambda x: np.sum((x - u) ** 2),
+    x0=np.zeros_like(u),
+    jac=lambda x: 2 * (x - u),
+    constraints=[{"type": "ineq", "fun": lambda x: A @ x + b, "jac": lambda x: A}],
+    method="SLSQP",
+    options={"ftol": 1e-12, "maxiter": 500},
+  )
   assert result.success
   return result.x
 
@@ -608,8 +666,7 @@ def test_polytope_projection_respects_action_bounds():
   rng = np.random.default_rng(7)
   z = rng.uniform(-0.9, 0.9, size=(128, 2))
   b = -np.einsum("bmd,bd->bm", A, z) + rng.uniform(0.0, 0.3, size=(128, 3))
-  project = jax.jit(jax.vmap(functools.partial(safety.polytope_project, lower=lower,
-                                               upper=upper)))
+  project = jax.jit(jax.vmap(functools.partial(safety.polytope_project, lower=lower, upper=upper)))
   x, info = project(f32(u), f32(A), f32(b))
   assert info.slack.shape == (128, 3 + 4)
   assert float(jnp.min(info.slack)) >= -1e-4
@@ -622,8 +679,9 @@ def test_dykstra_converges_to_exact_projection():
 
   @functools.partial(jax.jit, static_argnums=0)
   def dykstra(sweeps):
-    return jax.vmap(functools.partial(safety.polytope_project, method="dykstra",
-                                      num_sweeps=sweeps))(f32(u), f32(A), f32(b))
+    return jax.vmap(
+      functools.partial(safety.polytope_project, method="dykstra", num_sweeps=sweeps)
+    )(f32(u), f32(A), f32(b))
 
   approx, info = dykstra(300)
   np.testing.assert_allclose(approx, exact, atol=2e-3)
@@ -643,8 +701,9 @@ def test_exact_projection_jacobian():
   np.testing.assert_allclose(jac([1.0, 2.0]), np.zeros((2, 2)), atol=1e-6)  # vertex
   # A slanted face: I - a a^T / |a|^2.
   a = np.array([-1.0, -2.0])
-  jac_face = jax.jit(jax.jacobian(
-      lambda v: safety.polytope_project(v, f32(a[None]), f32([1.0]))[0]))(f32([1.0, 1.0]))
+  jac_face = jax.jit(
+    jax.jacobian(lambda v: safety.polytope_project(v, f32(a[None]), f32([1.0]))[0])
+  )(f32([1.0, 1.0]))
   np.testing.assert_allclose(jac_face, np.eye(2) - np.outer(a, a) / (a @ a), atol=1e-5)
 
 
@@ -654,8 +713,7 @@ def test_polytope_projection_degenerate_and_infeasible_sets_stay_finite():
   b = f32([0.5, 0.5, 1.0])
   x, info = jax.jit(safety.polytope_project)(f32([1.0, 0.3]), A, b)
   np.testing.assert_allclose(x, [0.5, 0.3], atol=1e-6)
-  grad = jax.jit(jax.grad(lambda v: jnp.sum(safety.polytope_project(v, A, b)[0])))(
-      f32([1.0, 0.3]))
+  grad = jax.jit(jax.grad(lambda v: jnp.sum(safety.polytope_project(v, A, b)[0])))(f32([1.0, 0.3]))
   np.testing.assert_allclose(grad, [0.0, 1.0], atol=1e-6)
   # x >= 1 and x <= 0 cannot both hold: the least-violating candidate is returned.
   x, info = jax.jit(safety.polytope_project)(f32([0.5]), f32([[1.0], [-1.0]]), f32([-1.0, 0.0]))
@@ -724,8 +782,9 @@ def test_hierarchical_shield_on_disjoint_coordinates_equals_joint_projection():
   z = rng.normal(size=(batch, 3))
   b = -np.einsum("bmd,bd->bm", A, z) + rng.uniform(0, 1, size=(batch, 4))
   u = rng.normal(scale=2.0, size=(batch, 3))
-  x, info = jax.jit(jax.vmap(functools.partial(safety.hierarchical_shield,
-                                                units=((0,), (1, 2, 3)))))(f32(u), f32(A), f32(b))
+  x, info = jax.jit(
+    jax.vmap(functools.partial(safety.hierarchical_shield, units=((0,), (1, 2, 3))))
+  )(f32(u), f32(A), f32(b))
   joint, _ = jax.jit(jax.vmap(safety.polytope_project))(f32(u), f32(A), f32(b))
   np.testing.assert_allclose(x, joint, atol=1e-5)
   # Unit 0 intervenes exactly when its own row is violated by the proposal.
@@ -733,8 +792,9 @@ def test_hierarchical_shield_on_disjoint_coordinates_equals_joint_projection():
   np.testing.assert_array_equal(np.asarray(info.intervened[:, 0]), own_violation)
 
 
-@pytest.mark.parametrize("units", [((0, 1),), ((0,), (0, 1)), ((0,), ()), ((0,), (1,), (5,)),
-                                   (), ((0.0,), (1,))])
+@pytest.mark.parametrize(
+  "units", [((0, 1),), ((0,), (0, 1)), ((0,), ()), ((0,), (1,), (5,)), (), ((0.0,), (1,))]
+)
 def test_hierarchical_shield_bad_units(units):
   with pytest.raises(ValueError, match="units"):
     safety.hierarchical_shield(f32([0.0, 0.0]), jnp.ones((3, 2)), jnp.zeros(3), units)

@@ -34,8 +34,10 @@ def test_soft_q_target_hand_computed(fn):
 
 def test_soft_q_target_carries_no_gradient_unless_asked():
   def total(q_t, log_prob_t, alpha, stop):
-    return soft_ac.soft_q_target(R_T, DISCOUNT_T, q_t, log_prob_t, alpha,
-                             stop_target_gradients=stop).sum()
+    return soft_ac.soft_q_target(
+      R_T, DISCOUNT_T, q_t, log_prob_t, alpha, stop_target_gradients=stop
+    ).sum()
+
   grads = jax.grad(total, argnums=(0, 1, 2))(Q_T, LOG_PROB_T, ALPHA, True)
   assert all(float(jnp.abs(g).sum()) == 0.0 for g in grads)
   d_q, d_log_prob, d_alpha = jax.grad(total, argnums=(0, 1, 2))(Q_T, LOG_PROB_T, ALPHA, False)
@@ -53,8 +55,9 @@ def test_critic_loss_hand_computed(fn):
   loss, extras = fn(Q_TM1, EXPECTED_TARGET.astype(np.float32))
   # TD errors y − Q: [[1.188, −0.5, −0.876], [0.188, 0.5, −0.376]]; squares summed over the
   # critics: [1.446688, 0.5, 0.908752]; ½·mean = 0.4759067.
-  np.testing.assert_allclose(extras.td_error, [[1.188, -0.5, -0.876], [0.188, 0.5, -0.376]],
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    extras.td_error, [[1.188, -0.5, -0.876], [0.188, 0.5, -0.376]], rtol=1e-5, atol=1e-6
+  )
   np.testing.assert_allclose(loss, 0.4759067, rtol=1e-5)
 
 
@@ -83,24 +86,29 @@ def test_actor_loss_mean_reduction_hand_computed():
 
 
 def test_actor_loss_gradients():
-  d_log_prob, d_q, d_alpha = jax.grad(lambda lp, q, a: soft_ac.actor_loss(lp, q, a)[0],
-                                      argnums=(0, 1, 2))(LOG_PROB, Q_PI, np.float32(0.5))
+  d_log_prob, d_q, d_alpha = jax.grad(
+    lambda lp, q, a: soft_ac.actor_loss(lp, q, a)[0], argnums=(0, 1, 2)
+  )(LOG_PROB, Q_PI, np.float32(0.5))
   np.testing.assert_allclose(d_log_prob, [0.25, 0.25])  # α / B
   np.testing.assert_allclose(d_q, [[-0.5, 0.0], [0.0, -0.5]])  # −1/B at each argmin
   assert float(d_alpha) == 0.0  # α is trained by its own objective only
 
 
-@pytest.mark.parametrize("form, expected_loss, expected_grad", [
+@pytest.mark.parametrize(
+  "form, expected_loss, expected_grad",
+  [
     # entropy gap −log π − H̄ with H̄ = −1: [2, 1, 0.5], mean 7/6.
     ("alpha", 0.5 * 7 / 6, 0.5 * 7 / 6),  # J = α·gap, dJ/dlog α = α·gap
     ("log_alpha", math.log(0.5) * 7 / 6, 7 / 6),  # J = log α·gap, dJ/dlog α = gap
-])
+  ],
+)
 def test_temperature_loss_hand_computed(form, expected_loss, expected_grad):
   log_prob = np.array([-1.0, 0.0, 0.5], np.float32)
   log_alpha = np.float32(math.log(0.5))
 
   def loss(log_alpha, log_prob):
     return soft_ac.temperature_loss(log_alpha, log_prob, -1.0, form)[0]
+
   value = jax.jit(loss)(log_alpha, log_prob)
   d_log_alpha, d_log_prob = jax.grad(loss, argnums=(0, 1))(log_alpha, log_prob)
   np.testing.assert_allclose(value, expected_loss, rtol=1e-6)
@@ -112,7 +120,8 @@ def test_temperature_rises_when_entropy_is_below_target():
   """A gradient step on log α increases α when −log π < H̄ and decreases it when above."""
   for form in soft_ac.ALPHA_LOSS_FORMS:
     grad = lambda log_prob: jax.grad(
-        lambda la: soft_ac.temperature_loss(la, log_prob, -1.0, form)[0])(np.float32(0.0))
+      lambda la: soft_ac.temperature_loss(la, log_prob, -1.0, form)[0]
+    )(np.float32(0.0))
     assert float(grad(np.array([2.0, 3.0], np.float32))) < 0.0  # entropy −2.5 < −1: raise α
     assert float(grad(np.array([-2.0, -3.0], np.float32))) > 0.0
 

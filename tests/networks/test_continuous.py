@@ -8,8 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax.networks.continuous import (QEnsemble, QNetwork, SquashedGaussian,
-                                        TanhGaussianActor, ensemble)
+from hrljax.networks.continuous import (
+  QEnsemble,
+  QNetwork,
+  SquashedGaussian,
+  TanhGaussianActor,
+  ensemble,
+)
 
 
 def squashed_log_density_numpy(action, loc, scale, low, high, step=1e-6):
@@ -18,8 +23,9 @@ def squashed_log_density_numpy(action, loc, scale, low, high, step=1e-6):
   a = low + (tanh(u) + 1)(high − low)/2 per dimension, so p(a) = N(u; loc, scale)·|du/da| with
   u(a) = atanh((2a − low − high)/(high − low)); du/da is taken numerically.
   """
-  action, loc, scale, low, high = (np.asarray(x, np.float64) for x in
-                                   (action, loc, scale, low, high))
+  action, loc, scale, low, high = (
+    np.asarray(x, np.float64) for x in (action, loc, scale, low, high)
+  )
   inverse = lambda a: np.arctanh((2.0 * a - low - high) / (high - low))
   u = inverse(action)
   du_da = (inverse(action + step) - inverse(action - step)) / (2.0 * step)
@@ -36,8 +42,9 @@ def log_prob(loc, scale, low, high, action):
 
 @functools.partial(jax.jit, static_argnums=5)
 def sample_and_log_prob(loc, scale, low, high, key, sample_shape=()):
-  return SquashedGaussian(loc, scale, low, high).sample_and_log_prob(seed=key,
-                                                                     sample_shape=sample_shape)
+  return SquashedGaussian(loc, scale, low, high).sample_and_log_prob(
+    seed=key, sample_shape=sample_shape
+  )
 
 
 @jax.jit
@@ -54,8 +61,9 @@ HIGH = np.array([2.0, 1.0], np.float32)
 def test_log_prob_matches_a_numerical_change_of_variables():
   actions = np.array([[1.2, 0.3], [-0.7, 0.9], [0.05, 0.5]], np.float32)
   expected = squashed_log_density_numpy(actions, LOC, SCALE, LOW, HIGH)
-  np.testing.assert_allclose(log_prob(LOC, SCALE, LOW, HIGH, actions), expected, rtol=1e-4,
-                             atol=1e-4)
+  np.testing.assert_allclose(
+    log_prob(LOC, SCALE, LOW, HIGH, actions), expected, rtol=1e-4, atol=1e-4
+  )
 
 
 def test_sample_and_log_prob_agrees_with_the_density_of_the_returned_sample():
@@ -79,17 +87,24 @@ def test_reduces_to_plain_tanh_correction_on_unit_bounds():
   normal = -0.5 * ((u - LOC) / SCALE) ** 2 - np.log(SCALE) - 0.5 * math.log(2.0 * math.pi)
   expected = np.sum(normal - np.log(1.0 - np.tanh(u) ** 2), axis=-1)
   unit_low, unit_high = -np.ones(2, np.float32), np.ones(2, np.float32)
-  np.testing.assert_allclose(log_prob(LOC, SCALE, unit_low, unit_high,
-                                      np.tanh(u).astype(np.float32)), expected,
-                             rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+    log_prob(LOC, SCALE, unit_low, unit_high, np.tanh(u).astype(np.float32)),
+    expected,
+    rtol=1e-4,
+    atol=1e-4,
+  )
 
 
 def test_sample_log_prob_stays_finite_where_inverting_tanh_would_not():
   """A pre-squash sample near 12 has tanh = 1.0 in float32; its log-prob from the sample is
   finite (inverting tanh at 1.0 would give infinity)."""
   action, sampled_log_prob = sample_and_log_prob(
-      np.array([[12.0]], np.float32), np.array([[1e-3]], np.float32), -np.ones(1, np.float32),
-      np.ones(1, np.float32), jax.random.key(0))
+    np.array([[12.0]], np.float32),
+    np.array([[1e-3]], np.float32),
+    -np.ones(1, np.float32),
+    np.ones(1, np.float32),
+    jax.random.key(0),
+  )
   assert float(action[0, 0]) == 1.0
   assert np.isfinite(float(sampled_log_prob[0]))
 
@@ -107,26 +122,35 @@ def test_sample_is_reparameterised():
   loc = jnp.asarray(LOC)
 
   def first_action(loc):
-    return SquashedGaussian(loc, jnp.asarray(SCALE), jnp.asarray(LOW),
-                            jnp.asarray(HIGH)).sample(seed=key)[0, 0]
+    return SquashedGaussian(loc, jnp.asarray(SCALE), jnp.asarray(LOW), jnp.asarray(HIGH)).sample(
+      seed=key
+    )[0, 0]
 
   grad, action = jax.jit(lambda loc: (jax.grad(first_action)(loc), first_action(loc)))(loc)
   action = float(action)
   tanh_u = (2.0 * action - LOW[0] - HIGH[0]) / (HIGH[0] - LOW[0])
-  np.testing.assert_allclose(grad[0, 0], (HIGH[0] - LOW[0]) / 2.0 * (1.0 - tanh_u ** 2),
-                             rtol=1e-4)
+  np.testing.assert_allclose(grad[0, 0], (HIGH[0] - LOW[0]) / 2.0 * (1.0 - tanh_u**2), rtol=1e-4)
   assert float(jnp.abs(grad[1:]).sum()) == 0.0
 
 
 def test_actor_shapes_bounds_and_log_std_clipping():
-  actor = TanhGaussianActor(action_dim=2, hidden_sizes=(16,), action_low=(-2.0, 0.0),
-                            action_high=(2.0, 1.0), log_std_min=-3.0, log_std_max=0.5)
+  actor = TanhGaussianActor(
+    action_dim=2,
+    hidden_sizes=(16,),
+    action_low=(-2.0, 0.0),
+    action_high=(2.0, 1.0),
+    log_std_min=-3.0,
+    log_std_max=0.5,
+  )
   params = jax.jit(actor.init)(jax.random.key(0), jnp.zeros((1, 3)))
   obs = jax.random.normal(jax.random.key(1), (5, 3))
   # Push the log-std head far outside the bounds in both directions.
   params = jax.tree_util.tree_map_with_path(
-      lambda path, x: (jnp.array([50.0, -50.0]) if "log_std" in jax.tree_util.keystr(path)
-                       and x.ndim == 1 else x), params)
+    lambda path, x: (
+      jnp.array([50.0, -50.0]) if "log_std" in jax.tree_util.keystr(path) and x.ndim == 1 else x
+    ),
+    params,
+  )
 
   @jax.jit
   def scale_and_sample(params, obs):  # distrax distributions cannot leave a jitted function
@@ -169,8 +193,7 @@ def test_ensemble_member_equals_the_single_network_with_its_parameters(twin_para
   member = jax.tree.map(lambda x: x[1], twin_params["params"]["members"])
   single = jax.jit(QNetwork(hidden_sizes=(16,)).apply)({"params": member}, OBS, ACTION)
   assert single.shape == (4,)
-  np.testing.assert_allclose(jax.jit(TWIN.apply)(twin_params, OBS, ACTION)[1], single,
-                             rtol=1e-6)
+  np.testing.assert_allclose(jax.jit(TWIN.apply)(twin_params, OBS, ACTION)[1], single, rtol=1e-6)
 
 
 @pytest.mark.parametrize("num_members", [0, -1, 1.5])

@@ -18,8 +18,9 @@ def test_vmapped_values_equal_flax_orthogonal_key_by_key(shape):
   np.testing.assert_array_equal(np.asarray(ours), flax_values)
   product = np.einsum("bij,bik->bjk", *(2 * [np.asarray(ours).reshape(3, -1, shape[-1])]))
   if shape[-1] <= np.prod(shape[:-1]):  # orthonormal columns, scaled
-    np.testing.assert_allclose(product, np.broadcast_to(2.25 * np.eye(shape[-1]), product.shape),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+      product, np.broadcast_to(2.25 * np.eye(shape[-1]), product.shape), atol=1e-5
+    )
 
 
 def _qr_operand_ranks(jaxpr) -> list[int]:
@@ -47,5 +48,6 @@ def test_vmapped_network_init_runs_one_unbatched_qr_per_key():
   batched = jax.jit(init)(keys)  # under jit the torso's scale jnp.sqrt(2) is a tracer
   for i, key in enumerate(keys):
     one = model.init(key, jnp.zeros((1, 3)))
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a)[i], np.asarray(b)),
-                 batched, one)
+    jax.tree.map(
+      lambda a, b: np.testing.assert_array_equal(np.asarray(a)[i], np.asarray(b)), batched, one
+    )

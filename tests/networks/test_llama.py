@@ -10,8 +10,9 @@ import pytest
 from hrljax import llm_weights
 from hrljax.networks import llama
 
-TINY = llama.smollm2_config(num_layers=2, vocab_size=61, dim=24, num_heads=4, num_kv_heads=2,
-                            hidden_dim=40, max_seq_len=32)
+TINY = llama.smollm2_config(
+  num_layers=2, vocab_size=61, dim=24, num_heads=4, num_kv_heads=2, hidden_dim=40, max_seq_len=32
+)
 
 
 def load_smollm2(num_layers=None, dtype=jnp.float32):
@@ -54,17 +55,26 @@ def test_greedy_answer_to_capital_of_france(smollm2, tokenizer):
   config, params = smollm2
   ids = llm_weights.chat_prompt(tokenizer, "What is the capital of France?")
   prompt = jnp.asarray([ids], jnp.int32)
-  out = llama.generate(config, params, None, prompt, jnp.ones(prompt.shape, bool),
-                       jax.random.key(0), 12, greedy=True, eos_id=llm_weights.EOS_ID,
-                       pad_id=llm_weights.PAD_ID)
+  out = llama.generate(
+    config,
+    params,
+    None,
+    prompt,
+    jnp.ones(prompt.shape, bool),
+    jax.random.key(0),
+    12,
+    greedy=True,
+    eos_id=llm_weights.EOS_ID,
+    pad_id=llm_weights.PAD_ID,
+  )
   tokens, mask = np.asarray(out.tokens[0]), np.asarray(out.mask[0])
   answer = tokenizer.decode(tokens[mask].tolist(), skip_special_tokens=True)
   assert "Paris" in answer, answer
   # The instruct model ends its answer with <|im_end|>; nothing is emitted after it.
   assert llm_weights.EOS_ID in tokens[mask].tolist()
   end = int(np.argmax(tokens == llm_weights.EOS_ID))
-  assert mask[:end + 1].all() and not mask[end + 1:].any()
-  assert (tokens[end + 1:] == llm_weights.PAD_ID).all()
+  assert mask[: end + 1].all() and not mask[end + 1 :].any()
+  assert (tokens[end + 1 :] == llm_weights.PAD_ID).all()
   assert np.all(np.asarray(out.logprobs[0])[mask] <= 0.0)
 
 
@@ -81,8 +91,7 @@ def test_full_model_logits_match_transformers(smollm2):
   logits = _logits(config, params, tokens, jnp.ones(tokens.shape, bool))[0, -1]
   top = np.argsort(-logits)[:5]
   assert top.tolist() == [7042, 260, 4528, 2250, 1315]  # 7042 = " Paris"
-  np.testing.assert_allclose(logits[top], [17.3713, 14.8886, 13.2450, 13.0095, 12.9515],
-                             atol=2e-3)
+  np.testing.assert_allclose(logits[top], [17.3713, 14.8886, 13.2450, 13.0095, 12.9515], atol=2e-3)
 
 
 def _numpy_llama(file, config, tokens):
@@ -90,6 +99,7 @@ def _numpy_llama(file, config, tokens):
 
   RoPE by complex multiplication of adjacent pairs, attention head by head.
   """
+
   def weight(name):
     return np.asarray(file.tensor(name), np.float64)
 
@@ -144,7 +154,8 @@ def test_logits_match_float64_numpy_forward(tokenizer):
 def test_config_fields_of_the_gguf_are_smollm2_config():
   assert llama.LlamaConfig(**llm_weights.config_fields()) == llama.smollm2_config()
   assert llama.LlamaConfig(**llm_weights.config_fields(num_layers=2)) == llama.smollm2_config(
-      num_layers=2)
+    num_layers=2
+  )
 
 
 def test_bfloat16_model_close_to_float32():
@@ -165,11 +176,14 @@ def test_bfloat16_model_close_to_float32():
 # Tokenizer and chat template.
 
 
-@pytest.mark.parametrize("text", [
+@pytest.mark.parametrize(
+  "text",
+  [
     "What is the capital of France?",
     "  leading spaces, tabs\tand\nnewlines  ",
     "digits 1234567 and 3.14159; émigré naïve — ünïcödé 東京 🙂",
-])
+  ],
+)
 def test_tokenizer_round_trips_text(tokenizer, text):
   ids = tokenizer.encode(text, add_special_tokens=False).ids
   assert tokenizer.decode(ids, skip_special_tokens=False) == text
@@ -189,14 +203,17 @@ def test_chat_prompt_follows_the_gguf_template(tokenizer):
   system = llm_weights.default_system_prompt()
   assert system == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
   ids = llm_weights.chat_prompt(tokenizer, "Hi there")
-  expected = ("<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nHi there"
-              "<|im_end|>\n<|im_start|>assistant\n")
+  expected = (
+    "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nHi there"
+    "<|im_end|>\n<|im_start|>assistant\n"
+  )
   assert tokenizer.decode(ids, skip_special_tokens=False) == expected
   assert ids[0] == 1 and ids.count(1) == 3 and ids.count(2) == 2
   custom = llm_weights.chat_prompt(tokenizer, "Hi", system="Be brief.")
   assert tokenizer.decode(custom, skip_special_tokens=False) == (
-      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-      "<|im_start|>assistant\n")
+    "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+    "<|im_start|>assistant\n"
+  )
   with pytest.raises(ValueError, match="messages"):
     llm_weights.render_chat([])
 
@@ -211,14 +228,27 @@ def test_kv_cache_decoding_equals_full_forward(tiny_params):
   full = _logits(TINY, tiny_params, tokens, mask)
   cache = llama.init_cache(TINY, 2, 12)
   prefix = 4
-  logits, cache = _forward(TINY, tiny_params, None, tokens[:, :prefix],
-                                llama.positions_from_mask(mask[:, :prefix]), mask[:, :prefix],
-                                cache)
+  logits, cache = _forward(
+    TINY,
+    tiny_params,
+    None,
+    tokens[:, :prefix],
+    llama.positions_from_mask(mask[:, :prefix]),
+    mask[:, :prefix],
+    cache,
+  )
   np.testing.assert_allclose(np.asarray(logits), full[:, :prefix], rtol=1e-5, atol=1e-5)
   for t in range(prefix, 9):
-    logits, cache = _forward(TINY, tiny_params, None, tokens[:, t:t + 1],
-                                  jnp.full((2, 1), t, jnp.int32), mask[:, t:t + 1], cache,
-                                  last_only=True)
+    logits, cache = _forward(
+      TINY,
+      tiny_params,
+      None,
+      tokens[:, t : t + 1],
+      jnp.full((2, 1), t, jnp.int32),
+      mask[:, t : t + 1],
+      cache,
+      last_only=True,
+    )
     np.testing.assert_allclose(np.asarray(logits[:, 0]), full[:, t], rtol=1e-5, atol=1e-5)
   assert int(cache.length) == 9
   assert np.asarray(cache.valid).sum(axis=1).tolist() == [9, 9]
@@ -242,16 +272,19 @@ def _prompt(seed):
 def test_generate_left_padded_row_matches_unpadded_prompt(tiny_params):
   long = _prompt(3)
   short = long[:, 3:]
-  batch = jnp.concatenate([long[:1], jnp.concatenate([jnp.zeros((1, 3), jnp.int32), short[1:]],
-                                                     axis=1)])
+  batch = jnp.concatenate(
+    [long[:1], jnp.concatenate([jnp.zeros((1, 3), jnp.int32), short[1:]], axis=1)]
+  )
   mask = jnp.stack([jnp.ones(6, bool), jnp.arange(6) >= 3])
   kwargs = dict(greedy=True, eos_id=None, pad_id=0)
   both = llama.generate(TINY, tiny_params, None, batch, mask, jax.random.key(0), 5, **kwargs)
-  alone = llama.generate(TINY, tiny_params, None, short, jnp.ones(short.shape, bool),
-                         jax.random.key(0), 5, **kwargs)
+  alone = llama.generate(
+    TINY, tiny_params, None, short, jnp.ones(short.shape, bool), jax.random.key(0), 5, **kwargs
+  )
   np.testing.assert_array_equal(np.asarray(both.tokens[1]), np.asarray(alone.tokens[1]))
-  np.testing.assert_allclose(np.asarray(both.logprobs[1]), np.asarray(alone.logprobs[1]),
-                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(
+    np.asarray(both.logprobs[1]), np.asarray(alone.logprobs[1]), rtol=1e-5, atol=1e-5
+  )
   assert np.asarray(both.mask).all()
 
 
@@ -259,18 +292,49 @@ def test_generate_logprobs_equal_teacher_forced_and_key_determinism(tiny_params)
   prompt = _prompt(4)
   prompt_mask = jnp.ones(prompt.shape, bool).at[0, :2].set(False)
   for temperature in (1.0, 0.7):
-    out = llama.generate(TINY, tiny_params, None, prompt, prompt_mask, jax.random.key(5), 5,
-                         temperature=temperature, eos_id=None, pad_id=0)
+    out = llama.generate(
+      TINY,
+      tiny_params,
+      None,
+      prompt,
+      prompt_mask,
+      jax.random.key(5),
+      5,
+      temperature=temperature,
+      eos_id=None,
+      pad_id=0,
+    )
     tokens = jnp.concatenate([prompt, out.tokens], axis=1)
     mask = jnp.concatenate([prompt_mask, out.mask], axis=1)
     teacher = _token_logprobs(TINY, tiny_params, None, tokens, mask, temperature=temperature)
-    np.testing.assert_allclose(np.asarray(teacher[:, 5:]), np.asarray(out.logprobs), rtol=1e-4,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+      np.asarray(teacher[:, 5:]), np.asarray(out.logprobs), rtol=1e-4, atol=1e-5
+    )
     assert np.asarray(teacher[0, :2]).tolist() == [0.0, 0.0]  # padding predicts nothing
-  again = llama.generate(TINY, tiny_params, None, prompt, prompt_mask, jax.random.key(5), 5,
-                         temperature=0.7, eos_id=None, pad_id=0)
-  other = llama.generate(TINY, tiny_params, None, prompt, prompt_mask, jax.random.key(6), 5,
-                         temperature=0.7, eos_id=None, pad_id=0)
+  again = llama.generate(
+    TINY,
+    tiny_params,
+    None,
+    prompt,
+    prompt_mask,
+    jax.random.key(5),
+    5,
+    temperature=0.7,
+    eos_id=None,
+    pad_id=0,
+  )
+  other = llama.generate(
+    TINY,
+    tiny_params,
+    None,
+    prompt,
+    prompt_mask,
+    jax.random.key(6),
+    5,
+    temperature=0.7,
+    eos_id=None,
+    pad_id=0,
+  )
   np.testing.assert_array_equal(np.asarray(again.tokens), np.asarray(out.tokens))
   assert not np.array_equal(np.asarray(other.tokens), np.asarray(out.tokens))
 
@@ -278,16 +342,20 @@ def test_generate_logprobs_equal_teacher_forced_and_key_determinism(tiny_params)
 def test_generate_stops_at_eos_and_pads(tiny_params):
   prompt = _prompt(6)
   mask = jnp.ones(prompt.shape, bool)
-  free = llama.generate(TINY, tiny_params, None, prompt, mask, jax.random.key(0), 5, greedy=True,
-                        eos_id=None, pad_id=0)
+  free = llama.generate(
+    TINY, tiny_params, None, prompt, mask, jax.random.key(0), 5, greedy=True, eos_id=None, pad_id=0
+  )
   eos = int(free.tokens[0, 1])  # row 0 emits it second; make it the stop token
-  out = llama.generate(TINY, tiny_params, None, prompt, mask, jax.random.key(0), 5, greedy=True,
-                       eos_id=eos, pad_id=5)
+  out = llama.generate(
+    TINY, tiny_params, None, prompt, mask, jax.random.key(0), 5, greedy=True, eos_id=eos, pad_id=5
+  )
   tokens, out_mask = np.asarray(out.tokens), np.asarray(out.mask)
   first = int(np.argmax(np.asarray(free.tokens[0]) == eos))
-  np.testing.assert_array_equal(tokens[0, :first + 1], np.asarray(free.tokens[0, :first + 1]))
+  np.testing.assert_array_equal(tokens[0, : first + 1], np.asarray(free.tokens[0, : first + 1]))
   assert out_mask[0].tolist() == [True] * (first + 1) + [False] * (4 - first)
-  assert (tokens[0, first + 1:] == 5).all() and (np.asarray(out.logprobs)[0, first + 1:] == 0).all()
+  assert (tokens[0, first + 1 :] == 5).all() and (
+    np.asarray(out.logprobs)[0, first + 1 :] == 0
+  ).all()
   # Greedy log-probs are the log-softmax of the teacher-forced logits at the chosen tokens.
   logits = _logits(TINY, tiny_params, prompt, mask)[:, -1].astype(np.float64)
   shifted = logits - logits.max(-1, keepdims=True)
@@ -304,8 +372,9 @@ def test_token_logprobs_masking_and_grad_wrt_params(tiny_params):
   assert logprobs[1, 3:].tolist() == [0.0, 0.0] and (logprobs[:, :3] < 0).all()
   logits = _logits(TINY, tiny_params, tokens, mask)[0].astype(np.float64)
   shifted = logits - logits.max(-1, keepdims=True)
-  expected = (shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)))[np.arange(5),
-                                                                          np.asarray(tokens[0, 1:])]
+  expected = (shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)))[
+    np.arange(5), np.asarray(tokens[0, 1:])
+  ]
   np.testing.assert_allclose(logprobs[0], expected, rtol=1e-5, atol=1e-5)
   loss = lambda p: llama.token_logprobs(TINY, p, None, tokens, mask).sum()  # noqa: E731
   grads = jax.jit(jax.grad(loss))(tiny_params)
@@ -314,8 +383,7 @@ def test_token_logprobs_masking_and_grad_wrt_params(tiny_params):
 
 def test_positions_from_mask_counts_real_tokens():
   mask = jnp.asarray([[False, False, True, True, True], [True, True, True, True, True]])
-  assert np.asarray(llama.positions_from_mask(mask)).tolist() == [[0, 0, 0, 1, 2],
-                                                                   [0, 1, 2, 3, 4]]
+  assert np.asarray(llama.positions_from_mask(mask)).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
 
 
 def test_rope_rotates_adjacent_pairs():
@@ -324,9 +392,12 @@ def test_rope_rotates_adjacent_pairs():
   for i in range(4):
     angle = 3 * 10000.0 ** (-2 * i / 8)
     a, b = 2.0 * i, 2.0 * i + 1
-    np.testing.assert_allclose(out[2 * i:2 * i + 2],
-                               [a * math.cos(angle) - b * math.sin(angle),
-                                a * math.sin(angle) + b * math.cos(angle)], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+      out[2 * i : 2 * i + 2],
+      [a * math.cos(angle) - b * math.sin(angle), a * math.sin(angle) + b * math.cos(angle)],
+      rtol=1e-5,
+      atol=1e-5,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,8 +424,16 @@ def test_bad_inputs_raise_value_errors(tiny_params):
     fwd(ok, pos, mask, llama.init_cache(TINY, 2, 8))
 
   def gen(prompt, prompt_mask, n, **kwargs):
-    return llama.generate(TINY, tiny_params, None, prompt, prompt_mask, jax.random.key(0), n,
-                          **{"eos_id": 1, "pad_id": 0, **kwargs})
+    return llama.generate(
+      TINY,
+      tiny_params,
+      None,
+      prompt,
+      prompt_mask,
+      jax.random.key(0),
+      n,
+      **{"eos_id": 1, "pad_id": 0, **kwargs},
+    )
 
   with pytest.raises(ValueError, match="exceeds config.max_seq_len"):
     gen(ok, mask, TINY.max_seq_len - 3)
@@ -372,14 +451,17 @@ def test_bad_inputs_raise_value_errors(tiny_params):
     llama.init_cache(TINY, 1, TINY.max_seq_len + 1)
 
 
-@pytest.mark.parametrize("overrides, match", [
+@pytest.mark.parametrize(
+  "overrides, match",
+  [
     (dict(dim=30, num_heads=4), "dim: expected a multiple"),
     (dict(num_kv_heads=4, num_heads=6, dim=24), "num_kv_heads"),
     (dict(num_layers=0), "num_layers"),
     (dict(rope_theta=-1.0), "rope_theta"),
     (dict(lora_rank=-1), "lora_rank"),
     (dict(dtype=jnp.float16), "dtype"),
-])
+  ],
+)
 def test_bad_config_raises(overrides, match):
   with pytest.raises(ValueError, match=match):
     llama.smollm2_config(**overrides)

@@ -9,10 +9,22 @@ import pytest
 from hrljax import llm_weights
 from hrljax.networks import llama
 from hrljax.networks.lora import LoRADense, lora_delta, lora_scale
+from tests.fast_compile import fast_jit
 
-TINY = llama.smollm2_config(num_layers=2, vocab_size=61, dim=24, num_heads=4, num_kv_heads=2,
-                            hidden_dim=40, max_seq_len=32, lora_rank=4, lora_alpha=8.0)
-_forward = jax.jit(llama.forward, static_argnames=("config", "use_lora", "last_only"))
+TINY = llama.smollm2_config(
+  num_layers=2,
+  vocab_size=61,
+  dim=24,
+  num_heads=4,
+  num_kv_heads=2,
+  hidden_dim=40,
+  max_seq_len=32,
+  lora_rank=4,
+  lora_alpha=8.0,
+)
+
+
+_forward = fast_jit(llama.forward, static_argnames=("config", "use_lora", "last_only"))
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +45,9 @@ def _tokens(seed, shape=(2, 6), vocab=TINY.vocab_size):
 
 def _logits(config, params, lora, tokens, use_lora=True):
   mask = jnp.ones(tokens.shape, bool)
-  logits, _ = _forward(config, params, lora, tokens, llama.positions_from_mask(mask), mask,
-                       use_lora=use_lora)
+  logits, _ = _forward(
+    config, params, lora, tokens, llama.positions_from_mask(mask), mask, use_lora=use_lora
+  )
   return np.asarray(logits)
 
 
@@ -48,8 +61,9 @@ def test_lora_dense_matches_numpy_formula():
   # The initial adapter adds nothing; a nonzero b adds x a b * alpha / r.
   kernel = np.asarray(variables["params"]["kernel"], np.float64)
   xs = np.asarray(x, np.float64)
-  np.testing.assert_allclose(np.asarray(layer.apply(variables, x)), xs @ kernel, rtol=1e-5,
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(layer.apply(variables, x)), xs @ kernel, rtol=1e-5, atol=1e-6
+  )
   b = jax.random.normal(jax.random.key(2), (2, 5))
   lora = {"a": variables["lora"]["a"], "b": b}
   expected = xs @ kernel + xs @ np.asarray(lora["a"], np.float64) @ np.asarray(b, np.float64) * 3.0
@@ -68,8 +82,10 @@ def test_rank_zero_has_no_adapters():
   assert set(variables) == {"params"}
 
 
-@pytest.mark.parametrize("rank, alpha, match", [(0, 1.0, "lora_rank"), (2.0, 1.0, "lora_rank"),
-                                                (2, 0.0, "lora_alpha"), (2, True, "lora_alpha")])
+@pytest.mark.parametrize(
+  "rank, alpha, match",
+  [(0, 1.0, "lora_rank"), (2.0, 1.0, "lora_rank"), (2, 0.0, "lora_alpha"), (2, True, "lora_alpha")],
+)
 def test_lora_scale_rejects_bad_values(rank, alpha, match):
   with pytest.raises(ValueError, match=match):
     lora_scale(rank, alpha)
@@ -101,7 +117,7 @@ def test_grads_reach_lora_and_optax_step_leaves_base_weights_untouched(tiny):
   params, lora = tiny
   tokens = _tokens(2)
   mask = jnp.ones(tokens.shape, bool)
-  grad_params, grad_lora = jax.jit(jax.grad(_loss, argnums=(0, 1)))(params, lora, tokens, mask)
+  grad_params, grad_lora = fast_jit(jax.grad(_loss, argnums=(0, 1)))(params, lora, tokens, mask)
   # b = 0 at initialisation, so only the b factors get a gradient (dL/da = dL/d(delta) b^T = 0).
   for name in llama.PROJECTIONS:
     assert float(jnp.abs(grad_lora["layers"][name]["b"]).sum()) > 0.0, name
@@ -111,18 +127,20 @@ def test_grads_reach_lora_and_optax_step_leaves_base_weights_untouched(tiny):
   optimizer = optax.sgd(0.5)
   opt_state = optimizer.init(lora)
 
-  @jax.jit
+  @fast_jit
   def update(lora, opt_state):
     grads = jax.grad(_loss, argnums=1)(params, lora, tokens, mask)
     updates, opt_state = optimizer.update(grads, opt_state, lora)
     return optax.apply_updates(lora, updates), opt_state
 
-  @jax.jit
+  @fast_jit
   def policies(lora):
     """Adapted, reference (adapters switched off) and base-model log-probs."""
-    return (llama.token_logprobs(TINY, params, lora, tokens, mask),
-            llama.token_logprobs(TINY, params, lora, tokens, mask, use_lora=False),
-            llama.token_logprobs(TINY, params, None, tokens, mask))
+    return (
+      llama.token_logprobs(TINY, params, lora, tokens, mask),
+      llama.token_logprobs(TINY, params, lora, tokens, mask, use_lora=False),
+      llama.token_logprobs(TINY, params, None, tokens, mask),
+    )
 
   before = jax.tree.map(np.array, params)
   new_lora, opt_state = update(lora, opt_state)
@@ -143,15 +161,20 @@ def test_generate_samples_from_the_adapted_policy(tiny):
   trained = _perturbed(lora)
   prompt = _tokens(3, (2, 4))
   prompt_mask = jnp.ones(prompt.shape, bool)
-  out = llama.generate(TINY, params, trained, prompt, prompt_mask, jax.random.key(0), 4,
-                       eos_id=None, pad_id=0)
+  out = llama.generate(
+    TINY, params, trained, prompt, prompt_mask, jax.random.key(0), 4, eos_id=None, pad_id=0
+  )
   tokens = jnp.concatenate([prompt, out.tokens], axis=1)
   mask = jnp.ones(tokens.shape, bool)
-  adapted, base = jax.jit(lambda lo: (llama.token_logprobs(TINY, params, lo, tokens, mask),
-                                      llama.token_logprobs(TINY, params, None, tokens, mask)))(
-                                          trained)
-  np.testing.assert_allclose(np.asarray(adapted[:, 3:]), np.asarray(out.logprobs), rtol=1e-4,
-                             atol=1e-5)
+  adapted, base = fast_jit(
+    lambda lo: (
+      llama.token_logprobs(TINY, params, lo, tokens, mask),
+      llama.token_logprobs(TINY, params, None, tokens, mask),
+    )
+  )(trained)
+  np.testing.assert_allclose(
+    np.asarray(adapted[:, 3:]), np.asarray(out.logprobs), rtol=1e-4, atol=1e-5
+  )
   assert not np.allclose(np.asarray(base[:, 3:]), np.asarray(out.logprobs), atol=1e-3)
 
 

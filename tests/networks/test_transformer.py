@@ -24,12 +24,17 @@ MODEL = tr.CausalTransformer(vocab_size=VOCAB, d_model=32, num_layers=2, num_hea
 CRITIC = tr.UtteranceCritic(vocab_size=VOCAB, d_model=32, num_layers=1, num_heads=4, max_len=24)
 JOINT_CRITIC = CRITIC.clone(utterance_encoding="joint")
 # Right-padded prompts of different lengths, like token-game observations.
-PROMPTS = np.array([[1, 5, 6, 0, 0, 0, 0, 0],
-                    [1, 2, 3, 4, 5, 6, 7, 8],
-                    [1, 9, 0, 0, 0, 0, 0, 0]], np.int32)
-UTTERANCES = np.array([[3, 11, 7, 4, 8],
-                       [12, 0, 5, 5, 1],  # a PAD inside an utterance is a real (generated) token
-                       [2, 2, 15, 9, 3]], np.int32)
+PROMPTS = np.array(
+  [[1, 5, 6, 0, 0, 0, 0, 0], [1, 2, 3, 4, 5, 6, 7, 8], [1, 9, 0, 0, 0, 0, 0, 0]], np.int32
+)
+UTTERANCES = np.array(
+  [
+    [3, 11, 7, 4, 8],
+    [12, 0, 5, 5, 1],  # a PAD inside an utterance is a real (generated) token
+    [2, 2, 15, 9, 3],
+  ],
+  np.int32,
+)
 NUM_TOKENS = UTTERANCES.shape[1]
 
 
@@ -39,7 +44,8 @@ def _random_params(module, seed, *inputs, scale):
   shapes = jax.eval_shape(module.init, jax.random.key(0), *inputs)
   rng = np.random.default_rng(seed)
   return jax.tree.map(
-      lambda leaf: jnp.asarray(scale * rng.standard_normal(leaf.shape), jnp.float32), shapes)
+    lambda leaf: jnp.asarray(scale * rng.standard_normal(leaf.shape), jnp.float32), shapes
+  )
 
 
 PARAMS = _random_params(MODEL, 0, PROMPTS, scale=0.5)
@@ -54,8 +60,9 @@ def _full_logits(params, tokens, valid=None):
 
 @functools.partial(jax.jit, static_argnames=("num_tokens", "greedy"))
 def _generate(params, prompt, key, num_tokens=NUM_TOKENS, temperature=1.0, greedy=False):
-  return tr.generate(MODEL, params, prompt, key, num_tokens=num_tokens, temperature=temperature,
-                     greedy=greedy)
+  return tr.generate(
+    MODEL, params, prompt, key, num_tokens=num_tokens, temperature=temperature, greedy=greedy
+  )
 
 
 @jax.jit
@@ -73,11 +80,11 @@ def _compacted_logits(prompts, utterances):
   starts = []
   for b in range(batch):
     row = np.concatenate([prompts[b][prompts[b] != PAD], utterances[b]])
-    tokens[b, :len(row)] = row
-    valid[b, :len(row)] = True
+    tokens[b, : len(row)] = row
+    valid[b, : len(row)] = True
     starts.append(len(row) - utterances.shape[1] - 1)
   logits = np.asarray(_full_logits(PARAMS, tokens, valid))
-  return np.stack([logits[b, s:s + utterances.shape[1]] for b, s in enumerate(starts)])
+  return np.stack([logits[b, s : s + utterances.shape[1]] for b, s in enumerate(starts)])
 
 
 def _log_softmax(x):
@@ -103,27 +110,35 @@ def test_padding_anywhere_equals_the_compacted_sequence():
 
 
 def test_position_helpers():
-  valid = jnp.array([[True, False, True, True, False],
-                     [False, False, True, False, False],
-                     [False, False, False, False, False]])
-  np.testing.assert_array_equal(tr.token_positions(valid),
-                                [[0, 0, 1, 2, 2], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
+  valid = jnp.array(
+    [
+      [True, False, True, True, False],
+      [False, False, True, False, False],
+      [False, False, False, False, False],
+    ]
+  )
+  np.testing.assert_array_equal(
+    tr.token_positions(valid), [[0, 0, 1, 2, 2], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]]
+  )
   np.testing.assert_array_equal(tr.last_valid_index(valid), [3, 2, 4])
 
 
 def test_causality_and_masked_positions():
   tokens = jnp.array([[1, 5, 6, 7, 8, 9]], jnp.int32)
   mask = np.array([True, True, False, True, False, True])
-  variants = jnp.concatenate([
+  variants = jnp.concatenate(
+    [
       tokens,
       tokens.at[0, 3].set(12),  # a later token changes
       tokens,
       tokens.at[0, 2].set(13).at[0, 4].set(3),  # the masked slots change
       tokens.at[0, 0].set(2).at[0, 1].set(14),  # the context of masked slot 2 changes
-  ])
+    ]
+  )
   valid = jnp.array([np.ones(6, bool)] * 2 + [mask] * 3)
   base, later, masked, other_slots, other_context = np.asarray(
-      _full_logits(PARAMS, variants, valid))
+    _full_logits(PARAMS, variants, valid)
+  )
   # Causality: positions before 3 are untouched, positions from 3 on all move.
   np.testing.assert_allclose(later[:3], base[:3], atol=1e-6)
   assert np.all(np.max(np.abs(later[3:] - base[3:]), axis=-1) > 1e-3)
@@ -142,8 +157,9 @@ def test_causality_and_masked_positions():
 
 
 def test_kv_cache_decoding_matches_full_forward():
-  prefill = jax.jit(functools.partial(MODEL.apply, method=tr.CausalTransformer.prefill),
-                    static_argnums=2)
+  prefill = jax.jit(
+    functools.partial(MODEL.apply, method=tr.CausalTransformer.prefill), static_argnums=2
+  )
   decode = jax.jit(functools.partial(MODEL.apply, method=tr.CausalTransformer.decode))
   logits, cache = prefill(PARAMS, jnp.asarray(PROMPTS), NUM_TOKENS - 1)
   assert cache.valid.shape == (3, PROMPTS.shape[1] + NUM_TOKENS - 1)
@@ -152,24 +168,22 @@ def test_kv_cache_decoding_matches_full_forward():
     logits, cache = decode(PARAMS, jnp.asarray(UTTERANCES[:, j]), cache)
     step_logits.append(logits)
   cached = np.stack(step_logits, axis=1)
-  np.testing.assert_allclose(cached, _compacted_logits(PROMPTS, UTTERANCES), atol=2e-5,
-                             rtol=1e-5)
-  np.testing.assert_array_equal(cache.next_position,
-                                (PROMPTS != PAD).sum(1) + NUM_TOKENS - 1)
+  np.testing.assert_allclose(cached, _compacted_logits(PROMPTS, UTTERANCES), atol=2e-5, rtol=1e-5)
+  np.testing.assert_array_equal(cache.next_position, (PROMPTS != PAD).sum(1) + NUM_TOKENS - 1)
   assert int(cache.length) == cache.valid.shape[1]
 
 
 def test_teacher_forced_logits_match_full_forward():
   logits, _ = _teacher_forced(PARAMS, jnp.asarray(PROMPTS), jnp.asarray(UTTERANCES), 1.0)
   assert logits.shape == (3, NUM_TOKENS, VOCAB)
-  np.testing.assert_allclose(logits, _compacted_logits(PROMPTS, UTTERANCES), atol=2e-5,
-                             rtol=1e-5)
+  np.testing.assert_allclose(logits, _compacted_logits(PROMPTS, UTTERANCES), atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
 def test_generation_log_probs_equal_teacher_forcing(temperature):
-  tokens, log_probs = _generate(PARAMS, jnp.asarray(PROMPTS), jax.random.key(3),
-                                temperature=temperature)
+  tokens, log_probs = _generate(
+    PARAMS, jnp.asarray(PROMPTS), jax.random.key(3), temperature=temperature
+  )
   assert tokens.shape == (3, NUM_TOKENS) and tokens.dtype == jnp.int32
   assert log_probs.shape == (3, NUM_TOKENS) and log_probs.dtype == jnp.float32
   assert np.all((np.asarray(tokens) >= 0) & (np.asarray(tokens) < VOCAB))
@@ -177,8 +191,10 @@ def test_generation_log_probs_equal_teacher_forcing(temperature):
   np.testing.assert_allclose(log_probs, forced, atol=2e-5)
   # Independently: log-softmax of the full-forward logits at the tempered scale, in float64.
   expected = np.take_along_axis(
-      _log_softmax(_compacted_logits(PROMPTS, tokens) / temperature),
-      np.asarray(tokens)[:, :, None], axis=-1)[..., 0]
+    _log_softmax(_compacted_logits(PROMPTS, tokens) / temperature),
+    np.asarray(tokens)[:, :, None],
+    axis=-1,
+  )[..., 0]
   np.testing.assert_allclose(log_probs, expected, atol=5e-5)
 
 
@@ -196,8 +212,7 @@ def test_greedy_decoding_is_deterministic_argmax():
 def test_sampling_follows_the_tempered_softmax():
   temperature, draws = 0.5, 4000
   prompt = jnp.tile(jnp.asarray(PROMPTS[:1]), (draws, 1))
-  tokens, _ = _generate(PARAMS, prompt, jax.random.key(5), num_tokens=1,
-                        temperature=temperature)
+  tokens, _ = _generate(PARAMS, prompt, jax.random.key(5), num_tokens=1, temperature=temperature)
   logits = _compacted_logits(PROMPTS[:1], np.zeros((1, 1), np.int32))[0, 0]
   tempered = np.exp(_log_softmax(logits / temperature))
   untempered = np.exp(_log_softmax(logits))
@@ -229,13 +244,15 @@ def test_bad_inputs_raise():
   with pytest.raises(AssertionError):  # batch mismatch
     tr.utterance_log_probs(MODEL, PARAMS, prompt, jnp.asarray(UTTERANCES[:2]))
   with pytest.raises(ValueError, match="d_model"):
-    jax.eval_shape(tr.CausalTransformer(vocab_size=VOCAB, d_model=30, num_heads=4).init, key,
-                   prompt)
+    jax.eval_shape(
+      tr.CausalTransformer(vocab_size=VOCAB, d_model=30, num_heads=4).init, key, prompt
+    )
   with pytest.raises(ValueError, match="num_layers"):
     jax.eval_shape(tr.CausalTransformer(vocab_size=VOCAB, num_layers=0).init, key, prompt)
   with pytest.raises(ValueError, match="utterance_encoding"):
-    jax.eval_shape(CRITIC.clone(utterance_encoding="both").init, key, prompt,
-                   jnp.asarray(UTTERANCES))
+    jax.eval_shape(
+      CRITIC.clone(utterance_encoding="both").init, key, prompt, jnp.asarray(UTTERANCES)
+    )
   with pytest.raises(ValueError, match="num_critics"):
     jax.eval_shape(CRITIC.clone(num_critics=0).init, key, prompt, jnp.asarray(UTTERANCES))
 
@@ -247,10 +264,12 @@ def test_bad_inputs_raise():
 
 @jax.jit
 def _critic_outputs(params, dialogue, utterance, utterance_mask):
-  return (CRITIC.apply(params, dialogue, utterance),
-          CRITIC.apply(params, dialogue, utterance, utterance_mask),
-          CRITIC.apply(params, dialogue, method=tr.UtteranceCritic.values),
-          CRITIC.apply(params, dialogue, utterance, method=tr.UtteranceCritic.q_values))
+  return (
+    CRITIC.apply(params, dialogue, utterance),
+    CRITIC.apply(params, dialogue, utterance, utterance_mask),
+    CRITIC.apply(params, dialogue, method=tr.UtteranceCritic.values),
+    CRITIC.apply(params, dialogue, utterance, method=tr.UtteranceCritic.q_values),
+  )
 
 
 def _left_padded(prompts):
@@ -278,8 +297,9 @@ def test_critic_ignores_padding_and_masked_utterance_tokens():
   prompt, utterance = jnp.asarray(PROMPTS), jnp.asarray(UTTERANCES)
   mask = jnp.array([[True, True, True, False, True]] * 3)
   out, masked, _, _ = _critic_outputs(CRITIC_PARAMS, prompt, utterance, mask)
-  shifted, changed, _, _ = _critic_outputs(CRITIC_PARAMS, jnp.asarray(_left_padded(PROMPTS)),
-                                           utterance.at[:, 3].set(1), mask)
+  shifted, changed, _, _ = _critic_outputs(
+    CRITIC_PARAMS, jnp.asarray(_left_padded(PROMPTS)), utterance.at[:, 3].set(1), mask
+  )
   np.testing.assert_allclose(shifted.v, out.v, atol=2e-5)
   np.testing.assert_allclose(changed.q, masked.q, atol=2e-5)
   assert np.max(np.abs(np.asarray(masked.q - out.q))) > 1e-4  # the mask is used
@@ -313,16 +333,23 @@ def _game_dialogues(env_params):
   vocab = token_game.vocabulary(env_params)
 
   def ask(attribute, value):
-    return [token_game.ASK, vocab.attribute_start + attribute, vocab.value_start + value,
-            token_game.END]
+    return [
+      token_game.ASK,
+      vocab.attribute_start + attribute,
+      vocab.value_start + value,
+      token_game.END,
+    ]
 
-  turns = [[token_game.BOS] + ask(2, 0) + [token_game.NO],
-           [token_game.BOS] + ask(1, 2) + [token_game.YES] + ask(3, 1) + [token_game.NO]]
+  turns = [
+    [token_game.BOS] + ask(2, 0) + [token_game.NO],
+    [token_game.BOS] + ask(1, 2) + [token_game.YES] + ask(3, 1) + [token_game.NO],
+  ]
   dialogues = np.full((2, token_game.max_dialogue_len(env_params)), token_game.PAD, np.int32)
   for row, tokens in zip(dialogues, turns):
-    row[:len(tokens)] = tokens
-  targets = np.array([ask(0, 1), [token_game.GUESS, vocab.item_start + 5, token_game.END,
-                                  token_game.PAD]], np.int32)
+    row[: len(tokens)] = tokens
+  targets = np.array(
+    [ask(0, 1), [token_game.GUESS, vocab.item_start + 5, token_game.END, token_game.PAD]], np.int32
+  )
   return dialogues, targets
 
 
@@ -336,10 +363,16 @@ def test_overfit_reproduces_a_fixed_utterance_after_a_game_dialogue():
   """
   env_params = token_game.EnvParams()
   dialogues, targets = _game_dialogues(env_params)
-  assert "turn 2: ask attr3 val1 <end> -> no" in token_game.decode_dialogue(dialogues[1],
-                                                                            env_params)
-  model = tr.CausalTransformer(vocab_size=token_game.vocabulary(env_params).size, d_model=32,
-                               num_layers=1, num_heads=4, max_len=48)
+  assert "turn 2: ask attr3 val1 <end> -> no" in token_game.decode_dialogue(
+    dialogues[1], env_params
+  )
+  model = tr.CausalTransformer(
+    vocab_size=token_game.vocabulary(env_params).size,
+    d_model=32,
+    num_layers=1,
+    num_heads=4,
+    max_len=48,
+  )
   optimizer = optax.adam(3e-3)
 
   def loss_fn(params):
@@ -354,10 +387,12 @@ def test_overfit_reproduces_a_fixed_utterance_after_a_game_dialogue():
   @jax.jit
   def train_and_generate(key):
     params = model.init(key, dialogues)
-    (params, _), losses = jax.lax.scan(train_step, (params, optimizer.init(params)), None,
-                                       length=150)
-    tokens, log_probs = tr.generate(model, params, dialogues, key,
-                                    num_tokens=env_params.utterance_len, greedy=True)
+    (params, _), losses = jax.lax.scan(
+      train_step, (params, optimizer.init(params)), None, length=150
+    )
+    tokens, log_probs = tr.generate(
+      model, params, dialogues, key, num_tokens=env_params.utterance_len, greedy=True
+    )
     return losses, tokens, log_probs
 
   losses, tokens, log_probs = train_and_generate(jax.random.key(0))
@@ -368,8 +403,9 @@ def test_overfit_reproduces_a_fixed_utterance_after_a_game_dialogue():
 
 def test_token_value_network_gives_one_causal_value_per_utterance_token():
   """V before token j of the utterance, `[B, L]`: unchanged by the utterance's later tokens."""
-  network = tr.TokenValueNetwork(vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2,
-                                 max_len=24)
+  network = tr.TokenValueNetwork(
+    vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2, max_len=24
+  )
   params = network.init(jax.random.key(0), PROMPTS, UTTERANCES)
   apply = network.apply  # one call each: op-by-op is cheaper than a compile
   values = np.asarray(apply(params, PROMPTS, UTTERANCES))
@@ -377,24 +413,28 @@ def test_token_value_network_gives_one_causal_value_per_utterance_token():
   changed = UTTERANCES.copy()
   changed[:, 3:] = (changed[:, 3:] + 1) % VOCAB
   # The value before token j sees the dialogue and tokens < j only.
-  np.testing.assert_allclose(np.asarray(apply(params, PROMPTS, changed))[:, :4], values[:, :4],
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(apply(params, PROMPTS, changed))[:, :4], values[:, :4], rtol=1e-5, atol=1e-6
+  )
 
 
 def test_critic_params_from_policy_copy_the_trunk_and_refuse_other_sizes():
-  policy = tr.CausalTransformer(vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2,
-                                max_len=24)
-  critic = tr.UtteranceCritic(vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2,
-                              max_len=20, causal=True)
-  policy_params = policy.init(jax.random.key(0), PROMPTS)
-  critic_params = critic.init(jax.random.key(1), PROMPTS, UTTERANCES)
+  policy = tr.CausalTransformer(vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2, max_len=24)
+  critic = tr.UtteranceCritic(
+    vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2, max_len=20, causal=True
+  )
+  policy_params = jax.jit(policy.init)(jax.random.key(0), PROMPTS)
+  critic_params = jax.jit(critic.init)(jax.random.key(1), PROMPTS, UTTERANCES)
   started = tr.critic_params_from_policy(critic_params, policy_params)
   encoder, trunk = started["params"]["encoder"], policy_params["params"]["trunk"]
-  np.testing.assert_array_equal(encoder["position_embed"]["embedding"],
-                                trunk["position_embed"]["embedding"][:20])
-  np.testing.assert_array_equal(encoder["token_embed"]["embedding"],
-                                trunk["token_embed"]["embedding"])
+  np.testing.assert_array_equal(
+    encoder["position_embed"]["embedding"], trunk["position_embed"]["embedding"][:20]
+  )
+  np.testing.assert_array_equal(
+    encoder["token_embed"]["embedding"], trunk["token_embed"]["embedding"]
+  )
   wide = tr.UtteranceCritic(vocab_size=VOCAB, d_model=32, num_layers=1, num_heads=2, max_len=20)
   with pytest.raises(ValueError, match="policy_params"):
-    tr.critic_params_from_policy(wide.init(jax.random.key(1), PROMPTS, UTTERANCES),
-                                 policy_params)
+    tr.critic_params_from_policy(
+      jax.jit(wide.init)(jax.random.key(1), PROMPTS, UTTERANCES), policy_params
+    )

@@ -16,16 +16,26 @@ from hrljax.agents import ppo
 
 
 def max_abs_diff(a, b) -> float:
-  return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
-             for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+  return max(
+    float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+  )
 
 
 def ppo_sgd_update_difference() -> dict:
   """One PPO update with SGD (rollout, GAE, 2 epochs x 2 minibatches) on 8 devices vs 1."""
   config = ppo.get_config()
-  config.update(optimizer="sgd", learning_rate=0.5, anneal_lr=False, max_grad_norm=1e6,
-                num_envs=8, num_steps=16, total_timesteps=128, update_epochs=2,
-                num_minibatches=2)
+  config.update(
+    optimizer="sgd",
+    learning_rate=0.5,
+    anneal_lr=False,
+    max_grad_norm=1e6,
+    num_envs=8,
+    num_steps=16,
+    total_timesteps=128,
+    update_epochs=2,
+    num_minibatches=2,
+  )
   learner = ppo.make_learner(config)
   results = {}
   for devices in (1, 8):
@@ -35,19 +45,23 @@ def ppo_sgd_update_difference() -> dict:
     state = distributed.place(state, shardings)
     step = distributed.jit_step(learner.step, shardings, donate=False)
     new_state, metrics = step(state)
-    results[devices] = (jax.device_get(new_state.agent.params), jax.device_get(metrics),
-                        jax.device_get(state.agent.params), new_state)
+    results[devices] = (
+      jax.device_get(new_state.agent.params),
+      jax.device_get(metrics),
+      jax.device_get(state.agent.params),
+      new_state,
+    )
   params_1, metrics_1, before, _ = results[1]
   params_8, metrics_8, _, state_8 = results[8]
   env_leaf = jax.tree.leaves(state_8.env)[0]
   param_leaf = jax.tree.leaves(state_8.agent.params)[0]
   return {
-      "ppo_param_diff": max_abs_diff(params_1, params_8),
-      "ppo_param_change": max_abs_diff(params_1, before),
-      "ppo_metric_diff": max(abs(float(metrics_1[k]) - float(metrics_8[k])) for k in metrics_1),
-      "env_spec_8": str(env_leaf.sharding.spec),
-      "param_spec_8": str(param_leaf.sharding.spec),
-      "num_devices": jax.device_count(),
+    "ppo_param_diff": max_abs_diff(params_1, params_8),
+    "ppo_param_change": max_abs_diff(params_1, before),
+    "ppo_metric_diff": max(abs(float(metrics_1[k]) - float(metrics_8[k])) for k in metrics_1),
+    "env_spec_8": str(env_leaf.sharding.spec),
+    "param_spec_8": str(param_leaf.sharding.spec),
+    "num_devices": jax.device_count(),
   }
 
 
@@ -67,12 +81,15 @@ def shard_map_gradient_scaling() -> dict:
   def grad_then_pmean(w, x, y):
     return jax.lax.pmean(jax.grad(loss)(w, x, y), "data")
 
-  shard = lambda f: jax.jit(jax.shard_map(f, mesh=mesh, in_specs=(P(), P("data"), P("data")),
-                                          out_specs=P()))
+  shard = lambda f: jax.jit(
+    jax.shard_map(f, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=P())
+  )
   good = shard(global_mean_grad)(w, x, y)
   bad = shard(grad_then_pmean)(w, x, y)
-  return {"global_mean_grad_diff": float(jnp.max(jnp.abs(good - reference))),
-          "grad_then_pmean_ratio": float(jnp.linalg.norm(bad) / jnp.linalg.norm(reference))}
+  return {
+    "global_mean_grad_diff": float(jnp.max(jnp.abs(good - reference))),
+    "grad_then_pmean_ratio": float(jnp.linalg.norm(bad) / jnp.linalg.norm(reference)),
+  }
 
 
 if __name__ == "__main__":

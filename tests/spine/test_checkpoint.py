@@ -19,9 +19,12 @@ class State(struct.PyTreeNode):
 
 
 def _state(seed: int) -> State:
-  return State(params={"w": jnp.arange(6.0).reshape(2, 3) * seed, "b": jnp.ones(3) * seed},
-               key=jax.random.key(seed), per_env=jnp.arange(4) + seed,
-               step=jnp.asarray(seed, jnp.int32))
+  return State(
+    params={"w": jnp.arange(6.0).reshape(2, 3) * seed, "b": jnp.ones(3) * seed},
+    key=jax.random.key(seed),
+    per_env=jnp.arange(4) + seed,
+    step=jnp.asarray(seed, jnp.int32),
+  )
 
 
 def test_round_trip_keeps_type_typed_key_and_sharding(tmp_path):
@@ -85,5 +88,6 @@ def test_restore_accepts_an_abstract_state_with_typed_keys(tmp_path):
   checkpointer.wait()
   restored = checkpointer.restore(jax.eval_shape(lambda: _state(0)))
   assert int(restored.step) == 2
-  np.testing.assert_array_equal(jax.random.key_data(restored.key),
-                                jax.random.key_data(jax.random.key(2)))
+  np.testing.assert_array_equal(
+    jax.random.key_data(restored.key), jax.random.key_data(jax.random.key(2))
+  )

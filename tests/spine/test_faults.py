@@ -27,11 +27,15 @@ from hrljax import training
 from hrljax.logging import read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def run_config(**run_fields) -> ml_collections.ConfigDict:
   """The walker's experiment config: the spine's run-level fields and an agent name."""
   config = training.run_config(**run_fields)
   config.agent = "walker"
   return config
+
+
 PARAMS = 4096  # 16 KiB of float32: a checkpoint bigger than the file-size limit used below
 
 
@@ -46,6 +50,7 @@ def walker_learner(num_updates: int, poison_at: int = 0, poison=math.nan) -> tra
 
   The metric stays finite, so only the parameter check can catch the poison.
   """
+
   def init(key):
     return Walker(params=jnp.zeros(PARAMS), n=jnp.zeros((), jnp.int32), key=key)
 
@@ -54,9 +59,10 @@ def walker_learner(num_updates: int, poison_at: int = 0, poison=math.nan) -> tra
     n = state.n + 1
     params = state.params + jax.random.normal(sub, (PARAMS,))
     params = params.at[7].set(jnp.where((poison_at > 0) & (n >= poison_at), poison, params[7]))
-    return (Walker(params=params, n=n, key=key),
-            {"loss": jnp.mean(jnp.abs(state.params[:4])), "episode_return_sum": 1.0,
-             "episodes": 1.0})
+    return (
+      Walker(params=params, n=n, key=key),
+      {"loss": jnp.mean(jnp.abs(state.params[:4])), "episode_return_sum": 1.0, "episodes": 1.0},
+    )
 
   def evaluate(state, key):
     del key
@@ -99,8 +105,13 @@ SCRIPT = textwrap.dedent("""
 def start(tmp_path, mode, workdir, arg="0"):
   script = tmp_path / "run_walker.py"
   script.write_text(SCRIPT.format(tests_dir=os.path.dirname(os.path.abspath(__file__))))
-  return subprocess.Popen([sys.executable, str(script), mode, str(workdir), arg], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  return subprocess.Popen(
+    [sys.executable, str(script), mode, str(workdir), arg],
+    cwd=ROOT,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
 
 
 def finish(process, timeout=240):
@@ -162,7 +173,9 @@ def test_full_disk_fails_at_the_first_save_naming_the_checkpoint_directory(tmp_p
   code, _, err = finish(start(tmp_path, "file_size_limit", workdir, "4000"))
   assert code != 0
   # The error line, wherever it lands: orbax's writer coroutines may print shutdown noise after it.
-  prefix = f"hrljax.checkpoint.CheckpointError: saving checkpoint 4 in {workdir / 'checkpoints'} failed"
+  prefix = (
+    f"hrljax.checkpoint.CheckpointError: saving checkpoint 4 in {workdir / 'checkpoints'} failed"
+  )
   errors = [line for line in err.splitlines() if line.startswith(prefix)]
   assert errors, err[-3000:]
   assert "File too large" in errors[0]
@@ -174,11 +187,14 @@ def test_full_disk_fails_at_the_first_save_naming_the_checkpoint_directory(tmp_p
 def test_enospc_from_the_writer_is_a_checkpoint_error_naming_the_directory(tmp_path, monkeypatch):
   async def no_space(path, text):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
   monkeypatch.setattr(ocp.path.atomicity.async_path, "write_text", no_space)
   directory = tmp_path / "ckpt"
   checkpointer = ckpt.Checkpointer(str(directory))
-  with pytest.raises(ckpt.CheckpointError,
-                     match=f"saving checkpoint 3 in {directory} failed.*No space left on device"):
+  with pytest.raises(
+    ckpt.CheckpointError,
+    match=f"saving checkpoint 3 in {directory} failed.*No space left on device",
+  ):
     checkpointer.save(3, {"w": jnp.ones(3)})
   monkeypatch.undo()
   assert ckpt.Checkpointer(str(directory)).latest_step() is None
@@ -200,8 +216,9 @@ def unwritable_directories(tmp_path):
 def test_unwritable_workdir_is_a_clear_error_at_start_up(tmp_path):
   for path, reason in unwritable_directories(tmp_path):
     directory = os.path.join(str(path), "checkpoints")
-    with pytest.raises(ckpt.CheckpointError,
-                       match=f"checkpoint directory '{directory}' is not writable: {reason}"):
+    with pytest.raises(
+      ckpt.CheckpointError, match=f"checkpoint directory '{directory}' is not writable: {reason}"
+    ):
       ckpt.Checkpointer(directory)
 
 
@@ -209,7 +226,11 @@ def test_unwritable_workdir_is_a_clear_error_at_start_up(tmp_path):
 def test_non_finite_parameters_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path, poison):
   workdir = str(tmp_path / "poisoned")
   with pytest.raises(training.TrainingDiverged) as raised:
-    training.train(walker_learner(24, poison_at=10, poison=poison), run_config(log_every=4, checkpoint_every=4, max_checkpoints=3), workdir)
+    training.train(
+      walker_learner(24, poison_at=10, poison=poison),
+      run_config(log_every=4, checkpoint_every=4, max_checkpoints=3),
+      workdir,
+    )
   message = str(raised.value)
   assert message.startswith("non-finite state leaf .params in the chunk ending at update 12;")
   assert f"The last good checkpoint is update 8 in {workdir}/checkpoints." in message

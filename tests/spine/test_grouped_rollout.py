@@ -9,8 +9,9 @@ from hrljax import envs, rollout
 
 
 def _four_rooms(max_steps=500):
-  return envs.make("FourRooms-misc", resample_init_pos=True, resample_goal_pos=True,
-                   max_steps_in_episode=max_steps)
+  return envs.make(
+    "FourRooms-misc", resample_init_pos=True, resample_goal_pos=True, max_steps_in_episode=max_steps
+  )
 
 
 def _uniform(num_actions):
@@ -18,13 +19,15 @@ def _uniform(num_actions):
     del params
     action = jax.random.randint(key, (obs.shape[0],), 0, num_actions)
     return action, jnp.zeros((obs.shape[0],), jnp.float32)
+
   return policy
 
 
 def test_grouped_reset_members_share_the_start_and_groups_differ():
   env, params = _four_rooms()
   carry, group_ids = jax.jit(lambda k: rollout.grouped_reset(env, params, k, 5, 3))(
-      jax.random.key(0))
+    jax.random.key(0)
+  )
   assert group_ids.dtype == jnp.int32
   np.testing.assert_array_equal(group_ids, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4])
   obs = np.asarray(carry.obs).reshape(5, 3, 4)  # (agent row, agent col, goal row, goal col)
@@ -59,14 +62,8 @@ def test_grouped_reset_bad_arguments():
 
 
 def test_first_episode_mask_hand_computed():
-  done = np.array([[0, 1, 0, 0],
-                   [1, 0, 0, 0],
-                   [0, 1, 0, 1],
-                   [1, 0, 0, 0]], bool)
-  expected = np.array([[1, 1, 1, 1],
-                       [1, 0, 1, 1],
-                       [0, 0, 1, 1],
-                       [0, 0, 1, 0]], bool)
+  done = np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 1, 0, 1], [1, 0, 0, 0]], bool)
+  expected = np.array([[1, 1, 1, 1], [1, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 0]], bool)
   np.testing.assert_array_equal(rollout.first_episode_mask(jnp.asarray(done)), expected)
 
 
@@ -77,8 +74,9 @@ def test_grouped_episodes_mask_summary_and_shared_starts():
 
   @jax.jit
   def run(key):
-    episodes = rollout.grouped_episodes(env, params, _uniform(4), None, key, group_ids,
-                                        num_steps, unroll=2)
+    episodes = rollout.grouped_episodes(
+      env, params, _uniform(4), None, key, group_ids, num_steps, unroll=2
+    )
     return episodes, rollout.summarize_episodes(episodes)
 
   episodes, summary = run(jax.random.key(7))
@@ -107,12 +105,14 @@ def test_grouped_episodes_mask_summary_and_shared_starts():
 
 def test_episodes_cut_by_the_window_are_not_ended():
   env, params = _four_rooms(max_steps=500)
-  episodes = rollout.grouped_episodes(env, params, _uniform(4), None, jax.random.key(1),
-                                      rollout.grouped_ids(2, 2), 3)
+  episodes = rollout.grouped_episodes(
+    env, params, _uniform(4), None, jax.random.key(1), rollout.grouped_ids(2, 2), 3
+  )
   summary = rollout.summarize_episodes(episodes)
   running = ~np.asarray(summary.ended)
   assert running.any()
   np.testing.assert_array_equal(np.asarray(summary.length)[running], 3)
   with pytest.raises(ValueError, match="num_steps: expected a Python int >= 1, got 0"):
-    rollout.grouped_episodes(env, params, _uniform(4), None, jax.random.key(1),
-                             rollout.grouped_ids(2, 2), 0)
+    rollout.grouped_episodes(
+      env, params, _uniform(4), None, jax.random.key(1), rollout.grouped_ids(2, 2), 0
+    )

@@ -13,10 +13,16 @@ def write_run(workdir, seeds, steps=(10, 20, 30)):
   with open(workdir / hlog.METRICS_FILE, "w") as f:
     for step in steps:
       for seed in seeds:
-        f.write(json.dumps({"phase": "train", "seed": seed, "env_steps": step,
-                            "episode_return": step / 10 + seed}) + "\n")
-    f.write(json.dumps({"phase": "eval", "seed": seeds[0], "env_steps": steps[-1],
-                        "eval_return": 1.0}) + "\n")
+        f.write(
+          json.dumps(
+            {"phase": "train", "seed": seed, "env_steps": step, "episode_return": step / 10 + seed}
+          )
+          + "\n"
+        )
+    f.write(
+      json.dumps({"phase": "eval", "seed": seeds[0], "env_steps": steps[-1], "eval_return": 1.0})
+      + "\n"
+    )
   return str(workdir)
 
 
@@ -29,8 +35,9 @@ def test_seed_curves_split_records_by_seed_and_skip_those_without_the_metric(tmp
 
 
 def test_mean_curve_is_taken_where_every_seed_has_a_value():
-  xs, mean, low, high = hlog.mean_curve({0: ([10, 20, 30], [1.0, 2.0, 3.0]),
-                                         1: ([10, 20], [3.0, 6.0])})
+  xs, mean, low, high = hlog.mean_curve(
+    {0: ([10, 20, 30], [1.0, 2.0, 3.0]), 1: ([10, 20], [3.0, 6.0])}
+  )
   np.testing.assert_array_equal(xs, [10, 20])
   np.testing.assert_allclose(mean, [2.0, 4.0])
   np.testing.assert_allclose(low, [1.0, 2.0])

@@ -14,8 +14,7 @@ pytestmark = pytest.mark.multidevice
 
 
 def run(command, env, timeout=600):
-  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                        timeout=timeout)
+  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +42,29 @@ def test_shard_map_needs_the_global_mean_inside_the_gradient(checks):
 
 
 def test_cli_logs_same_losses_on_1_and_8_devices(tmp_path, eight_cpu_devices_env):
-  common = ["--config=experiments/configs/ppo_cartpole.py", "--config.num_envs=8",
-            "--config.num_steps=16", "--config.total_timesteps=384", "--config.log_every=1",
-            "--config.checkpoint_every=1", "--config.eval_episodes=8"]
+  common = [
+    "--config=experiments/configs/ppo_cartpole.py",
+    "--config.num_envs=8",
+    "--config.num_steps=16",
+    "--config.total_timesteps=384",
+    "--config.log_every=1",
+    "--config.checkpoint_every=3",
+    "--config.eval_episodes=8",
+  ]
   records = {}
   for devices in (1, 8):
     workdir = tmp_path / f"d{devices}"
-    result = run([sys.executable, "-m", "experiments.train", f"--workdir={workdir}",
-                  f"--num_devices={devices}", *common], eight_cpu_devices_env)
+    result = run(
+      [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        f"--workdir={workdir}",
+        f"--num_devices={devices}",
+        *common,
+      ],
+      eight_cpu_devices_env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"{devices} device(s)" in result.stdout
     records[devices] = [r for r in read_jsonl(str(workdir)) if r["phase"] == "train"]
@@ -61,8 +75,18 @@ def test_cli_logs_same_losses_on_1_and_8_devices(tmp_path, eight_cpu_devices_env
 
 
 def test_env_count_not_divisible_by_device_count_is_a_clear_error(tmp_path, eight_cpu_devices_env):
-  result = run([sys.executable, "-m", "experiments.train", f"--workdir={tmp_path / 'x'}",
-                "--config=experiments/configs/ppo_cartpole.py", "--config.num_envs=4"], eight_cpu_devices_env)
+  result = run(
+    [
+      sys.executable,
+      "-m",
+      "experiments.train",
+      f"--workdir={tmp_path / 'x'}",
+      "--config=experiments/configs/ppo_cartpole.py",
+      "--config.num_envs=4",
+    ],
+    eight_cpu_devices_env,
+  )
   assert result.returncode == 2
-  assert result.stderr.strip() == ("error: config.num_envs: expected a multiple of the device "
-                                   "count (8), got 4")
+  assert result.stderr.strip() == (
+    "error: config.num_envs: expected a multiple of the device count (8), got 4"
+  )

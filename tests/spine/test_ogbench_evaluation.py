@@ -4,6 +4,7 @@ five-task success rates and the value diagnostic along each task's shortest path
 import math
 
 import jax
+import numpy as np
 
 from hrljax import ogbench_evaluation
 from hrljax.agents import gcivl, ota
@@ -12,22 +13,48 @@ from hrljax.agents import gcivl, ota
 def tiny_agent(module, agent_cls):
   config = module.get_config()
   config.value_hidden_sizes = config.actor_hidden_sizes = (8,)
-  return config, agent_cls.create(jax.random.key(0), 2, 2, config)
+  # created in one compiled call rather than op by op
+  return config, jax.jit(lambda key: agent_cls.create(key, 2, 2, config))(jax.random.key(0))
 
 
 def test_evaluate_tasks_runs_ogbench_tasks():
   config, agent = tiny_agent(gcivl, gcivl.GCIVLAgent)
-  results = ogbench_evaluation.evaluate_tasks(agent, config, num_episodes=2, task_ids=(2,),
-                                              max_episode_steps=30)
+  results = ogbench_evaluation.evaluate_tasks(
+    agent, config, num_episodes=2, task_ids=(2,), max_episode_steps=30
+  )
   assert set(results) == {"task2_success", "success"}
   assert results["success"] == 0.0  # task 2 is far more than 30 steps away
+
+
+class Jitted:
+  """The agent's `goal_values` and `act` as compiled calls on inputs padded to `rows` rows (the
+  path's last cell repeated; the agent's networks treat rows independently, and `path_values`
+  acts greedily), the outputs cut back to the path: the same numbers, with one compilation per
+  method instead of every operation compiled again for each path length (op by op)."""
+
+  def __init__(self, agent, rows=64):
+    self.agent, self.rows = agent, rows
+    self._goal_values = jax.jit(type(agent).goal_values)
+    self._act = jax.jit(type(agent).act, static_argnums=4)
+
+  def _pad(self, x):
+    x = np.asarray(x)
+    assert len(x) <= self.rows
+    return np.concatenate([x, np.repeat(x[-1:], self.rows - len(x), axis=0)])
+
+  def goal_values(self, obs, goal):
+    values = self._goal_values(self.agent, self._pad(obs), self._pad(goal))
+    return {name: v[: len(obs)] for name, v in values.items()}
+
+  def act(self, obs, goal, key, temperature):
+    return self._act(self.agent, self._pad(obs), self._pad(goal), key, temperature)[: len(obs)]
 
 
 def test_path_values_report_every_value_of_the_agent_on_every_task():
   # the value diagnostic along each task's shortest path: cells >= 2 (start and goal), each of
   # the agent's values (OTA: V^l "v" and V^h "vh") at the start and its rise, the action cosine
   _, agent = tiny_agent(ota, ota.OTAAgent)
-  out = ogbench_evaluation.path_values(agent, "pointmaze-medium-navigate-v0")
+  out = ogbench_evaluation.path_values(Jitted(agent), "pointmaze-medium-navigate-v0")
   for k in range(1, 6):
     assert out[f"task{k}_path_cells"] >= 2
     for name in ("v", "vh"):

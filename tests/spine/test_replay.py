@@ -19,9 +19,9 @@ def numbered_items(start: int, count: int) -> dict:
   """Items whose every leaf encodes the item's number (1-based, so 0 means 'never written')."""
   numbers = np.arange(start, start + count)
   return {
-      "obs": np.stack([numbers, -numbers], axis=1).astype(np.float32),
-      "tokens": (np.repeat(numbers[:, None], 3, axis=1).astype(np.int32),),
-      "done": numbers % 2 == 0,
+    "obs": np.stack([numbers, -numbers], axis=1).astype(np.float32),
+    "tokens": (np.repeat(numbers[:, None], 3, axis=1).astype(np.int32),),
+    "done": numbers % 2 == 0,
   }
 
 
@@ -112,9 +112,11 @@ def test_jit_matches_eager_and_works_inside_scan():
 
   def numbered_items_traced(start):
     numbers = start + jnp.arange(3)
-    return {"obs": jnp.stack([numbers, -numbers], axis=1).astype(jnp.float32),
-            "tokens": (numbers[:, None] * jnp.ones((1, 3), jnp.int32),),
-            "done": numbers % 2 == 0}
+    return {
+      "obs": jnp.stack([numbers, -numbers], axis=1).astype(jnp.float32),
+      "tokens": (numbers[:, None] * jnp.ones((1, 3), jnp.int32),),
+      "done": numbers % 2 == 0,
+    }
 
   starts = jnp.arange(1, 13, 3)  # 4 adds of 3 items into capacity 5
   scanned, _ = jax.jit(lambda b: jax.lax.scan(fill, b, starts))(replay.init(EXAMPLE, 5))
@@ -128,12 +130,12 @@ def test_vmap_over_independent_buffers():
   """One buffer per seed: vmapped add and sample act on each buffer separately."""
   single = replay.init(EXAMPLE, 4)
   buffers = jax.tree.map(lambda x: jnp.stack([x, x]), single)
-  items = jax.tree.map(lambda a, b: np.stack([a, b]), numbered_items(1, 2),
-                       numbered_items(11, 2))
+  items = jax.tree.map(lambda a, b: np.stack([a, b]), numbered_items(1, 2), numbered_items(11, 2))
   buffers = jax.jit(jax.vmap(replay.add))(buffers, items)
   np.testing.assert_array_equal(buffers.size, [2, 2])
-  np.testing.assert_array_equal(buffers.storage["tokens"][0][:, :, 0],
-                                [[1, 2, 0, 0], [11, 12, 0, 0]])
+  np.testing.assert_array_equal(
+    buffers.storage["tokens"][0][:, :, 0], [[1, 2, 0, 0], [11, 12, 0, 0]]
+  )
   keys = jax.random.split(jax.random.key(0), 2)
   samples = jax.jit(jax.vmap(lambda b, k: sample(b, k, 64)))(buffers, keys)
   assert set(np.asarray(samples["tokens"][0][0, :, 0]).tolist()) <= {1, 2}

@@ -12,18 +12,22 @@ def _constant_policy(action):
   def policy(params, obs, key):
     del params, key
     return jnp.full((obs.shape[0],), action, jnp.int32), {"seen": obs[:, 0]}
+
   return policy
 
 
 def test_truncation_is_not_termination_and_keeps_final_observation():
   env, params = envs.make("CartPole-v1", max_steps_in_episode=3)
   carry = rollout.reset(env, params, jax.random.key(0), 2)
+
   # The pole cannot fall within 3 steps, so every episode hits the time limit.
   def push_left(p, obs, key):
     del p, key
     return jnp.zeros((obs.shape[0],), jnp.int32), None
-  carry, traj = jax.jit(lambda c: rollout.rollout(env, params, push_left, None, c,
-                                                  jax.random.key(1), 7))(carry)
+
+  carry, traj = jax.jit(
+    lambda c: rollout.rollout(env, params, push_left, None, c, jax.random.key(1), 7)
+  )(carry)
   truncated = np.asarray(traj.truncated)
   assert truncated[2].all() and truncated[5].all() and truncated.sum() == 4
   assert not np.asarray(traj.terminated).any()
@@ -59,20 +63,29 @@ def test_episode_statistics_nan_when_no_episode_ended():
 
 def test_evaluate_counts_first_episode_per_environment():
   env, params = envs.make("CartPole-v1", max_steps_in_episode=20)
+
   def balance(p, obs, key):
     del p, key
     return (obs[:, 2] > 0).astype(jnp.int32), None  # push toward the pole's lean
+
   out = rollout.evaluate(env, params, balance, None, jax.random.key(0), 4, 25)
   assert float(out["eval_return"]) == 20.0 and float(out["eval_length"]) == 20.0
 
 
 def test_rollout_is_deterministic_per_key():
   env, params = envs.make("CartPole-v1")
+
   def random_policy(p, obs, key):
     del p
     return jax.random.randint(key, (obs.shape[0],), 0, 2), None
-  run = jax.jit(lambda k: rollout.rollout(env, params, random_policy, None,
-                                          rollout.reset(env, params, k, 4), k, 16)[1].reward)
+
+  run = jax.jit(
+    lambda k: (
+      rollout.rollout(env, params, random_policy, None, rollout.reset(env, params, k, 4), k, 16)[
+        1
+      ].reward
+    )
+  )
   np.testing.assert_array_equal(run(jax.random.key(3)), run(jax.random.key(3)))
 
 
@@ -86,8 +99,13 @@ def test_env_registry_errors():
 
 
 def test_own_environments_are_registered_and_take_param_overrides():
-  for name in ("TokenGame-v0", "PointHazard-v0", "Chain1D-v0", "SafeCartPole-v0",
-               "SafeCartPole-discrete-v0"):
+  for name in (
+    "TokenGame-v0",
+    "PointHazard-v0",
+    "Chain1D-v0",
+    "SafeCartPole-v0",
+    "SafeCartPole-discrete-v0",
+  ):
     assert name in envs.available()
     env, params = envs.make(name)
     obs, _ = env.reset(jax.random.key(0), params)
@@ -96,8 +114,10 @@ def test_own_environments_are_registered_and_take_param_overrides():
   assert params.max_steps_in_episode == 50
 
 
-@pytest.mark.parametrize("name, overrides", [("CartPole-v1", {"max_steps_in_episode": 7}),
-                                             ("FourRooms-misc", {"max_steps_in_episode": 9})])
+@pytest.mark.parametrize(
+  "name, overrides",
+  [("CartPole-v1", {"max_steps_in_episode": 7}), ("FourRooms-misc", {"max_steps_in_episode": 9})],
+)
 def test_batched_auto_reset_equals_gymnax_step(monkeypatch, name, overrides):
   """The fast path (reset only when some env is done) computes exactly gymnax's step."""
   env, params = envs.make(name, **overrides)

@@ -21,10 +21,10 @@ class Counter(struct.PyTreeNode):
   key: jax.Array
 
 
-def counting_learner(num_updates: int, nan_at: int = 0, episode_every: int = 1
-                     ) -> training.Learner:
+def counting_learner(num_updates: int, nan_at: int = 0, episode_every: int = 1) -> training.Learner:
   """x grows by a random amount per update; x and the loss become NaN from update `nan_at` on.
   An episode (return x, cost 2x) ends at every `episode_every`-th update."""
+
   def init(key):
     return Counter(x=jnp.zeros(()), n=jnp.zeros((), jnp.int32), key=key)
 
@@ -34,8 +34,12 @@ def counting_learner(num_updates: int, nan_at: int = 0, episode_every: int = 1
     poisoned = (nan_at > 0) & (n >= nan_at)
     x = jnp.where(poisoned, jnp.nan, state.x + jax.random.uniform(sub))
     ended = (n % episode_every == 0).astype(jnp.float32)
-    return Counter(x=x, n=n, key=key), {"loss": x, "episode_return_sum": ended * x,
-                                        "episode_cost_sum": ended * 2 * x, "episodes": ended}
+    return Counter(x=x, n=n, key=key), {
+      "loss": x,
+      "episode_return_sum": ended * x,
+      "episode_cost_sum": ended * 2 * x,
+      "episodes": ended,
+    }
 
   def evaluate(state, key):
     del key
@@ -52,23 +56,30 @@ def run_config(agent: str = "counter", **run_fields) -> ml_collections.ConfigDic
 
 
 def test_summarize_means_and_episode_weighted_returns():
-  sums = {"loss": np.float32(6.0), "episode_return_sum": np.float32(30.0),
-          "episodes": np.float32(3.0)}
+  sums = {
+    "loss": np.float32(6.0),
+    "episode_return_sum": np.float32(30.0),
+    "episodes": np.float32(3.0),
+  }
   out = training.summarize(sums, num_updates=4)
   assert out == {"loss": 1.5, "episode_return": 10.0, "episodes": 3.0}
-  assert math.isnan(training.summarize({"episode_return_sum": 0.0, "episodes": 0.0}, 2)
-                    ["episode_return"])
+  assert math.isnan(
+    training.summarize({"episode_return_sum": 0.0, "episodes": 0.0}, 2)["episode_return"]
+  )
 
 
 def test_run_logs_every_chunk_checkpoints_and_evaluates(tmp_path, capsys):
   workdir = str(tmp_path / "run")
-  state = training.train(counting_learner(25), run_config(log_every=10, checkpoint_every=20, seeds=(1,)), workdir)
+  state = training.train(
+    counting_learner(25), run_config(log_every=10, checkpoint_every=20, seeds=(1,)), workdir
+  )
   records = read_jsonl(workdir)
   train_records = [r for r in records if r["phase"] == "train"]
   assert [r["update"] for r in train_records] == [10, 20, 25]
   assert [r["env_steps"] for r in train_records] == [100, 200, 250]
   assert records[-1]["phase"] == "eval" and records[-1]["eval_return"] == pytest.approx(
-      float(state.x))
+    float(state.x)
+  )
   assert Checkpointer(f"{workdir}/checkpoints").all_steps() == [20, 25]
   assert json.load(open(f"{workdir}/config.json"))["agent"] == "counter"
   environment = json.load(open(f"{workdir}/environment.json"))
@@ -79,22 +90,33 @@ def test_run_logs_every_chunk_checkpoints_and_evaluates(tmp_path, capsys):
 
 def test_resumed_run_equals_uninterrupted_run(tmp_path):
   full = str(tmp_path / "full")
-  final_full = training.train(counting_learner(30), run_config(log_every=5, checkpoint_every=10), full)
+  final_full = training.train(
+    counting_learner(30), run_config(log_every=5, checkpoint_every=10), full
+  )
   # A run that stopped after its checkpoint at update 10 (with its evaluation record logged),
   # then started again with a longer schedule in the same workdir.
   resumed_dir = str(tmp_path / "resumed")
   training.train(counting_learner(10), run_config(log_every=5, checkpoint_every=10), resumed_dir)
-  final_resumed = training.train(counting_learner(30), run_config(log_every=5, checkpoint_every=10), resumed_dir)
+  final_resumed = training.train(
+    counting_learner(30), run_config(log_every=5, checkpoint_every=10), resumed_dir
+  )
   assert float(final_resumed.x) == float(final_full.x)
-  strip = lambda rs: [{k: v for k, v in r.items() if k not in ("wall_time",
-                                                              "env_steps_per_second")} for r in rs]
+  strip = lambda rs: [
+    {k: v for k, v in r.items() if k not in ("wall_time", "env_steps_per_second")} for r in rs
+  ]
   assert strip(read_jsonl(resumed_dir)) == strip(read_jsonl(full))
 
 
 def test_nan_stops_with_message_and_keeps_last_good_checkpoint(tmp_path):
   workdir = str(tmp_path / "nan")
-  with pytest.raises(training.TrainingDiverged, match="update 12.*last good checkpoint is update 8"):
-    training.train(counting_learner(20, nan_at=11), run_config(log_every=4, checkpoint_every=4, max_checkpoints=3), workdir)
+  with pytest.raises(
+    training.TrainingDiverged, match="update 12.*last good checkpoint is update 8"
+  ):
+    training.train(
+      counting_learner(20, nan_at=11),
+      run_config(log_every=4, checkpoint_every=4, max_checkpoints=3),
+      workdir,
+    )
   assert Checkpointer(f"{workdir}/checkpoints").latest_step() == 8
   assert max(r["update"] for r in read_jsonl(workdir)) == 8
 
@@ -118,7 +140,9 @@ def test_chunk_without_an_ended_episode_is_logged_not_stopped(tmp_path):
   # Episodes end every 8th update, so the chunk of updates 5-7 has none: its episode means
   # (cost included, not only return and length) are NaN, which is not a divergence.
   workdir = str(tmp_path / "sparse")
-  training.train(counting_learner(12, episode_every=8), run_config(log_every=4, checkpoint_every=4), workdir)
+  training.train(
+    counting_learner(12, episode_every=8), run_config(log_every=4, checkpoint_every=4), workdir
+  )
   train_records = [r for r in read_jsonl(workdir) if r["phase"] == "train"]
   assert [r["episodes"] for r in train_records] == [0.0, 1.0, 0.0]
   assert train_records[0]["episode_cost"] is None  # the logger writes NaN as JSON null
@@ -127,7 +151,11 @@ def test_chunk_without_an_ended_episode_is_logged_not_stopped(tmp_path):
 
 def test_nan_episode_cost_of_an_ended_episode_still_stops(tmp_path):
   with pytest.raises(training.TrainingDiverged, match="episode_cost"):
-    training.train(counting_learner(8, nan_at=3, episode_every=4), run_config(log_every=4, checkpoint_every=4), str(tmp_path / "r"))
+    training.train(
+      counting_learner(8, nan_at=3, episode_every=4),
+      run_config(log_every=4, checkpoint_every=4),
+      str(tmp_path / "r"),
+    )
 
 
 def test_logger_truncates_records_a_resumed_run_rewrites(tmp_path):
@@ -160,10 +188,13 @@ def host_learner(nan_at: int = -1, num_updates: int = 5) -> training.HostLearner
     return state, {"weight": value, "example": f"w={float(state.weight)}"}
 
   return training.HostLearner(
-      init=lambda seed: HostState(jnp.zeros(()), jnp.zeros((), jnp.int32)), step=step,
-      evaluate=lambda state: {"eval_weight": float(state.weight)}, num_updates=num_updates,
-      env_steps_per_update=3,
-      progress=lambda record, texts: f"update {record['update']} {texts['example']}")
+    init=lambda seed: HostState(jnp.zeros(()), jnp.zeros((), jnp.int32)),
+    step=step,
+    evaluate=lambda state: {"eval_weight": float(state.weight)},
+    num_updates=num_updates,
+    env_steps_per_update=3,
+    progress=lambda record, texts: f"update {record['update']} {texts['example']}",
+  )
 
 
 def test_train_on_host_logs_evaluates_checkpoints_and_resumes(tmp_path, capsys):
@@ -197,6 +228,7 @@ def test_resuming_with_a_state_that_does_not_fit_keeps_the_run_and_its_config(tm
 
   def init_wider(key):  # the state of a changed config: x now has 3 entries
     return Counter(x=jnp.zeros(3), n=jnp.zeros((), jnp.int32), key=key)
+
   wider = counting_learner(20)._replace(init=init_wider)
   with pytest.raises(CheckpointMismatch, match="checkpoint 10 in .* does not fit"):
     training.train(wider, run_config("other", log_every=5, checkpoint_every=10), workdir)
@@ -209,7 +241,9 @@ def test_resuming_with_a_state_that_does_not_fit_keeps_the_run_and_its_config(tm
 # The run-level config fields and the seed axis.
 
 
-@pytest.mark.parametrize("field, value, message", [
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
     ("checkpoint_every", 15, "config.checkpoint_every: expected a multiple of config.log_every"),
     ("eval_every", 15, "config.eval_every: expected a multiple of config.log_every"),
     ("eval_every", -10, "config.eval_every: expected an integer >= 0"),
@@ -219,7 +253,8 @@ def test_resuming_with_a_state_that_does_not_fit_keeps_the_run_and_its_config(tm
     ("seeds", (1, 1), "config.seeds: expected distinct integers >= 0"),
     ("seeds", (-1,), "config.seeds: expected distinct integers >= 0"),
     ("seeds", (True,), "config.seeds: expected distinct integers >= 0"),
-])
+  ],
+)
 def test_validate_run_config_names_the_field(field, value, message):
   config = run_config(log_every=10)
   config[field] = value
@@ -237,20 +272,24 @@ def test_several_seeds_train_in_one_program_and_each_equals_its_own_run(tmp_path
   """Seeds are a vmap axis: records carry their seed, and each seed's numbers are those of the
   run of that seed alone (same keys; a scalar learner, so no rounding differs)."""
   together = str(tmp_path / "together")
-  state = training.train(counting_learner(12, episode_every=4),
-                         run_config(log_every=4, checkpoint_every=8, eval_every=8,
-                                    seeds=(3, 0)), together)
+  state = training.train(
+    counting_learner(12, episode_every=4),
+    run_config(log_every=4, checkpoint_every=8, eval_every=8, seeds=(3, 0)),
+    together,
+  )
   assert state.x.shape == (2,)
   records = read_jsonl(together)
   for index, seed in enumerate((3, 0)):
     alone = str(tmp_path / f"alone{seed}")
-    single = training.train(counting_learner(12, episode_every=4),
-                            run_config(log_every=4, checkpoint_every=8, eval_every=8,
-                                       seeds=(seed,)), alone)
+    single = training.train(
+      counting_learner(12, episode_every=4),
+      run_config(log_every=4, checkpoint_every=8, eval_every=8, seeds=(seed,)),
+      alone,
+    )
     assert float(state.x[index]) == float(single.x)
-    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("wall_time",
-                                                                "env_steps_per_second")}
-                        for r in rs]
+    strip = lambda rs: [
+      {k: v for k, v in r.items() if k not in ("wall_time", "env_steps_per_second")} for r in rs
+    ]
     mine = strip([r for r in records if r["seed"] == seed])
     assert mine == strip(read_jsonl(alone))
     # evaluations at update 0 (the start of the curve), 8 (eval_every) and at the end, 12
@@ -268,8 +307,7 @@ def test_host_evaluate_runs_on_each_seed_slice(tmp_path):
     return {"eval_host": float(state.x) + seed}
 
   learner = counting_learner(4)._replace(host_evaluate=host_evaluate)
-  training.train(learner, run_config(log_every=2, checkpoint_every=2, seeds=(0, 5)),
-                 str(tmp_path))
+  training.train(learner, run_config(log_every=2, checkpoint_every=2, seeds=(0, 5)), str(tmp_path))
   assert calls == [(0, ()), (5, ())]
   evals = [r for r in read_jsonl(str(tmp_path)) if r["phase"] == "eval"]
   assert [r["seed"] for r in evals] == [0, 5]
@@ -290,9 +328,9 @@ def test_a_run_resumed_at_an_evaluation_update_keeps_that_evaluation(tmp_path):
   training.train(counting_learner(8), config, resumed)
   whole = str(tmp_path / "whole")
   training.train(counting_learner(8), config, whole)
-  strip = lambda rs: [{k: v for k, v in r.items() if k not in ("wall_time",
-                                                              "env_steps_per_second")}
-                      for r in rs]
+  strip = lambda rs: [
+    {k: v for k, v in r.items() if k not in ("wall_time", "env_steps_per_second")} for r in rs
+  ]
   assert strip(read_jsonl(resumed)) == strip(read_jsonl(whole))
   assert [r["update"] for r in read_jsonl(whole) if r["phase"] == "eval"] == [0, 4, 8]
 

@@ -12,6 +12,7 @@ from experiments.diagnostics import archer_actor as diag
 from hrljax import envs
 from hrljax.agents import archer
 from hrljax.agents import token_common as tc
+from tests.fast_compile import fast_jit
 
 
 def test_episode_returns_discount_the_terminal_value_back_over_the_first_episode():
@@ -22,8 +23,7 @@ def test_episode_returns_discount_the_terminal_value_back_over_the_first_episode
   valid = jnp.asarray([[True, True], [True, False], [True, False]])
   transitions = types.SimpleNamespace(terminated=terminated)
   returns = np.asarray(diag.episode_returns(transitions, valid, final_value, 0.9))
-  np.testing.assert_allclose(returns, [[0.5 * 0.81, 1.0], [0.5 * 0.9, 0.0], [0.5, 0.0]],
-                             rtol=1e-6)
+  np.testing.assert_allclose(returns, [[0.5 * 0.81, 1.0], [0.5 * 0.9, 0.0], [0.5, 0.0]], rtol=1e-6)
 
 
 def test_turn_baseline_subtracts_the_mean_of_each_turn_and_standardises():
@@ -31,7 +31,7 @@ def test_turn_baseline_subtracts_the_mean_of_each_turn_and_standardises():
   valid = jnp.asarray([[True, True, True], [True, True, False]])
   adv = np.asarray(diag.turn_baseline_advantage(returns, valid))
   centred = np.asarray([[0.5, -0.5, 0.0], [-0.2, 0.2, 0.0]])
-  std = np.sqrt(np.sum(centred ** 2) / 5)
+  std = np.sqrt(np.sum(centred**2) / 5)
   np.testing.assert_allclose(adv, centred / (std + 1e-6), rtol=1e-5)
 
 
@@ -43,11 +43,14 @@ def test_one_iteration_trains_on_oracle_returns_of_a_tiny_game():
   policy = tc.make_policy(env_params, config)
   params = tc.init_policy_params(jax.random.key(0), policy, env_params)
   tx = diag.make_optimizer("sgd", 0.1, 1e-5, 1.0)
-  iteration = jax.jit(diag.make_iteration(config, tx, num_games=64, epochs=2, minibatches=2,
-                                          advantage="oracle"))
+  iteration = fast_jit(
+    diag.make_iteration(config, tx, num_games=64, epochs=2, minibatches=2, advantage="oracle")
+  )
   (new_params, _), metrics = iteration((params, tx.init(params)), jax.random.key(0))
-  moved = jax.tree.reduce(lambda a, b: a + b, jax.tree.map(
-      lambda a, b: float(jnp.sum(jnp.abs(a - b))), params, new_params))
+  moved = jax.tree.reduce(
+    lambda a, b: a + b,
+    jax.tree.map(lambda a, b: float(jnp.sum(jnp.abs(a - b))), params, new_params),
+  )
   assert moved > 0.0
   assert 0.0 <= float(metrics["sampled_success"]) <= 1.0
   assert np.isfinite(float(metrics["actor_loss"]))

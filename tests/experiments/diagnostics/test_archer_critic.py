@@ -17,7 +17,7 @@ def _dialogue_after_one_question(attribute: int, value: int, yes: bool) -> np.nd
   dialogue = np.zeros((token_game.max_dialogue_len(PARAMS),), np.int32)
   question = np.asarray(token_game.encode_question(attribute, value, PARAMS))[:4]
   turn = [token_game.BOS, *question, token_game.YES if yes else token_game.NO]
-  dialogue[:len(turn)] = turn
+  dialogue[: len(turn)] = turn
   return dialogue
 
 
@@ -27,12 +27,20 @@ def test_oracle_q_is_one_over_the_consistent_items_for_a_consistent_guess():
   consistent = np.flatnonzero(table[:, 0] == 0)  # items whose attribute 0 has value 0
   inconsistent = np.flatnonzero(table[:, 0] != 0)
   question = np.asarray(token_game.encode_question(1, 0, PARAMS))
-  utterances = np.stack([np.asarray(token_game.encode_guess(consistent[0], PARAMS)),
-                         np.asarray(token_game.encode_guess(inconsistent[0], PARAMS)), question])
+  utterances = np.stack(
+    [
+      np.asarray(token_game.encode_guess(consistent[0], PARAMS)),
+      np.asarray(token_game.encode_guess(inconsistent[0], PARAMS)),
+      question,
+    ]
+  )
   batch = tc.UtteranceTransition(
-      dialogue=jnp.asarray(np.stack([dialogue] * 3)), utterance=jnp.asarray(utterances),
-      reward=jnp.asarray([1.0, 0.0, 0.0]), next_dialogue=jnp.asarray(np.stack([dialogue] * 3)),
-      terminated=jnp.asarray([True, True, True]))
+    dialogue=jnp.asarray(np.stack([dialogue] * 3)),
+    utterance=jnp.asarray(utterances),
+    reward=jnp.asarray([1.0, 0.0, 0.0]),
+    next_dialogue=jnp.asarray(np.stack([dialogue] * 3)),
+    terminated=jnp.asarray([True, True, True]),
+  )
   q = np.asarray(diag.oracle_q(batch, PARAMS))
   np.testing.assert_allclose(q, [1.0 / len(consistent), 0.0, 0.0])
   # Gap: mean over the success (row 0) minus mean over the failures (rows 1 and 2).
@@ -49,8 +57,9 @@ def test_training_buffer_adds_the_seed_bc_dataset_after_the_policy_data():
 
   config = archer.get_config()
   config.env_kwargs = ml_collections.ConfigDict(dict(num_items=4, num_attributes=2, max_turns=3))
-  config.update(dict(d_model=16, num_layers=1, num_heads=2, num_envs=4, num_steps=3,
-                     bc_dataset_episodes=4))
+  config.update(
+    dict(d_model=16, num_layers=1, num_heads=2, num_envs=4, num_steps=3, bc_dataset_episodes=4)
+  )
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   policy = tc.make_policy(env_params, config)
   params = tc.init_policy_params(jax.random.key(0), policy, env_params)
@@ -58,14 +67,16 @@ def test_training_buffer_adds_the_seed_bc_dataset_after_the_policy_data():
   both = diag.training_buffer(config, params, key, seed_key, 1, True)
   policy_only = diag.training_buffer(config, params, key, seed_key, 1, False)
   bc_only = diag.training_buffer(config, params, key, seed_key, 0, True)
-  expected = tc.warm_start_transitions(tc.bc_key_of(jax.random.split(seed_key, 3)[0]), env,
-                                       env_params, config)
+  expected = jax.jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(
+    tc.bc_key_of(jax.random.split(seed_key, 3)[0])
+  )
   assert policy_only.utterance.shape[0] == 4 * 3
   assert bc_only.utterance.shape[0] == 4 * 3  # 4 episodes x max_turns 3
   np.testing.assert_array_equal(bc_only.utterance, expected.utterance)
   np.testing.assert_array_equal(bc_only.reward, expected.reward)
-  np.testing.assert_array_equal(both.utterance, np.concatenate([policy_only.utterance,
-                                                                expected.utterance]))
+  np.testing.assert_array_equal(
+    both.utterance, np.concatenate([policy_only.utterance, expected.utterance])
+  )
 
 
 def test_advantage_agreement_against_hand_values():
