@@ -56,7 +56,7 @@ from hrljax.networks.continuous import (
   action_bound_tuples,
   rescale_action,
 )
-from hrljax.rollout import two_rate
+from hrljax.rollout import two_rate_streams
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
@@ -212,7 +212,9 @@ def task_risk_limit(config) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
-def smdp_sac_batch(batch: two_rate.DecisionTransition, gamma: float) -> sac_common.Transition:
+def smdp_sac_batch(
+  batch: two_rate_streams.DecisionTransition, gamma: float
+) -> sac_common.Transition:
   """The SAC batch whose discount γ·(1 − terminated) equals the SMDP discount γ^n·(1 − terminated).
 
   SAC discounts with γ·(1 − terminated); the float `terminated' = 1 − γ^(n−1)·(1 − terminated)`
@@ -372,7 +374,7 @@ class RecoveryAgent(struct.PyTreeNode):
     return select(self.risk(obs, proposed), proposed, recovery)
 
   def update_safety(
-    self, batch: two_rate.ControlTransition, key: Array
+    self, batch: two_rate_streams.ControlTransition, key: Array
   ) -> tuple["RecoveryAgent", dict]:
     """One step of Q_risk (TD loss), then one of π_rec on the updated critic, then the Polyak
     step of the risk target (every step, as the reference). `[B]` batch."""
@@ -557,7 +559,7 @@ class RunnerState(struct.PyTreeNode):
   agent: RecoveryAgent
   task_buffer: replay.ReplayBuffer
   risk_buffer: replay.ReplayBuffer
-  env: two_rate.CostCarry
+  env: two_rate_streams.CostCarry
   key: Array
   update: Array
 
@@ -583,7 +585,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     one_obs = jax.tree.map(lambda x: x[0], carry.obs)
     action = jnp.zeros((env_spec.action_dim,), jnp.float32)
     scalar, no = jnp.zeros((), jnp.float32), jnp.zeros((), bool)
-    task_item = two_rate.DecisionTransition(
+    task_item = two_rate_streams.DecisionTransition(
       obs=one_obs,
       action=action,
       reward=scalar,
@@ -591,14 +593,14 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       next_obs=one_obs,
       num_substeps=jnp.zeros((), jnp.int32),
     )
-    risk_item = two_rate.ControlTransition(
+    risk_item = two_rate_streams.ControlTransition(
       obs=one_obs, action=action, cost=scalar, terminated=no, next_obs=one_obs, next_action=action
     )
     return RunnerState(
       agent=agent,
       task_buffer=replay.init(task_item, config.buffer_size),
       risk_buffer=replay.init(risk_item, config.risk_buffer_size),
-      env=two_rate.cost_carry(carry),
+      env=two_rate_streams.cost_carry(carry),
       key=key,
       update=jnp.zeros((), jnp.int32),
     )
@@ -680,7 +682,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       learning, safety_updates, agent, risk_buffer, jax.random.fold_in(update_key, 1), count
     )
     metrics.update(safety_metrics)
-    tracked, cost_metrics = two_rate.episode_cost_statistics(
+    tracked, cost_metrics = two_rate_streams.episode_cost_statistics(
       traj.control, state.env.replace(env=carry)
     )
     metrics.update(episode_statistics(traj))
@@ -697,7 +699,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   def store(state: RunnerState, traj) -> tuple[replay.ReplayBuffer, replay.ReplayBuffer]:
     # Decisions to the task buffer (option (b): only the valid decision slots), every control
     # step to the risk buffer.
-    items, valid = two_rate.decision_transitions(
+    items, valid = two_rate_streams.decision_transitions(
       traj, task_actions(traj, low, high, config), task_rewards(traj, config.intervention_penalty)
     )
     task_buffer = (
@@ -707,12 +709,14 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     )
     risk_buffer = replay.add(
       state.risk_buffer,
-      two_rate.control_transitions(traj.control, two_rate.commands_in_force(traj), controller),
+      two_rate_streams.control_transitions(
+        traj.control, two_rate_streams.commands_in_force(traj), controller
+      ),
     )
     return task_buffer, risk_buffer
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    return two_rate.first_episode_statistics(
+    return two_rate_streams.first_episode_statistics(
       evaluation_episodes(state.agent, key, config.eval_episodes)
     )
 
@@ -740,7 +744,7 @@ def episode_statistics(traj) -> dict[str, Array]:
   """The episode return and length sums of a collected stream (decision- or control-rate)."""
   if isinstance(traj, rollout.EndDecisionTrajectory):
     return {
-      **two_rate.control_episode_statistics(traj),
+      **two_rate_streams.control_episode_statistics(traj),
       "task_decisions": traj.valid.sum().astype(jnp.float32),
     }
   return rollout.rollout_statistics(traj.decision)
@@ -765,7 +769,9 @@ def collect_two_rate(
   config = agent.config
   noise_fn = recovery_noise_fn(carry.running_return.shape[0], agent.recovery_actor.action_dim)
   common = dict(
-    info_keys=two_rate.SAFETY_INFO_KEYS, unroll=config.rollout_unroll, safety_noise_fn=noise_fn
+    info_keys=two_rate_streams.SAFETY_INFO_KEYS,
+    unroll=config.rollout_unroll,
+    safety_noise_fn=noise_fn,
   )
   if config.reflex and config.reflex_mode == "end_decision":
     return rollout.two_rate_rollout_end_decision(
@@ -804,7 +810,7 @@ def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int):
   """`num_envs` fresh greedy episodes for the environment's whole time limit: the task policy's
   mode, π_rec's mode, the reflex as configured (control steps `[ceil(max_steps / K), K, N]`, a
   `rollout.TwoRateTrajectory` or with "end_decision" a `rollout.EndDecisionTrajectory`;
-  `two_rate.first_episode_statistics` reads both). What the learner's `evaluate` scores and
+  `two_rate_streams.first_episode_statistics` reads both). What the learner's `evaluate` scores and
   `experiments.plot_safety` draws."""
   config = agent.config
   env, env_params = envs.make(config.env_name, **config.env_kwargs)

@@ -55,7 +55,7 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
   from experiments.configs import bresa_pointhazard
   from hrljax import envs, rollout
   from hrljax.agents import recovery_rl
-  from hrljax.rollout import two_rate
+  from hrljax.rollout import two_rate_streams
 
   config = bresa_pointhazard.get_config()
   env, params = envs.make(config.env_name, **config.env_kwargs)
@@ -92,7 +92,7 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
         key,
         num_decisions,
         K,
-        info_keys=two_rate.SAFETY_INFO_KEYS,
+        info_keys=two_rate_streams.SAFETY_INFO_KEYS,
         safety_noise_fn=noise_fn,
         lookahead=layer == "reflex_on",
       )

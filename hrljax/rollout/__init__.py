@@ -4,7 +4,8 @@
   episode statistics.
 * `grouped`: `G` tasks x `K` samples, one whole episode per sample (GRPO, GiGPO, RLOO).
 * `two_rate`: a policy deciding every `K` control steps, a controller and a per-control-step
-  safety layer (Bresa, Recovery RL).
+  safety layer (Bresa, Recovery RL); `two_rate_streams`: the replay transitions and episode cost
+  statistics agents read from its trajectories (used as a module, `rollout.two_rate_streams`).
 
 The acting policy is a pure function `policy_fn(params, obs, key) -> (action, extras)` over a
 batch of observations; whatever it returns in `extras` (log-probs, values, options, ...) is stored

@@ -7,7 +7,7 @@ truncated are kept apart, and the true successor observation (before auto-reset)
 `Transition.next_obs` so that truncated steps can bootstrap.
 """
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp

@@ -14,7 +14,7 @@ from hrljax import envs
 from hrljax.agents import recovery_rl
 from hrljax.config_checks import ConfigError
 from hrljax.losses import safety
-from hrljax.rollout import two_rate
+from hrljax.rollout import two_rate_streams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,7 +44,7 @@ def make_agent(**overrides):
 
 
 def test_smdp_batch_discounts_with_gamma_to_the_number_of_substeps():
-  batch = two_rate.DecisionTransition(
+  batch = two_rate_streams.DecisionTransition(
     obs=jnp.zeros((3, 1)),
     action=jnp.zeros((3, 2)),
     reward=jnp.zeros(3),
@@ -89,7 +89,7 @@ def test_risk_critic_learns_violation_and_safe_terminal_targets_and_recovery_low
   cost = jnp.asarray([1.0, 0.0] * 4)
   # Violations target 1 (terminal_on_violation, even though not terminated); a terminated safe
   # step targets 0.
-  batch = two_rate.ControlTransition(
+  batch = two_rate_streams.ControlTransition(
     obs=obs, action=action, cost=cost, terminated=cost == 0.0, next_obs=obs, next_action=action
   )
 
@@ -141,7 +141,7 @@ def test_task_recovery_objective_trains_only_the_recovery_policy_towards_task_va
   )
   obs = jax.random.normal(jax.random.key(7), (16, 10))
   action = jax.random.uniform(jax.random.key(8), (16, 2), minval=-1.0, maxval=1.0)
-  batch = two_rate.ControlTransition(
+  batch = two_rate_streams.ControlTransition(
     obs=obs,
     action=action,
     cost=jnp.zeros(16),

@@ -17,9 +17,9 @@ import optax
 import pytest
 
 from hrljax import envs, training
-from hrljax.agents import bresa, recovery_rl, sac, sac_common
+from hrljax.agents import bresa, recovery_rl, sac_common
 from hrljax.config_checks import ConfigError
-from hrljax.rollout import two_rate
+from hrljax.rollout import two_rate_streams
 
 
 def _load_test_module(name):
@@ -169,7 +169,7 @@ def risk_trained_on_the_first_action_coordinate(agent):
   obs = observations(64)
   action = jax.random.uniform(jax.random.key(10), (64, 2), minval=-1.0, maxval=1.0)
   cost = (action[:, 0] > 0.0).astype(jnp.float32)
-  batch = two_rate.ControlTransition(
+  batch = two_rate_streams.ControlTransition(
     obs=obs,
     action=action,
     cost=cost,
