@@ -96,24 +96,40 @@ def path_values(agent, env_name: str) -> dict:
   env = pointmaze.make_env(env_name)
   maze = env.unwrapped
   table = pointmaze.oracle_next_cells(maze.maze_map)
+  paths = [
+    np.array([maze.ij_to_xy(ij) for ij in shortest_cell_path(table, t["init_ij"], t["goal_ij"])])
+    for t in maze.task_infos
+  ]
+  env.close()
+  # Every task's cells in one batch: one compiled call for the values and one for the actions.
+  xy = np.concatenate(paths).astype(np.float32)
+  goal = np.concatenate([np.broadcast_to(p[-1], p.shape) for p in paths]).astype(np.float32)
+  values = {name: np.asarray(v) for name, v in _goal_values(agent, xy, goal).items()}
+  actions = np.asarray(_policy(agent, xy, goal, jax.random.key(0), 0.0))
   out = {}
-  for k, task in enumerate(maze.task_infos, start=1):
-    cells = shortest_cell_path(table, task["init_ij"], task["goal_ij"])
-    xy = np.array([maze.ij_to_xy(ij) for ij in cells], np.float32)
-    goal = np.broadcast_to(xy[-1], xy.shape)
-    out[f"task{k}_path_cells"] = len(cells)
-    for name, values in agent.goal_values(xy, goal).items():
-      v = np.asarray(values)
-      out[f"task{k}_{name}_start"] = float(v[0])
-      out[f"task{k}_{name}_rise"] = float(np.mean(np.diff(v) > 0))
-    actions = np.asarray(agent.act(xy[:-1], goal[:-1], jax.random.key(0), 0.0))
-    step = xy[1:] - xy[:-1]
-    cos = np.sum(actions * step, -1) / (
-      np.linalg.norm(actions, axis=-1) * np.linalg.norm(step, axis=-1) + 1e-9
+  for k, (start, end) in enumerate(_spans([len(p) for p in paths]), start=1):
+    out[f"task{k}_path_cells"] = end - start
+    for name, v in values.items():
+      out[f"task{k}_{name}_start"] = float(v[start])
+      out[f"task{k}_{name}_rise"] = float(np.mean(np.diff(v[start:end]) > 0))
+    step = xy[start + 1 : end] - xy[start : end - 1]
+    action = actions[start : end - 1]  # the greedy action at every cell but the goal
+    cos = np.sum(action * step, -1) / (
+      np.linalg.norm(action, axis=-1) * np.linalg.norm(step, axis=-1) + 1e-9
     )
     out[f"task{k}_action_cos"] = float(np.mean(cos))
-  env.close()
   return out
+
+
+@jax.jit
+def _goal_values(agent, obs, goal):
+  return agent.goal_values(obs, goal)
+
+
+def _spans(lengths: Sequence[int]) -> list:
+  """[(start, end)] of consecutive blocks of `lengths` in their concatenation."""
+  ends = np.cumsum(lengths)
+  return [(int(e - n), int(e)) for e, n in zip(ends, lengths)]
 
 
 def episodes_at(config, update: int) -> int:

@@ -454,8 +454,10 @@ def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
   executed = steps.action.reshape(-1, 2)
   proposed = steps.proposed_action.reshape(-1, 2)
   mode = np.asarray(agent.recovery_action(obs, None, deterministic=True))
-  accepted = np.asarray(risk(obs, executed)) <= eps
-  assert np.all((accepted | np.all(np.asarray(executed) == mode, axis=1))[intervened])
+  # Tolerances: the rollout and these checks are different XLA programs (last-bit rounding).
+  accepted = np.asarray(risk(obs, executed)) <= eps + 1e-6
+  is_mode = np.all(np.abs(np.asarray(executed) - mode) <= 1e-6, axis=1)
+  assert np.all((accepted | is_mode)[intervened])
   assert accepted[intervened].mean() > 0.5
   np.testing.assert_array_equal(
     np.asarray(executed)[~intervened], np.asarray(proposed)[~intervened]

@@ -7,6 +7,7 @@ import jax
 import numpy as np
 
 from hrljax import ogbench_evaluation
+from hrljax.data import pointmaze
 from hrljax.agents import gcivl, ota
 
 
@@ -26,41 +27,23 @@ def test_evaluate_tasks_runs_ogbench_tasks():
   assert results["success"] == 0.0  # task 2 is far more than 30 steps away
 
 
-class Jitted:
-  """The agent's `goal_values` and `act` as compiled calls on inputs padded to `rows` rows (the
-  path's last cell repeated; the agent's networks treat rows independently, and `path_values`
-  acts greedily), the outputs cut back to the path: the same numbers, with one compilation per
-  method instead of every operation compiled again for each path length (op by op)."""
-
-  def __init__(self, agent, rows=64):
-    self.agent, self.rows = agent, rows
-    self._goal_values = jax.jit(type(agent).goal_values)
-    self._act = jax.jit(type(agent).act, static_argnums=4)
-
-  def _pad(self, x):
-    x = np.asarray(x)
-    assert len(x) <= self.rows
-    return np.concatenate([x, np.repeat(x[-1:], self.rows - len(x), axis=0)])
-
-  def goal_values(self, obs, goal):
-    values = self._goal_values(self.agent, self._pad(obs), self._pad(goal))
-    return {name: v[: len(obs)] for name, v in values.items()}
-
-  def act(self, obs, goal, key, temperature):
-    return self._act(self.agent, self._pad(obs), self._pad(goal), key, temperature)[: len(obs)]
-
-
 def test_path_values_report_every_value_of_the_agent_on_every_task():
   # the value diagnostic along each task's shortest path: cells >= 2 (start and goal), each of
   # the agent's values (OTA: V^l "v" and V^h "vh") at the start and its rise, the action cosine
   _, agent = tiny_agent(ota, ota.OTAAgent)
-  out = ogbench_evaluation.path_values(Jitted(agent), "pointmaze-medium-navigate-v0")
+  out = ogbench_evaluation.path_values(agent, "pointmaze-medium-navigate-v0")
   for k in range(1, 6):
     assert out[f"task{k}_path_cells"] >= 2
     for name in ("v", "vh"):
       assert 0.0 <= out[f"task{k}_{name}_rise"] <= 1.0
       assert math.isfinite(out[f"task{k}_{name}_start"])
     assert -1.0 <= out[f"task{k}_action_cos"] <= 1.0
+  # every task's cells go through one batch: task 3's start value is the agent's value there
+  maze = pointmaze.make_env("pointmaze-medium-navigate-v0").unwrapped
+  task = maze.task_infos[2]
+  start, goal = (np.asarray([maze.ij_to_xy(task[c])], np.float32) for c in ("init_ij", "goal_ij"))
+  direct = jax.jit(type(agent).goal_values)(agent, start, goal)
+  np.testing.assert_allclose(out["task3_vh_start"], float(direct["vh"][0]), rtol=1e-5, atol=1e-6)
 
 
 def test_final_evaluation_takes_eval_episodes_and_periodic_ones_their_own_count():

@@ -1,0 +1,251 @@
+"""The smoke runs of the presets in `experiments/configs/`, shared by the `test_configs_*` files.
+
+Each preset runs with tiny overrides (network widths, budgets, dataset and game sizes) through
+`experiments.train.experiment`, the function behind `python -m experiments.train`: validation,
+the agent's learner, `training.run`, logging, checkpointing and the final evaluation. The
+overrides keep every run to a few seconds of compiled work; they change sizes, never the code path.
+"""
+
+import importlib
+import math
+import os
+
+from experiments import train as train_cli
+from hrljax.logging import read_jsonl
+
+CONFIG_DIR = os.path.join(
+  os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+  "experiments",
+  "configs",
+)
+NOT_PRESETS = {"__init__", "token_game_common", "pointhazard_layouts"}  # shared pieces of presets
+PRESETS = sorted(
+  name[:-3]
+  for name in os.listdir(CONFIG_DIR)
+  if name.endswith(".py") and name[:-3] not in NOT_PRESETS
+)
+
+RUN = {"log_every": 2, "checkpoint_every": 2, "eval_every": 0}
+FOUR_ROOMS = {"eval_episodes": 4, "rollout_unroll": 1}
+# the sizes of tests/agents/test_group_relative_agent.py, so the compilation cache shares programs
+GROUPED = {
+  **FOUR_ROOMS,
+  "num_groups": 2,
+  "group_size": 4,
+  "num_steps": 8,
+  "total_timesteps": 128,
+  "update_epochs": 2,
+  "num_minibatches": 2,
+  "hidden_sizes": (16,),
+}
+
+# Off-policy safety runs: a few Learner steps of 2 environments (Bresa: K = 10 control steps per
+# decision, so 4 Learner steps of 2 x 10).
+OFF_POLICY = {
+  "total_timesteps": 48,
+  "learning_starts": 16,
+  "batch_size": 16,
+  "num_envs": 2,
+  "hidden_sizes": (16,),
+  "buffer_size": 64,
+  "eval_episodes": 2,
+}
+RISK = {
+  "risk_hidden_sizes": (16,),
+  "risk_batch_size": 16,
+  "risk_buffer_size": 64,
+  "risk_pretrain_updates": 2,
+}
+BRESA = {
+  **OFF_POLICY,
+  **RISK,
+  "total_timesteps": 80,
+  "learning_starts": 40,
+  "risk_updates_per_step": 2,
+}
+PPO_HAZARD = {
+  "num_envs": 4,
+  "num_steps": 20,
+  "total_timesteps": 4 * 20 * 4,
+  "update_epochs": 1,
+  "num_minibatches": 2,
+  "hidden_sizes": (16, 16),
+  "eval_episodes": 2,
+}
+# Offline runs read the random-walk dataset of tests/conftest.py; one OGBench evaluation episode
+# of 10 steps per task smokes the host evaluation too.
+OFFLINE = {
+  "num_updates": 2,
+  "batch_size": 8,
+  "value_hidden_sizes": (8,),
+  "actor_hidden_sizes": (8,),
+  "eval_episodes": 1,
+  "eval_max_episode_steps": 10,
+}
+TOKEN_GAME = {
+  "d_model": 16,
+  "num_layers": 1,
+  "num_heads": 2,
+  "bc_steps": 20,
+  "bc_batch_size": 8,
+  "bc_dataset_episodes": 8,
+  "eval_episodes": 8,
+  "total_timesteps": 192,
+}
+# SmolLM2 truncated to its first layer, LoRA rank 2, two updates.
+LLM = {"num_layers": 1, "lora_rank": 2, "lora_alpha": 4.0, "num_updates": 2, "max_new_tokens": 4}
+
+# preset -> (overrides, a file argument of the config or None). Several presets of one agent
+# share the compiled shapes where they can.
+SMOKE = {
+  "ppo_cartpole": (
+    {
+      "total_timesteps": 4 * 16 * 4,
+      "num_steps": 16,
+      "update_epochs": 1,
+      "num_minibatches": 2,
+      "eval_episodes": 4,
+    },
+    None,
+  ),
+  "ppo_fourrooms": (
+    {
+      **FOUR_ROOMS,
+      "total_timesteps": 16 * 16 * 4,
+      "num_steps": 16,
+      "update_epochs": 1,
+      "num_minibatches": 2,
+    },
+    None,
+  ),
+  "option_critic_fourrooms": ({**FOUR_ROOMS, "total_timesteps": 16 * 8 * 4}, None),
+  "grpo_fourrooms": (GROUPED, None),
+  "gigpo_fourrooms": (GROUPED, None),
+  "sac_pendulum": ({**OFF_POLICY}, None),
+  "sac_pointhazard": (OFF_POLICY, None),
+  "recovery_rl_pointhazard": ({**OFF_POLICY, **RISK}, None),
+  "recovery_rl_lagrangian_pointhazard": ({**OFF_POLICY, **RISK}, None),
+  "bresa_pointhazard": (BRESA, None),
+  "bresa_lagrangian_pointhazard": (BRESA, "random_hazards"),  # also covers a layout argument
+  "ppo_pointhazard": (PPO_HAZARD, None),
+  "ppo_lagrangian_pointhazard": (PPO_HAZARD, None),
+  "ppo_pid_lagrangian_pointhazard": (PPO_HAZARD, None),
+  "shielded_ppo_pointhazard": (PPO_HAZARD, None),
+  "gcivl_pointmaze": (OFFLINE, None),
+  "hiql_pointmaze": ({**OFFLINE, "subgoal_steps": 5}, None),
+  "ota_pointmaze": ({**OFFLINE, "subgoal_steps": 5}, None),
+  "hilp_pointmaze": ({**OFFLINE, "skill_dim": 4}, None),
+  "archer_token_game": (
+    {
+      **TOKEN_GAME,
+      "critic_d_model": 16,
+      "critic_num_layers": 1,
+      "num_envs": 8,
+      "num_steps": 4,
+      "batch_size": 16,
+      "critic_updates": 2,
+      "actor_updates": 1,
+      "warmup_iters": 1,
+      "warmup_q_gap": 0.0,
+      "buffer_size": 256,
+      "train_eval_episodes": 4,
+    },
+    None,
+  ),
+  "token_ppo_token_game": (
+    {
+      **TOKEN_GAME,
+      "value_d_model": 16,
+      "num_envs": 8,
+      "num_steps": 4,
+      "update_epochs": 2,
+      "num_minibatches": 2,
+    },
+    None,
+  ),
+  "token_filtered_bc_token_game": (
+    {**TOKEN_GAME, "num_envs": 8, "bc_updates": 2, "batch_size": 8},
+    None,
+  ),
+  "token_grpo_token_game": (
+    {**TOKEN_GAME, "num_groups": 2, "group_size": 4, "num_minibatches": 2},
+    None,
+  ),
+  "archer_smollm2_game": (
+    {
+      **LLM,
+      "num_envs": 2,
+      "critic_updates": 2,
+      "warmup_iters": 1,
+      "batch_size": 4,
+      "critic_d_model": 16,
+      "eval_episodes": 2,
+    },
+    None,
+  ),
+  "grpo_smollm2_arithmetic": (
+    {**LLM, "num_prompts": 2, "samples_per_prompt": 2, "eval_problems": 2, "update_epochs": 1},
+    None,
+  ),
+}
+OFFLINE_PRESETS = {"gcivl_pointmaze", "hiql_pointmaze", "ota_pointmaze", "hilp_pointmaze"}
+# One test file per group, so that the test workers (one file each at a time) share the load.
+GROUPS = {
+  "online": [
+    "ppo_cartpole",
+    "ppo_fourrooms",
+    "option_critic_fourrooms",
+    "grpo_fourrooms",
+    "gigpo_fourrooms",
+  ],
+  "safety_on_policy": [
+    "ppo_pointhazard",
+    "ppo_lagrangian_pointhazard",
+    "ppo_pid_lagrangian_pointhazard",
+    "shielded_ppo_pointhazard",
+  ],
+  "safety_off_policy": [
+    "sac_pendulum",
+    "sac_pointhazard",
+    "recovery_rl_pointhazard",
+    "recovery_rl_lagrangian_pointhazard",
+    "bresa_pointhazard",
+    "bresa_lagrangian_pointhazard",
+  ],
+  "offline": sorted(OFFLINE_PRESETS),
+  "token_game": [
+    "archer_token_game",
+    "token_ppo_token_game",
+    "token_filtered_bc_token_game",
+    "token_grpo_token_game",
+  ],
+  "smollm2": ["archer_smollm2_game", "grpo_smollm2_arithmetic"],
+}
+
+
+def load_preset(name: str, argument=None):
+  module = importlib.import_module(f"experiments.configs.{name}")
+  return module.get_config() if argument is None else module.get_config(argument)
+
+
+def train_preset(preset, tmp_path, request):
+  """Trains `preset` with its smoke overrides through `experiments.train.experiment` and checks
+  the log: training records up to update 2 or more, one final evaluation per seed, finite numbers,
+  the config written beside them."""
+  overrides, argument = SMOKE[preset]
+  config = load_preset(preset, argument)
+  for field, value in {**RUN, **overrides}.items():
+    config[field] = value
+  if preset in OFFLINE_PRESETS:
+    config.dataset_path = request.getfixturevalue("random_walk_path")
+  workdir = str(tmp_path / preset)
+  train_cli.experiment(config, workdir)
+  records = read_jsonl(workdir)
+  train = [r for r in records if r["phase"] == "train"]
+  evals = [r for r in records if r["phase"] == "eval"]
+  assert len(train) >= 1 and train[-1]["update"] >= 2
+  final = [r for r in evals if r["update"] == train[-1]["update"]]
+  assert sorted(r["seed"] for r in final) == sorted(config.seeds)  # one final evaluation each
+  numbers = [v for r in records for k, v in r.items() if isinstance(v, float)]
+  assert all(math.isfinite(v) for v in numbers), preset
+  assert os.path.exists(os.path.join(workdir, "config.json"))
