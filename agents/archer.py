@@ -211,7 +211,7 @@ def critic_objective(
   samples (a lower-variance estimate of the same E_{a~π} Q̄_e(s, a); the reference uses K = 1).
   """
   length = batch.utterance.shape[1]
-  samples = getattr(config, "critic_v_samples", 1)
+  samples = config.critic_v_samples
   # Sample-major rows (tile): row k * B + b is sample k at dialogue b (`mean_over_samples`).
   dialogue = jnp.tile(batch.dialogue, (samples, 1))
   a_pi, _ = transformer.generate(
@@ -354,7 +354,7 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       config.optimizer,
       config.critic_learning_rate,
       config.max_grad_norm,
-      weight_decay=getattr(config, "critic_weight_decay", 0.0),
+      weight_decay=config.critic_weight_decay,
     )
     return cls(
       policy_params=policy_params,

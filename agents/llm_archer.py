@@ -107,6 +107,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_utterance_encoding = "separate"
   config.critic_d_model = 32
   config.critic_num_layers = 1
+  config.critic_readout = "mean"  # encoder features: "mean" over tokens or the "last" token
+  config.critic_causal = False  # the policy's causal mask in the critic's encoder
   config.num_heads = 2
   config.eval_episodes = 16  # greedy games at the start, every eval_every and at the end
   return config
@@ -134,6 +136,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "q_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "v_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
+  checks.one_of(config, "critic_readout", transformer.CRITIC_READOUTS)
+  checks.one_of(config, "critic_causal", (True, False))
   tc.check_heads_divide(config, "critic_d_model")
   llm_common.validate_config_fields(config, num_devices)
   if config.env_name != ENV_NAME:
@@ -247,6 +251,8 @@ CRITIC_FIELDS = (
   "num_heads",
   "num_critics",
   "critic_utterance_encoding",
+  "critic_readout",
+  "critic_causal",
 )
 CriticSettings = NamedTuple("CriticSettings", [(name, Any) for name in CRITIC_FIELDS])
 CriticSettings.__doc__ = "The config fields of the critic update (hashable: a cache key)."

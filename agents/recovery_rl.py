@@ -47,14 +47,13 @@ from ml_collections import config_dict
 
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout, training
-from hrljax.agents import sac_common
+from hrljax.agents import sac_common, two_rate_common
 from hrljax.envs import point_hazard
 from hrljax.losses import safety
 from hrljax.networks.continuous import (
   QEnsemble,
   TanhGaussianActor,
   action_bound_tuples,
-  rescale_action,
 )
 from hrljax.rollout import two_rate_streams
 from hrljax.training import Learner
@@ -309,7 +308,9 @@ class RecoveryAgent(struct.PyTreeNode):
   def task_risk_score(self, obs: PyTree, command: Array) -> Array:
     """`risk_score` of the task command `[B, |A|]` at the controller's nominal control action
     for it, `[B]`; differentiable in `command` through the controller."""
-    controller = make_controller(self.config, self.task.action_low, self.task.action_high)
+    controller = two_rate_common.make_controller(
+      self.config, self.task.action_low, self.task.action_high
+    )
     return self.risk_score(obs, controller(obs, command))
 
   def update_task_risk_multiplier(
@@ -482,72 +483,6 @@ def make_safety_networks(env_spec: envs.EnvSpec, config) -> tuple[QEnsemble, Tan
   )
 
 
-def recovery_noise_fn(num_envs: int, action_dim: int):
-  """`safety_noise_fn(key, (T, K)) -> noise [T, K, N, |A|]` for `rollout.two_rate_rollout`."""
-
-  def draw(key, leading):
-    return jax.random.normal(key, tuple(leading) + (num_envs, action_dim), jnp.float32)
-
-  return draw
-
-
-def make_controller(config, low: tuple, high: tuple):
-  """`controller(obs [N, D], command [N, |A|]) -> low-level action [N, |A|]`.
-
-  "direct": the command (in [-1, 1]) rescaled to the action bounds, exactly as SAC acts;
-  "waypoint": the command is a waypoint in PointHazard's arena [-1, 1]^2, tracked by
-  `point_hazard.waypoint_controller` from the position (the first two observation entries).
-  """
-  if config.controller == "direct":
-    return lambda obs, command: rescale_action(command, low, high)
-  track = jax.vmap(lambda p, w: point_hazard.waypoint_controller(p, w, config.waypoint_gain))
-  return lambda obs, command: track(obs[:, :2], command)
-
-
-def make_reflex(agent_like: RecoveryAgent, deterministic: bool = False) -> rollout.Reflex:
-  """The switch as a `rollout.Reflex` for the two-rate rollouts.
-
-  `safety_params = (agent, enabled)`: it fires only where the traced bool `enabled` holds, on
-  max(Q1, Q2)(s, a) > ε_risk (strict). The recovery action is π_rec's from the control step's
-  standard-normal noise `[N, |A|]` (`recovery_noise_fn` as the rollout's `safety_noise_fn`), its
-  mode if `deterministic`; with `recovery_action` "critic_projection" or "safe_sampling" the
-  action nearest the nominal one that the critic accepts (`losses.safety.nearest_safe_action`,
-  π_rec's where none is found). `reflex_mode="latch"` keeps the recovery in charge until the
-  decision ends.
-  """
-
-  def trigger(safety_params, obs, proposed):
-    agent, enabled = safety_params
-    select = jax.vmap(
-      lambda r, a: safety.reflex_select(r, a, a, threshold=agent.config.risk_epsilon)[1]
-    )
-    return select(agent.risk(obs, proposed), proposed) & enabled
-
-  def recover(safety_params, obs, proposed, noise):
-    agent, _ = safety_params
-    policy_action = agent.recovery_action_from_noise(obs, noise, deterministic)
-    config = agent.config
-    if config.recovery_action == "policy":
-      return policy_action
-    return safety.nearest_safe_action(
-      agent.risk_score,
-      obs,
-      proposed,
-      policy_action,
-      method=config.recovery_action,
-      threshold=config.risk_epsilon,
-      margin=config.recovery_margin,
-      low=agent.task.action_low,
-      high=agent.task.action_high,
-      num_steps=config.projection_steps,
-      num_samples=config.recovery_samples,
-    )
-
-  return rollout.Reflex(
-    trigger_fn=trigger, recovery_fn=recover, latch=agent_like.config.reflex_mode == "latch"
-  )
-
-
 # ----------------------------------------------------------------------------------------------
 # The run.
 # ----------------------------------------------------------------------------------------------
@@ -576,7 +511,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   low, high = action_bound_tuples((space.low, space.high), env_spec.action_dim)
   actor, _ = sac_common.make_networks(env_spec, config)
   steps_per_update = config.num_envs * config.num_steps * config.control_steps
-  controller = make_controller(config, low, high)
+  controller = two_rate_common.make_controller(config, low, high)
 
   def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)
@@ -656,7 +591,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     # The reflex waits for the pre-trained critic; uniform actions may go on behind it.
     reflex_on = state.update * steps_per_update >= config.learning_starts
     uniform = state.update * steps_per_update < max(config.learning_starts, config.random_steps)
-    carry, traj = collect_two_rate(
+    carry, traj = two_rate_common.collect_two_rate(
       state.agent,
       env,
       env_params,
@@ -685,7 +620,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     tracked, cost_metrics = two_rate_streams.episode_cost_statistics(
       traj.control, state.env.replace(env=carry)
     )
-    metrics.update(episode_statistics(traj))
+    metrics.update(two_rate_common.episode_statistics(traj))
     metrics.update(cost_metrics)
     return RunnerState(
       agent=agent,
@@ -700,7 +635,9 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     # Decisions to the task buffer (option (b): only the valid decision slots), every control
     # step to the risk buffer.
     items, valid = two_rate_streams.decision_transitions(
-      traj, task_actions(traj, low, high, config), task_rewards(traj, config.intervention_penalty)
+      traj,
+      two_rate_common.task_actions(traj, low, high, config),
+      two_rate_common.task_rewards(traj, config.intervention_penalty),
     )
     task_buffer = (
       replay.add(state.task_buffer, items)
@@ -717,7 +654,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     return two_rate_streams.first_episode_statistics(
-      evaluation_episodes(state.agent, key, config.eval_episodes)
+      two_rate_common.evaluation_episodes(state.agent, key, config.eval_episodes)
     )
 
   return Learner(
@@ -738,125 +675,6 @@ def _when(predicate: Array, fn, agent, *args):
   """`fn(agent, *args)` where the traced `predicate` holds, else `(agent, zero metrics)`."""
   shapes = jax.eval_shape(fn, agent, *args)[1]
   return jax.lax.cond(predicate, fn, lambda *_: (agent, _zeros(shapes)), agent, *args)
-
-
-def episode_statistics(traj) -> dict[str, Array]:
-  """The episode return and length sums of a collected stream (decision- or control-rate)."""
-  if isinstance(traj, rollout.EndDecisionTrajectory):
-    return {
-      **two_rate_streams.control_episode_statistics(traj),
-      "task_decisions": traj.valid.sum().astype(jnp.float32),
-    }
-  return rollout.rollout_statistics(traj.decision)
-
-
-def collect_two_rate(
-  agent: RecoveryAgent,
-  env,
-  env_params,
-  policy_fn,
-  policy_params,
-  controller,
-  carry,
-  key: Array,
-  num_decisions: int,
-  reflex_on: Array,
-  deterministic: bool = False,
-):
-  """The two-rate rollout of `config.reflex_mode`: `rollout.two_rate_rollout` (no reflex,
-  "per_step", "latch") or `rollout.two_rate_rollout_end_decision` ("end_decision", returning a
-  `rollout.EndDecisionTrajectory`)."""
-  config = agent.config
-  noise_fn = recovery_noise_fn(carry.running_return.shape[0], agent.recovery_actor.action_dim)
-  common = dict(
-    info_keys=two_rate_streams.SAFETY_INFO_KEYS,
-    unroll=config.rollout_unroll,
-    safety_noise_fn=noise_fn,
-  )
-  if config.reflex and config.reflex_mode == "end_decision":
-    return rollout.two_rate_rollout_end_decision(
-      env,
-      env_params,
-      policy_fn,
-      policy_params,
-      controller,
-      make_reflex(agent, deterministic),
-      (agent, reflex_on),
-      carry,
-      key,
-      num_decisions,
-      config.control_steps,
-      recovery_credit=config.recovery_credit,
-      **common,
-    )
-  safety_fn = make_reflex(agent, deterministic) if config.reflex else rollout.no_safety_layer
-  return rollout.two_rate_rollout(
-    env,
-    env_params,
-    policy_fn,
-    policy_params,
-    controller,
-    safety_fn,
-    (agent, reflex_on),
-    carry,
-    key,
-    num_decisions,
-    config.control_steps,
-    **common,
-  )
-
-
-def evaluation_episodes(agent: RecoveryAgent, key: Array, num_envs: int):
-  """`num_envs` fresh greedy episodes for the environment's whole time limit: the task policy's
-  mode, π_rec's mode, the reflex as configured (control steps `[ceil(max_steps / K), K, N]`, a
-  `rollout.TwoRateTrajectory` or with "end_decision" a `rollout.EndDecisionTrajectory`;
-  `two_rate_streams.first_episode_statistics` reads both). What the learner's `evaluate` scores and
-  `experiments.plot_safety` draws."""
-  config = agent.config
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  controller = make_controller(config, agent.task.action_low, agent.task.action_high)
-  actor = agent.task.actor
-
-  def greedy(actor_params, obs, _):
-    mode = actor.apply(actor_params, obs).mode()
-    return mode, mode
-
-  reset_key, run_key = jax.random.split(key)
-  carry = rollout.reset(env, env_params, reset_key, num_envs)
-  num_decisions = -(-env_params.max_steps_in_episode // config.control_steps)
-  _, traj = collect_two_rate(
-    agent,
-    env,
-    env_params,
-    greedy,
-    agent.task.actor_params,
-    controller,
-    carry,
-    run_key,
-    num_decisions,
-    jnp.asarray(True),
-    deterministic=True,
-  )
-  return traj
-
-
-def task_rewards(traj, intervention_penalty: float) -> Array:
-  """The decisions' rewards as the task buffer stores them: the environment's, minus
-  `intervention_penalty` where the safety layer intervened in the decision (option (b): where
-  the reflex ended it)."""
-  return traj.decision.reward - intervention_penalty * traj.intervened.astype(jnp.float32)
-
-
-def task_actions(traj, low: tuple, high: tuple, config) -> Array:
-  """The decisions' actions for the task buffer, in [-1, 1]: with `action_relabeling` the
-  proposed task action, else the executed action mapped back from the environment's bounds
-  (the reference's `--disable_action_relabeling`; K = 1 and the direct controller only)."""
-  if config.action_relabeling:
-    return traj.decision.policy_extras
-  executed = traj.control.action[:, 0]  # [T, N, |A|]: the only control step of each decision
-  low = jnp.asarray(low, jnp.float32).reshape(1, 1, -1)
-  high = jnp.asarray(high, jnp.float32).reshape(1, 1, -1)
-  return jnp.clip(2.0 * (executed - low) / (high - low) - 1.0, -1.0, 1.0)
 
 
 def make_train(config: ml_collections.ConfigDict):

@@ -446,9 +446,8 @@ def sample_batches(
 
 
 def make_critic(env_params: token_game.EnvParams, config) -> transformer.UtteranceCritic:
-  """The twin Q/V utterance critic of `config` over the game's tokens. `critic_readout` and
-  `critic_causal` may be absent (`llm_archer`'s critic settings): then "mean" and False, the
-  network's defaults."""
+  """The twin Q/V utterance critic of `config` over the game's tokens (`critic_*` fields of the
+  `archer` and `llm_archer` configs)."""
   max_len = token_game.max_dialogue_len(env_params) + env_params.utterance_len
   return transformer.UtteranceCritic(
     vocab_size=token_game.vocabulary(env_params).size,
@@ -459,8 +458,8 @@ def make_critic(env_params: token_game.EnvParams, config) -> transformer.Utteran
     pad_token=token_game.PAD,
     num_critics=config.num_critics,
     utterance_encoding=config.critic_utterance_encoding,
-    readout=getattr(config, "critic_readout", "mean"),
-    causal=getattr(config, "critic_causal", False),
+    readout=config.critic_readout,
+    causal=config.critic_causal,
   )
 
 

@@ -212,9 +212,9 @@ def episode_path(agent, key) -> EpisodePath:
   (`reflex_mode="end_decision"`) control stream, in which decisions have variable length."""
   import jax
   from hrljax import envs, rollout
-  from hrljax.agents import recovery_rl
+  from hrljax.agents import two_rate_common
 
-  traj = jax.jit(recovery_rl.evaluation_episodes, static_argnums=2)(agent, key, 1)
+  traj = jax.jit(two_rate_common.evaluation_episodes, static_argnums=2)(agent, key, 1)
   if isinstance(traj, rollout.EndDecisionTrajectory):
     obs, next_obs, intervened, decision_start = _end_decision_steps(traj)
   else:

@@ -7,7 +7,7 @@ Builds a Bresa agent from `experiments/configs/bresa_pointhazard.py` (its networ
 waypoint controller, the latching reflex) and times `hrljax.rollout.two_rate_rollout` on
 PointHazard-v0 with three safety layers:
 
-* `reflex_on`: `recovery_rl.make_reflex`, what Bresa runs: each decision's K nominal control
+* `reflex_on`: `two_rate_common.make_reflex`, what Bresa runs: each decision's K nominal control
   steps are simulated, scored by the safety critic in one batched call, and re-simulated from the
   first reflex with the recovery policy only if the reflex fires somewhere (`lookahead=True`);
 * `reflex_per_step`: the same reflex consulted at every control step (`lookahead=False`: one
@@ -54,7 +54,7 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
 
   from experiments.configs import bresa_pointhazard
   from hrljax import envs, rollout
-  from hrljax.agents import recovery_rl
+  from hrljax.agents import recovery_rl, two_rate_common
   from hrljax.rollout import two_rate_streams
 
   config = bresa_pointhazard.get_config()
@@ -62,7 +62,7 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
   spec = envs.spec(env, params)
   agent = recovery_rl.RecoveryAgent.create(jax.random.key(0), spec, config)
   space = env.action_space(params)
-  controller = recovery_rl.make_controller(
+  controller = two_rate_common.make_controller(
     config, (float(space.low), float(space.low)), (float(space.high), float(space.high))
   )
   actor = agent.task.actor
@@ -75,10 +75,12 @@ def build(num_envs: int, num_decisions: int, eps_quantile: float):
   def make(layer: str):
     def run(agent, carry, key):
       safety_fn = (
-        rollout.no_safety_layer if layer == "reflex_off" else recovery_rl.make_reflex(agent)
+        rollout.no_safety_layer if layer == "reflex_off" else two_rate_common.make_reflex(agent)
       )
       noise_fn = (
-        None if layer == "reflex_off" else recovery_rl.recovery_noise_fn(num_envs, spec.action_dim)
+        None
+        if layer == "reflex_off"
+        else two_rate_common.recovery_noise_fn(num_envs, spec.action_dim)
       )
       return rollout.two_rate_rollout(
         env,

@@ -477,9 +477,9 @@ def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic(warm_star
   )
   env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
   agent_key = jax.random.split(key, 3)[0]
-  expected = jax.jit(
-    lambda k: tc.warm_start_transitions(tc.bc_key_of(k), env, env_params, config)
-  )(agent_key)
+  expected = jax.jit(lambda k: tc.warm_start_transitions(tc.bc_key_of(k), env, env_params, config))(
+    agent_key
+  )
   np.testing.assert_array_equal(_replayed(pretrained).utterance, expected.utterance)
 
 

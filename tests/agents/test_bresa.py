@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hrljax import envs, rollout
-from hrljax.agents import bresa, sac
+from hrljax.agents import bresa, sac, two_rate_common
 from hrljax.networks.continuous import rescale_action
 
 
@@ -84,7 +84,7 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
   config = tiny_bresa(risk_epsilon=0.0)
   env, params = envs.make(config.env_name, **config.env_kwargs)
   agent = bresa.RecoveryAgent.create(jax.random.key(0), envs.spec(env, params), config)
-  controller = bresa.recovery_rl.make_controller(config, (-1.0, -1.0), (1.0, 1.0))
+  controller = two_rate_common.make_controller(config, (-1.0, -1.0), (1.0, 1.0))
   carry = rollout.reset(env, params, jax.random.key(1), 4)
 
   def waypoints(p, obs, key):
@@ -95,7 +95,7 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
   def go(agent, eps):
     eps_config = ml_collections.FrozenConfigDict({**config.to_dict(), "risk_epsilon": eps})
     agent = agent.replace(config=eps_config)
-    layer = bresa.recovery_rl.make_reflex(agent, deterministic=True)
+    layer = two_rate_common.make_reflex(agent, deterministic=True)
     return rollout.two_rate_rollout(
       env,
       params,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hrljax import envs
-from hrljax.agents import recovery_rl
+from hrljax.agents import recovery_rl, two_rate_common
 from hrljax.config_checks import ConfigError
 from hrljax.losses import safety
 from hrljax.rollout import two_rate_streams
@@ -431,7 +431,7 @@ def test_reflex_with_the_nearest_safe_action_inside_the_jitted_rollout():
     a = agent.replace(config=config)
     return jax.jit(
       lambda a: (
-        recovery_rl.collect_two_rate(
+        two_rate_common.collect_two_rate(
           a,
           env_,
           params,
