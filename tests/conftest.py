@@ -7,11 +7,6 @@
   wedge, and the same cure, are reported in PyAutoLabs/PyAutoFit#1528 and #1530). Tests measure
   no speed, and two xdist workers already use both cores. Subprocesses inherit the flag through
   `os.environ`; those that need fake devices take `eight_cpu_devices_env`, which keeps it.
-* XLA:CPU's LLVM backend runs at -O0 without its expensive passes. Most of the suite's time is
-  compilation of small programs that then run for milliseconds; this makes compilation about a
-  third faster. The HLO passes (fusion, algebraic simplification), which decide what is computed,
-  are unchanged; the machine code may round differently from the default flags in the last bit,
-  so a test compares two computations with a tolerance, never bit for bit across programs.
 """
 
 import importlib.util
@@ -26,14 +21,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # empty in a clean clone; entries are keyed by the program and the library versions.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))
 
-TEST_XLA_FLAGS = (
-  "--xla_cpu_multi_thread_eigen=false",
-  "--xla_backend_optimization_level=0",
-  "--xla_llvm_disable_expensive_passes=true",
-)
-# Must happen before the CPU backend starts (at the first computation, after this import).
-_flags = os.environ.get("XLA_FLAGS", "").split()
-os.environ["XLA_FLAGS"] = " ".join(_flags + [f for f in TEST_XLA_FLAGS if f not in _flags])
+SINGLE_THREAD_EIGEN = "--xla_cpu_multi_thread_eigen=false"
+if SINGLE_THREAD_EIGEN not in os.environ.get("XLA_FLAGS", ""):
+  # Must happen before the CPU backend starts (at the first computation, after this import).
+  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_EIGEN}".strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -25,6 +25,7 @@ from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
 from hrljax.networks import transformer
+from tests.fast_compile import FAST_COMPILE_FLAGS, fast_jit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -61,10 +62,10 @@ def run():
   compiled once and run twice from the same key."""
   config = tiny_config(bc_steps=0, critic_updates=1, train_eval_episodes=4)
   learner = archer.make_learner(config)
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   states, metrics = [], []
   for _ in range(2):
-    state = jax.jit(learner.init)(jax.random.key(0))
+    state = fast_jit(learner.init)(jax.random.key(0))
     history, logs = [state], []
     for _ in range(2):
       state, m = step(state)
@@ -83,9 +84,9 @@ def warm_start():
   critic-pretraining tests)."""
   config = tiny_config(bc_steps=3)
   key = jax.random.key(3)
-  policy_params = jax.jit(lambda k: tc.warm_start_policy_params(k, config))(key)
+  policy_params = fast_jit(lambda k: tc.warm_start_policy_params(k, config))(key)
   learner = archer.make_learner(config)
-  return config, key, policy_params, jax.jit(learner.init)
+  return config, key, policy_params, fast_jit(learner.init)
 
 
 def _replayed(state) -> tc.UtteranceTransition:
@@ -235,7 +236,7 @@ def test_objectives_train_only_their_own_network(run):
   # A target critic different from the online one, so that a leak could not hide.
   target = jax.tree.map(lambda x: 1.1 * x + 0.01, agent.critic_params)
 
-  @jax.jit
+  @fast_jit
   def grads(critic_params, target_params, policy_params):
     critic_grads = jax.grad(
       lambda c, t, p: archer.critic_objective(
@@ -278,9 +279,9 @@ def test_sgd_actor_steps_by_the_clipped_gradient_while_the_critic_keeps_adam(run
     jax.random.key(0), *envs.make(config.env_name, **config.env_kwargs), config, base.policy_params
   )
   dialogue = _replayed(states[0][1]).dialogue
-  moved, _ = jax.jit(lambda a, d: a.actor_step(d))(agent, dialogue)
+  moved, _ = fast_jit(lambda a, d: a.actor_step(d))(agent, dialogue)
   _, sample_key = jax.random.split(agent.key)
-  grads = jax.jit(
+  grads = fast_jit(
     jax.grad(
       lambda p: archer.actor_objective(
         p,
@@ -351,7 +352,7 @@ def test_batch_advantage_normalisation_standardises_the_critic_advantage(run):
       env_params.utterance_len,
     )
 
-  (_, raw), (loss, normalised) = jax.jit(lambda: (objective("none"), objective("batch")))()
+  (_, raw), (loss, normalised) = fast_jit(lambda: (objective("none"), objective("batch")))()
   raw_advantage = np.asarray(raw.advantage, np.float64)
   expected = (raw_advantage - raw_advantage.mean()) / (raw_advantage.std() + 1e-6)
   np.testing.assert_allclose(normalised.advantage, expected, rtol=1e-4, atol=1e-4)
@@ -427,7 +428,7 @@ def test_evaluation_plays_the_run_s_fixed_games_whatever_key_the_loop_passes(run
   evaluation key, so an unchanged policy (the warm-up iteration moves only the critic) scores the
   same at every evaluation: a learning curve shows the policy changing, not new games."""
   learner, _, states, _ = run
-  evaluate = jax.jit(learner.evaluate)
+  evaluate = fast_jit(learner.evaluate)
   first = evaluate(states[0][0], jax.random.key(1))
   for state, key in ((states[0][0], jax.random.key(2)), (states[0][1], jax.random.key(3))):
     for name, value in evaluate(state, key).items():
@@ -450,7 +451,7 @@ def test_init_from_a_separately_computed_warm_start_is_the_same_state(warm_start
       jax.tree.map(
         jnp.subtract,
         policy_params,
-        jax.jit(lambda k: tc.warm_start_policy_params(k, tiny_config(bc_steps=0)))(key),
+        fast_jit(lambda k: tc.warm_start_policy_params(k, tiny_config(bc_steps=0)))(key),
       )
     )
     > 0.0
@@ -464,7 +465,7 @@ def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic(warm_star
   config, key, policy_params, init = warm_start
   plain = init(key, policy_params)
   config = tiny_config(bc_steps=3, critic_pretrain_steps=3)
-  pretrained = jax.jit(archer.make_learner(config).init)(key, policy_params)
+  pretrained = fast_jit(archer.make_learner(config).init)(key, policy_params)
   assert int(plain.buffer.size) == 0
   assert int(pretrained.buffer.size) == config.bc_dataset_episodes * TINY_GAME["max_turns"]
   assert (
@@ -477,9 +478,9 @@ def test_critic_pretraining_fills_the_buffer_and_moves_only_the_critic(warm_star
   )
   env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
   agent_key = jax.random.split(key, 3)[0]
-  expected = jax.jit(lambda k: tc.warm_start_transitions(tc.bc_key_of(k), env, env_params, config))(
-    agent_key
-  )
+  expected = fast_jit(
+    lambda k: tc.warm_start_transitions(tc.bc_key_of(k), env, env_params, config)
+  )(agent_key)
   np.testing.assert_array_equal(_replayed(pretrained).utterance, expected.utterance)
 
 
@@ -488,9 +489,9 @@ def test_q_gap_gate_keeps_the_actor_still_until_the_critic_separates_outcomes(ru
   (`actor_trained` 0, policy unchanged); with a gate of 0 (the `run` fixture's config) it trains
   after `warmup_iters`."""
   learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_q_gap=0.99))
-  state = jax.jit(learner.init)(jax.random.key(0))
+  state = fast_jit(learner.init)(jax.random.key(0))
   start = state.agent.policy_params
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   trained = []
   for _ in range(2):
     state, metrics = step(state)
@@ -531,9 +532,9 @@ def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
 def test_fresh_q_gap_gate_keeps_the_actor_still_until_it_passes():
   """`warmup_fresh_q_gap` out of reach: no actor step in two iterations, policy unchanged."""
   learner = archer.make_learner(tiny_config(bc_steps=0, critic_updates=1, warmup_fresh_q_gap=0.99))
-  state = jax.jit(learner.init)(jax.random.key(0))
+  state = fast_jit(learner.init)(jax.random.key(0))
   start = state.agent.policy_params
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   for _ in range(2):
     state, metrics = step(state)
     assert float(metrics["actor_trained"]) == 0.0
@@ -603,7 +604,9 @@ def test_eight_devices_match_one_device_with_sgd(eight_cpu_devices_env):
   """Env carry sharded over 8 devices, replay buffer replicated: the same buffer, policy, critic,
   target critic and metrics as on one device after two iterations (the second trains the actor),
   with SGD so that a wrong gradient scale would show."""
-  env = eight_cpu_devices_env
+  env = dict(
+    eight_cpu_devices_env, XLA_FLAGS=f"{eight_cpu_devices_env['XLA_FLAGS']} {FAST_COMPILE_FLAGS}"
+  )
   result = subprocess.run(
     [sys.executable, "-c", MULTIDEVICE_SCRIPT],
     env=env,
@@ -633,7 +636,7 @@ def test_sample_mean_baseline_centres_the_critic_q_over_the_samples_of_a_dialogu
       actor_baseline_samples=2,
     )
   )
-  _, extras = jax.jit(
+  _, extras = fast_jit(
     lambda: archer.actor_objective(
       agent.policy_params,
       agent.critic_params,
@@ -683,7 +686,7 @@ def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(ru
     config = ml_collections.FrozenConfigDict(
       dict(agent.config.as_configdict().to_dict(), critic_v_samples=samples)
     )
-    return jax.jit(
+    return fast_jit(
       lambda: archer.critic_objective(
         agent.critic_params,
         target,
@@ -696,7 +699,7 @@ def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(ru
       )
     )()[1]
 
-  @functools.partial(jax.jit, static_argnums=0)
+  @functools.partial(fast_jit, static_argnums=0)
   def target_q(samples):
     dialogue = jnp.tile(items.dialogue, (samples, 1))
     utterance, _ = transformer.generate(

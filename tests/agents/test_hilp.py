@@ -4,10 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hrljax.agents import hilp
 
 from hrljax import agents, config_checks, offline
-from hrljax.agents import hilp
 from hrljax.data import goal_sampler
+from tests.fast_compile import fast_jit
 
 SKILL_DIM = 4
 
@@ -29,7 +30,7 @@ def tiny_config(path):
 def setup(random_walk_path):
   config = tiny_config(random_walk_path)
   learner = hilp.make_learner(config)
-  state = jax.jit(learner.init)(jax.random.key(0))
+  state = fast_jit(learner.init)(jax.random.key(0))
   # a non-trivial actor log-std, so the Gaussian log-prob check sees a scale != 1
   params = state.agent.params
   actor = jax.tree.map(lambda x: x, params["skill_actor"])
@@ -37,7 +38,7 @@ def setup(random_walk_path):
   state = state.replace(agent=state.agent.replace(params={**params, "skill_actor": actor}))
   data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
-  sample = jax.jit(hilp.sample_hilp_batch, static_argnums=(2, 3, 4))
+  sample = fast_jit(hilp.sample_hilp_batch, static_argnums=(2, 3, 4))
   batch = sample(jax.random.key(1), data, 32, sampler, SKILL_DIM)
   other = sample(jax.random.key(2), data, 32, sampler, SKILL_DIM)
   return config, learner, state, batch, other
@@ -90,7 +91,7 @@ def quantities(setup):
   _, _, state, batch, _ = setup
   agent = state.agent
 
-  @jax.jit
+  @fast_jit
   def compute(agent, batch):
     p, t = agent.params, agent.target_params
     obs, nxt, goals = batch["observations"], batch["next_observations"], batch["value_goals"]
@@ -159,7 +160,7 @@ def test_skill_losses_match_a_numpy_recomputation(setup, quantities):
 def test_gradient_routing(setup):
   _, _, state, batch, _ = setup
   agent = state.agent
-  jac = jax.jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
+  jac = fast_jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
   groups = {
     term: {
       g
@@ -181,15 +182,15 @@ def test_goal_prompt_and_act(setup):
   agent = state.agent
   obs = jnp.array([[0.5, 1.0], [2.0, -1.0], [3.0, 3.0]])
   goal = jnp.array([[4.0, 4.0], [0.0, 0.0], [1.0, 2.0]])
-  phi = jax.jit(type(agent).phi)
+  phi = fast_jit(type(agent).phi)
   delta = (
     f64(phi(agent, agent.params["phi"], goal))[0] - f64(phi(agent, agent.params["phi"], obs))[0]
   )
-  z = jax.jit(type(agent).goal_skill)(agent, obs, goal)
+  z = fast_jit(type(agent).goal_skill)(agent, obs, goal)
   np.testing.assert_allclose(
     f64(z), delta / np.linalg.norm(delta, axis=1, keepdims=True), rtol=1e-5, atol=1e-6
   )
-  act = jax.jit(type(agent).act)
+  act = fast_jit(type(agent).act)
   greedy = act(agent, obs, goal, jax.random.key(0), 0.0)
   mean = agent.skill_actor_net.apply(
     agent.params["skill_actor"], jnp.concatenate([obs, z], axis=-1)
@@ -208,7 +209,7 @@ def test_update_polyaks_phi_and_critic_with_pre_step_parameters(setup):
   agent = state.agent.replace(
     target_params=jax.tree.map(lambda x: x + 0.5, state.agent.target_params)
   )
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   a, metrics_a = step(state.replace(agent=agent))
   _, metrics_b = step(state.replace(agent=agent))
   new, metrics = a.agent, metrics_a

@@ -6,11 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hrljax.agents import hiql
+from hrljax.losses import goal_conditioned as gc
 
 from hrljax import config_checks, offline
-from hrljax.agents import hiql
 from hrljax.data import goal_sampler
-from hrljax.losses import goal_conditioned as gc
+from tests.fast_compile import fast_jit
 
 GROUPS = ("goal_rep", "value", "low_actor", "high_actor")
 
@@ -33,7 +34,7 @@ def setup(random_walk_path):
   path = random_walk_path
   config = tiny_config(path)
   learner = hiql.make_learner(config)
-  state = jax.jit(learner.init)(jax.random.key(0))
+  state = fast_jit(learner.init)(jax.random.key(0))
   data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
   batch = goal_sampler.sample_hgc_batch(jax.random.key(1), data, 32, sampler)
@@ -60,7 +61,7 @@ def test_defaults_are_ogbench_settings():
 def test_subgoal_representation_has_length_sqrt_rep_dim(setup):
   _, _, state, batch = setup
   agent = state.agent
-  rep = jax.jit(type(agent).goal_rep)(
+  rep = fast_jit(type(agent).goal_rep)(
     agent, agent.params, batch["observations"], batch["value_goals"]
   )
   assert rep.shape == (32, 10)
@@ -75,7 +76,7 @@ def test_target_network_has_no_goal_rep_copy(setup):
 
 def _gradient_groups(agent, batch):
   """{loss term: the parameter groups its gradient reaches}, from one compiled Jacobian."""
-  jac = jax.jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
+  jac = fast_jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
   return {
     term: {
       g for g in GROUPS if any(float(jnp.abs(x).max()) > 0 for x in jax.tree.leaves(jac[term][g]))
@@ -102,7 +103,7 @@ def test_losses_match_a_numpy_recomputation(setup):
   _, _, state, batch = setup
   agent = state.agent
 
-  @jax.jit
+  @fast_jit
   def quantities(agent, batch):
     p, obs = agent.params, batch["observations"]
     losses, _ = agent.loss_terms(p, batch)
@@ -141,7 +142,7 @@ def test_shared_actor_losses_take_the_high_value_as_an_argument(setup):
   agent = state.agent
   flat = {**agent.params, "flat": jax.tree.map(jnp.zeros_like, agent.params["value"])}
 
-  @jax.jit
+  @fast_jit
   def run(agent, batch):
     _, shared = gc.hiql_actor_losses(*agent.nets.actor_inputs(flat, "flat", batch), 3.0, 3.0)
     _, own = gc.hiql_actor_losses(*agent.nets.actor_inputs(flat, "value", batch), 3.0, 3.0)
@@ -171,7 +172,7 @@ def test_polyak_averages_only_the_value_heads_with_pre_step_parameters(setup):
   agent = state.agent.replace(
     target_params=jax.tree.map(lambda x: x - 0.5, state.agent.target_params)
   )
-  new, metrics = jax.jit(type(agent).update)(agent, batch)
+  new, metrics = fast_jit(type(agent).update)(agent, batch)
   expected = jax.tree.map(
     lambda p, t: 0.005 * p + 0.995 * t, agent.params["value"], agent.target_params
   )
@@ -182,7 +183,7 @@ def test_polyak_averages_only_the_value_heads_with_pre_step_parameters(setup):
 
 def test_act_is_bounded_and_greedy_at_temperature_zero(setup):
   agent = setup[2].agent
-  act = jax.jit(type(agent).act)
+  act = fast_jit(type(agent).act)
   obs = jnp.ones((3, 2))
   greedy = act(agent, obs, obs + 2.0, jax.random.key(0), 0.0)
   np.testing.assert_array_equal(greedy, act(agent, obs, obs + 2.0, jax.random.key(5), 0.0))

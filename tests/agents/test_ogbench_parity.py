@@ -20,10 +20,11 @@ import math
 import jax
 import numpy as np
 import pytest
+from hrljax.agents import gcivl, hiql, ota
 
 from hrljax import offline
-from hrljax.agents import gcivl, hiql, ota
 from hrljax.data import goal_sampler
+from tests.fast_compile import fast_jit
 
 RTOL = 2e-5  # float32 network vs float64 reference
 BATCH = 64
@@ -107,7 +108,7 @@ def make(module, agent_cls, path, sample, **overrides):
     config[k] = v
   data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
-  sample = jax.jit(sample, static_argnums=(2, 3))
+  sample = fast_jit(sample, static_argnums=(2, 3))
   batch = np_tree(sample(jax.random.key(3), data, BATCH, sampler))
   agent = agent_cls.create(jax.random.key(0), 2, 2, config)
   return config, agent, batch
@@ -118,7 +119,7 @@ def test_gcivl_value_and_actor_losses_match_ogbench(random_walk_path):
     gcivl, gcivl.GCIVLAgent, random_walk_path, goal_sampler.sample_gc_batch
   )
   agent = agent.replace(target_params=perturbed(agent.target_params, jax.random.key(9)))
-  _, metrics = jax.jit(type(agent).loss)(agent, agent.params, batch)
+  _, metrics = fast_jit(type(agent).loss)(agent, agent.params, batch)
   p, t = np_tree(agent.params), np_tree(agent.target_params)
   s, s2, g, ga = (
     batch[k] for k in ("observations", "next_observations", "value_goals", "actor_goals")
@@ -177,7 +178,7 @@ def hiql_reference(p, heads, target_heads, batch, high_heads=None):
 def test_hiql_value_low_and_high_actor_losses_match_ogbench(random_walk_path):
   _, agent, batch = make(hiql, hiql.HIQLAgent, random_walk_path, goal_sampler.sample_hgc_batch)
   agent = agent.replace(target_params=perturbed(agent.target_params, jax.random.key(9)))
-  losses, _ = jax.jit(type(agent).loss_terms)(agent, agent.params, batch)
+  losses, _ = fast_jit(type(agent).loss_terms)(agent, agent.params, batch)
   p = np_tree(agent.params)
   value_loss, low, high, _ = hiql_reference(p, p["value"], np_tree(agent.target_params), batch)
   np.testing.assert_allclose(float(losses["value"]), value_loss, rtol=RTOL)
@@ -199,7 +200,7 @@ def test_ota_option_value_and_actor_losses_match_the_reference(
     target_params=perturbed(agent.target_params, jax.random.key(9)),
     high_target_params=perturbed(agent.high_target_params, jax.random.key(10)),
   )
-  losses, _ = jax.jit(type(agent).loss_terms)(agent, agent.params, batch)
+  losses, _ = fast_jit(type(agent).loss_terms)(agent, agent.params, batch)
   p = np_tree(agent.params)
   value_loss, low, high, value = hiql_reference(
     p, p["value"], np_tree(agent.target_params), batch, high_heads=p["high_value"]

@@ -4,10 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hrljax.agents import ota
 
 from hrljax import agents, config_checks, offline
-from hrljax.agents import ota
 from hrljax.data import goal_sampler
+from tests.fast_compile import fast_jit
 
 GROUPS = ota.GROUPS
 N_OPTION = 5
@@ -30,10 +31,10 @@ def tiny_config(path):
 def setup(random_walk_path):
   config = tiny_config(random_walk_path)
   learner = ota.make_learner(config)
-  state = jax.jit(learner.init)(jax.random.key(0))
+  state = fast_jit(learner.init)(jax.random.key(0))
   data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
-  batch = jax.jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
+  batch = fast_jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
     jax.random.key(1), data, 32, sampler, N_OPTION
   )
   return config, learner, state, batch
@@ -68,7 +69,7 @@ def test_sampled_option_ends_stay_in_the_trajectory(indexed_walk_path):
   config = tiny_config(indexed_walk_path)
   data, _ = offline.load_datasets(config)
   sampler = goal_sampler.SamplerConfig.from_config(config)
-  batch = jax.jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
+  batch = fast_jit(ota.sample_ota_batch, static_argnums=(2, 3, 4))(
     jax.random.key(7), data, 2048, sampler, N_OPTION
   )
   steps = 39  # transitions per episode (40 raw rows)
@@ -96,7 +97,7 @@ def test_high_value_loss_matches_a_numpy_recomputation(setup):
   _, _, state, batch = setup
   agent = state.agent
 
-  @jax.jit
+  @fast_jit
   def quantities(agent, batch):
     p, obs, goals = agent.params, batch["observations"], batch["high_value_goals"]
     losses, _ = agent.loss_terms(p, batch)
@@ -127,7 +128,7 @@ def test_high_value_loss_matches_a_numpy_recomputation(setup):
 def test_gradient_routing(setup):
   _, _, state, batch = setup
   agent = state.agent
-  jac = jax.jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
+  jac = fast_jit(jax.jacrev(lambda p: agent.loss_terms(p, batch)[0]))(agent.params)
   groups = {
     term: {
       g for g in GROUPS if any(float(jnp.abs(x).max()) > 0 for x in jax.tree.leaves(jac[term][g]))
@@ -143,7 +144,7 @@ def test_gradient_routing(setup):
 def test_high_actor_advantage_uses_the_option_aware_value(setup):
   _, _, state, batch = setup
   agent = state.agent
-  terms = jax.jit(lambda agent: agent.loss_terms(agent.params, batch)[0])
+  terms = fast_jit(lambda agent: agent.loss_terms(agent.params, batch)[0])
   base = terms(agent)
   shift = lambda tree: jax.tree.map(lambda x: x * 1.5 + 0.1, tree)
   high = terms(
@@ -167,7 +168,7 @@ def stepped(setup):
     high_target_params=jax.tree.map(lambda x: x + 0.5, state.agent.high_target_params),
   )
   state = state.replace(agent=agent)
-  step = jax.jit(learner.step)
+  step = fast_jit(learner.step)
   a, metrics_a = step(state)
   _, metrics_b = step(state)
   return agent, a, metrics_a, metrics_b
@@ -195,7 +196,7 @@ def test_learner_step_is_deterministic_and_acts_like_hiql(stepped):
   assert int(a.update) == 1
   assert {k: float(v) for k, v in metrics_a.items()} == {k: float(v) for k, v in metrics_b.items()}
   obs = jnp.ones((3, 2))
-  act = jax.jit(type(a.agent).act)
+  act = fast_jit(type(a.agent).act)
   greedy = act(a.agent, obs, obs + 2.0, jax.random.key(0), 0.0)
   np.testing.assert_array_equal(greedy, act(a.agent, obs, obs + 2.0, jax.random.key(5), 0.0))
   assert (

@@ -16,6 +16,7 @@ from hrljax import envs
 from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
+from tests.fast_compile import fast_jit
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,7 +85,7 @@ def test_behaviour_cloning_on_scripted_dialogues_lowers_the_nll():
   config = tiny_config()
   model = tc.make_policy(env_params, config)
 
-  @jax.jit
+  @fast_jit
   def warm_start(key):
     data_key, init_key, bc_key = jax.random.split(key, 3)
     data = tc.scripted_dataset(data_key, env, env_params, 8, 0.0)
@@ -110,7 +111,7 @@ def test_warm_start_transitions_are_the_bc_dataset_with_rewards_and_successors()
   config = tiny_config(bc_dataset_episodes=16)
   env, env_params = envs.make("TokenGame-v0", **TINY_GAME)
   bc_key = jax.random.key(5)
-  transitions = jax.jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(bc_key)
+  transitions = fast_jit(lambda k: tc.warm_start_transitions(k, env, env_params, config))(bc_key)
   data_key = jax.random.split(jax.random.fold_in(bc_key, tc.BC_STREAM), 3)[1]
   data = tc.scripted_dataset(data_key, env, env_params, 16, config.bc_random_question_prob)
   np.testing.assert_array_equal(transitions.dialogue, data.dialogue)

@@ -14,6 +14,7 @@ from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.networks import transformer
+from tests.fast_compile import fast_jit
 
 
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -81,7 +82,7 @@ def setup():
   dialogue = dialogue.at[:, 0].set(token_game.BOS)
   utterance = jnp.stack([token_game.encode_guess(i, env_params) for i in range(4)])
   data = tc.UtteranceData(dialogue=dialogue, utterance=utterance)
-  return config, env, env_params, agent, data, jax.jit(lambda a, d, k: a.update(d, k))
+  return config, env, env_params, agent, data, fast_jit(lambda a, d, k: a.update(d, k))
 
 
 def _log_likelihood(agent, data):
@@ -145,8 +146,8 @@ def test_experiment_config_is_valid(experiment_config):
 def test_short_run_stays_finite_and_counts_utterances():
   config = tiny_config(filter="quantile", top_fraction=1.0)  # keeps every ended game
   learner = token_filtered_bc.make_learner(config)
-  state = jax.jit(learner.init)(jax.random.key(1))
-  new_state, metrics = jax.jit(learner.step)(state)
+  state = fast_jit(learner.init)(jax.random.key(1))
+  new_state, metrics = fast_jit(learner.step)(state)
   assert learner.env_steps_per_update == 12
   changed = jax.tree.map(
     lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params, new_state.agent.policy_params

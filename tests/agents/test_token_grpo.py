@@ -14,6 +14,7 @@ from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.types import Transition
+from tests.fast_compile import fast_jit
 
 
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -134,10 +135,10 @@ def test_loss_at_the_reference_has_zero_kl_and_the_surrogate_gradient(setup):
     mask = batch.mask.astype(jnp.float32)
     return -jnp.sum(batch.advantage * new_logp * mask) / jnp.sum(mask)
 
-  (loss, metrics), grads = jax.jit(
+  (loss, metrics), grads = fast_jit(
     jax.value_and_grad(lambda p: token_grpo.token_grpo_objective(p, agent, batch), has_aux=True)
   )(agent.policy_params)
-  want = jax.jit(jax.grad(reinforce))(agent.policy_params)
+  want = fast_jit(jax.grad(reinforce))(agent.policy_params)
   assert abs(float(metrics["kl_to_reference"])) < 1e-6
   assert _norm(grads) > 0
   jax.tree.map(
@@ -192,8 +193,8 @@ def test_short_run_changes_params_and_stays_finite():
   # moves the policy.
   config = tiny_config(entropy_coef=0.01)
   learner = token_grpo.make_learner(config)
-  state = jax.jit(learner.init)(jax.random.key(1))
-  new_state, metrics = jax.jit(learner.step)(state)
+  state = fast_jit(learner.init)(jax.random.key(1))
+  new_state, metrics = fast_jit(learner.step)(state)
   assert learner.env_steps_per_update == 12
   for name, value in metrics.items():
     assert np.isfinite(float(value)), name

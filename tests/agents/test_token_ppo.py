@@ -15,6 +15,7 @@ from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
 from hrljax.losses import hierarchical_critics as hc
+from tests.fast_compile import fast_jit
 
 
 TINY_GAME = dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
@@ -117,7 +118,7 @@ def test_loss_gradients_route_to_their_networks(setup):
 
   zero_advantage = jnp.zeros_like(batch.advantage)
 
-  @jax.jit
+  @fast_jit
   def gradients(params, floats):
     grads = jax.grad(loss, argnums=(0, 1))(params, floats)
     # Zero advantages and no entropy bonus: the policy must get no gradient at all.
@@ -169,8 +170,8 @@ def test_experiment_config_is_valid(experiment_config):
 
 def test_short_run_changes_params_and_stays_finite():
   learner = token_ppo.make_learner(tiny_config())
-  state = jax.jit(learner.init)(jax.random.key(1))
-  new_state, metrics = jax.jit(learner.step)(state)
+  state = fast_jit(learner.init)(jax.random.key(1))
+  new_state, metrics = fast_jit(learner.step)(state)
   assert learner.env_steps_per_update == 12
   changed = jax.tree.map(
     lambda a, b: bool(jnp.any(a != b)), state.agent.policy_params, new_state.agent.policy_params

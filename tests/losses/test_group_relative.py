@@ -14,9 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from hrljax.losses import group_relative as gr
 from hrljax.losses.group_relative import _anchor_hashing as hashing
+
+from tests.fast_compile import fast_jit
 
 # The project's one dictionary-based GiGPO reference lives in the benchmark script.
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,15 +27,15 @@ _bench_spec = importlib.util.spec_from_file_location(
 bench = importlib.util.module_from_spec(_bench_spec)
 _bench_spec.loader.exec_module(bench)
 
-JIT_OR_NOT = pytest.mark.parametrize("transform", [jax.jit, lambda f: f], ids=["jit", "nojit"])
+JIT_OR_NOT = pytest.mark.parametrize("transform", [fast_jit, lambda f: f], ids=["jit", "nojit"])
 
 
 def _jit(fn, **static):
-  """jax.jit with the Python-valued keywords bound (eager dispatch is slow to warm up)."""
-  return jax.jit(functools.partial(fn, **static))
+  """fast_jit with the Python-valued keywords bound (eager dispatch is slow to warm up)."""
+  return fast_jit(functools.partial(fn, **static))
 
 
-_anchor_ids = jax.jit(gr.anchor_state_ids)
+_anchor_ids = fast_jit(gr.anchor_state_ids)
 
 
 def _shuffle(rng, *arrays):
@@ -138,7 +139,7 @@ def test_segment_std_is_nan_for_a_group_with_a_non_finite_value_of_any_size():
   valid = np.array([True] * 7 + [False, True])
   for ddof in (0, 1):
     got = np.asarray(
-      jax.jit(lambda v, i, m: gr.segment_std(v, i, 6, ddof=ddof, valid=m))(values, ids, valid)
+      fast_jit(lambda v, i, m: gr.segment_std(v, i, 6, ddof=ddof, valid=m))(values, ids, valid)
     )
     np.testing.assert_array_equal(np.isnan(got), [True, True, True, False, True, False])
     np.testing.assert_allclose(got[3], np.std([1.0, 3.0], ddof=ddof), rtol=1e-6)
@@ -171,7 +172,7 @@ def test_equal_rewards_give_exactly_zero_in_float32():
   _, r, ids = _shuffle(np.random.default_rng(3), r, ids)
   eq = ids < 4
 
-  @jax.jit
+  @fast_jit
   def everything(r, ids):
     grpo = [gr.grpo_advantages(r, ids, 5, scale=s) for s in ("group", "batch", "none")]
     return (
@@ -300,13 +301,13 @@ def test_advantages_carry_no_gradient_but_primitive_does():
     gr.opmd_advantages,
     gr.asymre_advantages,
   )
-  grads = jax.jit(
+  grads = fast_jit(
     jax.grad(lambda x: sum(jnp.sum(fn(x, ids, num_groups) * jnp.arange(7.0)) for fn in fns))
   )(r)
   np.testing.assert_array_equal(grads, 0.0)
   # d/dr_j of sum_i w_i (r_i - mean) = w_j - mean_g(w) for scale="none".
   w = np.arange(7.0)
-  g = jax.jit(
+  g = fast_jit(
     jax.grad(lambda x: jnp.sum(gr.group_normalize(x, ids, num_groups, scale="none") * w))
   )(r)
   expected = np.array([w[j] - w[ids == ids[j]].mean() for j in range(7)])
@@ -443,7 +444,7 @@ def test_anchor_ids_forced_hash_collision_never_merges(hash_fn):
   for i in range(40):
     expected.setdefault((groups[i], obs[i].tobytes()), len(expected))
   expected_ids = [expected[(groups[i], obs[i].tobytes())] for i in range(40)]
-  got = jax.jit(lambda o, g: gr.anchor_state_ids(o, g, hash_fn=hash_fn))(obs, groups)
+  got = fast_jit(lambda o, g: gr.anchor_state_ids(o, g, hash_fn=hash_fn))(obs, groups)
   assert _same_partition(got.ids, expected_ids)
   assert int(got.num_anchors) == len(expected)
   # The default hash gives the same partition.
@@ -619,7 +620,7 @@ def _random_agent_batch(seed, num_groups=3, num_states=4, pad_to=None):
 
 @pytest.mark.parametrize("norm,weighting", [("mean_std", "trajectory"), ("mean", "step")])
 def test_gigpo_matches_dictionary_reference_on_random_batches(norm, weighting):
-  @jax.jit
+  @fast_jit
   def run(obs, r, traj, step, group, valid):
     anchors = gr.anchor_state_ids(obs, group, valid=valid)
     return gr.gigpo_advantages(
@@ -710,7 +711,7 @@ _PARITY_HASH = lambda w: (w[:, 0] % 2).astype(jnp.uint32)  # noqa: E731
 
 def test_hash_anchor_ids_equal_sort_anchor_ids_and_first_occurrence_labels():
   # A colliding hash (parity of the first word) on random rows with invalid rows.
-  @jax.jit
+  @fast_jit
   def both(obs, groups, valid):
     return tuple(
       gr.anchor_state_ids(obs, groups, valid=valid, hash_fn=_PARITY_HASH, method=m)
@@ -732,7 +733,7 @@ def test_hash_table_alone_resolves_forced_collisions_exactly():
   keys, hashes = hashing.anchor_keys(
     gr.observation_words(jnp.asarray(obs)), jnp.asarray(groups), jnp.asarray(valid), _CONSTANT_HASH
   )
-  table = jax.jit(hashing.heads_by_table, static_argnums=3)
+  table = fast_jit(hashing.heads_by_table, static_argnums=3)
   head = np.asarray(table(keys, hashes, hashing.key_fingerprint(keys), 64))
   first_row = {}
   expected = [
@@ -748,13 +749,13 @@ def test_hash_anchor_fallbacks_give_the_exact_partition(monkeypatch):
   obs, groups, valid = _anchor_batch(43)
   expected = _first_occurrence_ids(obs, groups, valid)
   # Too few rounds for a constant hash: the unresolved rows send it to the sort.
-  few = jax.jit(
+  few = fast_jit(
     lambda o, g, v: gr.anchor_state_ids(o, g, valid=v, hash_fn=_CONSTANT_HASH, max_probe_rounds=1)
   )
   np.testing.assert_array_equal(few(obs, groups, valid).ids, expected)
   # Every fingerprint equal: the table merges different keys, the exact check catches it.
   monkeypatch.setattr(hashing, "key_fingerprint", lambda keys: jnp.zeros(keys.shape[0], jnp.uint32))
-  merged = jax.jit(lambda o, g, v: gr.anchor_state_ids(o, g, valid=v))
+  merged = fast_jit(lambda o, g, v: gr.anchor_state_ids(o, g, valid=v))
   np.testing.assert_array_equal(merged(obs, groups, valid).ids, expected)
 
 
@@ -796,7 +797,7 @@ def test_grid_returns_equal_sorted_returns_and_a_hand_loop():
   dense = _jit(gr.discounted_grid_returns, gamma=0.9)(rewards, valid=valid)
   np.testing.assert_allclose(dense, expected, rtol=1e-5, atol=1e-6)
 
-  @jax.jit
+  @fast_jit
   def rows(r, tr, st, v):  # grid detected / not detected (rows shuffled) / no num_traj
     perm = jnp.asarray(np.random.default_rng(51).permutation(r.shape[0]))
     shuffled = gr.discounted_step_returns(
@@ -839,7 +840,7 @@ def test_gigpo_grid_equals_row_version_and_reference(options):
   episode = np.broadcast_to((rewards * valid).sum(0) + 1.0, rewards.shape).astype(np.float32)
   kw = dict(gamma=0.9, omega=0.7, **options)
 
-  @jax.jit
+  @fast_jit
   def both(rewards, obs, valid, episode):
     returns = episode if use_returns else None
     dense = gr.gigpo_grid_advantages(
@@ -964,7 +965,7 @@ def test_gigpo_nan_reward_reaches_exactly_the_rows_it_enters(version, given_retu
   returns = np.broadcast_to(np.arange(num_traj, dtype=np.float32), rewards.shape)
   extra = dict(episode_returns=returns) if given_returns else {}
   if version == "dense":
-    advantages = jax.jit(functools.partial(gr.gigpo_grid_advantages, num_groups=3, norm=norm))(
+    advantages = fast_jit(functools.partial(gr.gigpo_grid_advantages, num_groups=3, norm=norm))(
       rewards, group_ids, obs[..., None], valid=valid, **extra
     ).advantages
   else:
@@ -1014,7 +1015,7 @@ def test_direct_anchor_slots_are_a_perfect_hash_of_group_and_observation(values,
   valid[:, 4] = False
   rows = num_steps * 9
 
-  @jax.jit
+  @fast_jit
   def slots(obs, valid):
     words = gr.observation_words(obs.reshape(rows, 3)).reshape(num_steps, 9, 3)
     layout = hashing.direct_anchor_layout(words, jnp.asarray(group_ids), valid, 5, rows)
@@ -1036,7 +1037,7 @@ def test_direct_layout_fits_exactly_at_capacity():
   # Two groups whose boxes have 3 * 2 = 6 and 1 cell: 7 slots needed.
   words = jnp.asarray(np.array([[[0, 5], [9, 9]], [[2, 6], [9, 9]]], np.uint32))
   group_ids, valid = jnp.asarray([0, 1], jnp.int32), jnp.ones((2, 2), bool)
-  layout = jax.jit(hashing.direct_anchor_layout, static_argnums=(3, 4))
+  layout = fast_jit(hashing.direct_anchor_layout, static_argnums=(3, 4))
   assert bool(layout(words, group_ids, valid, 2, 7).fits)
   assert not bool(layout(words, group_ids, valid, 2, 6).fits)
   got = layout(words, group_ids, valid, 2, 7)
@@ -1055,7 +1056,7 @@ def test_gigpo_grid_anchor_methods_agree_even_with_forced_collisions(values):
     obs = obs * (values // 10)  # spread out: the direct table does not fit
   kw = dict(num_groups=3, valid=valid, gamma=0.9, norm="mean_std")
 
-  @jax.jit
+  @fast_jit
   def all_methods(rewards, obs):
     return [
       gr.gigpo_grid_advantages(
@@ -1093,7 +1094,7 @@ def test_gigpo_grid_direct_path_on_float_and_scalar_observations():
   assert bool(
     hashing.direct_anchor_layout(words, jnp.asarray(group_ids), jnp.ones((1, 4), bool), 2, 4).fits
   )
-  run = jax.jit(functools.partial(gr.gigpo_grid_advantages, num_groups=2, norm="mean_std"))
+  run = fast_jit(functools.partial(gr.gigpo_grid_advantages, num_groups=2, norm="mean_std"))
   # Bit-identical returns in an anchor give exactly zero (shifted statistics).
   same = run(np.full((1, 4), 0.35, np.float32), group_ids, obs)
   np.testing.assert_array_equal(same.step_advantages, 0.0)
@@ -1140,7 +1141,7 @@ def _rec_inputs(seed=15):
 def test_rec_gradient_is_reinforce_whatever_old_logp():
   logp, old, adv, mask = _rec_inputs()
   for old_logp in (old, logp - 5.0):
-    grad = jax.jit(jax.grad(lambda lp: gr.rec_loss(lp, old_logp, adv, mask)[0]))(logp)
+    grad = fast_jit(jax.grad(lambda lp: gr.rec_loss(lp, old_logp, adv, mask)[0]))(logp)
     np.testing.assert_allclose(grad, -adv * mask / mask.sum(), rtol=1e-6)
   # One-side keep mask: the gradient is REINFORCE on the kept tokens only.
   (_, extras), grad = jax.value_and_grad(
@@ -1298,7 +1299,7 @@ def test_planning_token_mask():
   mask = np.array([[1] * 7, [1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1, 0]], bool)
   patterns = np.array([[1, 2, 3], [2, 1, 0], [3, 3, 0]], np.int32)
   lengths = np.array([3, 2, 2], np.int32)
-  got = np.asarray(jax.jit(gr.planning_token_mask)(tokens, patterns, lengths, mask))
+  got = np.asarray(fast_jit(gr.planning_token_mask)(tokens, patterns, lengths, mask))
   expected = np.zeros_like(mask)
   for b in range(3):
     for s in range(3):
@@ -1361,7 +1362,7 @@ def test_hbpo_advantages_vector():
     np.random.default_rng(22), lengths, budgets, correct, budget_ids
   )
   inv = np.argsort(perm)
-  r = jax.jit(gr.hbpo_reward)(
+  r = fast_jit(gr.hbpo_reward)(
     jnp.asarray(lengths_s), jnp.asarray(budgets_s), jnp.asarray(correct_s)
   )
   np.testing.assert_allclose(
@@ -1395,7 +1396,7 @@ def test_hbpo_advantages_vector():
 
 
 def test_hbpo_intra_zero_for_all_correct_within_budget():
-  r = jax.jit(gr.hbpo_reward)(
+  r = fast_jit(gr.hbpo_reward)(
     jnp.array([100, 200, 300]), jnp.array([512, 512, 512]), jnp.ones(3, bool)
   )
   out = _jit(gr.hbpo_advantages, num_groups=1)(
@@ -1456,7 +1457,7 @@ def test_disco_objective_and_gradient_vector():
     def loss_fn(lp):
       return gr.disco_loss(lp, jax.lax.stop_gradient(lp), mask, r, ids, 1, tau=tau, variant=variant)
 
-    return jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(logp)
+    return fast_jit(jax.value_and_grad(loss_fn, has_aux=True))(logp)
 
   (loss, extras), grad = value_and_grad(1.0)
   np.testing.assert_allclose(loss, 1.313262, rtol=1e-5)
@@ -1504,8 +1505,8 @@ def test_disco_gradient_equals_reference_surrogate_on_ragged_groups():
     return gr.disco_loss(lp, old, mask, r, ids, 4, tau=tau, beta=beta, delta=delta)[0]
 
   np.testing.assert_allclose(
-    jax.jit(jax.grad(ours))(logp),
-    jax.jit(jax.grad(reference_surrogate))(logp),
+    fast_jit(jax.grad(ours))(logp),
+    fast_jit(jax.grad(reference_surrogate))(logp),
     rtol=1e-4,
     atol=1e-7,
   )
@@ -1521,7 +1522,7 @@ def test_disco_kl_penalty_and_no_valid_question():
   mask = jnp.ones((2, 3))
   r = jnp.array([1.0, 1.0])  # no negative: no valid question
   ids = jnp.zeros(2, jnp.int32)
-  (loss, extras), grad = jax.jit(
+  (loss, extras), grad = fast_jit(
     jax.value_and_grad(lambda lp: gr.disco_loss(lp, old, mask, r, ids, 1), has_aux=True)
   )(logp)
   np.testing.assert_allclose(extras.kl, 2e-4, rtol=1e-3)
@@ -1530,7 +1531,7 @@ def test_disco_kl_penalty_and_no_valid_question():
   np.testing.assert_allclose(grad, np.full((2, 3), -0.1 / 6), rtol=1e-2)
   assert np.all(np.isfinite(grad))
   # Within the budget the penalty and its gradient vanish.
-  g0 = jax.jit(jax.grad(lambda lp: gr.disco_loss(lp, lp + 1e-5, mask, r, ids, 1)[0]))(logp)
+  g0 = fast_jit(jax.grad(lambda lp: gr.disco_loss(lp, lp + 1e-5, mask, r, ids, 1)[0]))(logp)
   np.testing.assert_array_equal(g0, 0.0)
   with pytest.raises(ValueError, match="score"):
     gr.disco_loss(logp, old, mask, r, ids, 1, score="ratio")

@@ -9,6 +9,7 @@ import pytest
 from hrljax import llm_weights
 from hrljax.networks import llama
 from hrljax.networks.lora import LoRADense, lora_delta, lora_scale
+from tests.fast_compile import fast_jit
 
 TINY = llama.smollm2_config(
   num_layers=2,
@@ -23,7 +24,7 @@ TINY = llama.smollm2_config(
 )
 
 
-_forward = jax.jit(llama.forward, static_argnames=("config", "use_lora", "last_only"))
+_forward = fast_jit(llama.forward, static_argnames=("config", "use_lora", "last_only"))
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +117,7 @@ def test_grads_reach_lora_and_optax_step_leaves_base_weights_untouched(tiny):
   params, lora = tiny
   tokens = _tokens(2)
   mask = jnp.ones(tokens.shape, bool)
-  grad_params, grad_lora = jax.jit(jax.grad(_loss, argnums=(0, 1)))(params, lora, tokens, mask)
+  grad_params, grad_lora = fast_jit(jax.grad(_loss, argnums=(0, 1)))(params, lora, tokens, mask)
   # b = 0 at initialisation, so only the b factors get a gradient (dL/da = dL/d(delta) b^T = 0).
   for name in llama.PROJECTIONS:
     assert float(jnp.abs(grad_lora["layers"][name]["b"]).sum()) > 0.0, name
@@ -126,13 +127,13 @@ def test_grads_reach_lora_and_optax_step_leaves_base_weights_untouched(tiny):
   optimizer = optax.sgd(0.5)
   opt_state = optimizer.init(lora)
 
-  @jax.jit
+  @fast_jit
   def update(lora, opt_state):
     grads = jax.grad(_loss, argnums=1)(params, lora, tokens, mask)
     updates, opt_state = optimizer.update(grads, opt_state, lora)
     return optax.apply_updates(lora, updates), opt_state
 
-  @jax.jit
+  @fast_jit
   def policies(lora):
     """Adapted, reference (adapters switched off) and base-model log-probs."""
     return (
@@ -165,7 +166,7 @@ def test_generate_samples_from_the_adapted_policy(tiny):
   )
   tokens = jnp.concatenate([prompt, out.tokens], axis=1)
   mask = jnp.ones(tokens.shape, bool)
-  adapted, base = jax.jit(
+  adapted, base = fast_jit(
     lambda lo: (
       llama.token_logprobs(TINY, params, lo, tokens, mask),
       llama.token_logprobs(TINY, params, None, tokens, mask),

@@ -14,9 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from hrljax.networks import transformer as tr
 
 from hrljax.envs import token_game
-from hrljax.networks import transformer as tr
+from tests.fast_compile import fast_jit
 
 VOCAB = 16
 PAD = 0
@@ -53,19 +54,19 @@ PARAMS = _random_params(MODEL, 0, PROMPTS, scale=0.5)
 CRITIC_PARAMS = _random_params(CRITIC, 11, PROMPTS, UTTERANCES, scale=0.3)
 
 
-@jax.jit
+@fast_jit
 def _full_logits(params, tokens, valid=None):
   return MODEL.apply(params, tokens, valid)
 
 
-@functools.partial(jax.jit, static_argnames=("num_tokens", "greedy"))
+@functools.partial(fast_jit, static_argnames=("num_tokens", "greedy"))
 def _generate(params, prompt, key, num_tokens=NUM_TOKENS, temperature=1.0, greedy=False):
   return tr.generate(
     MODEL, params, prompt, key, num_tokens=num_tokens, temperature=temperature, greedy=greedy
   )
 
 
-@jax.jit
+@fast_jit
 def _teacher_forced(params, prompt, utterance, temperature):
   logits = MODEL.apply(params, prompt, utterance, method=tr.CausalTransformer.utterance_logits)
   return logits, tr.utterance_log_probs(MODEL, params, prompt, utterance, temperature)
@@ -157,10 +158,10 @@ def test_causality_and_masked_positions():
 
 
 def test_kv_cache_decoding_matches_full_forward():
-  prefill = jax.jit(
+  prefill = fast_jit(
     functools.partial(MODEL.apply, method=tr.CausalTransformer.prefill), static_argnums=2
   )
-  decode = jax.jit(functools.partial(MODEL.apply, method=tr.CausalTransformer.decode))
+  decode = fast_jit(functools.partial(MODEL.apply, method=tr.CausalTransformer.decode))
   logits, cache = prefill(PARAMS, jnp.asarray(PROMPTS), NUM_TOKENS - 1)
   assert cache.valid.shape == (3, PROMPTS.shape[1] + NUM_TOKENS - 1)
   step_logits = [logits]
@@ -262,7 +263,7 @@ def test_bad_inputs_raise():
 # ------------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@fast_jit
 def _critic_outputs(params, dialogue, utterance, utterance_mask):
   return (
     CRITIC.apply(params, dialogue, utterance),
@@ -306,7 +307,7 @@ def test_critic_ignores_padding_and_masked_utterance_tokens():
 
 
 def test_joint_critic_reads_the_utterance_after_the_dialogue():
-  apply = jax.jit(JOINT_CRITIC.apply)
+  apply = fast_jit(JOINT_CRITIC.apply)
   # Row 3 repeats row 0 with its PADs on the left, so its utterance follows the dialogue with
   # no gap of PADs in between; the gap must be invisible.
   prompt = jnp.asarray(np.concatenate([PROMPTS, _left_padded(PROMPTS[:1])]))

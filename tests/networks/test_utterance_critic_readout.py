@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from hrljax.networks import transformer as tr
+from tests.fast_compile import fast_jit
 
 
 VOCAB = 16
@@ -37,7 +38,7 @@ def test_last_readout_ignores_right_padding_and_reads_the_last_token():
   critic = _critic(readout="last")
   # Only the shapes of the initial parameters matter: `_scaled` redraws every leaf.
   params = _scaled(jax.eval_shape(critic.init, jax.random.key(0), DIALOGUES, UTTERANCES))
-  values = jax.jit(lambda d: critic.apply(params, d, method=tr.UtteranceCritic.values))
+  values = fast_jit(lambda d: critic.apply(params, d, method=tr.UtteranceCritic.values))
   padded = np.concatenate([DIALOGUES, np.zeros((3, 4), np.int32)], axis=1)
   np.testing.assert_allclose(values(DIALOGUES), values(padded), rtol=1e-5, atol=1e-5)
   # Changing only the last real token of row 0 changes its value; the other rows are untouched.
@@ -52,7 +53,7 @@ def test_mean_and_last_readouts_differ():
   """Same parameters, different features: the option is not ignored."""
   mean, last = _critic(), _critic(readout="last")
   params = _scaled(jax.eval_shape(mean.init, jax.random.key(0), DIALOGUES, UTTERANCES))
-  q_mean, q_last = jax.jit(
+  q_mean, q_last = fast_jit(
     lambda p: (mean.apply(p, DIALOGUES, UTTERANCES).q, last.apply(p, DIALOGUES, UTTERANCES).q)
   )(params)
   assert np.max(np.abs(q_mean - q_last)) > 1e-3
@@ -64,11 +65,11 @@ def test_causal_encoder_with_a_policy_trunk_computes_the_policy_hidden_states():
   policy = tr.CausalTransformer(vocab_size=VOCAB, d_model=16, num_layers=2, num_heads=2, max_len=12)
   policy_params = _scaled(jax.eval_shape(policy.init, jax.random.key(1), DIALOGUES), seed=1)
   critic = _critic(readout="last", causal=True, utterance_encoding="joint")
-  critic_params = jax.jit(critic.init)(jax.random.key(2), DIALOGUES, UTTERANCES)
+  critic_params = fast_jit(critic.init)(jax.random.key(2), DIALOGUES, UTTERANCES)
   critic_params["params"]["encoder"] = policy_params["params"]["trunk"]
   tokens = jnp.asarray(DIALOGUES)
 
-  @jax.jit
+  @fast_jit
   def encodings_and_logits(critic_params, policy_params):
     encode = lambda c: c.apply(critic_params, tokens, tokens != 0, method=tr.UtteranceCritic.encode)
     # The bidirectional encoder with the same parameters, for the last check.

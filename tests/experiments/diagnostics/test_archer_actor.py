@@ -12,6 +12,7 @@ from experiments.diagnostics import archer_actor as diag
 from hrljax import envs
 from hrljax.agents import archer
 from hrljax.agents import token_common as tc
+from tests.fast_compile import fast_jit
 
 
 def test_episode_returns_discount_the_terminal_value_back_over_the_first_episode():
@@ -42,7 +43,7 @@ def test_one_iteration_trains_on_oracle_returns_of_a_tiny_game():
   policy = tc.make_policy(env_params, config)
   params = tc.init_policy_params(jax.random.key(0), policy, env_params)
   tx = diag.make_optimizer("sgd", 0.1, 1e-5, 1.0)
-  iteration = jax.jit(
+  iteration = fast_jit(
     diag.make_iteration(config, tx, num_games=64, epochs=2, minibatches=2, advantage="oracle")
   )
   (new_params, _), metrics = iteration((params, tx.init(params)), jax.random.key(0))
