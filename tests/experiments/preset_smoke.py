@@ -1,6 +1,9 @@
 """The smoke runs of the presets in `experiments/configs/`, shared by the `test_configs_*` files.
 
-Each preset runs with tiny overrides (network widths, budgets, dataset and game sizes) through
+One preset per agent trains through the driver; a preset whose agent another preset already
+trains there (`TRACED`) is validated and traced instead: its learner's init, one step and the
+evaluation, abstractly (`jax.eval_shape`), which finds every config, shape and dtype error of
+its code path without paying for a compilation. Each preset runs with tiny overrides (network widths, budgets, dataset and game sizes) through
 `experiments.train.experiment`, the function behind `python -m experiments.train`: validation,
 the agent's learner, `training.run`, logging, checkpointing and the final evaluation. The
 overrides keep every run to a few seconds of compiled work; they change sizes, never the code path.
@@ -9,6 +12,8 @@ overrides keep every run to a few seconds of compiled work; they change sizes, n
 import importlib
 import math
 import os
+
+import jax
 
 from experiments import train as train_cli
 from hrljax.logging import read_jsonl
@@ -221,6 +226,16 @@ GROUPS = {
   ],
   "smollm2": ["archer_smollm2_game", "grpo_smollm2_arithmetic"],
 }
+# preset -> the preset that trains the same agent through the driver
+TRACED = {
+  "ppo_fourrooms": "ppo_cartpole",
+  "ppo_pointhazard": "ppo_lagrangian_pointhazard",
+  "grpo_fourrooms": "gigpo_fourrooms",
+  "sac_pendulum": "sac_pointhazard",
+  "recovery_rl_lagrangian_pointhazard": "recovery_rl_pointhazard",
+  "bresa_pointhazard": "bresa_lagrangian_pointhazard",
+  "ppo_pid_lagrangian_pointhazard": "ppo_lagrangian_pointhazard",
+}
 
 
 def load_preset(name: str, argument=None):
@@ -228,16 +243,47 @@ def load_preset(name: str, argument=None):
   return module.get_config() if argument is None else module.get_config(argument)
 
 
-def train_preset(preset, tmp_path, request):
-  """Trains `preset` with its smoke overrides through `experiments.train.experiment` and checks
-  the log: training records up to update 2 or more, one final evaluation per seed, finite numbers,
-  the config written beside them."""
+def smoke_config(preset, request):
+  """The preset's config with the run settings and its smoke overrides."""
   overrides, argument = SMOKE[preset]
   config = load_preset(preset, argument)
   for field, value in {**RUN, **overrides}.items():
     config[field] = value
   if preset in OFFLINE_PRESETS:
     config.dataset_path = request.getfixturevalue("random_walk_path")
+  return config
+
+
+def smoke_test(preset, tmp_path, request):
+  """`trace_preset` for the presets in `TRACED`, `train_preset` for the others."""
+  if preset in TRACED:
+    trace_preset(preset, request)
+  else:
+    train_preset(preset, tmp_path, request)
+
+
+def trace_preset(preset, request):
+  """Validates `preset` as the driver does and traces its learner: a step keeps the run state's
+  structure, shapes and dtypes, and the step's and the evaluation's metrics are scalars."""
+  config = smoke_config(preset, request)
+  agent, _ = train_cli.prepare(config)
+  learner = agent.make_learner(config)
+  key = jax.random.key(0)
+  state = jax.eval_shape(learner.init, key)
+  new_state, metrics = jax.eval_shape(learner.step, state)
+  assert jax.tree.structure(new_state) == jax.tree.structure(state), preset
+  for before, after in zip(jax.tree.leaves(state), jax.tree.leaves(new_state)):
+    assert (before.shape, before.dtype) == (after.shape, after.dtype), preset
+  evaluation = jax.eval_shape(learner.evaluate, state, key)
+  assert metrics and evaluation, preset
+  assert all(v.shape == () for v in jax.tree.leaves((metrics, evaluation))), preset
+
+
+def train_preset(preset, tmp_path, request):
+  """Trains `preset` with its smoke overrides through `experiments.train.experiment` and checks
+  the log: training records up to update 2 or more, one final evaluation per seed, finite numbers,
+  the config written beside them."""
+  config = smoke_config(preset, request)
   workdir = str(tmp_path / preset)
   train_cli.experiment(config, workdir)
   records = read_jsonl(workdir)

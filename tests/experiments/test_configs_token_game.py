@@ -1,10 +1,10 @@
-"""Smoke runs of the token-game presets through `experiments.train` (see `preset_smoke`)."""
+"""The smoke test of the token-game presets: `preset_smoke`."""
 
 import pytest
 
-from tests.experiments.preset_smoke import GROUPS, train_preset
+from tests.experiments.preset_smoke import GROUPS, smoke_test
 
 
 @pytest.mark.parametrize("preset", GROUPS["token_game"])
-def test_preset_trains_through_the_experiment_driver(preset, tmp_path, request):
-  train_preset(preset, tmp_path, request)
+def test_preset_trains_or_traces(preset, tmp_path, request):
+  smoke_test(preset, tmp_path, request)
