@@ -231,7 +231,7 @@ TRACED = {
   "ppo_fourrooms": "ppo_cartpole",
   "ppo_pointhazard": "ppo_lagrangian_pointhazard",
   "grpo_fourrooms": "gigpo_fourrooms",
-  "sac_pendulum": "sac_pointhazard",
+  "sac_pointhazard": "recovery_rl_pointhazard",
   "recovery_rl_lagrangian_pointhazard": "recovery_rl_pointhazard",
   "bresa_pointhazard": "bresa_lagrangian_pointhazard",
   "ppo_pid_lagrangian_pointhazard": "ppo_lagrangian_pointhazard",
