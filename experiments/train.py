@@ -4,12 +4,12 @@
 
 Any hyperparameter is a `--config.<field>=` override (e.g. `--config.learning_rate=1e-3`);
 `--config.seeds=0,1,2` trains three seeds side by side in one program. Started again with the same
-workdir, a run resumes from its latest checkpoint. Writes `metrics.jsonl` (one record per seed
+workdir, a run resumes from its latest checkpoint; a config whose training fields differ from the
+saved one is refused unless `--allow_config_change` (recorded in `config_history.jsonl`). Writes `metrics.jsonl` (one record per seed
 per log step and per evaluation), `config.json` and `checkpoints/` in the workdir;
 `python -m experiments.plot WORKDIR` draws it.
 """
 
-import os
 import sys
 
 from absl import app, flags, logging
@@ -25,6 +25,12 @@ def define_flags() -> None:
   )
   flags.DEFINE_integer("num_devices", None, "Devices on the data axis of the mesh (default: all).")
   flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events (needs tensorboardX).")
+  flags.DEFINE_bool(
+    "allow_config_change",
+    False,
+    "Resume a workdir with a config that differs from its config.json (the change is appended "
+    "to config_history.jsonl); without it such a resume stops with the differing fields.",
+  )
   flags.DEFINE_string(
     "coordinator_address",
     None,
@@ -102,7 +108,13 @@ def prepare(config, num_devices=None):
   return agent, mesh
 
 
-def experiment(config, workdir: str, num_devices=None, tensorboard: bool = False):
+def experiment(
+  config,
+  workdir: str,
+  num_devices=None,
+  tensorboard: bool = False,
+  allow_config_change: bool = False,
+):
   """What the command line does, without its error handling: validates `config`, builds its
   agent's learner and trains it in `workdir`; returns the final run state."""
   import jax
@@ -117,14 +129,15 @@ def experiment(config, workdir: str, num_devices=None, tensorboard: bool = False
     f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
     f"{len(config.seeds)} seed(s), workdir {workdir}"
   )
-  return training.run(agent.make_learner(config), config, workdir, mesh=mesh, logger=logger)
+  learner = agent.make_learner(config)
+  return training.run(learner, config, workdir, mesh, logger, allow_config_change)
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save step at INFO
   # Imports after flag parsing, so `--help` and flag errors are instant.
-  from hrljax import checkpoint, config_checks, training
+  from hrljax import checkpoint, config_checks, provenance, training
 
   config = FLAGS.config
   if config is None:
@@ -134,13 +147,17 @@ def main(argv):
   except ValueError as error:
     fail(str(error))
   try:
-    experiment(config, FLAGS.workdir, FLAGS.num_devices, FLAGS.tensorboard)
+    experiment(
+      config, FLAGS.workdir, FLAGS.num_devices, FLAGS.tensorboard, FLAGS.allow_config_change
+    )
   except config_checks.ConfigError as error:  # found while building the learner
     fail(str(error))
   except training.TrainingDiverged as error:
     fail(str(error), code=1)
   except checkpoint.CheckpointError as error:  # full or unwritable disk, at the first save
     fail(str(error), code=1)
+  except provenance.ConfigChanged as error:  # resuming a workdir with another config
+    fail(str(error))
   except checkpoint.CheckpointMismatch as error:  # resuming a workdir of another config
     fail(str(error))
 

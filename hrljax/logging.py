@@ -13,6 +13,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from hrljax import provenance
+
 METRICS_FILE = "metrics.jsonl"
 ENVIRONMENT_FILE = "environment.json"
 WALL_CLOCK_FIELDS = ("wall_time", "env_steps_per_second", "compile_seconds")
@@ -51,7 +53,8 @@ def cpu_model() -> str:
 
 
 def environment() -> dict:
-  """What a run's numbers depend on besides the code and config: package versions, CPU, devices.
+  """What a run's numbers depend on besides the config: the code's version and commit, package
+  versions, CPU, devices.
 
   Long chaotic programs (thousands of gradient steps) are bitwise reproducible on one machine and
   library set, but not across them (floating-point rounding differs), so results record this.
@@ -73,6 +76,7 @@ def environment() -> dict:
     "cpu_count": os.cpu_count(),
     "devices": [d.device_kind for d in jax.devices()],
     "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    **provenance.source_revision(),
   }
 
 

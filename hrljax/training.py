@@ -31,7 +31,7 @@ import numpy as np
 
 from hrljax import checkpoint as ckpt
 from hrljax import config_checks as checks
-from hrljax import distributed
+from hrljax import distributed, provenance
 from hrljax.logging import MetricsLogger, format_progress, write_environment
 
 RUN_FIELDS = ("seeds", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
@@ -214,14 +214,10 @@ def _chunk_fn(step: Callable, example_state: Any) -> Callable:
 
 
 def _write_config(workdir: str, config) -> None:
-  """`config.json` and `environment.json` (package versions, CPU: what else the numbers need)."""
-  config_json = (
-    json.loads(config.to_json_best_effort())
-    if hasattr(config, "to_json_best_effort")
-    else dict(config)
-  )
-  with open(os.path.join(workdir, "config.json"), "w") as f:
-    json.dump(config_json, f, indent=2, sort_keys=True)
+  """`config.json` and `environment.json` (code revision, package versions, CPU: what else the
+  numbers need)."""
+  with open(os.path.join(workdir, provenance.CONFIG_FILE), "w") as f:
+    json.dump(provenance.config_json(config), f, indent=2, sort_keys=True)
   write_environment(workdir)
 
 
@@ -403,9 +399,18 @@ def _periodic_evaluation_due(config, update: int, num_updates: int, at_start: bo
 
 
 def train(
-  learner: Learner, config, workdir: str, mesh=None, logger: Optional[MetricsLogger] = None
+  learner: Learner,
+  config,
+  workdir: str,
+  mesh=None,
+  logger: Optional[MetricsLogger] = None,
+  allow_config_change: bool = False,
 ) -> Any:
   """Runs (or resumes) a whole experiment in `workdir`; returns the final run state.
+
+  Resuming with a config whose training fields differ from the workdir's `config.json` raises
+  `provenance.ConfigChanged` before any work, unless `allow_config_change` (then the change is
+  recorded in `config_history.jsonl`).
 
   The run-level fields come from `config` (`run_config`): `seeds`, `log_every`, `eval_every`,
   `checkpoint_every`, `max_checkpoints`. With several seeds, the state has a leading seed axis.
@@ -415,6 +420,10 @@ def train(
   is_writer = jax.process_index() == 0
   logger = logger or MetricsLogger(workdir, enabled=is_writer)
   ckpt.probe_writable(workdir)  # a clear CheckpointError naming the workdir, before any work
+  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
+  change = provenance.check_resumed_config(
+    workdir, config, checkpointer.latest_step(), allow_config_change
+  )  # before any compilation
 
   seeds = _Seeds.of(config.seeds)
   state = jax.jit(seeds.map(learner.init))(seeds.init_keys)
@@ -423,9 +432,9 @@ def train(
   )
   state = distributed.place(state, shardings)
 
-  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
   state, update, elapsed = _resume(checkpointer, state, logger)
   if is_writer:  # after the resume: a checkpoint that does not fit keeps the config it came from
+    provenance.record_config_change(workdir, change)
     _write_config(workdir, config)
 
   start = time.perf_counter()
@@ -498,7 +507,11 @@ class HostLearner(NamedTuple):
 
 
 def train_on_host(
-  learner: HostLearner, config, workdir: str, logger: Optional[MetricsLogger] = None
+  learner: HostLearner,
+  config,
+  workdir: str,
+  logger: Optional[MetricsLogger] = None,
+  allow_config_change: bool = False,
 ) -> Any:
   """Runs (or resumes) a `HostLearner` in `workdir`; returns the final run state.
 
@@ -517,7 +530,11 @@ def train_on_host(
   ckpt.probe_writable(workdir)
   logger = logger or MetricsLogger(workdir)
   checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
+  change = provenance.check_resumed_config(
+    workdir, config, checkpointer.latest_step(), allow_config_change
+  )
   state, update, elapsed = _resume(checkpointer, learner.init(seed), logger)
+  provenance.record_config_change(workdir, change)
   _write_config(workdir, config)  # after the resume, as in `train`
 
   def log_evaluation():
@@ -581,8 +598,9 @@ def run(
   workdir: str,
   mesh=None,
   logger: Optional[MetricsLogger] = None,
+  allow_config_change: bool = False,
 ) -> Any:
   """Trains either kind of learner in `workdir` (`train` or `train_on_host`)."""
   if isinstance(learner, HostLearner):
-    return train_on_host(learner, config, workdir, logger=logger)
-  return train(learner, config, workdir, mesh=mesh, logger=logger)
+    return train_on_host(learner, config, workdir, logger, allow_config_change)
+  return train(learner, config, workdir, mesh, logger, allow_config_change)

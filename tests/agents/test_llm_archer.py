@@ -135,8 +135,10 @@ def test_actor_gradient_is_advantage_weighted_reinforce(tiny_lm):
 
 
 def _run(config, workdir, lm):
-  """`python -m experiments.train` in process: the learner of `config` run in `workdir`."""
-  return training.run(llm_archer.make_learner(config, lm), config, str(workdir))
+  """`python -m experiments.train` in process: the learner of `config` run in `workdir` (a
+  resume may raise `num_updates`, a change `config_history.jsonl` records)."""
+  learner = llm_archer.make_learner(config, lm)
+  return training.run(learner, config, str(workdir), allow_config_change=True)
 
 
 def test_run_logs_and_resumes_exactly(tiny_lm, tmp_path):
@@ -157,6 +159,8 @@ def test_run_logs_and_resumes_exactly(tiny_lm, tmp_path):
   evals = [r for r in records if r.get("phase") == "eval"]
   assert [r["update"] for r in evals] == [0, 2]
   assert 0.0 <= evals[0]["eval_win_rate"] <= 1.0
+  history = [json.loads(line) for line in open(tmp_path / "b" / "config_history.jsonl")]
+  assert history == [{"update": 1, "changes": {"num_updates": {"from": 1, "to": 2}}}]
 
 
 def test_one_archer_iteration_on_the_truncated_smollm2():

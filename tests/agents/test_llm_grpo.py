@@ -276,8 +276,10 @@ def test_kl_term_is_zero_at_the_reference_and_positive_away(tiny_lm):
 
 
 def _run(config, workdir, lm):
-  """`python -m experiments.train` in process: the learner of `config` run in `workdir`."""
-  return training.run(llm_grpo.make_learner(config, lm), config, str(workdir))
+  """`python -m experiments.train` in process: the learner of `config` run in `workdir` (a
+  resume may raise `num_updates`, a change `config_history.jsonl` records)."""
+  learner = llm_grpo.make_learner(config, lm)
+  return training.run(learner, config, str(workdir), allow_config_change=True)
 
 
 def test_run_writes_metrics_and_resumes_exactly(tiny_lm, tmp_path):

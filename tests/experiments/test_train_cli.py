@@ -163,7 +163,7 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_resuming_a_workdir_with_another_network_is_a_one_line_error(smoke_run, tmp_path):
+def test_resuming_a_workdir_with_another_config_is_a_one_line_error(smoke_run, tmp_path):
   # A copy of the smoke run's workdir (checkpoints at updates 8 and 16).
   first_dir, first = smoke_run
   assert first.returncode == 0, first.stderr[-2000:]
@@ -172,8 +172,9 @@ def test_resuming_a_workdir_with_another_network_is_a_one_line_error(smoke_run, 
   result = run(train_command(workdir, *TINY, "--config.hidden_sizes=(32, 32)"))
   assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
-  assert last.startswith(f"error: checkpoint 16 in {workdir / 'checkpoints'} does not fit"), (
+  assert last.startswith(f"error: {workdir} was trained to update 16 with another config"), (
     result.stderr[-2000:]
   )
+  assert "config.hidden_sizes: [64, 64] in the run, [32, 32] now" in last
   assert "Traceback" not in result.stderr
   assert json.load(open(workdir / "config.json"))["hidden_sizes"] == [64, 64]

@@ -1,7 +1,10 @@
 """Tests of hrljax.training: chunk summaries, divergence stops, resuming, and the logger."""
 
+import importlib.metadata
 import json
 import math
+import os
+import subprocess
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +13,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-from hrljax import training
+from hrljax import provenance, training
 from hrljax.checkpoint import Checkpointer, CheckpointMismatch
 from hrljax.logging import MetricsLogger, read_jsonl
 
@@ -230,9 +233,11 @@ def test_resuming_with_a_state_that_does_not_fit_keeps_the_run_and_its_config(tm
     return Counter(x=jnp.zeros(3), n=jnp.zeros((), jnp.int32), key=key)
 
   wider = counting_learner(20)._replace(init=init_wider)
+  other = run_config("other", log_every=5, checkpoint_every=10)
   with pytest.raises(CheckpointMismatch, match="checkpoint 10 in .* does not fit"):
-    training.train(wider, run_config("other", log_every=5, checkpoint_every=10), workdir)
+    training.train(wider, other, workdir, allow_config_change=True)
   assert json.load(open(f"{workdir}/config.json"))["agent"] == "counter"
+  assert not os.path.exists(f"{workdir}/{provenance.HISTORY_FILE}")  # the change never held
   assert read_jsonl(workdir) == records
   assert Checkpointer(f"{workdir}/checkpoints").all_steps() == [10]
 
@@ -343,3 +348,47 @@ def test_a_host_run_resumed_at_its_end_writes_its_final_evaluation_again(tmp_pat
   after = read_jsonl(str(tmp_path / "metrics.jsonl"))
   assert [(r["phase"], r["update"]) for r in after] == [(r["phase"], r["update"]) for r in before]
   assert after[-1] == {**before[-1], "wall_time": after[-1]["wall_time"]}
+
+
+def test_resuming_with_a_changed_config_is_refused_before_any_work_unless_allowed(tmp_path):
+  workdir = str(tmp_path / "run")
+  training.train(counting_learner(10), run_config(log_every=5, checkpoint_every=10), workdir)
+  records = read_jsonl(workdir)
+  changed = run_config(log_every=5, checkpoint_every=10, seeds=(7,))
+  changed.step_size = 2.0
+  refused = counting_learner(20)._replace(init=None)  # building the run state would fail
+  with pytest.raises(provenance.ConfigChanged) as error:
+    training.train(refused, changed, workdir)
+  message = str(error.value)
+  assert "config.seeds: [0] in the run, [7] now" in message
+  assert "config.step_size: None in the run, 2.0 now" in message
+  assert "--allow_config_change" in message
+  assert read_jsonl(workdir) == records
+  assert json.load(open(f"{workdir}/config.json"))["seeds"] == [0]
+  # run-control fields may change freely
+  training.train(counting_learner(20), run_config(log_every=10, checkpoint_every=10), workdir)
+  assert not os.path.exists(os.path.join(workdir, provenance.HISTORY_FILE))
+  # allowed: recorded with the update from which the new values hold
+  bigger = run_config(log_every=10, checkpoint_every=10)
+  bigger.step_size = 2.0
+  training.train(counting_learner(30), bigger, workdir, allow_config_change=True)
+  history = read_jsonl(os.path.join(workdir, provenance.HISTORY_FILE))
+  assert history == [{"update": 20, "changes": {"step_size": {"from": None, "to": 2.0}}}]
+  assert json.load(open(f"{workdir}/config.json"))["step_size"] == 2.0
+
+
+def test_environment_records_the_code_revision(tmp_path):
+  training.train(counting_learner(5), run_config(log_every=5, checkpoint_every=5), str(tmp_path))
+  environment = json.load(open(tmp_path / "environment.json"))
+  assert environment["hrljax_version"] == importlib.metadata.version("hrljax")
+  head = subprocess.run(
+    ["git", "rev-parse", "HEAD"],
+    cwd=os.path.dirname(provenance.__file__),
+    capture_output=True,
+    text=True,
+  )
+  if head.returncode == 0:  # a git checkout: the commit and whether tracked files differ from it
+    assert environment["git_commit"] == head.stdout.strip()
+    assert isinstance(environment["git_dirty"], bool)
+  else:  # an installed wheel
+    assert environment["git_commit"] is None and environment["git_dirty"] is None
