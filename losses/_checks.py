@@ -112,3 +112,21 @@ def choice(name: str, value, allowed: Iterable) -> None:
   allowed = tuple(allowed)
   if value not in allowed:
     fail(name, f"one of {allowed}", value)
+
+
+def ids_in_range(name: str, ids, num: int):
+  """Rows whose index `ids` lies in [0, num), a bool array of `ids`' shape.
+
+  Concrete `ids` (an eager call) with an entry outside raise ValueError naming `name`, the range
+  and the first offending values. Traced `ids` (under jit) cannot be looked into: the caller
+  treats the rows outside as invalid (they enter no statistic and get 0), so one bad index never
+  poisons the rest of a batch.
+  """
+  import jax
+  import jax.numpy as jnp
+
+  inside = (ids >= 0) & (ids < num)
+  if jax.core.is_concrete(inside) and not bool(jnp.all(inside)):
+    outside = jax.device_get(ids[~inside])[:5].tolist()
+    fail(name, f"indices in [0, {num}) (rows outside are invalid under jit)", outside)
+  return inside

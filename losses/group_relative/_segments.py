@@ -95,4 +95,5 @@ def check_segment_args(
   if valid is not None:
     named.append(("valid", valid))
   check_rows(named, float_names=("values",), int_names=("group_ids",), bool_names=("valid",))
-  return valid_or_all(valid, values)
+  # A row whose group id is outside [0, num_groups) is an invalid row (an eager call raises).
+  return valid_or_all(valid, values) & _checks.ids_in_range("group_ids", group_ids, num_groups)

@@ -114,7 +114,7 @@ def disco_loss(
     named.append(("valid", valid))
   check_rows(named, int_names=("group_ids",), bool_names=("valid",))
   chex.assert_equal_shape_prefix([logp, rewards], 1)
-  valid = valid_or_all(valid, group_ids)
+  valid = valid_or_all(valid, group_ids) & _checks.ids_in_range("group_ids", group_ids, num_groups)
   m = mask.astype(logp.dtype)
 
   tokens = jnp.sum(m, axis=1)

@@ -124,7 +124,11 @@ def hbpo_advantages(
   check_rows(
     named, float_names=("rewards",), int_names=("budget_ids", "group_ids"), bool_names=("valid",)
   )
-  valid = valid_or_all(valid, rewards)
+  valid = (
+    valid_or_all(valid, rewards)
+    & _checks.ids_in_range("group_ids", group_ids, num_groups)
+    & _checks.ids_in_range("budget_ids", budget_ids, num_budgets)
+  )
   subgroup = group_ids * num_budgets + budget_ids
   sub_mean = shifted_moments(rewards, subgroup, num_groups * num_budgets, valid).mean
   flat = _hbpo_flat(budget_values.astype(jnp.float32), beta, max_len)[budget_ids]

@@ -42,7 +42,7 @@ def segment_count(group_ids: Array, num_groups: int, valid: Optional[Array] = No
   _checks.integer("num_groups", num_groups)
   named = [("group_ids", group_ids)] + ([("valid", valid)] if valid is not None else [])
   check_rows(named, int_names=("group_ids",), bool_names=("valid",))
-  valid = valid_or_all(valid, group_ids)
+  valid = valid_or_all(valid, group_ids) & _checks.ids_in_range("group_ids", group_ids, num_groups)
   return jax.ops.segment_sum(valid.astype(jnp.int32), group_ids, num_groups)
 
 

@@ -66,7 +66,9 @@ def salt_advantages(
     int_names=("node_ids", "traj_ids"),
     bool_names=("valid",),
   )
-  valid = valid_or_all(valid, trajectory_advantages)
+  valid = valid_or_all(valid, trajectory_advantages) & _checks.ids_in_range(
+    "node_ids", node_ids, num_nodes
+  )
   weight = valid
   if dedup_per_trajectory:
     n = node_ids.shape[0]
@@ -161,7 +163,7 @@ def spa_progress_loss(
   check_rows(named, float_names=("progress",), int_names=("traj_ids",), bool_names=("valid",))
   chex.assert_shape(traj_returns, (num_traj,))
   chex.assert_type(traj_returns, float)
-  valid = valid_or_all(valid, progress)
+  valid = valid_or_all(valid, progress) & _checks.ids_in_range("traj_ids", traj_ids, num_traj)
   predicted = jax.ops.segment_sum(jnp.where(valid, progress, 0), traj_ids, num_traj)
   present = jax.ops.segment_sum(valid.astype(jnp.int32), traj_ids, num_traj) > 0
   residual = jnp.where(present, predicted - jax.lax.stop_gradient(traj_returns), 0)
@@ -209,7 +211,9 @@ def gated_reward_accumulation(
   check_rows(named, float_names=("low_rewards",), int_names=("traj_ids",), bool_names=("valid",))
   chex.assert_rank(high_rewards, 1)
   chex.assert_type(high_rewards, float)
-  valid = valid_or_all(valid, low_rewards)
+  valid = valid_or_all(valid, low_rewards) & _checks.ids_in_range(
+    "traj_ids", traj_ids, high_rewards.shape[0]
+  )
   gate = high_rewards >= threshold
   gated = jnp.where(valid & gate[traj_ids], low_rewards, 0)
   returns = high_rewards + jax.ops.segment_sum(gated, traj_ids, high_rewards.shape[0])

@@ -8,8 +8,8 @@ and checks: valid inputs give finite results; a wrong rank (one axis added or re
 error; a NaN reaches the output (or the call raises), never a silent finite value; an Inf gives a
 non-finite output or the finite limit of the function (the value at +-1e30); integer arrays where
 floats are expected raise or give the result of the same values as floats; bad Python options
-raise a ValueError naming the option; out-of-range group ids are not merged into a group, and
-empty groups change nothing. A known failure is marked xfail(strict=True) with its reason, so
+raise a ValueError naming the option; out-of-range group ids raise eagerly and are invalid rows
+under jit, and empty groups change nothing. A known failure is marked xfail(strict=True) with its reason, so
 that a fix is noticed.
 
 A case gives valid inputs as small specs, `"<kind>:<dims>"`, drawn per example:
@@ -1503,9 +1503,10 @@ def compare_outside(case, out, reference, row):
 
 
 @pytest.mark.parametrize("name", params("out_of_range", GROUP_CASES))
-def test_out_of_range_group_id_raises_or_is_left_out_not_merged(name):
-  """A row whose group id is outside [0, num_groups) either raises or changes no other row's
-  result (it acts as an invalid row); it is never merged into a real group."""
+def test_out_of_range_group_id_raises_eagerly_and_is_an_invalid_row_under_jit(name):
+  """A row whose group id is outside [0, num_groups): an eager call raises a ValueError naming
+  the ids argument; under jit the row is an invalid row, so every output (that row's included)
+  equals the batch with the row marked invalid and an in-range id."""
   case = CASES[name]
 
   @SETTINGS
@@ -1516,14 +1517,13 @@ def test_out_of_range_group_id_raises_or_is_left_out_not_merged(name):
     num = resolve_kw(case.kw, dims)[case.groups["num"]]
     row = data.draw(st.integers(0, arrays[ids].shape[0] - 1))
     bad_id = data.draw(st.sampled_from([num, num + 1, -1]))
-    reference_arrays = dict(arrays, **{valid: arrays[valid].at[row].set(False)})
-    reference = call(case, reference_arrays, dims)
+    reference = call(case, dict(arrays, **{valid: arrays[valid].at[row].set(False)}), dims)
     arrays[ids] = arrays[ids].at[row].set(bad_id)
-    try:
-      out = call(case, arrays, dims)
-    except ValueError:
-      return
-    compare_outside(case, out, reference, row)
+    with pytest.raises(ValueError, match=ids):
+      call(case, arrays, dims)
+    out = jax.jit(lambda a: call(case, a, dims))(arrays)
+    for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(reference)):
+      np.testing.assert_allclose(np.asarray(a, np.float64), b, rtol=1e-5, atol=1e-6)
 
   check()
 
