@@ -123,10 +123,12 @@ def ids_in_range(name: str, ids, num: int):
   poisons the rest of a batch.
   """
   import jax
-  import jax.numpy as jnp
 
-  inside = (ids >= 0) & (ids < num)
-  if jax.core.is_concrete(inside) and not bool(jnp.all(inside)):
-    outside = jax.device_get(ids[~inside])[:5].tolist()
-    fail(name, f"indices in [0, {num}) (rows outside are invalid under jit)", outside)
-  return inside
+  if not isinstance(ids, jax.core.Tracer):  # concrete: look at the values on the host
+    host = jax.device_get(ids)
+    outside = host[(host < 0) | (host >= num)]
+    if outside.size:
+      fail(
+        name, f"indices in [0, {num}) (rows outside are invalid under jit)", outside[:5].tolist()
+      )
+  return (ids >= 0) & (ids < num)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from hrljax import checkpoint, training
+from hrljax import checkpoint, provenance, training
 from hrljax.agents import hiql, ota
 from hrljax.logging import read_jsonl
 
@@ -81,10 +81,13 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_uninterrupted_result(whol
     shutil.rmtree(os.path.join(killed, "checkpoints", update))
   training.train(ota.make_learner(config), config, killed)
   assert without_wall_clock(read_jsonl(killed)) == without_wall_clock(records)
-  # the checkpoint of another agent's run is refused, not silently reused
+  # another agent's config is refused before any work; allowed, its state does not fit the
+  # checkpoint, which is refused rather than silently reused
   other = tiny_config(hiql, config.dataset_path)
-  with pytest.raises(checkpoint.CheckpointMismatch):
+  with pytest.raises(provenance.ConfigChanged, match="config.agent: 'ota' in the run, 'hiql' now"):
     training.train(hiql.make_learner(other), other, killed)
+  with pytest.raises(checkpoint.CheckpointMismatch):
+    training.train(hiql.make_learner(other), other, killed, allow_config_change=True)
 
 
 def test_missing_dataset_is_one_line_naming_the_field_and_the_fix(tmp_path):
