@@ -10,6 +10,8 @@ per log step and per evaluation), `config.json` and `checkpoints/` in the workdi
 `python -m experiments.plot WORKDIR` draws it.
 """
 
+import os
+import re
 import sys
 
 from absl import app, flags, logging
@@ -51,6 +53,32 @@ def fail(message: str, code: int = 2) -> None:
   """One line on stderr, no traceback."""
   print(f"error: {message}", file=sys.stderr, flush=True)
   sys.exit(code)
+
+
+def parse_flags(argv: list) -> list:
+  """absl's flag parsing with every failure as one line (exit 2): an unknown flag or a bad value,
+  a missing config file or one that raises when loaded, an override of a field the config does
+  not have (with ml_collections' suggestion)."""
+  for arg in argv[1:]:
+    if arg.startswith("--config="):
+      path = arg[len("--config=") :].split(":")[0]  # `file.py:argument` passes an argument
+      if not os.path.isfile(path):
+        fail(f"--config: no such file {path!r}")
+  try:
+    return FLAGS(argv)
+  except flags.Error as error:  # a config file's own error is its message's last line
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    fail(" ".join(lines[:1] + lines[1:][-1:]))
+  except (AttributeError, KeyError) as error:  # `--config.<field>=` of an unknown field
+    text = str(error)
+    field = re.search(r'instead of "([\w.]+)"', text) or re.search(r"(\w+)", text)
+    suggestion = re.search(r'Did you mean "([\w.]+)"', text)
+    fail(
+      f"--config.{field.group(1)}: no such field in the config"
+      + (f" (did you mean {suggestion.group(1)}?)" if suggestion else "")
+    )
+  except Exception as error:  # the config file raised when loaded
+    fail(f"--config: cannot load the config file ({type(error).__name__}: {error})")
 
 
 def check_workdir(workdir: str) -> None:
@@ -165,4 +193,4 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   initialize_processes(sys.argv)
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

@@ -106,6 +106,33 @@ def test_bad_config_values_stop_with_one_line(tmp_path, override, expected):
   assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+  "config, override, expected",
+  [
+    (
+      PPO_CONFIG,
+      "--config.learnin_rate=1e-3",
+      "error: --config.learnin_rate: no such field in the config (did you mean learning_rate?)",
+    ),
+    (PPO_CONFIG, "--no_such_flag=1", "error: Unknown command line flag 'no_such_flag'"),
+    ("experiments/configs/no_such.py", None, "error: --config: no such file"),
+    ("BROKEN", None, "error: --config: cannot load the config file (RuntimeError: broken)"),
+  ],
+)
+def test_flag_and_config_file_failures_are_one_line_and_leave_no_workdir(
+  tmp_path, config, override, expected
+):
+  if config == "BROKEN":
+    config = tmp_path / "broken.py"
+    config.write_text("raise RuntimeError('broken')\n")
+  workdir = tmp_path / "run"
+  result = run(train_command(workdir, *([override] if override else []), config=config))
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert lines == [lines[-1]] and lines[-1].startswith(expected), result.stderr
+  assert not workdir.exists()
+
+
 def test_unwritable_workdir_is_a_clear_error(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("not a directory")
