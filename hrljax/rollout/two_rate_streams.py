@@ -169,14 +169,8 @@ def first_episode_statistics(traj) -> dict[str, Array]:
   violated = (traj.control.info["violation"] & control_valid).any(axis=(0, 1))
   interventions = (traj.control.intervened & control_valid).sum(axis=(0, 1))
   returns = jnp.where(valid, decision.reward, 0.0).sum(axis=0)
-  return {
-    "eval_return": returns.mean(),
-    "eval_return_std": returns.std(),
-    "eval_cost": cost.mean(),
-    "eval_violation_rate": violated.astype(jnp.float32).mean(),
-    "eval_interventions": interventions.astype(jnp.float32).mean(),
-    "eval_length": control_valid.sum(axis=(0, 1)).astype(jnp.float32).mean(),
-  }
+  lengths = control_valid.sum(axis=(0, 1))
+  return _eval_means(returns, cost, violated, interventions, lengths)
 
 
 def _first_episode_control_statistics(control: ControlSteps) -> dict[str, Array]:
@@ -188,11 +182,16 @@ def _first_episode_control_statistics(control: ControlSteps) -> dict[str, Array]
   violated = (flat(control.info["violation"]) & valid).any(axis=0)
   interventions = (flat(control.intervened) & valid).sum(axis=0)
   returns = jnp.where(valid, flat(control.reward), 0.0).sum(axis=0)
+  return _eval_means(returns, cost, violated, interventions, valid.sum(axis=0))
+
+
+def _eval_means(returns, cost, violated, interventions, lengths) -> dict[str, Array]:
+  """The `eval_*` metrics: per-environment first-episode sums `[N]` averaged over environments."""
   return {
     "eval_return": returns.mean(),
     "eval_return_std": returns.std(),
     "eval_cost": cost.mean(),
     "eval_violation_rate": violated.astype(jnp.float32).mean(),
     "eval_interventions": interventions.astype(jnp.float32).mean(),
-    "eval_length": valid.sum(axis=0).astype(jnp.float32).mean(),
+    "eval_length": lengths.astype(jnp.float32).mean(),
   }
