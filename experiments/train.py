@@ -5,9 +5,12 @@
 Any hyperparameter is a `--config.<field>=` override (e.g. `--config.learning_rate=1e-3`);
 `--config.seeds=0,1,2` trains three seeds side by side in one program. Started again with the same
 workdir, a run resumes from its latest checkpoint; a config whose training fields differ from the
-saved one is refused unless `--allow_config_change` (recorded in `config_history.jsonl`). Writes `metrics.jsonl` (one record per seed
-per log step and per evaluation), `config.json` and `checkpoints/` in the workdir;
-`python -m experiments.plot WORKDIR` draws it.
+saved one is refused unless `--allow_config_change` (recorded in `config_history.jsonl`). Writes
+`metrics.jsonl` (one record per seed per log step and per evaluation), `config.json` and
+`checkpoints/` in the workdir; `python -m experiments.plot WORKDIR` draws it.
+
+Every failure found before training (a flag, a config value) is one line on stderr with exit
+code 2, and leaves no workdir behind.
 """
 
 import os
@@ -20,33 +23,56 @@ from ml_collections import config_flags
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-  """The command-line flags, defined when run as a script (importing the module defines none)."""
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  """The command-line flags, defined when run as a script (importing the module defines none).
+
+  `--config` is defined by `parse_flags`, from the command line it parses.
+  """
   flags.DEFINE_string(
-    "workdir", None, "Directory for metrics, config and checkpoints.", required=True
+    "workdir",
+    None,
+    "Directory for metrics, config and checkpoints.",
+    required=True,
+    flag_values=flag_values,
   )
-  flags.DEFINE_integer("num_devices", None, "Devices on the data axis of the mesh (default: all).")
-  flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events (needs tensorboardX).")
+  flags.DEFINE_integer(
+    "num_devices",
+    None,
+    "Devices on the data axis of the mesh (default: all).",
+    flag_values=flag_values,
+  )
+  flags.DEFINE_bool(
+    "tensorboard",
+    False,
+    "Also write TensorBoard events (needs tensorboardX).",
+    flag_values=flag_values,
+  )
   flags.DEFINE_bool(
     "allow_config_change",
     False,
     "Resume a workdir with a config that differs from its config.json (the change is appended "
     "to config_history.jsonl); without it such a resume stops with the differing fields.",
+    flag_values=flag_values,
   )
   flags.DEFINE_string(
     "coordinator_address",
     None,
     "Multi-process runs: host:port of process 0 (with --num_processes and "
     "--process_id); every process runs the same command over one global mesh.",
+    flag_values=flag_values,
   )
-  flags.DEFINE_integer("num_processes", None, "Multi-process runs: how many processes.")
-  flags.DEFINE_integer("process_id", None, "Multi-process runs: this process's index.")
+  flags.DEFINE_integer(
+    "num_processes", None, "Multi-process runs: how many processes.", flag_values=flag_values
+  )
+  flags.DEFINE_integer(
+    "process_id", None, "Multi-process runs: this process's index.", flag_values=flag_values
+  )
   flags.DEFINE_bool(
     "distributed_auto",
     False,
     "Call jax.distributed.initialize() with JAX's cluster auto-detection (TPU pods, SLURM, ...).",
+    flag_values=flag_values,
   )
-  config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -58,12 +84,23 @@ def fail(message: str, code: int = 2) -> None:
 def parse_flags(argv: list) -> list:
   """absl's flag parsing with every failure as one line (exit 2): an unknown flag or a bad value,
   a missing config file or one that raises when loaded, an override of a field the config does
-  not have (with ml_collections' suggestion)."""
+  not have (with ml_collections' suggestion).
+
+  `--config` is defined here, with the overrides of `argv` (not of `sys.argv`), so that a command
+  line can also be parsed in process.
+  """
   for arg in argv[1:]:
     if arg.startswith("--config="):
       path = arg[len("--config=") :].split(":")[0]  # `file.py:argument` passes an argument
       if not os.path.isfile(path):
         fail(f"--config: no such file {path!r}")
+  config_flags.DEFINE_config_file(
+    "config", None, "Experiment config file.", flag_values=FLAGS, lock_config=True, sys_argv=argv
+  )
+  return _parse_absl_flags(argv)
+
+
+def _parse_absl_flags(argv: list) -> list:
   try:
     return FLAGS(argv)
   except flags.Error as error:  # a config file's own error is its message's last line
@@ -132,8 +169,19 @@ def prepare(config, num_devices=None):
   agent = agents.get(config.agent)
   mesh = distributed.make_mesh(num_devices)
   training.validate_run_config(config)
+  check_network_names(config)
   agent.validate_config(config, num_devices=mesh.size)
   return agent, mesh
+
+
+def check_network_names(config) -> None:
+  """`ConfigError` for a field naming a network piece that does not exist (`activation`, which
+  every agent with an MLP passes to `hrljax.networks`), found before any network is built."""
+  from hrljax import config_checks as checks
+  from hrljax.networks import torsos
+
+  if "activation" in config:
+    checks.one_of(config, "activation", sorted(torsos.ACTIVATIONS))
 
 
 def experiment(

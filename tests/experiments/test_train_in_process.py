@@ -1,0 +1,113 @@
+"""`python -m experiments.train` run in this process (`parse_flags` then `main`, on fresh flags):
+the checks made before any workdir exists (names in the config, optional packages, environment
+parameters).
+"""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+from typing import NamedTuple
+
+import jax
+import pytest
+from absl import flags
+
+import hrljax
+from experiments import train
+from hrljax import envs
+from hrljax.agents import ppo
+from hrljax.logging import read_jsonl
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIGS = os.path.join(ROOT, "experiments", "configs")
+PPO = os.path.join(CONFIGS, "ppo_cartpole.py")
+TINY = [  # as in test_train_cli.py: 16 updates, checkpoints at 8 and 16
+  "--config.total_timesteps=2048",
+  "--config.num_steps=32",
+  "--config.update_epochs=2",
+  "--config.num_minibatches=2",
+  "--config.log_every=4",
+  "--config.checkpoint_every=8",
+  "--config.eval_episodes=4",
+]
+
+
+class Result(NamedTuple):
+  code: int
+  out: str
+  err: str
+
+
+@contextlib.contextmanager
+def fresh_flags():
+  """The driver's flags defined on a new `FlagValues` for the duration (absl's global flags are
+  left alone, so the command line can be parsed again and again)."""
+  saved = train.FLAGS
+  train.FLAGS = flags.FlagValues()
+  train.define_flags(train.FLAGS)
+  try:
+    yield
+  finally:
+    train.FLAGS = saved
+
+
+def cli(config: str, workdir, *args: str) -> Result:
+  """`python -m experiments.train --config=CONFIG --workdir=WORKDIR ARGS`, in this process."""
+  out, err, code = io.StringIO(), io.StringIO(), 0
+  argv = ["train", f"--config={config}", f"--workdir={workdir}", *args]
+  try:
+    with fresh_flags(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      train.main(train.parse_flags(argv))
+  except SystemExit as stop:
+    code = stop.code
+  return Result(code, out.getvalue(), err.getvalue())
+
+
+def parsed_config(config: str, *args: str):
+  """The config `parse_flags` makes of a command line."""
+  with fresh_flags():
+    train.parse_flags(["train", f"--config={config}", "--workdir=unused", *args])
+    return train.FLAGS.config
+
+
+def assert_one_line_exit_2(result: Result, expected: str, workdir) -> None:
+  assert result.code == 2, result
+  lines = result.err.strip().splitlines()
+  assert lines == [expected], result.err
+  assert not os.path.exists(workdir)
+
+
+@pytest.mark.parametrize(
+  "preset, override, expected",
+  [
+    (
+      "ppo_cartpole",
+      "--config.activation=swishh",
+      "error: config.activation: expected one of ['gelu', 'relu', 'silu', 'tanh'], got 'swishh'",
+    ),
+    (
+      "ppo_cartpole",
+      "--config.optimizer=adamw",
+      "error: config.optimizer: expected one of ['adam', 'sgd'], got 'adamw'",
+    ),
+    (
+      "grpo_fourrooms",
+      "--config.estimator=ppo",
+      "error: config.estimator: expected one of ['grpo', 'dr_grpo', 'rloo', 'gigpo'], got 'ppo'",
+    ),
+    (
+      "option_critic_fourrooms",
+      "--config.option_policy=greedy",
+      "error: config.option_policy: expected one of ['epsilon_greedy', 'softmax'], got 'greedy'",
+    ),
+  ],
+)
+def test_an_unknown_name_in_the_config_is_one_line_before_any_workdir(
+  tmp_path, preset, override, expected
+):
+  workdir = tmp_path / "run"
+  result = cli(os.path.join(CONFIGS, f"{preset}.py"), workdir, override)
+  assert_one_line_exit_2(result, expected, workdir)
