@@ -5,7 +5,8 @@
 Any hyperparameter is a `--config.<field>=` override (e.g. `--config.learning_rate=1e-3`);
 `--config.seeds=0,1,2` trains three seeds side by side in one program. Started again with the same
 workdir, a run resumes from its latest checkpoint; a config whose training fields differ from the
-saved one is refused unless `--allow_config_change` (recorded in `config_history.jsonl`). Writes
+saved one is refused unless `--allow_config_change` (recorded in `config_history.jsonl`).
+`--config.env_kwargs.<name>=` sets a parameter of the environment in any preset. Writes
 `metrics.jsonl` (one record per seed per log step and per evaluation), `config.json` and
 `checkpoints/` in the workdir; `python -m experiments.plot WORKDIR` draws it.
 
@@ -13,6 +14,7 @@ Every failure found before training (a flag, a config value, a missing optional 
 line on stderr with exit code 2, and leaves no workdir behind.
 """
 
+import ast
 import importlib.util
 import os
 import re
@@ -22,6 +24,13 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
+ENV_KWARG = re.compile(r"--config\.env_kwargs\.(\w+)(?:=(.*))?$", re.DOTALL)
+# Parsers of a value given for an environment parameter the preset sets, by the preset's type.
+ENV_KWARG_PARSERS = {
+  bool: (flags.BooleanParser(), "true or false"),
+  int: (flags.IntegerParser(), "an integer"),
+  float: (flags.FloatParser(), "a number"),
+}
 OGBENCH_AGENTS = ("gcivl", "hiql", "ota", "hilp")  # OGBench's simulator evaluates them
 LLM_AGENTS = ("llm_grpo", "llm_archer")  # SmolLM2: GGUF weights and a BPE tokenizer
 
@@ -87,11 +96,13 @@ def fail(message: str, code: int = 2) -> None:
 def parse_flags(argv: list) -> list:
   """absl's flag parsing with every failure as one line (exit 2): an unknown flag or a bad value,
   a missing config file or one that raises when loaded, an override of a field the config does
-  not have (with ml_collections' suggestion).
+  not have (with ml_collections' suggestion), a bad `--config.env_kwargs.<name>=` value.
 
-  `--config` is defined here, with the overrides of `argv` (not of `sys.argv`), so that a command
-  line can also be parsed in process.
+  The `--config.env_kwargs.<name>=` arguments are taken out before absl sees them and set by
+  `set_env_kwargs`, so that they can name any parameter of the environment, including ones the
+  preset's (locked) `env_kwargs` does not hold.
   """
+  argv, env_kwargs = split_env_kwargs(argv)
   for arg in argv[1:]:
     if arg.startswith("--config="):
       path = arg[len("--config=") :].split(":")[0]  # `file.py:argument` passes an argument
@@ -100,7 +111,10 @@ def parse_flags(argv: list) -> list:
   config_flags.DEFINE_config_file(
     "config", None, "Experiment config file.", flag_values=FLAGS, lock_config=True, sys_argv=argv
   )
-  return _parse_absl_flags(argv)
+  rest = _parse_absl_flags(argv)
+  if FLAGS.config is not None:
+    set_env_kwargs(FLAGS.config, env_kwargs)
+  return rest
 
 
 def _parse_absl_flags(argv: list) -> list:
@@ -119,6 +133,63 @@ def _parse_absl_flags(argv: list) -> list:
     )
   except Exception as error:  # the config file raised when loaded
     fail(f"--config: cannot load the config file ({type(error).__name__}: {error})")
+
+
+def split_env_kwargs(argv: list) -> tuple[list, list]:
+  """`(argv without its --config.env_kwargs.<name> arguments, [(name, text)] in their order)`;
+  both `--config.env_kwargs.name=value` and `--config.env_kwargs.name value` are read."""
+  rest, env_kwargs = [], []
+  args = iter(argv)
+  for arg in args:
+    match = ENV_KWARG.match(arg)
+    if match is None:
+      rest.append(arg)
+      continue
+    text = match.group(2)
+    if text is None:
+      text = next(args, None)
+      if text is None:
+        fail(f"{arg}: expected a value")
+    env_kwargs.append((match.group(1), text))
+  return rest, env_kwargs
+
+
+def _env_kwarg_value(kwargs, name: str, text: str):
+  """`text` as the type of the preset's value of `name` (bool, int, float, str); for a parameter
+  the preset does not set, a Python literal (`200`, `0.5`, `(1.0, 2.0)`, `True`), else the text."""
+  kind = kwargs.get_type(name) if name in kwargs else None
+  if kind is str:
+    return text
+  if kind in ENV_KWARG_PARSERS:
+    parser, expected = ENV_KWARG_PARSERS[kind]
+    try:
+      return parser.parse(text)
+    except ValueError:
+      fail(f"--config.env_kwargs.{name}: expected {expected}, got {text!r}")
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+
+
+def set_env_kwargs(config, env_kwargs: list) -> None:
+  """Sets `config.env_kwargs.<name>` for each `(name, text)` of the command line, adding a
+  parameter the preset does not set (whether the environment has it is checked by
+  `check_env_kwargs`); one line if the config has no `env_kwargs` or a value does not fit."""
+  if not env_kwargs:
+    return
+  if "env_kwargs" not in config:
+    name = env_kwargs[0][0]
+    fail(f"--config.env_kwargs.{name}: no such field in the config (it has no env_kwargs)")
+  kwargs = config.env_kwargs
+  for name, text in env_kwargs:
+    value = _env_kwarg_value(kwargs, name, text)
+    try:
+      with kwargs.unlocked():
+        kwargs[name] = value
+    except TypeError:
+      expected = kwargs.get_type(name).__name__
+      fail(f"--config.env_kwargs.{name}: expected a value of type {expected}, got {text!r}")
 
 
 def check_workdir(workdir: str) -> None:
@@ -173,6 +244,7 @@ def prepare(config, num_devices=None):
   mesh = distributed.make_mesh(num_devices)
   training.validate_run_config(config)
   check_network_names(config)
+  check_env_kwargs(config)
   agent.validate_config(config, num_devices=mesh.size)
   return agent, mesh
 
@@ -185,6 +257,26 @@ def check_network_names(config) -> None:
 
   if "activation" in config:
     checks.one_of(config, "activation", sorted(torsos.ACTIVATIONS))
+
+
+def check_env_kwargs(config) -> None:
+  """`ConfigError` naming the first `config.env_kwargs` entry that is not a parameter of
+  `config.env_name` (the environment is made with them, as the agent will make it)."""
+  from hrljax import config_checks as checks
+  from hrljax import envs
+
+  if not config.get("env_kwargs"):
+    return
+  try:
+    envs.make(config.env_name, **config.env_kwargs)
+  except TypeError as error:  # a factory that hands its keywords to its params unchecked
+    name = re.search(r"keyword argument '(\w+)'", str(error))
+    _, params = envs.make(config.env_name)
+    raise checks.ConfigError(
+      f"env_kwargs: {config.env_name} has no parameter "
+      f"{name.group(1) if name else str(error)!r}; expected one of "
+      f"{sorted(getattr(params, '__dataclass_fields__', {}))}"
+    ) from None
 
 
 class MissingExtra(ImportError):

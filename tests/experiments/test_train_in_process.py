@@ -152,3 +152,57 @@ def test_a_missing_optional_package_is_one_line_with_the_pip_command(
   workdir = tmp_path / "run"
   result = cli(os.path.join(CONFIGS, f"{preset}.py"), workdir, *args)
   assert_one_line_exit_2(result, expected, workdir)
+
+
+def test_env_kwargs_set_any_parameter_of_the_environment():
+  # ppo_cartpole's env_kwargs is empty and locked: the parameters are added, typed as literals.
+  config = parsed_config(
+    PPO, "--config.env_kwargs.max_steps_in_episode=50", "--config.env_kwargs.gravity", "12.5"
+  )
+  assert config.env_kwargs.to_dict() == {"max_steps_in_episode": 50, "gravity": 12.5}
+  train.prepare(config)
+  _, params = envs.make(config.env_name, **config.env_kwargs)
+  assert (params.max_steps_in_episode, params.gravity) == (50, 12.5)
+  with pytest.raises(AttributeError):
+    config.no_such_field = 1  # the rest of the config stays locked
+  # A parameter the preset sets keeps its type: `false` is a bool, not a string.
+  config = parsed_config(
+    os.path.join(CONFIGS, "grpo_fourrooms.py"), "--config.env_kwargs.resample_goal_pos=false"
+  )
+  assert config.env_kwargs.resample_goal_pos is False
+
+
+@pytest.mark.parametrize(
+  "preset, override, expected",
+  [
+    (
+      "ppo_cartpole",
+      "--config.env_kwargs.gravityy=12",
+      "error: env_kwargs: CartPole-v1 has no parameter 'gravityy'; expected one of ['force_mag', "
+      "'gravity', 'length', 'masscart', 'masspole', 'max_steps_in_episode', 'polemass_length', "
+      "'tau', 'theta_threshold_radians', 'total_mass', 'x_threshold']",
+    ),
+    (
+      "token_ppo_token_game",
+      "--config.env_kwargs.num_itemz=4",
+      "error: env_kwargs: TokenGame-v0 has no parameter 'num_itemz'; expected one of ",
+    ),
+    (
+      "grpo_fourrooms",
+      "--config.env_kwargs.max_steps_in_episode=long",
+      "error: --config.env_kwargs.max_steps_in_episode: expected an integer, got 'long'",
+    ),
+    (
+      "hiql_pointmaze",
+      "--config.env_kwargs.max_steps=10",
+      "error: --config.env_kwargs.max_steps: no such field in the config (it has no env_kwargs)",
+    ),
+  ],
+)
+def test_a_bad_env_kwarg_is_one_line_naming_it(tmp_path, preset, override, expected):
+  workdir = tmp_path / "run"
+  result = cli(os.path.join(CONFIGS, f"{preset}.py"), workdir, override)
+  assert result.code == 2, result
+  lines = result.err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith(expected), result.err
+  assert not os.path.exists(workdir)
