@@ -4,11 +4,12 @@
 
 Any hyperparameter is a `--config.<field>=` override (e.g. `--config.learning_rate=1e-3`);
 `--config.seeds=0,1,2` trains three seeds side by side in one program. Started again with the same
-workdir, a run resumes from its latest checkpoint; a config whose training fields differ from the
-saved one is refused unless `--allow_config_change` (recorded in `config_history.jsonl`).
-`--config.env_kwargs.<name>=` sets a parameter of the environment in any preset. Writes
-`metrics.jsonl` (one record per seed per log step and per evaluation), `config.json` and
-`checkpoints/` in the workdir; `python -m experiments.plot WORKDIR` draws it.
+workdir, a run resumes from its latest checkpoint (a finished one says so and stops); a config
+whose training fields differ from the saved one is refused unless `--allow_config_change`
+(recorded in `config_history.jsonl`). `--config.env_kwargs.<name>=` sets a parameter of the
+environment in any preset. Writes `metrics.jsonl` (one record per seed per log step and per
+evaluation), `config.json` and `checkpoints/` in the workdir; `python -m experiments.plot WORKDIR`
+draws it.
 
 Every failure found before training (a flag, a config value, a missing optional package) is one
 line on stderr with exit code 2, and leaves no workdir behind.
@@ -320,7 +321,8 @@ def experiment(
   allow_config_change: bool = False,
 ):
   """What the command line does, without its error handling: validates `config`, builds its
-  agent's learner and trains it in `workdir`; returns the final run state."""
+  agent's learner and trains it in `workdir`; returns the final run state (None, and nothing
+  built, when the workdir holds the finished run of this config)."""
   import jax
   from hrljax import training
   from hrljax.logging import MetricsLogger
@@ -328,6 +330,15 @@ def experiment(
   check_optional_packages(config, tensorboard)
   agent, mesh = prepare(config, num_devices)
   check_workdir(workdir)
+  last = training.finished_update(workdir, config, allow_config_change)
+  if last is not None:
+    if jax.process_index() == 0:
+      print(
+        f"{workdir} holds a finished run (trained to its last update, {last}): nothing to do; "
+        "use another --workdir to train again",
+        flush=True,
+      )
+    return None
   logger = MetricsLogger(workdir, tensorboard=tensorboard, enabled=jax.process_index() == 0)
   logger.progress(
     f"{config.agent} on {config.env_name}: {mesh.size} device(s) "

@@ -7,6 +7,8 @@ writes a JSONL record, prints a progress line, evaluates every `eval_every` upda
 orbax checkpoint every `checkpoint_every` updates, and stops with a message if a metric or a
 parameter became NaN or infinite (keeping the last good checkpoint). Started again with the same
 workdir, it resumes from the latest checkpoint and reproduces the uninterrupted run exactly.
+Checkpoints record the run's last update, so that `finished_update` tells a finished run from
+its checkpoint's metadata alone, before any learner is built.
 
 Seeds are an axis of the one program: with `config.seeds = (0, 1, 2)` the learner's `init`, `step`
 and `evaluate` are `vmap`ped over the seeds and every record carries its `seed`. Seed `s` starts
@@ -228,6 +230,37 @@ def _diverged(problem: str, update: int, checkpointer: ckpt.Checkpointer) -> Tra
     f"The last good checkpoint is update {checkpointer.latest_step()} in "
     f"{checkpointer.directory}."
   )
+
+
+def _checkpoint_metadata(update: int, elapsed: float, learner) -> dict:
+  """What a checkpoint records beside the state: its update, the wall time spent, and the run's
+  last update (so a finished run is recognised without building its learner)."""
+  return {"update": update, "wall_time": elapsed, "num_updates": learner.num_updates}
+
+
+def finished_update(workdir: str, config, allow_config_change: bool = False) -> Optional[int]:
+  """The last update of the run in `workdir` when its latest checkpoint is that update and
+  `config` trains what the run's `config.json` says: nothing is left to do. None otherwise (no
+  checkpoint, an unfinished run, a checkpoint that does not record its run's last update, or a
+  config change that `allow_config_change` accepts, which may extend the run).
+
+  Reads the checkpoint's metadata only; builds and compiles nothing. A config whose training
+  fields differ raises `provenance.ConfigChanged` unless `allow_config_change`. Every process of
+  a multi-process run opens the checkpoint directory here (creating it for a fresh run), as
+  `train` does next, so that orbax's collective steps match across the processes.
+  """
+  checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"))
+  try:
+    update = checkpointer.latest_step()
+    metadata = (checkpointer.restore_metadata(update) or {}) if update is not None else {}
+  finally:
+    checkpointer.close()
+  last = metadata.get("num_updates")
+  if last is None or update < last:
+    return None
+  if provenance.check_resumed_config(workdir, config, update, allow_config_change) is not None:
+    return None
+  return update
 
 
 def _resume(
@@ -465,7 +498,7 @@ def train(
     if _periodic_evaluation_due(config, update, learner.num_updates):
       _log_evaluation(logger, seeds, evaluate(state, update), update, learner, elapsed)
     if update % config.checkpoint_every == 0 or update == learner.num_updates:
-      checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
+      checkpointer.save(update, state, metadata=_checkpoint_metadata(update, elapsed, learner))
 
   checkpointer.close()
   _log_evaluation(logger, seeds, evaluate(state, None), update, learner, elapsed)
@@ -587,7 +620,7 @@ def train_on_host(
     if evaluation_due():
       log_evaluation()
     if update % config.checkpoint_every == 0 or update == learner.num_updates:
-      checkpointer.save(update, state, metadata={"update": update, "wall_time": elapsed})
+      checkpointer.save(update, state, metadata=_checkpoint_metadata(update, elapsed, learner))
   checkpointer.close()
   return state
 

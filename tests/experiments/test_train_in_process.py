@@ -1,6 +1,9 @@
 """`python -m experiments.train` run in this process (`parse_flags` then `main`, on fresh flags):
 the checks made before any workdir exists (names in the config, optional packages, environment
-parameters).
+parameters) and a finished run started again.
+
+The one training run is the tiny PPO config of test_train_cli.py, so its programs come from the
+persistent compilation cache when that file compiled them first.
 """
 
 import contextlib
@@ -206,3 +209,41 @@ def test_a_bad_env_kwarg_is_one_line_naming_it(tmp_path, preset, override, expec
   lines = result.err.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith(expected), result.err
   assert not os.path.exists(workdir)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+  """A tiny PPO run trained to its last update through the command line."""
+  workdir = tmp_path_factory.mktemp("finished") / "run"
+  result = cli(PPO, workdir, *TINY)
+  assert result.code == 0, result.err[-2000:]
+  return workdir
+
+
+def test_a_finished_run_started_again_says_so_and_builds_nothing(
+  finished_run, tmp_path, monkeypatch
+):
+  workdir = tmp_path / "run"
+  shutil.copytree(finished_run, workdir)
+  records = read_jsonl(str(workdir))
+
+  def no_learner(config):
+    raise AssertionError("a finished run built its learner again")
+
+  monkeypatch.setattr(ppo, "make_learner", no_learner)
+  result = cli(PPO, workdir, *TINY, "--config.eval_every=8")  # run-control fields may differ
+  assert result.code == 0, result.err[-2000:]
+  assert result.out.strip().splitlines() == [
+    f"{workdir} holds a finished run (trained to its last update, 16): nothing to do; use "
+    "another --workdir to train again"
+  ]
+  assert read_jsonl(str(workdir)) == records
+
+
+def test_a_finished_run_with_another_config_is_still_refused(finished_run, tmp_path):
+  workdir = tmp_path / "run"
+  shutil.copytree(finished_run, workdir)
+  result = cli(PPO, workdir, *TINY, "--config.env_kwargs.max_steps_in_episode=50")
+  assert result.code == 2
+  assert result.err.startswith(f"error: {workdir} was trained to update 16 with another config")
+  assert "config.env_kwargs.max_steps_in_episode: None in the run, 50 now" in result.err
