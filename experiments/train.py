@@ -9,7 +9,7 @@ whose training fields differ from the saved one is refused unless `--allow_confi
 (recorded in `config_history.jsonl`). `--config.env_kwargs.<name>=` sets a parameter of the
 environment in any preset. Writes `metrics.jsonl` (one record per seed per log step and per
 evaluation), `config.json` and `checkpoints/` in the workdir; `python -m experiments.plot WORKDIR`
-draws it.
+draws it and `hrljax.load_run(WORKDIR)` reads the trained agent back.
 
 Every failure found before training (a flag, a config value, a missing optional package) is one
 line on stderr with exit code 2, and leaves no workdir behind.

@@ -505,15 +505,34 @@ def train(
   return state
 
 
-def restore(learner: Learner, config, workdir: str, step: Optional[int] = None) -> Any:
-  """The run state saved in `workdir` (the latest checkpoint, or `step`), with its seed axis."""
+def restore(
+  learner: "Union[Learner, HostLearner]", config, workdir: str, step: Optional[int] = None
+) -> Any:
+  """The run state saved in `workdir` (the latest checkpoint, or `step`), with its seed axis.
+
+  A compiled learner's state is read into the shapes of its `init` (traced, not run); a host
+  learner's into the state its `init` builds for the run's seed.
+  """
   seeds = _Seeds.of(tuple(config.seeds))
-  like = jax.eval_shape(seeds.map(learner.init), seeds.init_keys)
+  if isinstance(learner, HostLearner):
+    like = learner.init(config.seeds[0])
+  else:
+    like = jax.eval_shape(seeds.map(learner.init), seeds.init_keys)
   checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"))
   try:
     return checkpointer.restore(like=like, step=step)
   finally:
     checkpointer.close()
+
+
+def final_evaluation(learner: "Union[Learner, HostLearner]", config, state: Any, mesh=None) -> dict:
+  """`{seed: metrics}`: the evaluation `train` (or `train_on_host`) makes at the end of a run, of
+  a state it returned or `restore` read (the same evaluation keys, so the same numbers)."""
+  if isinstance(learner, HostLearner):
+    return {config.seeds[0]: learner.evaluate(state) if learner.evaluate is not None else {}}
+  seeds = _Seeds.of(tuple(config.seeds))
+  mesh = distributed.make_mesh() if mesh is None else mesh
+  return dict(zip(seeds.seeds, _Evaluator(learner, seeds, mesh)(state, None)))
 
 
 def seed_states(config, state: Any) -> list:

@@ -1,6 +1,6 @@
 """`python -m experiments.train` run in this process (`parse_flags` then `main`, on fresh flags):
 the checks made before any workdir exists (names in the config, optional packages, environment
-parameters) and a finished run started again.
+parameters), a finished run started again, and `hrljax.load_run` of the run it trained.
 
 The one training run is the tiny PPO config of test_train_cli.py, so its programs come from the
 persistent compilation cache when that file compiled them first.
@@ -247,3 +247,27 @@ def test_a_finished_run_with_another_config_is_still_refused(finished_run, tmp_p
   assert result.code == 2
   assert result.err.startswith(f"error: {workdir} was trained to update 16 with another config")
   assert "config.env_kwargs.max_steps_in_episode: None in the run, 50 now" in result.err
+
+
+def test_load_run_evaluates_and_acts_as_the_run_did(finished_run):
+  run = hrljax.load_run(str(finished_run))
+  assert (run.config.agent, run.update, run.learner.num_updates) == ("ppo", 16, 16)
+  assert run.config.seeds == (0,) and run.config.num_steps == 32
+
+  final = [r for r in read_jsonl(str(finished_run)) if r["phase"] == "eval"][-1]
+  evaluation = run.evaluate()  # the driver's compiled evaluation: no new program
+  assert list(evaluation) == [0]
+  assert evaluation[0] == pytest.approx({k: final[k] for k in evaluation[0]})
+
+  env, env_params = envs.make(run.config.env_name)
+  obs, _ = env.reset(jax.random.key(1), env_params)
+  action = run.seed_state().agent.act(obs, jax.random.key(2), deterministic=True)
+  assert action.shape == () and int(action) in (0, 1)
+
+
+def test_load_run_names_what_is_missing(tmp_path):
+  with pytest.raises(FileNotFoundError, match="expected a run directory with .*config.json"):
+    hrljax.load_run(str(tmp_path))
+  (tmp_path / "config.json").write_text(json.dumps({"agent": "ppo"}))
+  with pytest.raises(FileNotFoundError, match="expected a checkpoint in"):
+    hrljax.load_run(str(tmp_path))

@@ -1,0 +1,102 @@
+"""A trained run read back from its workdir, to evaluate or act with.
+
+  run = hrljax.load_run("runs/ppo")
+  run.evaluate()  # {seed: metrics}: the run's final evaluation, made again
+  action = run.seed_state().agent.act(obs, key, deterministic=True)
+
+`load_run` rebuilds the config the run trained with (`config.json` over its agent's defaults),
+the agent's learner, and the run state of the latest checkpoint (or of `step`). The agent comes
+from the agent registry, the module named by `AGENT_REGISTRY` (its `get(config.agent)`), looked
+up by name when `load_run` is called: the spine imports no agent module, and this lookup is the
+one place where it reaches the agents.
+"""
+
+import importlib
+import json
+import os
+from typing import Any, NamedTuple, Optional, Union
+
+import ml_collections
+
+from hrljax import checkpoint as ckpt
+from hrljax import provenance, training
+
+AGENT_REGISTRY = "hrljax.agents"  # a module with `get(name) -> agent module`
+
+
+class Run(NamedTuple):
+  """A run restored from its workdir."""
+
+  config: ml_collections.ConfigDict  # the config it trained with
+  learner: Union[training.Learner, training.HostLearner]  # its agent's `make_learner(config)`
+  state: Any  # the run state of the checkpoint; with a leading seed axis for several seeds
+  update: int  # the update of the checkpoint
+
+  def seed_state(self, seed: Optional[int] = None) -> Any:
+    """The run state of seed `seed` (the run's first seed by default)."""
+    states = dict(training.seed_states(self.config, self.state))
+    seed = self.config.seeds[0] if seed is None else seed
+    if seed not in states:
+      raise ValueError(f"seed: expected one of the run's seeds {list(states)}, got {seed!r}")
+    return states[seed]
+
+  def evaluate(self) -> dict:
+    """`{seed: metrics}`: the evaluation the run made at its end (`learner.evaluate` with the
+    run's evaluation keys, and the host evaluation where the agent has one)."""
+    return training.final_evaluation(self.learner, self.config, self.state)
+
+
+def _config_value(value: Any) -> Any:
+  """A JSON value as a config holds it: lists become tuples (JSON has no tuples)."""
+  if isinstance(value, list):
+    return tuple(_config_value(v) for v in value)
+  if isinstance(value, dict):
+    return {k: _config_value(v) for k, v in value.items()}
+  return value
+
+
+def agent_module(name: str):
+  """The agent module called `name`, from the registry `AGENT_REGISTRY`."""
+  return importlib.import_module(AGENT_REGISTRY).get(name)
+
+
+def load_config(workdir: str) -> ml_collections.ConfigDict:
+  """The config the run in `workdir` trained with: its `config.json` over the defaults of its
+  agent (a field the agent gained after the run was saved has the value the run used)."""
+  path = os.path.join(workdir, provenance.CONFIG_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"workdir: expected a run directory with {path}, found none")
+  with open(path) as f:
+    saved = _config_value(json.load(f))
+  if "agent" not in saved:
+    raise ValueError(f"{path}: expected an `agent` field naming the run's agent, found none")
+  defaults = agent_module(saved["agent"]).get_config().to_dict()
+  return ml_collections.ConfigDict({**defaults, **saved})
+
+
+def _checkpoint_update(workdir: str, step: Optional[int]) -> int:
+  """`step`, or the latest checkpoint's update; FileNotFoundError naming the workdir if none."""
+  directory = os.path.join(workdir, "checkpoints")
+  steps = []
+  if os.path.isdir(directory):
+    checkpointer = ckpt.Checkpointer(directory)
+    try:
+      steps = checkpointer.all_steps()
+    finally:
+      checkpointer.close()
+  if not steps:
+    raise FileNotFoundError(f"workdir: expected a checkpoint in {workdir}, found none")
+  if step is not None and step not in steps:
+    raise ValueError(f"step: expected one of the checkpointed updates {steps}, got {step!r}")
+  return steps[-1] if step is None else step
+
+
+def load_run(workdir: str, step: Optional[int] = None) -> Run:
+  """The config, learner and run state of the run in `workdir` (its latest checkpoint, or the
+  checkpoint of update `step`), ready to evaluate (`run.evaluate()`, or `run.learner.evaluate`
+  with keys of one's own) or act with (`run.seed_state().agent`)."""
+  config = load_config(workdir)
+  update = _checkpoint_update(workdir, step)
+  learner = agent_module(config.agent).make_learner(config)
+  state = training.restore(learner, config, workdir, step=update)
+  return Run(config, learner, state, update)
