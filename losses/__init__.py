@@ -8,6 +8,20 @@ returns ``(loss, extras)`` or the quantity it names. Temporal losses take one tr
 caller vmaps); group-relative ones take the flat batch with ``group_ids``. Loss modules import
 only jax, chex, rlax, distrax, optax and each other.
 
+Masked entries are never read. A position that a mask or validity flag leaves out (``mask``,
+``token_mask``, ``valid``, ``keep``, an option of probability 0, a step that does not count) may
+hold anything (-inf, +inf, NaN, 1e30: the log of a zero probability, padding never written): it
+changes no loss, no extra and no gradient, and its own per-position extras are those of zeros
+there (rec_loss's per-token ``ratio`` and ``keep`` diagnostics, documented, report every token as
+given). Functions select rather than multiply by a 0/1 mask (``0 * inf`` is NaN), and select the
+inputs before any operation that could turn them non-finite, not only the output (the cotangent
+0 of a select times an infinite derivative is NaN again). A -inf logit or log-prob where the
+semantics allow it (a masked action or vocabulary entry, an impossible option) gives the
+mathematically right value with a finite gradient: ``p log p`` is 0 at ``p = 0``, as in distrax
+and rlax. This is why the element-wise ``policy_gradient.clipped_surrogate_loss`` and
+``kl_divergence`` take the token mask too: a select in ``aggregate`` alone cannot keep a padded
+-inf log-prob out of the gradient.
+
 ``FAMILIES`` below is the index of the library: every family and its public functions. A family
 module is imported on first use (``hrljax.losses.options`` or ``from hrljax.losses import
 options``), so importing one family does not import the others.

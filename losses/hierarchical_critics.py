@@ -36,7 +36,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses import _checks, policy_gradient
+from hrljax.losses import _checks, _masking, policy_gradient
 from hrljax.losses.goal_conditioned import awr_weights, expectile_loss
 
 Array = chex.Array
@@ -140,6 +140,17 @@ def _masked_mean(per_example: Array, valid: Array) -> Tuple[Array, Array, Array]
   loss_sum = jnp.sum(jnp.where(valid, per_example, 0.0))
   denominator = jnp.sum(valid).astype(per_example.dtype)
   return loss_sum / jnp.maximum(denominator, 1.0), loss_sum, denominator
+
+
+def _zero_invalid_transitions(
+  valid: Array, q: Array, v: Array, v_next_tgt: Array, q_tgt: Array, r: Array, terminated: Array
+) -> Tuple[Array, ...]:
+  """The critic inputs with zeros at invalid transitions (`valid` [B]; `[E, B]` critics, `[B]`
+  rewards and flags), so that whatever an invalid transition holds is never read."""
+  chex.assert_rank([r, terminated], 1)
+  chex.assert_equal_shape([r, terminated, valid])
+  critics = _masking.zero_masked(valid[None, :], q, v, v_next_tgt, q_tgt)
+  return critics + _masking.zero_masked(valid, r, jnp.asarray(terminated))
 
 
 def _sequence_log_prob(token_logp: Array, mask: Array) -> Array:
@@ -312,7 +323,7 @@ def archer_critic_loss(
     gamma: Python float in [0, 1] (ArCHer: 0.95).
     q_target_heads: "per_head" (reference) or "min", see `archer_q_targets`.
     v_target_heads: "per_head" (reference) or "min", see `archer_v_targets`.
-    valid: optional bool [B] mask of real (non-padding) transitions.
+    valid: optional bool [B] mask of real (non-padding) transitions; an invalid one is not read.
     stop_target_gradients: stop the gradient of y and z (default True).
 
   Returns:
@@ -320,6 +331,9 @@ def archer_critic_loss(
   """
   _check_ensemble(q, v, v_next_tgt, q_pi_tgt)
   valid = _valid_mask(valid, q.shape[1])
+  q, v, v_next_tgt, q_pi_tgt, r, terminated = _zero_invalid_transitions(
+    valid, q, v, v_next_tgt, q_pi_tgt, r, terminated
+  )
   q_target, v_target = _twin_critic_targets(
     r,
     terminated,
@@ -372,8 +386,8 @@ def archer_actor_loss(
   Every token of the utterance gets the same advantage. The gradient flows only through
   `token_logp`: `q_pi` and `v` receive exactly zero gradient. Batch-level mean of per-example
   losses. Like the reference there is no PPO ratio or clip (commented out there), no entropy
-  bonus and no KL term. Padded tokens are excluded with `where`, so -inf/NaN log-probs at padded
-  positions do not leak into the loss or its gradient.
+  bonus and no KL term. Padded tokens and invalid examples are not read, so -inf/NaN log-probs
+  or values there do not leak into the loss, its extras or its gradient.
 
   Args:
     token_logp: float [B, L] log π of each token of the sampled utterance a_π.
@@ -389,6 +403,8 @@ def archer_actor_loss(
   _check_ensemble(q_pi, v)
   chex.assert_equal_shape([token_logp[:, 0], q_pi[0]])
   valid = _valid_mask(valid, token_logp.shape[0])
+  (token_logp,) = _masking.zero_masked(mask & valid[:, None], token_logp)
+  q_pi, v = _masking.zero_masked(valid[None, :], q_pi, v)
   advantage = archer_advantage(q_pi, v)
   sequence_log_prob = _sequence_log_prob(token_logp, mask)
   loss, loss_sum, denominator = _masked_mean(-advantage * sequence_log_prob, valid)
@@ -440,7 +456,7 @@ def archer_baseline_actor_loss(
     token_baseline: float [B, L] token-level baseline values b_h.
     baseline_coef: c >= 0, weight of the regression term (reference: 1).
     baseline_denominator: "valid_tokens" (default) or "all_tokens" (reference).
-    valid: optional bool [B] example mask.
+    valid: optional bool [B] example mask; padded tokens and invalid examples are not read.
 
   Returns:
     (loss, BaselineActorExtras).
@@ -454,6 +470,8 @@ def archer_baseline_actor_loss(
   chex.assert_equal_shape([token_logp[:, 0], q_pi[0]])
   valid = _valid_mask(valid, token_logp.shape[0])
   token_valid = mask & valid[:, None]
+  token_logp, token_baseline = _masking.zero_masked(token_valid, token_logp, token_baseline)
+  q_pi, v = _masking.zero_masked(valid[None, :], q_pi, v)
 
   advantage = archer_advantage(q_pi, v)
   residual = advantage[:, None] - token_baseline
@@ -528,7 +546,7 @@ def offline_archer_critic_loss(
     expectile: τ in (0, 1) (Offline ArCHer: 0.9; 0.5 gives ½·MSE).
     q_target_heads: "per_head" (reference) or "min".
     v_target_heads: "per_head" (reference) or "min".
-    valid: optional bool [B] example mask.
+    valid: optional bool [B] example mask; an invalid example is not read.
     stop_target_gradients: stop the gradient of y and z (default True).
 
   Returns:
@@ -537,6 +555,9 @@ def offline_archer_critic_loss(
   _checks.open_unit_interval("expectile", expectile)
   _check_ensemble(q, v, v_next_tgt, q_data_tgt)
   valid = _valid_mask(valid, q.shape[1])
+  q, v, v_next_tgt, q_data_tgt, r, terminated = _zero_invalid_transitions(
+    valid, q, v, v_next_tgt, q_data_tgt, r, terminated
+  )
   q_target, v_target = _twin_critic_targets(
     r,
     terminated,
@@ -582,7 +603,7 @@ def offline_archer_actor_loss(
     v: float [E, B] online V_e(s).
     inv_temp: β >= 0 (reference `inv_temp`, 1.0); β = 0 gives plain BC.
     max_weight: w_max > 0, or None for no clip (reference).
-    valid: optional bool [B] example mask.
+    valid: optional bool [B] example mask; padded tokens and invalid examples are not read.
 
   Returns:
     (loss, AWRActorExtras).
@@ -593,6 +614,8 @@ def offline_archer_actor_loss(
   _check_ensemble(q_data, v)
   chex.assert_equal_shape([token_logp[:, 0], q_data[0]])
   valid = _valid_mask(valid, token_logp.shape[0])
+  (token_logp,) = _masking.zero_masked(mask & valid[:, None], token_logp)
+  q_data, v = _masking.zero_masked(valid[None, :], q_data, v)
   advantage = archer_advantage(q_data, v)
   weight = awr_weights(advantage, inv_temp, max_weight)
   sequence_log_prob = _sequence_log_prob(token_logp, mask)
@@ -679,13 +702,15 @@ def filtered_bc_loss(
   Args:
     token_logp: float [B, L] token log-probs of the dataset utterances.
     token_mask: bool or 0/1 [B, L].
-    keep: bool [B], the utterances to clone.
+    keep: bool [B], the utterances to clone; padded tokens and the utterances not kept are not
+      read (their `sequence_log_prob` is 0).
 
   Returns:
     (loss, BCExtras).
   """
   mask = _token_mask(token_logp, token_mask)
   keep = _valid_mask(keep, token_logp.shape[0])
+  (token_logp,) = _masking.zero_masked(mask & keep[:, None], token_logp)
   sequence_log_prob = _sequence_log_prob(token_logp, mask)
   loss, loss_sum, denominator = _masked_mean(-sequence_log_prob, keep)
   extras = BCExtras(
@@ -832,10 +857,12 @@ def token_level_advantages(
 def normalize_token_advantages(advantage: Array, mask: Array, eps: float = 1e-8) -> Array:
   """(A − mean) / (std + eps) over the masked tokens (0 elsewhere): PPO's per-minibatch
   advantage standardisation (as in the reference PPO implementations) restricted to the tokens
-  that are actions. Batch-level; any shape, `mask` of the same shape."""
+  that are actions. Batch-level; any shape, `mask` of the same shape. Masked entries are not
+  read (0 out, no gradient, whatever they hold)."""
   _checks.nonnegative("eps", eps)
   chex.assert_type(advantage, float)
   chex.assert_equal_shape([advantage, mask])
+  (advantage,) = _masking.zero_masked(mask, advantage)
   mean = policy_gradient.masked_mean(advantage, mask)
   std = jnp.sqrt(policy_gradient.masked_mean(jnp.square(advantage - mean), mask))
   return jnp.where(mask, (advantage - mean) / (std + eps), 0.0)

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from hrljax.losses import _checks
+from hrljax.losses import _checks, _masking, policy_gradient
 
 Array = chex.Array
 Numeric = chex.Numeric
@@ -106,7 +106,8 @@ def value_over_options(q_s: Array, option_probs: Optional[Array] = None) -> Arra
     option_probs: optional `[O]` float probabilities pi(. | s) of the policy over options.
 
   Returns:
-    Scalar V(s).
+    Scalar V(s). An option of probability 0 is not read: its value may be -inf (an impossible
+    option) or anything else without changing V(s) or its gradient.
   """
   chex.assert_rank(q_s, 1)
   chex.assert_type(q_s, float)
@@ -115,6 +116,7 @@ def value_over_options(q_s: Array, option_probs: Optional[Array] = None) -> Arra
   chex.assert_rank(option_probs, 1)
   chex.assert_type(option_probs, float)
   chex.assert_equal_shape([q_s, option_probs])
+  (q_s,) = _masking.zero_masked(option_probs, q_s)
   return jnp.sum(option_probs * q_s)
 
 
@@ -561,7 +563,8 @@ def termination_loss(beta: Array, q_option: Numeric, v: Numeric, xi: Numeric, ma
     q_option: float scalar, Q(., w) at the same state.
     v: float scalar, V at the same state (`value_over_options`).
     xi: deliberation cost, >= 0.
-    mask: float scalar, 0 to drop the example.
+    mask: float scalar, 0 to drop the example (its beta, Q and V are then not read: loss,
+      advantage and gradient 0, whatever they hold).
 
   Returns:
     `(loss, TerminationExtras(advantage))`, loss a scalar.
@@ -569,6 +572,7 @@ def termination_loss(beta: Array, q_option: Numeric, v: Numeric, xi: Numeric, ma
   _checks.nonnegative("xi", xi, arrays=True)
   chex.assert_rank([beta, q_option, v, mask], 0)
   chex.assert_type([beta, q_option, v], float)
+  beta, q_option, v = _masking.zero_masked(mask, *map(jnp.asarray, (beta, q_option, v)))
   advantage = jax.lax.stop_gradient(jnp.asarray(q_option) - v)
   loss = jnp.asarray(beta) * (advantage + xi) * mask
   return loss, TerminationExtras(advantage=advantage)
@@ -598,7 +602,8 @@ def trajectory_termination_loss(
     reproduces lweitkamp's `(1 - done)` mask; jeanharb does not mask (pass all-false flags).
 
   The loss is the mean over counted steps (`loss_sum / max(num_valid, 1)`); for a global-batch
-  mean, sum `loss_sum` and `num_valid` over the batch instead.
+  mean, sum `loss_sum` and `num_valid` over the batch instead. The state a skipped step would
+  look at is not read (its beta, q and v may hold anything; its extras are 0).
 
   Args:
     beta: `[T+1, O]` float termination probabilities of every option (carries the gradient).
@@ -635,8 +640,9 @@ def trajectory_termination_loss(
   q_w = q[states, option_tm1]
   ended = jnp.logical_or(terminated_t.astype(bool), truncated_t.astype(bool))
   mask = jnp.logical_not(ended).astype(beta.dtype)
+  beta_w, q_w, v_w = _masking.zero_masked(mask, beta_w, q_w, v[states])
   per_step_loss, extras = jax.vmap(termination_loss, in_axes=(0, 0, 0, None, 0))(
-    beta_w, q_w, v[states], xi, mask
+    beta_w, q_w, v_w, xi, mask
   )
   loss_sum = jnp.sum(per_step_loss)
   num_valid = jnp.sum(mask)
@@ -672,9 +678,11 @@ def intra_option_pg_loss(
   Entropy coefficients: lweitkamp 0.01, jeanharb 0.0. The update is online, on the current
   transition. log pi uses `jax.nn.log_softmax` (not `rlax.softmax`, which warns); apply any
   temperature to the logits beforehand (the references use `softmax(logits / temperature)`).
+  A masked action (a -inf logit) adds nothing to the entropy and gets a zero gradient.
 
   Args:
-    logits_tm1: `[A]` float action logits of the executing option's policy (finite).
+    logits_tm1: `[A]` float action logits of the executing option's policy (-inf for an action
+      the option cannot take; the taken action's logit must be finite).
     a_tm1: int scalar, the action taken.
     target_tm1: float scalar target G.
     baseline_tm1: float scalar baseline, usually Q(s, w).
@@ -688,9 +696,8 @@ def intra_option_pg_loss(
   _checks.nonnegative("entropy_coef", entropy_coef, arrays=True)
   chex.assert_rank([logits_tm1, a_tm1, target_tm1, baseline_tm1], [1, 0, 0, 0])
   chex.assert_type([logits_tm1, a_tm1, target_tm1, baseline_tm1], [float, int, float, float])
-  log_probs = jax.nn.log_softmax(logits_tm1)
-  entropy = -jnp.sum(jnp.exp(log_probs) * log_probs)
-  log_prob = log_probs[a_tm1]
+  log_prob = jax.nn.log_softmax(logits_tm1)[a_tm1]
+  entropy = policy_gradient.categorical_entropy(logits_tm1)
   advantage = _maybe_stop_gradient(jnp.asarray(target_tm1 - baseline_tm1), stop_target_gradients)
   loss = -log_prob * advantage - entropy_coef * entropy
   return loss, PolicyGradientExtras(advantage=advantage, log_prob=log_prob, entropy=entropy)

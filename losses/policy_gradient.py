@@ -8,6 +8,8 @@ Conventions:
   per-element losses; `aggregate` then reduces `[B, T]` token losses with one of the modes
   compared across verl, TRL and OpenRLHF, returning the sum and the denominator as well so a
   caller can normalise over a global batch.
+* Masked entries are never read (the rule of `hrljax.losses`): pass the token mask to the
+  element-wise `clipped_surrogate_loss` and `kl_divergence` as well as to `aggregate`.
 
 References:
   Schulman, Wolski, Dhariwal, Radford, Klimov. "Proximal Policy Optimization Algorithms",
@@ -29,7 +31,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses import _checks
+from hrljax.losses import _checks, _masking
 
 Array = chex.Array
 
@@ -126,6 +128,7 @@ def clipped_surrogate_loss(
   epsilon_high: Optional[float] = None,
   dual_clip: Optional[float] = None,
   log_ratio_clamp: Optional[float] = 20.0,
+  mask: Optional[Array] = None,
 ) -> tuple[Array, SurrogateExtras]:
   """Per-element PPO clipped surrogate loss `−min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A)` (element-wise).
 
@@ -144,6 +147,9 @@ def clipped_surrogate_loss(
     dual_clip: the dual-clip constant c (> 1), or None.
     log_ratio_clamp: the log-ratio is clamped to ±this before `exp`, as verl / Tunix do, so a
       stale policy cannot overflow the ratio; None disables it.
+    mask: optional bool or 0/1 array of the same shape; a masked-out element (e.g. a padded
+      token) is read as zeros whatever it holds (-inf or NaN log-probs included): loss 0,
+      ratio 1, the other extras 0 and no gradient.
 
   Returns:
     `(loss, extras)`: per-element losses (to be aggregated by the caller) and `SurrogateExtras`.
@@ -154,6 +160,9 @@ def clipped_surrogate_loss(
   _checks.number("dual_clip", dual_clip, low=1.0, low_open=True, finite=False, optional=True)
   chex.assert_type([logp, old_logp, advantages], float)
   chex.assert_equal_shape([logp, old_logp, advantages])
+  if mask is not None:
+    chex.assert_equal_shape([logp, mask])
+    logp, old_logp, advantages = _masking.zero_masked(mask, logp, old_logp, advantages)
   old_logp = jax.lax.stop_gradient(old_logp)
   advantages = jax.lax.stop_gradient(advantages)
 
@@ -182,10 +191,11 @@ def sequence_log_ratio(logp: Array, old_logp: Array, mask: Array) -> Array:
   """GSPO's sequence-level log-ratio `mean_t(logp − old_logp)` over masked tokens ([B, T] -> [B]).
 
   Zheng et al. "Group Sequence Policy Optimization", arXiv:2507.18071, Eq. 7. Rows with no
-  unmasked token get 0 (ratio 1).
+  unmasked token get 0 (ratio 1). Masked tokens are never read (-inf or NaN there change nothing).
   """
   chex.assert_rank([logp, old_logp, mask], 2)
   chex.assert_equal_shape([logp, old_logp, mask])
+  logp, old_logp = _masking.zero_masked(mask, logp, old_logp)
   mask = mask.astype(logp.dtype)
   tokens = mask.sum(axis=-1)
   return ((logp - jax.lax.stop_gradient(old_logp)) * mask).sum(axis=-1) / jnp.maximum(tokens, 1.0)
@@ -279,10 +289,15 @@ def ppo_loss(
 
 
 def categorical_entropy(logits: Array) -> Array:
-  """Entropy of softmax(logits) over the last axis (rank-polymorphic)."""
+  """Entropy of softmax(logits) over the last axis (rank-polymorphic).
+
+  A -inf logit (a masked action or vocabulary entry) has probability 0 and adds nothing, with a
+  finite gradient: `p log p` is taken as 0 at `p = 0`, as distrax's `Categorical.entropy` does
+  (the entropy of softmax([0, -inf, 1]) is that of softmax([0, 1]), 0.5822).
+  """
   chex.assert_type(logits, float)
   log_probs = jax.nn.log_softmax(logits, axis=-1)
-  return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+  return -jnp.sum(_masking.mul_exp(log_probs, log_probs), axis=-1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -295,6 +310,7 @@ def kl_divergence(
   ref_logp: Array,
   estimator: str = "k3",
   clamp: Optional[float] = None,
+  mask: Optional[Array] = None,
 ) -> Array:
   """Per-element sample estimate of KL(π ‖ π_ref) from the log-probs of sampled tokens/actions.
 
@@ -304,12 +320,16 @@ def kl_divergence(
   "k1+" and "k3+" are verl's straight-through variants: the value of k1 / k3 with the gradient of
   k2. `clamp` clips the result to ±clamp (verl clamps `low_var_kl` to ±10; OpenRLHF every
   estimator); d itself is clamped to ±20 before `exp` so k3 cannot overflow.
-  No gradient flows into `ref_logp`.
+  No gradient flows into `ref_logp`. With `mask` (bool or 0/1, same shape) a masked-out element
+  gives 0 and no gradient whatever its log-probs hold (-inf or NaN included).
   """
   _checks.choice("estimator", estimator, KL_ESTIMATORS)
   _checks.positive("clamp", clamp, finite=False, optional=True)
   chex.assert_type([logp, ref_logp], float)
   chex.assert_equal_shape([logp, ref_logp])
+  if mask is not None:
+    chex.assert_equal_shape([logp, mask])
+    logp, ref_logp = _masking.zero_masked(mask, logp, ref_logp)
   d = jnp.clip(jax.lax.stop_gradient(ref_logp) - logp, -20.0, 20.0)
   k1 = -d
   k2 = 0.5 * jnp.square(d)
@@ -364,7 +384,7 @@ def aggregate(
   `C` is `constant` (default: the padded length T). Fully masked rows are excluded from `B'`, as
   in verl, Tunix and OpenRLHF. `normalizer` replaces the denominator, e.g. with the global token
   count of a multi-device or gradient-accumulated step (the local `Aggregate.denominator`
-  summed across devices).
+  summed across devices). A masked-out loss is never read (-inf or NaN there change nothing).
 
   Returns:
     `(value, Aggregate(total, denominator))` with `value = total / denominator`.
@@ -374,6 +394,7 @@ def aggregate(
   chex.assert_rank([loss, mask], 2)
   chex.assert_type(loss, float)
   chex.assert_equal_shape([loss, mask])
+  (loss,) = _masking.zero_masked(mask, loss)
   mask = mask.astype(loss.dtype)
   masked = loss * mask
   tokens_per_row = mask.sum(axis=-1)
@@ -398,9 +419,13 @@ def aggregate(
 
 
 def masked_mean(x: Array, mask: Optional[Array] = None) -> Array:
-  """Mean of `x` over the elements where `mask` is set (all elements if no mask); 0 if none."""
+  """Mean of `x` over the elements where `mask` is set (all elements if no mask); 0 if none.
+
+  A masked-out element is never read (-inf or NaN there change neither the mean nor its gradient).
+  """
   if mask is None:
     return jnp.mean(x)
   chex.assert_equal_shape([x, mask])
+  (x,) = _masking.zero_masked(mask, x)
   mask = mask.astype(x.dtype)
   return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)

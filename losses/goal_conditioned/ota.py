@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.losses import _checks as checks
+from hrljax.losses import _masking
 from hrljax.losses.goal_conditioned.value import IVLExtras, ivl_value_loss
 
 Array = chex.Array
@@ -91,7 +92,8 @@ def ota_option_value_target(
   one discount γ applies per option: γ, not γⁿ (the reference sets `high_discount = discount`).
   V^h therefore counts roughly −(number of options to the goal), the horizon contraction.
   Passing `high_discount=γ**n` gives the SMDP-style alternative, which is not OTA. Returns the
-  target with its gradient stopped.
+  target with its gradient stopped. Where m^h = 0 (the option reached the goal) V̄^h(s_o, g) is
+  not read: whatever it holds, the target is r^h.
 
   Args:
       r_option: scalar float r^h from `ota_option_indices`.
@@ -105,6 +107,7 @@ def ota_option_value_target(
   chex.assert_rank([r_option, mask_option, v_tgt_option], [0, 0, 1])
   chex.assert_type([r_option, mask_option, v_tgt_option], float)
   checks.discount("high_discount", high_discount)
+  (v_tgt_option,) = _masking.zero_masked(mask_option, v_tgt_option)
   return jax.lax.stop_gradient(r_option + high_discount * mask_option * v_tgt_option)
 
 
@@ -131,7 +134,7 @@ def ota_high_value_loss(
   Args:
       v_tm1: [E] online V^h(s_i, g).
       v_tgt_tm1: [E] target V̄^h(s_i, g).
-      v_tgt_option: [E] target V̄^h(s_o, g).
+      v_tgt_option: [E] target V̄^h(s_o, g); not read where m^h = 0.
       r_option, mask_option: scalar float r^h and m^h (`ota_option_indices`).
       high_discount: γ in [0, 1] (not γⁿ).
       expectile: τ in (0, 1), 0.7 in OTA.
@@ -142,6 +145,7 @@ def ota_high_value_loss(
   """
   chex.assert_rank([r_option, mask_option], 0)
   checks.discount("high_discount", high_discount)
+  (v_tgt_option,) = _masking.zero_masked(mask_option, v_tgt_option)
   return ivl_value_loss(
     v_tm1,
     v_tgt_tm1,

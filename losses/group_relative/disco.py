@@ -10,7 +10,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses import _checks
+from hrljax.losses import _checks, _masking
 from hrljax.losses.group_relative._segments import check_rows, safe_div, valid_or_all
 
 Array = chex.Array
@@ -84,8 +84,9 @@ def disco_loss(
     rewards: ``[B]`` binary rewards (float or bool).
     group_ids: int ``[B]`` question of each response.
     num_groups: static number of questions.
-    valid: optional bool ``[B]``; invalid rows are neither positive nor negative and do not
-      count a question as present.
+    valid: optional bool ``[B]``; invalid rows are neither positive nor negative, do not count
+      a question as present and do not enter the KL. Their tokens, and masked tokens, are not
+      read (an invalid row scores 0).
     score: ``"logL"`` or ``"Lratio"``.
     tau: temperature; default 10 for ``logL`` and 1 for ``Lratio`` (paper defaults).
     delta: KL budget (1e-4); beta: penalty weight (1e3).
@@ -115,7 +116,9 @@ def disco_loss(
   check_rows(named, int_names=("group_ids",), bool_names=("valid",))
   chex.assert_equal_shape_prefix([logp, rewards], 1)
   valid = valid_or_all(valid, group_ids) & _checks.ids_in_range("group_ids", group_ids, num_groups)
-  m = mask.astype(logp.dtype)
+  token_valid = (jnp.asarray(mask) != 0) & valid[:, None]
+  logp, old_logp = _masking.zero_masked(token_valid, logp, old_logp)
+  m = token_valid.astype(logp.dtype)
 
   tokens = jnp.sum(m, axis=1)
   log_ratio = jnp.clip(logp - old_logp, -log_ratio_clamp, log_ratio_clamp)

@@ -10,7 +10,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses import _checks
+from hrljax.losses import _checks, _masking
 from hrljax.losses.group_relative._segments import check_segment_args
 from hrljax.losses.group_relative.normalize import segment_mean
 
@@ -73,7 +73,8 @@ def hicra_verl_port_advantages(
 
   Args:
     sequence_advantages: float ``[B]`` (e.g. :func:`grpo_advantages`).
-    mask: ``[B, T]`` response mask; the length of a response is its mask sum.
+    mask: ``[B, T]`` response mask; the length of a response is its mask sum. Masked tokens and
+      invalid rows are not read (0 there, whatever the inputs hold).
     entropies: float ``[B, T]`` token entropies (treated as constants).
     group_ids: int ``[B]``; num_groups: static.
     planning_mask: optional ``[B, T]`` bool/0-1.
@@ -109,7 +110,8 @@ def hicra_verl_port_advantages(
     chex.assert_equal_shape([planning_mask, mask])
     chosen = chosen | (planning_mask.astype(bool) & m)
   chosen = chosen & eligible[:, None]
-  a = jax.lax.stop_gradient(sequence_advantages)[:, None] * m.astype(sequence_advantages.dtype)
+  a = jnp.broadcast_to(jax.lax.stop_gradient(sequence_advantages)[:, None], m.shape)
+  (a,) = _masking.zero_masked(m, a)
   amplified = a * (1 + alpha * jnp.sign(a))
   out = jnp.where(chosen, amplified, a)
   return jax.lax.stop_gradient(jnp.where(valid[:, None], out, 0))

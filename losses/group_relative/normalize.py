@@ -11,7 +11,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses import _checks
+from hrljax.losses import _checks, _masking
 from hrljax.losses.group_relative._segments import (
   SINGLETON_MODES,
   check_rows,
@@ -202,7 +202,9 @@ def group_normalize_dense(rewards: Array, *, valid: Optional[Array] = None, **kw
 
 
 def broadcast_to_tokens(advantages: Array, mask: Array) -> Array:
-  """Sequence advantages ``[B]`` to token advantages ``[B, T]``: ``A[:, None] * mask``."""
+  """Sequence advantages ``[B]`` to token advantages ``[B, T]``: ``A[:, None] * mask``, exactly 0
+  off the mask (the advantage of a row with no token is not read)."""
   chex.assert_rank([advantages, mask], [1, 2])
   chex.assert_equal_shape_prefix([advantages, mask], 1)
-  return advantages[:, None] * mask.astype(advantages.dtype)
+  (tokens,) = _masking.zero_masked(mask, jnp.broadcast_to(advantages[:, None], mask.shape))
+  return tokens * mask.astype(advantages.dtype)

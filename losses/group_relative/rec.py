@@ -12,7 +12,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from hrljax.losses import _checks
+from hrljax.losses import _checks, _masking
 from hrljax.losses.group_relative._segments import check_segment_args, safe_div, shifted_moments
 from hrljax.losses.group_relative.normalize import group_normalize
 
@@ -253,7 +253,9 @@ def rec_loss(
     logp: float ``[B, T]`` log-probs of the sampled tokens under pi_theta.
     old_logp: float ``[B, T]`` under the behaviour policy.
     advantages: float ``[B, T]`` (:func:`broadcast_to_tokens` of sequence advantages).
-    mask: ``[B, T]`` response mask (bool or float).
+    mask: ``[B, T]`` response mask (bool or float). The loss reads no masked token: whatever it
+      holds (a -inf log-prob of padding, NaN), its loss is 0 with no gradient; the ``ratio``
+      and ``keep`` diagnostics report every token as given.
     clip_mode, weight, regularizer: see above.
     eps_low, eps_high: inner band (Trinity ``default_args``: 0.2, 0.2).
     eps_low_outer, eps_high_outer: ring's outer thresholds (``default_args``: 0.6, 2.0; the
@@ -282,11 +284,13 @@ def rec_loss(
   _checks.positive("temp", temp)
   _checks.positive("log_ratio_clamp", log_ratio_clamp, finite=False)
   m = _check_token_args(logp, old_logp, advantages, mask)
+  read = m != 0
 
   log_ratio = jax.lax.stop_gradient(jnp.clip(logp - old_logp, -log_ratio_clamp, log_ratio_clamp))
   ratio = jnp.exp(log_ratio)
   tokens = jnp.sum(m, axis=1)
-  seq_ratio = jnp.exp(safe_div(jnp.sum(log_ratio * m, axis=1), tokens))[:, None]
+  (read_log_ratio,) = _masking.zero_masked(read, log_ratio)
+  seq_ratio = jnp.exp(safe_div(jnp.sum(read_log_ratio * m, axis=1), tokens))[:, None]
   a = jax.lax.stop_gradient(advantages)
   pos, neg = a >= 0, a <= 0
   inner = (ratio >= 1 - eps_low) & (ratio <= 1 + eps_high)
@@ -301,8 +305,10 @@ def rec_loss(
   else:
     keep = (pos & (seq_ratio <= 1 + eps_high)) | (neg & (seq_ratio >= 1 - eps_low))
 
+  # From here on no masked token is read (the ratio is detached, so the select is safe).
+  logp, old_logp, a = _masking.zero_masked(read, logp, old_logp, a)
   if weight == "importance_sampling":
-    a = a * ratio
+    a = a * jnp.where(read, ratio, 1.0)
   elif weight == "gspo_importance_sampling":
     a = a * seq_ratio
   elif weight == "advantage":
@@ -343,7 +349,7 @@ def opmd_loss(
   Args:
     logp: float ``[B, T]``.
     advantages: float ``[B, T]`` (:func:`opmd_advantages` broadcast to tokens); detached.
-    mask: ``[B, T]``.
+    mask: ``[B, T]``; masked tokens are not read (whatever they hold).
     tau: the OPMD temperature (>= 0).
 
   Returns:
@@ -351,6 +357,7 @@ def opmd_loss(
   """
   _checks.nonnegative("tau", tau)
   m = _check_token_args(logp, None, advantages, mask)
+  logp, advantages = _masking.zero_masked(m, logp, advantages)
   per_token = -jax.lax.stop_gradient(advantages) * logp * m / (1.0 + tau)
   loss_sum, denominator = jnp.sum(per_token), jnp.sum(m)
   return safe_div(loss_sum, denominator), TokenLossExtras(per_token, loss_sum, denominator)
