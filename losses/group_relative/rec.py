@@ -254,8 +254,8 @@ def rec_loss(
     old_logp: float ``[B, T]`` under the behaviour policy.
     advantages: float ``[B, T]`` (:func:`broadcast_to_tokens` of sequence advantages).
     mask: ``[B, T]`` response mask (bool or float). The loss reads no masked token: whatever it
-      holds (a -inf log-prob of padding, NaN), its loss is 0 with no gradient; the ``ratio``
-      and ``keep`` diagnostics report every token as given.
+      holds (a -inf log-prob of padding, NaN), its loss is 0 with no gradient, and the ``ratio``
+      and ``keep`` diagnostics report it as a token of log-prob and advantage 0.
     clip_mode, weight, regularizer: see above.
     eps_low, eps_high: inner band (Trinity ``default_args``: 0.2, 0.2).
     eps_low_outer, eps_high_outer: ring's outer thresholds (``default_args``: 0.6, 2.0; the
@@ -285,13 +285,14 @@ def rec_loss(
   _checks.positive("log_ratio_clamp", log_ratio_clamp, finite=False)
   m = _check_token_args(logp, old_logp, advantages, mask)
   read = m != 0
+  # No masked token is read from here on: it counts as a token of log-prob and advantage 0.
+  logp, old_logp, a = _masking.zero_masked(read, logp, old_logp, advantages)
+  a = jax.lax.stop_gradient(a)
 
   log_ratio = jax.lax.stop_gradient(jnp.clip(logp - old_logp, -log_ratio_clamp, log_ratio_clamp))
   ratio = jnp.exp(log_ratio)
   tokens = jnp.sum(m, axis=1)
-  (read_log_ratio,) = _masking.zero_masked(read, log_ratio)
-  seq_ratio = jnp.exp(safe_div(jnp.sum(read_log_ratio * m, axis=1), tokens))[:, None]
-  a = jax.lax.stop_gradient(advantages)
+  seq_ratio = jnp.exp(safe_div(jnp.sum(log_ratio * m, axis=1), tokens))[:, None]
   pos, neg = a >= 0, a <= 0
   inner = (ratio >= 1 - eps_low) & (ratio <= 1 + eps_high)
   if clip_mode == "none":
@@ -305,8 +306,6 @@ def rec_loss(
   else:
     keep = (pos & (seq_ratio <= 1 + eps_high)) | (neg & (seq_ratio >= 1 - eps_low))
 
-  # From here on no masked token is read (the ratio is detached, so the select is safe).
-  logp, old_logp, a = _masking.zero_masked(read, logp, old_logp, a)
   if weight == "importance_sampling":
     a = a * jnp.where(read, ratio, 1.0)
   elif weight == "gspo_importance_sampling":
