@@ -61,6 +61,11 @@ def main(argv):
   )
 
 
-if __name__ == "__main__":
+def cli() -> None:
+  """The `hrljax-make-dataset` command (`python -m experiments.make_dataset`)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

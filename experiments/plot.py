@@ -32,6 +32,11 @@ def main(argv):
     sys.exit(2)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+  """The `hrljax-plot` command (`python -m experiments.plot`)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

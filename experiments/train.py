@@ -1,15 +1,18 @@
 """The one experiment entry point.
 
+  hrljax-train --config=hrljax:ppo_cartpole --workdir=runs/ppo
   python -m experiments.train --config=experiments/configs/ppo_cartpole.py --workdir=runs/ppo
 
-Any hyperparameter is a `--config.<field>=` override (e.g. `--config.learning_rate=1e-3`);
-`--config.seeds=0,1,2` trains three seeds side by side in one program. Started again with the same
-workdir, a run resumes from its latest checkpoint (a finished one says so and stops); a config
-whose training fields differ from the saved one is refused unless `--allow_config_change`
-(recorded in `config_history.jsonl`). `--config.env_kwargs.<name>=` sets a parameter of the
-environment in any preset. Writes `metrics.jsonl` (one record per seed per log step and per
-evaluation), `config.json` and `checkpoints/` in the workdir; `python -m experiments.plot WORKDIR`
-draws it and `hrljax.load_run(WORKDIR)` reads the trained agent back.
+`--config=hrljax:NAME` names a preset of `experiments/configs/` (installed with the package, so
+from any directory); any other value is the path of a config file. Any hyperparameter is a
+`--config.<field>=` override (e.g. `--config.learning_rate=1e-3`); `--config.seeds=0,1,2` trains
+three seeds side by side in one program. Started again with the same workdir, a run resumes from
+its latest checkpoint (a finished one says so and stops); a config whose training fields differ
+from the saved one is refused unless `--allow_config_change` (recorded in `config_history.jsonl`).
+`--config.env_kwargs.<name>=` sets a parameter of the environment in any preset. Writes
+`metrics.jsonl` (one record per seed per log step and per evaluation), `config.json` and
+`checkpoints/` in the workdir; `hrljax-plot WORKDIR` draws it and `hrljax.load_run(WORKDIR)`
+reads the trained agent back.
 
 Every failure found before training (a flag, a config value, a missing optional package) is one
 line on stderr with exit code 2, and leaves no workdir behind.
@@ -23,6 +26,8 @@ import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
+
+from experiments import configs
 
 FLAGS = flags.FLAGS
 ENV_KWARG = re.compile(r"--config\.env_kwargs\.(\w+)(?:=(.*))?$", re.DOTALL)
@@ -104,18 +109,44 @@ def parse_flags(argv: list) -> list:
   preset's (locked) `env_kwargs` does not hold.
   """
   argv, env_kwargs = split_env_kwargs(argv)
+  argv = resolve_presets(argv)
   for arg in argv[1:]:
     if arg.startswith("--config="):
       path = arg[len("--config=") :].split(":")[0]  # `file.py:argument` passes an argument
       if not os.path.isfile(path):
-        fail(f"--config: no such file {path!r}")
+        fail(f"--config: no such file {path!r} (expected a config file or {configs.PREFIX}NAME)")
   config_flags.DEFINE_config_file(
-    "config", None, "Experiment config file.", flag_values=FLAGS, lock_config=True, sys_argv=argv
+    "config",
+    None,
+    f"Experiment config file, or {configs.PREFIX}NAME for a preset.",
+    flag_values=FLAGS,
+    lock_config=True,
+    sys_argv=argv,
   )
   rest = _parse_absl_flags(argv)
   if FLAGS.config is not None:
     set_env_kwargs(FLAGS.config, env_kwargs)
   return rest
+
+
+def resolve_presets(argv: list) -> list:
+  """argv with each `--config=hrljax:NAME[:ARGUMENT]` as the preset's file (`configs.resolve`);
+  an unknown preset name is one line listing the presets."""
+  resolved = []
+  for arg in argv:
+    if arg.startswith("--config="):
+      arg = "--config=" + _resolve_preset(arg[len("--config=") :])
+    elif resolved[-1:] == ["--config"]:  # `--config hrljax:NAME`
+      arg = _resolve_preset(arg)
+    resolved.append(arg)
+  return resolved
+
+
+def _resolve_preset(config: str) -> str:
+  try:
+    return configs.resolve(config)
+  except ValueError as error:
+    fail(str(error))
 
 
 def _parse_absl_flags(argv: list) -> list:
@@ -357,7 +388,9 @@ def main(argv):
 
   config = FLAGS.config
   if config is None:
-    fail("--config: expected a config file, e.g. experiments/configs/ppo_cartpole.py")
+    fail(
+      f"--config: expected a config file or a preset, e.g. --config={configs.PREFIX}ppo_cartpole"
+    )
   try:
     check_optional_packages(config, FLAGS.tensorboard)
     prepare(config, FLAGS.num_devices)
@@ -379,7 +412,12 @@ def main(argv):
     fail(str(error))
 
 
-if __name__ == "__main__":
+def cli() -> None:
+  """The `hrljax-train` command (`python -m experiments.train`)."""
   define_flags()
   initialize_processes(sys.argv)
   app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  cli()

@@ -8,7 +8,7 @@ checkpoints, logging, the training loop). The algorithms live in `hrljax.losses`
 so `import hrljax` stays light.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place it is written: pyproject.toml and the wheel read it here
 
 _LAZY = {"load_run": "hrljax.load", "Run": "hrljax.load"}
 
