@@ -182,6 +182,14 @@ def test_an_unknown_preset_is_one_line_listing_the_presets(venv, elsewhere):
   assert "ppo_cartpole" in line and not (elsewhere / "run").exists()
 
 
+def test_hrljax_make_dataset_checks_its_flags_from_another_directory(venv, elsewhere):
+  command = [venv.script("hrljax-make-dataset"), "--env=nosuch", "--out=maze.npz"]
+  result = subprocess.run(command, cwd=elsewhere, capture_output=True, text=True)
+  assert result.returncode == 2
+  assert result.stderr.strip().startswith("error: --env: expected one of ['pointmaze-medium")
+  assert not (elsewhere / "maze.npz").exists()
+
+
 def readme_user_config() -> str:
   """The README's example config file: the python block whose first line names USER_CONFIG."""
   with open(os.path.join(ROOT, "README.md")) as f:
