@@ -25,9 +25,14 @@ run: $(STAMP)
 	$(PY) -m experiments.plot $(RUN) --y=episode_length --title="steps to goal" --out=$(RUN)/curve.png
 	$(PY) -m experiments.plot_options $(RUN) --out=$(RUN)/options.png
 
+# Two passes. Most tests spend their time compiling tiny programs: they run with XLA:CPU's
+# fast-compile flags (tests/fast_compile.py; about half the compile time). The learning tests
+# (long runs, where the optimised code pays) and the tests that compare two differently built
+# programs bit for bit (`bitwise`) run with XLA's default flags.
 test: $(STAMP)
 	$(PY) -m ruff format --check --quiet . || (echo 'run: $(PY) -m ruff format .' && false)
-	$(PY) -m pytest -n auto --dist loadfile
+	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile -m "not learning and not bitwise"
+	$(PY) -m pytest -n auto --dist loadfile -m "learning or bitwise"
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py

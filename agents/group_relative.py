@@ -250,6 +250,7 @@ def policy_loss(
     batch.advantage,
     epsilon=config.clip_epsilon,
     epsilon_high=config.clip_epsilon_high,
+    mask=batch.mask,
   )
 
   def agg(x):
@@ -261,7 +262,7 @@ def policy_loss(
   metrics = {}
   if config.kl_coef > 0:
     ref_log_prob = agent.network.apply(agent.ref_params, batch.obs).log_prob(batch.action)
-    kl = agg(pg.kl_divergence(log_prob, ref_log_prob, config.kl_estimator))
+    kl = agg(pg.kl_divergence(log_prob, ref_log_prob, config.kl_estimator, mask=batch.mask))
     total = total + config.kl_coef * kl
     metrics["kl_to_reference"] = kl
   metrics.update(

@@ -239,11 +239,16 @@ def llm_grpo_objective(
   )
   old = jax.lax.stop_gradient(logp) if old_logp is None else old_logp
   per_token, extras = pg.clipped_surrogate_loss(
-    logp, old, token_advantages, epsilon=config.clip_epsilon, epsilon_high=config.clip_epsilon_high
+    logp,
+    old,
+    token_advantages,
+    epsilon=config.clip_epsilon,
+    epsilon_high=config.clip_epsilon_high,
+    mask=loss_mask,
   )
   kl = jnp.zeros_like(logp)
   if ref_logp is not None:
-    kl = pg.kl_divergence(logp, ref_logp, config.kl_estimator)
+    kl = pg.kl_divergence(logp, ref_logp, config.kl_estimator, mask=loss_mask)
     per_token = per_token + config.kl_coef * kl
   loss, agg = pg.aggregate(
     per_token, loss_mask, config.loss_aggregation, constant=float(config.max_new_tokens)

@@ -226,6 +226,7 @@ def token_grpo_objective(
     batch.advantage,
     epsilon=config.clip_epsilon,
     epsilon_high=config.clip_epsilon_high,
+    mask=batch.mask,
   )
 
   def agg(x):
@@ -238,7 +239,7 @@ def token_grpo_objective(
     ref_logp = transformer.utterance_log_probs(
       agent.policy, agent.ref_params, batch.dialogue, batch.utterance, config.temperature
     )
-    kl = agg(pg.kl_divergence(logp, ref_logp, config.kl_estimator))
+    kl = agg(pg.kl_divergence(logp, ref_logp, config.kl_estimator, mask=batch.mask))
     total = total + config.kl_coef * kl
     metrics["kl_to_reference"] = kl
   metrics.update(

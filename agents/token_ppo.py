@@ -220,7 +220,7 @@ def token_ppo_objective(
   if config.normalize_advantages:
     advantage = hc.normalize_token_advantages(advantage, batch.mask)
   surrogate, extras = pg.clipped_surrogate_loss(
-    logp, batch.log_prob, advantage, epsilon=config.clip_epsilon
+    logp, batch.log_prob, advantage, epsilon=config.clip_epsilon, mask=batch.mask
   )
   value = agent.value_network.apply(value_params, batch.dialogue, batch.utterance)
   clip = config.clip_epsilon if config.clip_value else None

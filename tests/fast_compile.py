@@ -6,7 +6,8 @@ either way, while their compilation is several times faster. The machine code di
 default flags' in the last bits of transcendental functions (at -O0, tanh(12) is 0.9999998 in
 float32, not 1.0), so a test compares two computations of the same options, never one against a
 program compiled with the default flags bit for bit. `FAST_COMPILE_FLAGS` is the same for a
-subprocess (through `XLA_FLAGS`).
+subprocess (through `XLA_FLAGS`); `python tests/fast_compile.py` prints them (`make test` runs
+every test but the learning and `bitwise` ones with them).
 """
 
 import jax
@@ -24,3 +25,7 @@ FAST_COMPILE_FLAGS = " ".join(
 def fast_jit(fun, **kwargs):
   """`jax.jit` with `FAST_COMPILE`."""
   return jax.jit(fun, compiler_options=FAST_COMPILE, **kwargs)
+
+
+if __name__ == "__main__":
+  print(FAST_COMPILE_FLAGS)

@@ -56,6 +56,7 @@ def run(learner, seed):
   return state, jax.tree.map(lambda *x: np.stack(x), *history)
 
 
+@pytest.mark.bitwise
 def test_reflex_off_with_one_control_step_is_exactly_sac():
   """Same seed: the same actions, rewards, buffers and learned parameters as `agents.sac`."""
   overrides = dict(total_timesteps=16, autotune_alpha=True, init_alpha=1.0)
@@ -176,6 +177,7 @@ def test_two_rate_run_is_deterministic_and_evaluates(two_rate_runs):
   assert all(np.isfinite(float(v)) for v in result.values())
 
 
+@pytest.mark.bitwise
 def test_a_reflex_that_never_fires_leaves_the_two_rate_task_agent_unchanged(two_rate_runs):
   """K = 10 (Bresa's structure): with the reflex on but never firing, the task agent's data and
   parameters are exactly those of the run with the reflex off: the safety layer is a pure gate
@@ -225,6 +227,7 @@ def test_reflex_cuts_violations_during_training_on_pointhazard():
   assert intervention_rate > 0.1, intervention_rate
 
 
+@pytest.mark.bitwise
 def test_end_decision_with_a_reflex_that_never_fires_is_the_latching_agent(two_rate_runs):
   """Option (b) (`reflex_mode="end_decision"`) with ε = 1: no decision ends early (episodes of
   20 control steps end at decision boundaries), so the task data and the learned task agent are

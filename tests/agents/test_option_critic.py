@@ -309,7 +309,8 @@ def test_current_state_termination_reads_beta_at_s_k():
   out, out_next, traj = synthetic_trajectory()
   losses = oc.trajectory_losses(out, out_next, traj, config)
   b = np.asarray(out.beta, np.float64)
-  np.testing.assert_allclose(losses.beta, [b[0, 1], b[1, 1], b[2, 0]], rtol=1e-6)
+  # The terminal transition is masked: it reads nothing and reports 0.
+  np.testing.assert_allclose(losses.beta, [b[0, 1], b[1, 1], 0.0], rtol=1e-6)
 
 
 def test_critic_head_gets_gradient_only_from_the_critic():

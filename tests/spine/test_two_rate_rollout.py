@@ -256,6 +256,7 @@ def lookahead_rollout():
   return env, params, run
 
 
+@pytest.mark.bitwise
 @pytest.mark.parametrize("seed", range(3))
 def test_lookahead_reflex_reproduces_the_per_step_reflex_exactly(seed):
   # Episodes of 13 control steps, K = 5: episodes end inside decisions (frozen environments), the
