@@ -84,6 +84,55 @@ def assert_one_line_exit_2(result: Result, expected: str, workdir) -> None:
 
 
 @pytest.mark.parametrize(
+  "override, expected",
+  [
+    (
+      "--config.learning_rate=-0.1",
+      "error: config.learning_rate: expected a finite number > 0, got -0.1",
+    ),
+    ("--config.env_name=NoSuchEnv-v0", "error: env_name: unknown environment 'NoSuchEnv-v0'"),
+    ("--config.num_minibatches=3", "error: config.num_minibatches: expected a divisor"),
+    ("--no_such_flag=1", "error: Unknown command line flag 'no_such_flag'"),
+  ],
+)
+def test_bad_config_values_and_flags_stop_with_one_line(tmp_path, override, expected):
+  workdir = tmp_path / "bad"
+  result = cli(PPO, workdir, *TINY, override)
+  assert result.code == 2, result
+  lines = result.err.strip().splitlines()
+  assert lines == [lines[-1]] and lines[-1].startswith(expected), result.err
+  assert not workdir.exists()
+
+
+@pytest.mark.parametrize(
+  "config, expected",
+  [
+    ("no_such.py", "error: --config: no such file"),
+    ("BROKEN", "error: --config: cannot load the config file (RuntimeError: broken)"),
+  ],
+)
+def test_a_missing_or_broken_config_file_is_one_line(tmp_path, config, expected):
+  if config == "BROKEN":
+    config = tmp_path / "broken.py"
+    config.write_text("raise RuntimeError('broken')\n")
+  else:
+    config = os.path.join(CONFIGS, config)
+  result = cli(str(config), tmp_path / "run")
+  assert result.code == 2, result
+  lines = result.err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith(expected), result.err
+  assert not (tmp_path / "run").exists()
+
+
+def test_unwritable_workdir_is_a_clear_error(tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("not a directory")
+  result = cli(PPO, blocker / "run", *TINY)
+  assert result.code == 2 and "error: --workdir: cannot write" in result.err, result
+  assert "Traceback" not in result.err
+
+
+@pytest.mark.parametrize(
   "preset, override, expected",
   [
     (
