@@ -15,6 +15,9 @@ def define_flags() -> None:
   flags.DEFINE_string("y", "episode_return", "Metric on the y axis.")
   flags.DEFINE_string("x", "env_steps", "Metric on the x axis.")
   flags.DEFINE_string("title", None, "Figure title.")
+  flags.DEFINE_string(
+    "statistic", "mean", "mean or iqm over the seeds of a run (95% bootstrap interval shaded)."
+  )
 
 
 def main(argv):
@@ -26,7 +29,9 @@ def main(argv):
     sys.exit(2)
   out = FLAGS.out or f"{workdirs[0].rstrip('/')}/curve.png"
   try:
-    print(plot_curves(workdirs, out, y=FLAGS.y, x=FLAGS.x, title=FLAGS.title))
+    print(
+      plot_curves(workdirs, out, y=FLAGS.y, x=FLAGS.x, title=FLAGS.title, statistic=FLAGS.statistic)
+    )
   except (FileNotFoundError, ValueError) as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)

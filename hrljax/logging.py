@@ -13,7 +13,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-from hrljax import provenance
+from hrljax import provenance, stats
 
 METRICS_FILE = "metrics.jsonl"
 ENVIRONMENT_FILE = "environment.json"
@@ -163,13 +163,17 @@ def seed_curves(records: list, x: str, y: str) -> dict:
   return curves
 
 
-def mean_curve(curves: dict) -> tuple:
-  """`(xs, mean, low, high)` over the seeds at the x values every seed has (low/high: the range)."""
+def aggregate_curve(curves: dict, statistic: str = "mean", confidence: float = 0.95) -> tuple:
+  """`(xs, center, low, high)` over the seeds of `curves` (at least 2) at the x values every seed
+  has: `statistic` ("mean" or "iqm") of the seeds at each x, and its percentile bootstrap
+  interval over seeds at `confidence` (`hrljax.stats.bootstrap_interval`)."""
   common = sorted(set.intersection(*(set(xs) for xs, _ in curves.values())))
   values = np.array(
     [[dict(zip(xs, ys))[v] for v in common] for xs, ys in curves.values()], dtype=float
   )
-  return np.asarray(common), values.mean(0), values.min(0), values.max(0)
+  center = stats.statistic_fn(statistic)(values, axis=0)
+  low, high = stats.bootstrap_interval(values, statistic, confidence)
+  return np.asarray(common), center, low, high
 
 
 def plot_curves(
@@ -179,11 +183,14 @@ def plot_curves(
   x: str = "env_steps",
   labels: Optional[Iterable[str]] = None,
   title: Optional[str] = None,
+  statistic: str = "mean",
 ) -> str:
   """Draws `y` against `x` for each run's JSONL on one figure and writes a PNG to `out`.
 
-  A run of several seeds is drawn as the mean over its seeds with their range shaded.
+  A run of several seeds is drawn as `statistic` ("mean" or "iqm") over its seeds, with the 95 %
+  percentile bootstrap interval over seeds shaded (`aggregate_curve`).
   """
+  stats.statistic_fn(statistic)  # a bad name fails before any file is read
   import matplotlib
 
   matplotlib.use("Agg")
@@ -203,8 +210,9 @@ def plot_curves(
       ((xs, ys),) = curves.values()
       ax.plot(xs, ys, label=label)
       continue
-    xs, mean, low, high = mean_curve(curves)
-    (line,) = ax.plot(xs, mean, label=f"{label} (mean of {len(curves)} seeds)")
+    xs, center, low, high = aggregate_curve(curves, statistic)
+    name = "IQM" if statistic == "iqm" else "mean"
+    (line,) = ax.plot(xs, center, label=f"{label} ({name} of {len(curves)} seeds, 95% CI)")
     ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
   ax.set_xlabel(x.replace("_", " "))
   ax.set_ylabel(y.replace("_", " "))
