@@ -23,17 +23,10 @@ from typing import NamedTuple
 import pytest
 
 from hrljax.logging import read_jsonl
+from tests.tiny_ppo import TINY_PPO_OVERRIDES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = [  # as in test_train_cli.py: 16 updates, checkpoints at 8 and 16
-  "--config.total_timesteps=2048",
-  "--config.num_steps=32",
-  "--config.update_epochs=2",
-  "--config.num_minibatches=2",
-  "--config.log_every=4",
-  "--config.checkpoint_every=8",
-  "--config.eval_episodes=4",
-]
+TINY = TINY_PPO_OVERRIDES
 USER_CONFIG = "my_cartpole.py"  # the README's example of a config file of one's own
 
 

@@ -13,18 +13,11 @@ import numpy as np
 import pytest
 
 from hrljax.logging import WALL_CLOCK_FIELDS, read_jsonl
+from tests.tiny_ppo import TINY_PPO_OVERRIDES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PPO_CONFIG = "experiments/configs/ppo_cartpole.py"
-TINY = [
-  "--config.total_timesteps=2048",
-  "--config.num_steps=32",
-  "--config.update_epochs=2",
-  "--config.num_minibatches=2",
-  "--config.log_every=4",
-  "--config.checkpoint_every=8",
-  "--config.eval_episodes=4",
-]
+TINY = TINY_PPO_OVERRIDES
 
 
 def train_command(workdir, *overrides, config=PPO_CONFIG):

@@ -23,19 +23,12 @@ from experiments import train
 from hrljax import envs
 from hrljax.agents import ppo
 from hrljax.logging import read_jsonl
+from tests.tiny_ppo import TINY_PPO_OVERRIDES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(ROOT, "experiments", "configs")
 PPO = os.path.join(CONFIGS, "ppo_cartpole.py")
-TINY = [  # as in test_train_cli.py: 16 updates, checkpoints at 8 and 16
-  "--config.total_timesteps=2048",
-  "--config.num_steps=32",
-  "--config.update_epochs=2",
-  "--config.num_minibatches=2",
-  "--config.log_every=4",
-  "--config.checkpoint_every=8",
-  "--config.eval_episodes=4",
-]
+TINY = TINY_PPO_OVERRIDES
 
 
 class Result(NamedTuple):
