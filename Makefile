@@ -1,11 +1,12 @@
 # make run  : build .venv if missing, then the main experiment.
 # make test : build .venv if missing, then the test suite.
+# make docs : build .venv if missing, then the documentation site into site/.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv bench bench-llm clean
+.PHONY: run test docs venv bench bench-llm clean
 
 # The installs go through uv (from PyPI): the same pinned versions as pip's, in a fraction of the
 # time (about 20 s instead of 110 s here). pip stays in the venv for the tests that build a wheel.
@@ -38,6 +39,11 @@ test: $(STAMP)
 	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile -m "not learning and not bitwise"
 	$(PY) -m pytest -n auto --dist loadfile -m "learning or bitwise"
 
+# The documentation site (mkdocs.yml: docs/, the agents' index, the results, the API from the
+# docstrings) into site/. --strict: a broken link or a docstring griffe cannot read fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py
 
@@ -55,4 +61,4 @@ bench-llm: $(STAMP) $(REF_VENV)/.installed
 	$(PY) -m experiments.benchmarks.llm_grpo_step --reference_python=$(REF_VENV)/bin/python
 
 clean:
-	rm -rf $(VENV) $(REF_VENV) runs .pytest_cache .jax_cache
+	rm -rf $(VENV) $(REF_VENV) runs site .pytest_cache .jax_cache

@@ -281,27 +281,7 @@ def _cache_mask(valid: Array, attn_mask: Array, write_index) -> Tuple[Array, Arr
 
 
 class Llama(nn.Module):
-  """The decoder. `__call__(tokens, positions, attn_mask, cache=None, use_lora=True)`.
-
-  Args:
-    tokens: int32 `[B, T]`.
-    positions: int32 `[B, T]` RoPE positions (`positions_from_mask(attn_mask)` for a prompt).
-    attn_mask: bool `[B, T]`, False = padding (never attended to).
-    cache: a `KVCache` or None. With a cache the `T` new tokens are written at slots
-      `[cache.length, cache.length + T)` and attend to every valid earlier slot; the caller keeps
-      `cache.length + T <= S` (not checkable under jit: an overflowing write is clamped by XLA).
-    use_lora: add the LoRA adapters (`"lora"` collection) when `config.lora_rank > 0`; False
-      evaluates the base model and does not read the adapters.
-    last_only: return the logits of the last slot only (`[B, 1, V]`), which is all sampling
-      needs and skips the `[B, T, V]` output projection.
-    logits_from: return the logits of slots `logits_from ..< T` only (`[B, T - logits_from,
-      V]`; static int in `[0, T)`): a policy gradient on a response needs the response's
-      positions, and the output projection and its log-softmax are the largest `[B, T, V]`
-      arrays of a training step (TRL's `logits_to_keep` does the same).
-
-  Returns:
-    logits float32 `[B, T, V]` (or `[B, 1, V]`) and the updated cache (None without one).
-  """
+  """The decoder. `__call__(tokens, positions, attn_mask, cache=None, use_lora=True)`."""
 
   config: LlamaConfig
 
@@ -317,6 +297,27 @@ class Llama(nn.Module):
     last_only: bool = False,
     logits_from: int = 0,
   ) -> Tuple[Array, Optional[KVCache]]:
+    """Runs the decoder on `T` new tokens.
+
+    Args:
+      tokens: int32 `[B, T]`.
+      positions: int32 `[B, T]` RoPE positions (`positions_from_mask(attn_mask)` for a prompt).
+      attn_mask: bool `[B, T]`, False = padding (never attended to).
+      cache: a `KVCache` or None. With a cache the `T` new tokens are written at slots
+        `[cache.length, cache.length + T)` and attend to every valid earlier slot; the caller keeps
+        `cache.length + T <= S` (not checkable under jit: an overflowing write is clamped by XLA).
+      use_lora: add the LoRA adapters (`"lora"` collection) when `config.lora_rank > 0`; False
+        evaluates the base model and does not read the adapters.
+      last_only: return the logits of the last slot only (`[B, 1, V]`), which is all sampling
+        needs and skips the `[B, T, V]` output projection.
+      logits_from: return the logits of slots `logits_from ..< T` only (`[B, T - logits_from,
+        V]`; static int in `[0, T)`): a policy gradient on a response needs the response's
+        positions, and the output projection and its log-softmax are the largest `[B, T, V]`
+        arrays of a training step (TRL's `logits_to_keep` does the same).
+
+    Returns:
+      logits float32 `[B, T, V]` (or `[B, 1, V]`) and the updated cache (None without one).
+    """
     cfg = self.config
     _check_int_tokens("tokens", tokens)
     batch, length = tokens.shape
