@@ -26,6 +26,35 @@ AGENTS = (
   "llm_archer",
 )
 
+# The metrics each agent's progress line shows after its update and step count: names of its
+# training records (`<name>_sum` metrics appear as `<name>`, their mean over the episodes that
+# ended) or, failing that, of its latest evaluation. Four rooms and the goal-reaching games
+# count steps to the goal (`episode_length`); the safety agents show their episode cost and
+# their Lagrange multiplier (`lagrange_multiplier`, or the learned `task_risk_nu` of the
+# Lagrangian variants of recovery_rl and bresa); the goal-conditioned agents their success.
+HEADLINE_METRICS = {
+  "ppo": ("episode_return", "episode_length"),
+  "sac": ("episode_return", "alpha"),
+  "option_critic": ("episode_length", "episode_return", "option_termination_rate"),
+  "group_relative": ("success_rate", "episode_length", "episode_return"),
+  "gcivl": ("value_loss", "actor_loss", "success"),
+  "hiql": ("value_loss", "high_actor_loss", "low_actor_loss", "success"),
+  "ota": ("high_value_loss", "value_loss", "low_actor_loss", "success"),
+  "hilp": ("representation_loss", "skill_value_loss", "skill_actor_loss", "success"),
+  "ppo_lagrangian": ("episode_return", "episode_cost", "lagrange_multiplier"),
+  "shielded_ppo": ("episode_return", "episode_cost", "lagrange_multiplier", "intervention_rate"),
+  "recovery_rl": ("episode_return", "episode_cost", "intervention_rate", "task_risk_nu"),
+  "bresa": ("episode_return", "episode_cost", "intervention_rate", "task_risk_nu"),
+  "archer": ("episode_return", "eval_return", "q_gap"),
+  "token_ppo": ("episode_return", "episode_length"),
+  "token_filtered_bc": ("episode_return", "kept_fraction"),
+  "token_grpo": ("episode_return", "kl_to_reference"),
+  "llm_grpo": ("reward", "correct", "formatted"),
+  "llm_archer": ("episode_return", "valid_move_fraction"),
+}
+# Trained from a fixed dataset: their step count is of dataset samples, not environment steps.
+OFFLINE_AGENTS = ("gcivl", "hiql", "ota", "hilp")
+
 
 def get(name: str):
   """The module `hrljax.agents.<name>`; ValueError naming the known agents otherwise."""

@@ -12,7 +12,10 @@ from the saved one is refused unless `--allow_config_change` (recorded in `confi
 `--config.env_kwargs.<name>=` sets a parameter of the environment in any preset. Writes
 `metrics.jsonl` (one record per seed per log step and per evaluation), `config.json` and
 `checkpoints/` in the workdir; `hrljax-plot WORKDIR` draws it and `hrljax.load_run(WORKDIR)`
-reads the trained agent back.
+reads the trained agent back. `--tensorboard` also writes TensorBoard events to
+`<workdir>/tensorboard`, `--wandb` logs to a Weights & Biases run (`--wandb_mode=offline` or
+`WANDB_MODE=offline`: to files, for `wandb sync`), both under `train/...` and `eval/...` tags.
+The progress line shows the agent's headline metrics (`hrljax.agents.HEADLINE_METRICS`).
 
 Every failure found before training (a flag, a config value, a missing optional package) is one
 line on stderr with exit code 2, and leaves no workdir behind.
@@ -23,6 +26,7 @@ import importlib.util
 import os
 import re
 import sys
+from typing import NamedTuple, Optional
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -39,6 +43,7 @@ ENV_KWARG_PARSERS = {
 }
 OGBENCH_AGENTS = ("gcivl", "hiql", "ota", "hilp")  # OGBench's simulator evaluates them
 LLM_AGENTS = ("llm_grpo", "llm_archer")  # SmolLM2: GGUF weights and a BPE tokenizer
+WANDB_MODES = ("online", "offline", "disabled")
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -62,7 +67,29 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_bool(
     "tensorboard",
     False,
-    "Also write TensorBoard events (needs tensorboardX).",
+    "Also write TensorBoard events to <workdir>/tensorboard (needs tensorboardX: "
+    "pip install 'hrljax[tensorboard]').",
+    flag_values=flag_values,
+  )
+  flags.DEFINE_bool(
+    "wandb",
+    False,
+    "Also log to a Weights & Biases run (needs wandb: pip install 'hrljax[wandb]').",
+    flag_values=flag_values,
+  )
+  flags.DEFINE_string("wandb_project", "hrljax", "W&B project of the run.", flag_values=flag_values)
+  flags.DEFINE_string(
+    "wandb_entity", None, "W&B entity (user or team; default: yours).", flag_values=flag_values
+  )
+  flags.DEFINE_string(
+    "wandb_name", None, "W&B run name (default: the workdir's name).", flag_values=flag_values
+  )
+  flags.DEFINE_enum(
+    "wandb_mode",
+    None,
+    WANDB_MODES,
+    "W&B mode; offline writes the run to files, uploaded later by `wandb sync` (default: "
+    "the WANDB_MODE variable, else online). The files go to WANDB_DIR, else the workdir.",
     flag_values=flag_values,
   )
   flags.DEFINE_bool(
@@ -315,11 +342,22 @@ class MissingExtra(ImportError):
   """The run needs an optional package that is not installed."""
 
 
-def optional_packages(config, tensorboard: bool = False) -> list:
+class WandbOptions(NamedTuple):
+  """The W&B run of `--wandb`: its project, entity, name and mode (None: wandb's defaults)."""
+
+  project: str = "hrljax"
+  entity: Optional[str] = None
+  name: Optional[str] = None
+  mode: Optional[str] = None
+
+
+def optional_packages(config, tensorboard: bool = False, wandb: bool = False) -> list:
   """`(module, what needs it, pip command)` for each optional package the run will import."""
   needed = []
   if tensorboard:
-    needed.append(("tensorboardX", "--tensorboard", "pip install tensorboardX"))
+    needed.append(("tensorboardX", "--tensorboard", "pip install 'hrljax[tensorboard]'"))
+  if wandb:
+    needed.append(("wandb", "--wandb", "pip install 'hrljax[wandb]'"))
   agent = config.get("agent")
   if agent in OGBENCH_AGENTS and config.get("eval_episodes"):
     evaluation = (
@@ -336,12 +374,35 @@ def optional_packages(config, tensorboard: bool = False) -> list:
   return needed
 
 
-def check_optional_packages(config, tensorboard: bool = False) -> None:
+def check_optional_packages(config, tensorboard: bool = False, wandb: bool = False) -> None:
   """`MissingExtra` naming the first optional package the run needs and cannot import, with
   the command that installs it (found without importing it)."""
-  for module, needed_by, command in optional_packages(config, tensorboard):
+  for module, needed_by, command in optional_packages(config, tensorboard, wandb):
     if importlib.util.find_spec(module) is None:
       raise MissingExtra(f"{needed_by} needs {module}, which is not installed: {command}")
+
+
+def metric_sinks(config, workdir: str, tensorboard: bool = False, wandb=None) -> list:
+  """The external sinks of a run: TensorBoard events in `<workdir>/tensorboard` and a W&B run
+  (`wandb`: a `WandbOptions`, or None for none) whose files go to `WANDB_DIR`, else the
+  workdir."""
+  from hrljax import logging as hlog
+
+  sinks = []
+  if tensorboard:
+    sinks.append(hlog.TensorBoardSink(os.path.join(workdir, "tensorboard")))
+  if wandb is not None:
+    sinks.append(
+      hlog.WandbSink(
+        project=wandb.project,
+        name=wandb.name or os.path.basename(os.path.normpath(workdir)),
+        entity=wandb.entity,
+        mode=wandb.mode,
+        directory=os.environ.get("WANDB_DIR") or workdir,
+        config=config.to_dict(),
+      )
+    )
+  return sinks
 
 
 def experiment(
@@ -350,15 +411,17 @@ def experiment(
   num_devices=None,
   tensorboard: bool = False,
   allow_config_change: bool = False,
+  wandb: Optional[WandbOptions] = None,
 ):
   """What the command line does, without its error handling: validates `config`, builds its
   agent's learner and trains it in `workdir`; returns the final run state (None, and nothing
-  built, when the workdir holds the finished run of this config)."""
+  built, when the workdir holds the finished run of this config). `tensorboard` and `wandb`
+  (a `WandbOptions`) add the external metric sinks."""
   import jax
-  from hrljax import training
+  from hrljax import agents, training
   from hrljax.logging import MetricsLogger
 
-  check_optional_packages(config, tensorboard)
+  check_optional_packages(config, tensorboard, wandb is not None)
   agent, mesh = prepare(config, num_devices)
   check_workdir(workdir)
   last = training.finished_update(workdir, config, allow_config_change)
@@ -370,14 +433,23 @@ def experiment(
         flush=True,
       )
     return None
-  logger = MetricsLogger(workdir, tensorboard=tensorboard, enabled=jax.process_index() == 0)
-  logger.progress(
-    f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
-    f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
-    f"{len(config.seeds)} seed(s), workdir {workdir}"
+  writer = jax.process_index() == 0
+  logger = MetricsLogger(
+    workdir,
+    enabled=writer,
+    sinks=metric_sinks(config, workdir, tensorboard, wandb) if writer else (),
+    headline=agents.HEADLINE_METRICS.get(config.agent),
+    samples=config.agent in agents.OFFLINE_AGENTS,
+    seeds=tuple(config.seeds),
   )
-  learner = agent.make_learner(config)
-  return training.run(learner, config, workdir, mesh, logger, allow_config_change)
+  with logger:
+    logger.progress(
+      f"{config.agent} on {config.env_name}: {mesh.size} device(s) "
+      f"({jax.devices()[0].platform}) in {jax.process_count()} process(es), "
+      f"{len(config.seeds)} seed(s), workdir {workdir}"
+    )
+    learner = agent.make_learner(config)
+    return training.run(learner, config, workdir, mesh, logger, allow_config_change)
 
 
 def main(argv):
@@ -385,6 +457,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every save step at INFO
   # Imports after flag parsing, so `--help` and flag errors are instant.
   from hrljax import checkpoint, config_checks, provenance, training
+  from hrljax.logging import SinkError
 
   config = FLAGS.config
   if config is None:
@@ -392,14 +465,26 @@ def main(argv):
       f"--config: expected a config file or a preset, e.g. --config={configs.PREFIX}ppo_cartpole"
     )
   try:
-    check_optional_packages(config, FLAGS.tensorboard)
+    check_optional_packages(config, FLAGS.tensorboard, FLAGS.wandb)
     prepare(config, FLAGS.num_devices)
   except (ValueError, MissingExtra) as error:
     fail(str(error))
+  wandb = None
+  if FLAGS.wandb:
+    wandb = WandbOptions(
+      FLAGS.wandb_project, FLAGS.wandb_entity, FLAGS.wandb_name, FLAGS.wandb_mode
+    )
   try:
     experiment(
-      config, FLAGS.workdir, FLAGS.num_devices, FLAGS.tensorboard, FLAGS.allow_config_change
+      config,
+      FLAGS.workdir,
+      FLAGS.num_devices,
+      FLAGS.tensorboard,
+      FLAGS.allow_config_change,
+      wandb=wandb,
     )
+  except SinkError as error:  # W&B could not start its run
+    fail(str(error))
   except config_checks.ConfigError as error:  # found while building the learner
     fail(str(error))
   except training.TrainingDiverged as error:

@@ -1,15 +1,17 @@
-"""Metric sinks (JSONL always, TensorBoard when tensorboardX is installed), progress lines, plots.
+"""Metric sinks, progress lines, plots.
 
-One JSONL record per log step in `<workdir>/metrics.jsonl`. A resumed run first drops the
+One JSONL record per log step in `<workdir>/metrics.jsonl`, always. A resumed run first drops the
 records written after its checkpoint, so the file of a killed-and-resumed run equals the file of
-an uninterrupted one, up to wall-clock fields.
+an uninterrupted one, up to wall-clock fields. External sinks (`TensorBoardSink` with tensorboardX,
+`WandbSink` with wandb, both optional extras) get each record's numbers under `train/...` and
+`eval/...` tags (`scalar_tags`); the JSONL keys stay as they are.
 """
 
 import json
 import math
 import os
 import sys
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -19,6 +21,8 @@ METRICS_FILE = "metrics.jsonl"
 ENVIRONMENT_FILE = "environment.json"
 WALL_CLOCK_FIELDS = ("wall_time", "env_steps_per_second", "compile_seconds")
 NUMERIC_PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy", "orbax-checkpoint")
+DEFAULT_HEADLINE = ("episode_return", "eval_return", "loss")  # a progress line's, by default
+NOT_SCALARS = ("phase", "seed", "update")  # fields of a record that the sinks get no tag for
 
 
 def _to_json_value(value: Any) -> Any:
@@ -88,17 +92,168 @@ def write_environment(path: str) -> None:
     json.dump(environment(), f, indent=2, sort_keys=True)
 
 
-class MetricsLogger:
-  """Writes records to `<workdir>/metrics.jsonl` (and TensorBoard if asked) and prints progress."""
+class SinkError(RuntimeError):
+  """An external sink could not start (e.g. W&B online without a login)."""
 
-  def __init__(self, workdir: str, tensorboard: bool = False, stream=None, enabled: bool = True):
+
+class Sink(Protocol):
+  """Where `MetricsLogger` sends a record's scalars besides `metrics.jsonl`.
+
+  `write(step, scalars)` gets the record's update and its numbers under namespaced tags
+  (`scalar_tags`); `close()` flushes and releases the sink. A sink may also define
+  `truncate_after(step)`, called when a run resumes from the checkpoint at `step`.
+  """
+
+  def write(self, step: int, scalars: dict) -> None: ...
+
+  def close(self) -> None: ...
+
+
+def _import_optional(module: str, what: str, extra: str):
+  import importlib
+
+  try:
+    return importlib.import_module(module)
+  except ImportError as error:
+    raise ImportError(f"{what} needs {module}: pip install 'hrljax[{extra}]'") from error
+
+
+class TensorBoardSink:
+  """TensorBoard event files in `logdir`, written with tensorboardX.
+
+  The writer opens at the first write, so that a run resumed from the checkpoint at update U
+  (`truncate_after(U)`) opens it with `purge_step=U + 1`: TensorBoard then hides the events a
+  killed run wrote after U, which the resumed run writes again.
+  """
+
+  def __init__(self, logdir: str):
+    self._summary_writer = _import_optional("tensorboardX", "TensorBoard logging", "tensorboard")
+    self.logdir = logdir
+    self._writer = None
+    self._purge_step = None
+
+  def truncate_after(self, step: int) -> None:
+    if self._writer is None:
+      self._purge_step = step + 1
+
+  def write(self, step: int, scalars: dict) -> None:
+    if self._writer is None:
+      self._writer = self._summary_writer.SummaryWriter(self.logdir, purge_step=self._purge_step)
+    for tag, value in scalars.items():
+      self._writer.add_scalar(tag, value, step)
+    self._writer.flush()
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
+
+
+class WandbSink:
+  """One Weights & Biases run (`wandb.init`): each record is logged at its update as the step.
+
+  `mode` is "online", "offline" (files under `directory`, uploaded later by `wandb sync`) or
+  "disabled"; None leaves it to wandb (the `WANDB_MODE` variable, else online). `directory`
+  None is wandb's own default (`WANDB_DIR`, else the current directory). `config` (a dict) is
+  shown as the run's config.
+  """
+
+  def __init__(
+    self,
+    project: str,
+    name: Optional[str] = None,
+    entity: Optional[str] = None,
+    mode: Optional[str] = None,
+    directory: Optional[str] = None,
+    config: Optional[dict] = None,
+  ):
+    wandb = _import_optional("wandb", "W&B logging", "wandb")
+    try:
+      self.run = wandb.init(
+        project=project, entity=entity, name=name, mode=mode, dir=directory, config=config
+      )
+    except Exception as error:  # no login for an online run, a bad project name, ...
+      raise SinkError(
+        f"W&B could not start a run ({type(error).__name__}: {error}); "
+        "WANDB_MODE=offline logs without an account"
+      ) from error
+
+  def write(self, step: int, scalars: dict) -> None:
+    self.run.log(scalars, step=step)
+
+  def close(self) -> None:
+    if self.run is not None:
+      self.run.finish()
+      self.run = None
+
+
+def scalar_tags(record: dict, per_seed: bool = False) -> dict:
+  """The numbers of a `metrics.jsonl` record under the tags the external sinks show.
+
+  A training record's `loss` is `train/loss`; an evaluation record's (`phase="eval"`)
+  `eval_return` is `eval/return` (the `eval_` prefix dropped where no other field of the record
+  has that name) and its `success` is `eval/success`. `phase`, `seed` and `update` (the step)
+  are not scalars, nor are an evaluation's `env_steps` and `wall_time`, nor a NaN (None in the
+  record). With `per_seed`, each tag ends with `/seed_<seed>`, so the seeds of a run are
+  separate curves.
+  """
+  phase = record.get("phase", "train")
+  suffix = f"/seed_{record['seed']}" if per_seed and "seed" in record else ""
+  tags = {}
+  for key, value in record.items():
+    if key in NOT_SCALARS or not isinstance(value, (int, float)) or isinstance(value, bool):
+      continue
+    name = key
+    if phase == "eval":
+      if key in ("env_steps", "wall_time"):
+        continue
+      if key.startswith("eval_") and key[len("eval_") :] not in record:
+        name = key[len("eval_") :]
+    tags[f"{phase}/{name}{suffix}"] = value
+  return tags
+
+
+class MetricsLogger:
+  """Writes records to `<workdir>/metrics.jsonl`, hands their scalars to the external sinks and
+  prints progress.
+
+  `sinks`: objects with `write(step, scalars)` and `close()` (`TensorBoardSink`, `WandbSink`,
+  or your own), each given every record's `scalar_tags` at its update; `tensorboard=True` adds a
+  `TensorBoardSink` writing to `<workdir>/tensorboard`. `headline`: the metric names the progress
+  line shows (the agent's headline metrics; a name missing from a training record is taken from
+  the latest evaluation when it has it); None shows the default ones. `samples`: the run counts
+  dataset samples, not environment steps (offline agents). `seeds`: the run's seeds (tags are
+  per seed when there are several). Not `enabled` (processes other than process 0 of a
+  multi-process run), it writes and prints nothing.
+  """
+
+  def __init__(
+    self,
+    workdir: str,
+    tensorboard: bool = False,
+    stream=None,
+    enabled: bool = True,
+    sinks: Sequence[Sink] = (),
+    headline: Optional[Sequence[str]] = None,
+    samples: bool = False,
+    seeds: Sequence[int] = (),
+  ):
     self.path = os.path.join(workdir, METRICS_FILE)
     self.stream = stream
     self.enabled = enabled
-    self._tb = _tensorboard_writer(workdir) if (tensorboard and enabled) else None
+    self.sinks = list(sinks) if enabled else []
+    if tensorboard and enabled:
+      self.sinks.append(TensorBoardSink(os.path.join(workdir, "tensorboard")))
+    self.headline = None if headline is None else tuple(headline)
+    self.samples = samples
+    self.per_seed = len(seeds) > 1
+    self._evaluation = (None, {})  # (update, {name: [value of each seed]}) of the latest one
 
   def truncate_after(self, update: int) -> None:
     """Drops the records a run resumed at `update` will write again (later updates, evaluations)."""
+    for sink in self.sinks:
+      if hasattr(sink, "truncate_after"):
+        sink.truncate_after(update)
     if not (self.enabled and os.path.exists(self.path)):
       return
     kept = [
@@ -116,38 +271,83 @@ class MetricsLogger:
       return record
     with open(self.path, "a") as f:
       f.write(json.dumps(record) + "\n")
-    if self._tb is not None:
-      for key, value in record.items():
-        if isinstance(value, (int, float)) and key != "update":
-          self._tb.add_scalar(key, value, record.get("update", 0))
-      self._tb.flush()
+    if record.get("phase") == "eval":
+      self._remember_evaluation(record)
+    if self.sinks:
+      tags = scalar_tags(record, self.per_seed)
+      for sink in self.sinks:
+        sink.write(record.get("update", 0), tags)
     return record
 
+  def _remember_evaluation(self, record: dict) -> None:
+    update, values = self._evaluation
+    if record.get("update") != update:
+      update, values = record.get("update"), {}
+    for key, value in record.items():
+      if isinstance(value, (int, float)) and not isinstance(value, bool):
+        values.setdefault(key, []).append(value)
+    self._evaluation = (update, values)
+
+  def format_progress(self, record: dict, total_updates: int) -> str:
+    """`format_progress` with this run's headline metrics and step count; a headline name the
+    training record lacks is the mean over the seeds of the latest evaluation, if it has one."""
+    if self.headline is not None:
+      latest = self._evaluation[1]
+      missing = [n for n in self.headline if record.get(n) is None and latest.get(n)]
+      record = {**record, **{n: float(np.mean(latest[n])) for n in missing}}
+    return format_progress(record, total_updates, self.headline, self.samples)
+
   def progress(self, text: str) -> None:
-    if self.enabled:
-      print(text, file=self.stream or sys.stdout, flush=True)
+    """Prints a line; a `ProgressLine` (what `format_progress` returns) is first made again with
+    this logger's headline metrics (`MetricsLogger.format_progress`)."""
+    if not self.enabled:
+      return
+    if isinstance(text, ProgressLine):
+      text = self.format_progress(text.record, text.total_updates)
+    print(text, file=self.stream or sys.stdout, flush=True)
+
+  def close(self) -> None:
+    """Closes every sink (metrics.jsonl is closed after each record)."""
+    sinks, self.sinks = self.sinks, []
+    for sink in sinks:
+      sink.close()
+
+  def __enter__(self) -> "MetricsLogger":
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()
 
 
-def _tensorboard_writer(workdir: str):
-  try:
-    from tensorboardX import SummaryWriter
-  except ImportError as error:
-    raise ImportError("tensorboard logging needs tensorboardX: pip install tensorboardX") from error
-  return SummaryWriter(os.path.join(workdir, "tensorboard"))
+class ProgressLine(str):
+  """A progress line that keeps the record and the number of updates it was made from, so that a
+  `MetricsLogger` with an agent's headline metrics can make it again for that agent."""
+
+  def __new__(cls, text: str, record: dict, total_updates: int):
+    line = super().__new__(cls, text)
+    line.record, line.total_updates = record, total_updates
+    return line
 
 
-def format_progress(record: dict, total_updates: int) -> str:
-  """One console line: progress, env steps, speed, return and loss."""
+def format_progress(
+  record: dict,
+  total_updates: int,
+  headline: Optional[Sequence[str]] = None,
+  samples: bool = False,
+) -> ProgressLine:
+  """One console line: progress, env steps (dataset samples when `samples`), speed, then the
+  `headline` metrics the record has (by default `DEFAULT_HEADLINE`)."""
+  unit = "samples" if samples else "env steps"
   parts = [
     f"update {record['update']}/{total_updates}",
-    f"env steps {record['env_steps']:,}",
-    f"{record.get('env_steps_per_second', 0):,.0f} steps/s",
+    f"{unit} {record['env_steps']:,}",
+    f"{record.get('env_steps_per_second', 0):,.0f} {'samples' if samples else 'steps'}/s",
   ]
-  for key in ("episode_return", "eval_return", "loss"):
+  for key in DEFAULT_HEADLINE if headline is None else headline:
     value = record.get(key)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
       parts.append(f"{key} {value:.3g}")
-  return " | ".join(parts)
+  return ProgressLine(" | ".join(parts), record, total_updates)
 
 
 def seed_curves(records: list, x: str, y: str) -> dict:

@@ -1,16 +1,21 @@
 """`python -m experiments.train` run in this process (`parse_flags` then `main`, on fresh flags):
 the checks made before any workdir exists (names in the config, optional packages, environment
-parameters), a finished run started again, and `hrljax.load_run` of the run it trained.
+parameters), a finished run started again, `hrljax.load_run` of the run it trained, the
+TensorBoard and W&B sinks of `--tensorboard` and `--wandb` and the agents' headline metrics.
 
 The one training run is the tiny PPO config of test_train_cli.py, so its programs come from the
 persistent compilation cache when that file compiled them first.
 """
 
+import ast
 import contextlib
+import functools
+import glob
 import io
 import json
 import os
 import shutil
+import struct
 import sys
 from typing import NamedTuple
 
@@ -20,9 +25,10 @@ from absl import flags
 
 import hrljax
 from experiments import train
-from hrljax import envs
+from hrljax import agents, envs
 from hrljax.agents import ppo
 from hrljax.logging import read_jsonl
+from tests.spine.test_logging import read_tensorboard_scalars
 from tests.tiny_ppo import TINY_PPO_OVERRIDES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -165,7 +171,14 @@ def test_an_unknown_name_in_the_config_is_one_line_before_any_workdir(
       "ppo_cartpole",
       ["--tensorboard"],
       "tensorboardX",
-      "error: --tensorboard needs tensorboardX, which is not installed: pip install tensorboardX",
+      "error: --tensorboard needs tensorboardX, which is not installed: "
+      "pip install 'hrljax[tensorboard]'",
+    ),
+    (
+      "ppo_cartpole",
+      ["--wandb", "--wandb_mode=offline"],
+      "wandb",
+      "error: --wandb needs wandb, which is not installed: pip install 'hrljax[wandb]'",
     ),
     (
       "hiql_pointmaze",
@@ -253,20 +266,32 @@ def test_a_bad_env_kwarg_is_one_line_naming_it(tmp_path, preset, override, expec
   assert not os.path.exists(workdir)
 
 
+class FinishedRun(NamedTuple):
+  workdir: object  # a pathlib.Path
+  out: str  # what the command printed
+  wandb_dir: object  # WANDB_DIR of the run
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-  """A tiny PPO run trained to its last update through the command line."""
-  workdir = tmp_path_factory.mktemp("finished") / "run"
-  result = cli(PPO, workdir, *TINY)
+  """A tiny PPO run trained to its last update through the command line, with both external
+  sinks (`--tensorboard`, `--wandb` offline), which change nothing else."""
+  tmp_path = tmp_path_factory.mktemp("finished")
+  workdir = tmp_path / "run"
+  with pytest.MonkeyPatch.context() as env:
+    env.setenv("WANDB_MODE", "offline")  # never online, even if the flag were ignored
+    env.setenv("WANDB_DIR", str(tmp_path / "wandb"))
+    env.setenv("WANDB_SILENT", "true")
+    result = cli(PPO, workdir, *TINY, "--tensorboard", "--wandb", "--wandb_mode=offline")
   assert result.code == 0, result.err[-2000:]
-  return workdir
+  return FinishedRun(workdir, result.out, tmp_path / "wandb")
 
 
 def test_a_finished_run_started_again_says_so_and_builds_nothing(
   finished_run, tmp_path, monkeypatch
 ):
   workdir = tmp_path / "run"
-  shutil.copytree(finished_run, workdir)
+  shutil.copytree(finished_run.workdir, workdir)
   records = read_jsonl(str(workdir))
 
   def no_learner(config):
@@ -284,7 +309,7 @@ def test_a_finished_run_started_again_says_so_and_builds_nothing(
 
 def test_a_finished_run_with_another_config_is_still_refused(finished_run, tmp_path):
   workdir = tmp_path / "run"
-  shutil.copytree(finished_run, workdir)
+  shutil.copytree(finished_run.workdir, workdir)
   result = cli(PPO, workdir, *TINY, "--config.env_kwargs.max_steps_in_episode=50")
   assert result.code == 2
   assert result.err.startswith(f"error: {workdir} was trained to update 16 with another config")
@@ -292,11 +317,11 @@ def test_a_finished_run_with_another_config_is_still_refused(finished_run, tmp_p
 
 
 def test_load_run_evaluates_and_acts_as_the_run_did(finished_run):
-  run = hrljax.load_run(str(finished_run))
+  run = hrljax.load_run(str(finished_run.workdir))
   assert (run.config.agent, run.update, run.learner.num_updates) == ("ppo", 16, 16)
   assert run.config.seeds == (0,) and run.config.num_steps == 32
 
-  final = [r for r in read_jsonl(str(finished_run)) if r["phase"] == "eval"][-1]
+  final = [r for r in read_jsonl(str(finished_run.workdir)) if r["phase"] == "eval"][-1]
   evaluation = run.evaluate()  # the driver's compiled evaluation: no new program
   assert list(evaluation) == [0]
   assert evaluation[0] == pytest.approx({k: final[k] for k in evaluation[0]})
@@ -313,3 +338,133 @@ def test_load_run_names_what_is_missing(tmp_path):
   (tmp_path / "config.json").write_text(json.dumps({"agent": "ppo"}))
   with pytest.raises(FileNotFoundError, match="expected a checkpoint in"):
     hrljax.load_run(str(tmp_path))
+
+
+def read_wandb_history(run_file) -> list:
+  """The rows a W&B offline run logged (`run-<id>.wandb`: a ":W&B" header, then LevelDB-log
+  records in 32 KiB blocks, each a 7-byte header (CRC, length, type) and a piece of a serialized
+  `Record`), as `{key: value}` dicts with their `_step`."""
+  from wandb.proto import wandb_internal_pb2
+
+  with open(run_file, "rb") as f:
+    data = f.read()
+  assert data[:4] == b":W&B"
+  rows, pos, pending = [], 7, b""
+  while pos + 7 <= len(data):
+    if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
+      pos += 32768 - pos % 32768
+      continue
+    _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+    pending += data[pos + 7 : pos + 7 + length]
+    pos += 7 + length
+    if kind in (1, 4):  # a whole record, or the last piece of one
+      record = wandb_internal_pb2.Record.FromString(pending)
+      pending = b""
+      if record.WhichOneof("record_type") == "history":
+        rows.append(
+          {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
+        )
+  return rows
+
+
+def test_tensorboard_and_wandb_log_namespaced_tags_and_the_headline(finished_run):
+  records = read_jsonl(str(finished_run.workdir))
+  train = [r for r in records if r["phase"] == "train"]
+  final = records[-1]
+  # metrics.jsonl keeps its keys; PPO's headline metrics are in its records and its progress line.
+  assert {"episode_return", "episode_length", "loss", "env_steps"} <= set(train[0])
+  assert final["phase"] == "eval" and "eval_return" in final
+  assert not any("/" in key for record in records for key in record)
+  last = [line for line in finished_run.out.splitlines() if line.startswith("update 16/16")]
+  assert last and last[0].split(" | ")[3:] == [
+    f"episode_return {train[-1]['episode_return']:.3g}",
+    f"episode_length {train[-1]['episode_length']:.3g}",
+  ]
+
+  scalars = read_tensorboard_scalars(finished_run.workdir / "tensorboard")
+  tags = {(step, tag): value for step, tag, value in scalars if tag}
+  assert {step for step, _ in tags} == {4, 8, 12, 16}
+  assert tags[16, "train/episode_return"] == pytest.approx(train[-1]["episode_return"])
+  assert tags[16, "eval/return"] == pytest.approx(final["eval_return"])
+  assert {tag for _, tag in tags if tag.startswith("eval/")} == {
+    "eval/return",
+    "eval/length",
+    "eval/return_std",
+  }
+
+  pattern = finished_run.wandb_dir / "wandb" / "offline-run-*" / "run-*.wandb"
+  [run_file] = glob.glob(str(pattern))
+  rows = read_wandb_history(run_file)
+  assert [row["_step"] for row in rows] == [4, 8, 12, 16]
+  assert rows[-1]["train/episode_return"] == pytest.approx(train[-1]["episode_return"])
+  assert rows[-1]["eval/return"] == pytest.approx(final["eval_return"])
+  assert {"train/loss", "train/env_steps", "train/episode_length"} <= set(rows[0])
+  assert not any(key.startswith("eval/") for row in rows[:-1] for key in row)
+
+
+# Where the modules of each hrljax package are (the repository's layout, `package-dir`).
+PACKAGE_DIRS = {
+  "hrljax": os.path.join(ROOT, "hrljax"),
+  "hrljax.agents": os.path.join(ROOT, "agents"),
+  "hrljax.losses": os.path.join(ROOT, "losses"),
+  "hrljax.networks": os.path.join(ROOT, "networks"),
+}
+
+
+def _module_file(module: str):
+  """The source file of an hrljax module (None for a name that is not a module)."""
+  package = max((p for p in PACKAGE_DIRS if module == p or module.startswith(p + ".")), key=len)
+  rest = module[len(package) :].lstrip(".")
+  path = os.path.join(PACKAGE_DIRS[package], *rest.split(".")) if rest else PACKAGE_DIRS[package]
+  for candidate in (path + ".py", os.path.join(path, "__init__.py")):
+    if os.path.isfile(candidate):
+      return candidate
+  return None
+
+
+@functools.lru_cache(maxsize=None)
+def _names_and_imports(path: str) -> tuple:
+  """`(string constants and keyword names, hrljax modules imported)` of one source file."""
+  with open(path) as f:
+    tree = ast.parse(f.read())
+  names, imported = set(), []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+      names.add(node.value)
+    elif isinstance(node, ast.keyword) and node.arg:
+      names.add(node.arg)
+    elif isinstance(node, ast.Import):
+      imported += [a.name for a in node.names if a.name.startswith("hrljax")]
+    elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hrljax"):
+      # `from hrljax.losses import options`: the module options; `from hrljax.losses.options
+      # import f`: the module that defines f (a package's __init__ only for its own names).
+      modules = [f"{node.module}.{a.name}" for a in node.names]
+      modules = [m for m in modules if _module_file(m)]
+      imported += modules if len(modules) == len(node.names) else [node.module, *modules]
+  return frozenset(names), tuple(imported)
+
+
+def _string_names(module: str) -> set:
+  """The string constants and keyword names in `module` and the hrljax modules it imports,
+  transitively, read from their source (nothing is imported)."""
+  names, seen, queue = set(), set(), [module]
+  while queue:
+    path = _module_file(queue.pop())
+    if path is None or path in seen:
+      continue
+    seen.add(path)
+    found, imported = _names_and_imports(path)
+    names |= found
+    queue += imported
+  return names
+
+
+def test_every_agent_declares_headline_metrics_its_code_produces():
+  assert set(agents.HEADLINE_METRICS) == set(agents.AGENTS)
+  assert set(agents.OFFLINE_AGENTS) <= set(agents.AGENTS)
+  for agent, headline in agents.HEADLINE_METRICS.items():
+    assert headline, agent
+    names = _string_names(f"hrljax.agents.{agent}")
+    # A `<name>_sum` metric is logged as `<name>`, its mean over the episodes that ended.
+    missing = [n for n in headline if n not in names and f"{n}_sum" not in names]
+    assert not missing, f"{agent}: no metric named {missing} in its code"
