@@ -123,9 +123,10 @@ def ids_in_range(name: str, ids, num: int):
   poisons the rest of a batch.
   """
   import jax
+  import numpy as np
 
   if not isinstance(ids, jax.core.Tracer):  # concrete: look at the values on the host
-    host = jax.device_get(ids)
+    host = np.asarray(jax.device_get(ids))  # a Python int as well
     outside = host[(host < 0) | (host >= num)]
     if outside.size:
       fail(

@@ -30,6 +30,13 @@ terminal arrival state contributes no bootstrap. A truncated (time-limit) arriva
 not from the reset observation that auto-resetting rollouts store; multi-step functions also stop
 their window there (`truncated_t`) so a return never runs into the next episode.
 
+Option and action indices. An index outside `[0, O)` (or `[0, A)` for an action), the sentinel
+`O` of `sample_option` or a negative one included, is never read as another option's value (JAX
+would clamp the gather, and wrap a negative index around): an eager call with concrete indices
+raises a ValueError naming the argument, the range and the bad values; under jit (or vmap) the
+example or step is invalid, its loss, target and extras are 0 and it enters no count or mean
+(`select_option` returns the sentinel `O` for an unknown running option).
+
 Losses are per-example or per-trajectory (each docstring says which); callers vmap over the batch.
 """
 
@@ -88,6 +95,17 @@ class PolicyGradientExtras(NamedTuple):
 
 def _maybe_stop_gradient(x: Array, stop: bool) -> Array:
   return jax.lax.stop_gradient(x) if stop else x
+
+
+def _index(name: str, index: Array, num: int) -> tuple[Array, Array]:
+  """`(valid, clipped)`: where `index` lies in [0, num) (an eager call raises on an entry
+  outside), and the index clipped into range, for a gather whose invalid entries are zeroed."""
+  return _checks.ids_in_range(name, index, num), jnp.clip(index, 0, num - 1)
+
+
+def _zero_invalid(valid: Array, *arrays) -> tuple[Array, ...]:
+  """Each array (or Python scalar) with 0 where not `valid`, keeping its dtype."""
+  return tuple(jnp.where(valid, x, 0) for x in arrays)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,7 +192,9 @@ def sample_option(key: chex.PRNGKey, option_probs: Array) -> Array:
   entry, or all zero) the result is the out-of-range sentinel `O = option_probs.shape[0]`
   instead of an arbitrary valid index. `O` rather than -1: a negative index wraps around to the
   last option in NumPy and JAX indexing, whereas `O` makes NumPy raise and makes `jnp.take` /
-  `jnp.take_along_axis` (default mode) return NaN, so the failure stays visible downstream.
+  `jnp.take_along_axis` (default mode) return NaN, so the failure stays visible downstream. The
+  functions of this module that take an option index raise on it when called eagerly and treat
+  its example as invalid (0) under jit.
   """
   chex.assert_rank(option_probs, 1)
   chex.assert_type(option_probs, float)
@@ -199,10 +219,12 @@ def select_option(
 
   Args:
     key: PRNG key.
-    option_tm1: int scalar, the option that was executing.
+    option_tm1: int scalar, the option that was executing, in [0, O). Outside (e.g. the sentinel
+      `O`), unless `must_choose`: the running option is unknown, so the result is `(O, True)`;
+      an eager call (concrete `option_tm1` and `must_choose`) raises a ValueError naming it.
     beta_t: float scalar, its termination probability in the arrival state.
     option_probs_t: `[O]` probabilities of the policy over options in the arrival state.
-    must_choose: bool scalar; if true the running option is ignored.
+    must_choose: bool scalar; if true the running option is ignored (and not checked).
 
   Returns:
     `(option_t, switched)`: the int32 option to execute next and a bool that is true when a new
@@ -215,14 +237,17 @@ def select_option(
   """
   chex.assert_rank([option_tm1, beta_t, option_probs_t], [0, 0, 1])
   chex.assert_type([option_tm1, beta_t, option_probs_t], [int, float, float])
+  num_options = option_probs_t.shape[0]
+  # The running option is read only where a new one need not be drawn.
+  known = _checks.ids_in_range("option_tm1", jnp.where(must_choose, 0, option_tm1), num_options)
   term_key, choice_key = jax.random.split(key)
   # A NaN probability would draw False (keep the option), silently; it counts as a switch to the
-  # sentinel instead.
-  terminated = jax.random.bernoulli(term_key, beta_t) | jnp.isnan(beta_t)
+  # sentinel instead. So does an unknown running option.
+  terminated = jax.random.bernoulli(term_key, beta_t) | jnp.isnan(beta_t) | ~known
   switched = jnp.logical_or(terminated, must_choose)
   new_option = sample_option(choice_key, option_probs_t)
   new_option = jnp.where(
-    jnp.isnan(beta_t) & ~jnp.asarray(must_choose), jnp.int32(option_probs_t.shape[0]), new_option
+    (jnp.isnan(beta_t) | ~known) & ~jnp.asarray(must_choose), jnp.int32(num_options), new_option
   )
   option_t = jnp.where(switched, new_option, jnp.asarray(option_tm1, jnp.int32))
   return option_t, switched
@@ -275,7 +300,9 @@ def intra_option_q_target(
     discount_t: float scalar, gamma * (1 - terminated).
     q_t: `[O]` float option values at the arrival state (usually the target network).
     beta_t: float scalar, termination probability of `option_tm1` at the arrival state.
-    option_tm1: int scalar, the option that generated the transition.
+    option_tm1: int scalar, the option that generated the transition, in [0, O). Outside: an
+      invalid example, target 0 (nothing of it is read; no gradient), and a ValueError naming
+      `option_tm1` when it is concrete (an eager call).
     q_t_selector: optional `[O]` float online values at the arrival state (double Q).
     stop_target_gradients: stop gradients through the target (default True).
 
@@ -288,8 +315,11 @@ def intra_option_q_target(
     chex.assert_rank(q_t_selector, 1)
     chex.assert_type(q_t_selector, float)
     chex.assert_equal_shape([q_t, q_t_selector])
-  arrival_value = (1.0 - beta_t) * q_t[option_tm1] + beta_t * _value_on_switch(q_t, q_t_selector)
+  valid, option = _index("option_tm1", option_tm1, q_t.shape[0])
+  r_t, discount_t, q_t, beta_t = _zero_invalid(valid, r_t, discount_t, q_t, beta_t)
+  arrival_value = (1.0 - beta_t) * q_t[option] + beta_t * _value_on_switch(q_t, q_t_selector)
   target = jnp.asarray(r_t + discount_t * arrival_value)
+  target = jnp.where(valid, target, jnp.zeros((), target.dtype))
   return _maybe_stop_gradient(target, stop_target_gradients)
 
 
@@ -310,7 +340,9 @@ def option_critic_loss(
 
   Args:
     q_tm1: `[O]` float online option values at the state where the option was executing.
-    option_tm1: int scalar, the executing option.
+    option_tm1: int scalar, the executing option, in [0, O). Outside: an invalid example, loss
+      and extras 0 (nothing of it is read; no gradient), and a ValueError naming `option_tm1`
+      when it is concrete (an eager call).
     target_tm1: float scalar target.
     loss_type: "l2" for `0.5 td^2` (default; lweitkamp) or "huber" for `rlax.huber_loss(td,
       huber_delta)` (jeanharb, `clip_delta = 1`).
@@ -324,8 +356,10 @@ def option_critic_loss(
   _checks.positive("huber_delta", huber_delta, arrays=True)
   chex.assert_rank([q_tm1, option_tm1, target_tm1], [1, 0, 0])
   chex.assert_type([q_tm1, option_tm1, target_tm1], [float, int, float])
+  valid, option = _index("option_tm1", option_tm1, q_tm1.shape[0])
   target_tm1 = _maybe_stop_gradient(jnp.asarray(target_tm1), stop_target_gradients)
-  td_error = target_tm1 - q_tm1[option_tm1]
+  q_option, target_tm1 = _zero_invalid(valid, q_tm1[option], target_tm1)
+  td_error = target_tm1 - q_option
   if loss_type == "l2":
     loss = 0.5 * jnp.square(td_error)
   else:
@@ -500,7 +534,10 @@ def intra_option_n_step_targets(
     q_t: `[T, O]` float option values at s_{k+1} (usually the target network; true final
       observation at truncations).
     beta_t: `[T]` float, termination probability of `option_tm1[k]` at s_{k+1}.
-    option_tm1: `[T]` int, the option that generated transition k.
+    option_tm1: `[T]` int, the option that generated transition k, in [0, O). A step outside is
+      invalid: its target is 0, nothing of it is read, and the windows of the steps around it
+      stop before it (the results elsewhere are those of the trajectory split there); an eager
+      call with a concrete `option_tm1` raises a ValueError naming it instead.
     option_end_t: `[T]` flags; nonzero if that option was terminated on arrival in s_{k+1}.
     n: maximum window length, Python int >= 1.
     truncated_t: optional `[T]` truncation flags.
@@ -519,11 +556,15 @@ def intra_option_n_step_targets(
     chex.assert_rank(q_t_selector, 2)
     chex.assert_type(q_t_selector, float)
     chex.assert_equal_shape([q_t, q_t_selector])
-  q_continue = jnp.take_along_axis(q_t, option_tm1[:, None], axis=1)[:, 0]
+  valid, option = _index("option_tm1", option_tm1, q_t.shape[-1])
+  r_t, discount_t, beta_t = _zero_invalid(valid, r_t, discount_t, beta_t)
+  (q_t,) = _zero_invalid(valid[:, None], q_t)
+  q_continue = jnp.take_along_axis(q_t, option[:, None], axis=1)[:, 0]
   v_switch = _value_on_switch(q_t, q_t_selector)
+  # A window also stops before an invalid step (whose raw index differs from a valid one's).
   option_changes = jnp.concatenate([option_tm1[1:] != option_tm1[:-1], jnp.zeros((1,), dtype=bool)])
   window_ends = jnp.logical_or(option_end_t.astype(bool), option_changes)
-  return option_aware_n_step_returns(
+  targets = option_aware_n_step_returns(
     r_t,
     discount_t,
     q_continue,
@@ -534,6 +575,7 @@ def intra_option_n_step_targets(
     v_t=v_switch,
     stop_target_gradients=stop_target_gradients,
   )
+  return jnp.where(valid, targets, jnp.zeros((), targets.dtype))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,7 +650,9 @@ def trajectory_termination_loss(
   Args:
     beta: `[T+1, O]` float termination probabilities of every option (carries the gradient).
     q: `[T+1, O]` float option values (online network in the references).
-    option_tm1: `[T]` int, option executed during transition k.
+    option_tm1: `[T]` int, option executed during transition k, in [0, O). A step outside is
+      skipped like an episode end (mask 0, extras 0, not in `num_valid`); an eager call with a
+      concrete `option_tm1` raises a ValueError naming it instead.
     terminated_t: `[T]` flags, s_{k+1} is terminal.
     truncated_t: `[T]` flags, s_{k+1} is a time-limit truncation.
     xi: deliberation cost, >= 0.
@@ -634,12 +678,13 @@ def trajectory_termination_loss(
   chex.assert_shape(v, (num_steps + 1,))
   chex.assert_type(v, float)
 
+  valid, option = _index("option_tm1", option_tm1, beta.shape[1])
   offset = 1 if state_for_termination == "next" else 0
   states = jnp.arange(num_steps) + offset
-  beta_w = beta[states, option_tm1]
-  q_w = q[states, option_tm1]
+  beta_w = beta[states, option]
+  q_w = q[states, option]
   ended = jnp.logical_or(terminated_t.astype(bool), truncated_t.astype(bool))
-  mask = jnp.logical_not(ended).astype(beta.dtype)
+  mask = jnp.logical_and(jnp.logical_not(ended), valid).astype(beta.dtype)
   beta_w, q_w, v_w = _masking.zero_masked(mask, beta_w, q_w, v[states])
   per_step_loss, extras = jax.vmap(termination_loss, in_axes=(0, 0, 0, None, 0))(
     beta_w, q_w, v_w, xi, mask
@@ -683,7 +728,9 @@ def intra_option_pg_loss(
   Args:
     logits_tm1: `[A]` float action logits of the executing option's policy (-inf for an action
       the option cannot take; the taken action's logit must be finite).
-    a_tm1: int scalar, the action taken.
+    a_tm1: int scalar, the action taken, in [0, A). Outside: an invalid example, loss and
+      extras 0 (nothing of it is read; no gradient), and a ValueError naming `a_tm1` when it is
+      concrete (an eager call).
     target_tm1: float scalar target G.
     baseline_tm1: float scalar baseline, usually Q(s, w).
     entropy_coef: >= 0.
@@ -696,8 +743,11 @@ def intra_option_pg_loss(
   _checks.nonnegative("entropy_coef", entropy_coef, arrays=True)
   chex.assert_rank([logits_tm1, a_tm1, target_tm1, baseline_tm1], [1, 0, 0, 0])
   chex.assert_type([logits_tm1, a_tm1, target_tm1, baseline_tm1], [float, int, float, float])
-  log_prob = jax.nn.log_softmax(logits_tm1)[a_tm1]
+  valid, action = _index("a_tm1", a_tm1, logits_tm1.shape[0])
+  logits_tm1, target_tm1, baseline_tm1 = _zero_invalid(valid, logits_tm1, target_tm1, baseline_tm1)
+  log_prob = jax.nn.log_softmax(logits_tm1)[action]
   entropy = policy_gradient.categorical_entropy(logits_tm1)
   advantage = _maybe_stop_gradient(jnp.asarray(target_tm1 - baseline_tm1), stop_target_gradients)
   loss = -log_prob * advantage - entropy_coef * entropy
+  loss, log_prob, entropy = _zero_invalid(valid, loss, log_prob, entropy)
   return loss, PolicyGradientExtras(advantage=advantage, log_prob=log_prob, entropy=entropy)

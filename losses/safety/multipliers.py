@@ -154,6 +154,10 @@ def pid_lagrange_update(
 
   Args:
     state: `PIDLagrangeState` from `pid_lagrange_init` (the delay is its buffer length).
+      ``state.d_index`` outside [0, delay) (a state not made by these functions): the delayed
+      cost is unknown, so the derivative term is 0, no slot of the buffer is written, and the
+      next index is ``(d_index + 1) % delay``; an eager call with a concrete ``d_index`` raises a
+      ValueError naming ``state.d_index`` instead.
     jc: float scalar, mean episodic cost of the batch.
     cost_limit: d, float or scalar array.
     kp, ki, kd: gains, finite floats >= 0.
@@ -182,19 +186,21 @@ def pid_lagrange_update(
     integral = jnp.minimum(integral, 1.0)
   p_ema = p_ema_alpha * state.p_ema + (1.0 - p_ema_alpha) * error
   d_ema = d_ema_alpha * state.d_ema + (1.0 - d_ema_alpha) * jc
-  delayed = state.d_history[state.d_index]
-  derivative = jnp.maximum(d_ema - delayed, 0.0)
+  delay = state.d_history.shape[0]
+  known = checks.ids_in_range("state.d_index", state.d_index, delay)
+  slot = jnp.clip(state.d_index, 0, delay - 1)
+  delayed = state.d_history[slot]
+  derivative = jnp.where(known, jnp.maximum(d_ema - delayed, 0.0), 0.0)
   lam = jnp.maximum(kp * p_ema + integral + kd * derivative, 0.0)
   if mode is Normalisation.DIFF:
     lam = jnp.minimum(lam, 1.0)
   elif mode is Normalisation.NONE:
     lam = jnp.minimum(lam, penalty_max)
-  delay = state.d_history.shape[0]
   return PIDLagrangeState(
     integral=integral.astype(dtype),
     p_ema=p_ema.astype(dtype),
     d_ema=d_ema.astype(dtype),
-    d_history=state.d_history.at[state.d_index].set(d_ema.astype(dtype)),
+    d_history=state.d_history.at[slot].set(jnp.where(known, d_ema.astype(dtype), delayed)),
     d_index=(state.d_index + 1) % delay,
     lam=lam.astype(dtype),
   )

@@ -9,8 +9,10 @@ error; a NaN reaches the output (or the call raises), never a silent finite valu
 non-finite output or the finite limit of the function (the value at +-1e30); integer arrays where
 floats are expected raise or give the result of the same values as floats; bad Python options
 raise a ValueError naming the option; out-of-range group ids raise eagerly and are invalid rows
-under jit, and empty groups change nothing. A known failure is marked xfail(strict=True) with its reason, so
-that a fix is noticed.
+under jit, and empty groups change nothing. Out-of-range option, action and delay-slot indices
+(options, safety) have their own tests at the end: they raise eagerly, and under jit their example
+or step is invalid (0) and the others unchanged. A known failure is marked xfail(strict=True) with
+its reason, so that a fix is noticed.
 
 A case gives valid inputs as small specs, `"<kind>:<dims>"`, drawn per example:
   f  standard normal float32        u  uniform [0, 1) float32 (probabilities, discounts)
@@ -1559,3 +1561,217 @@ def test_nan_risk_executes_the_recovery_action():
   action, intervened = sf.reflex_select(jnp.float32(np.nan), a_task, a_recovery, threshold=0.5)
   np.testing.assert_array_equal(np.asarray(action), np.asarray(a_recovery))
   assert bool(intervened)
+
+
+# --------------------------------------------------------- out-of-range option, action and slot ids
+# An option index (`option_tm1`), an action index (`a_tm1`) or the PID delay slot
+# (`state.d_index`) outside its range: an eager call raises a ValueError naming it; under jit the
+# example or step is invalid (0, in no count), whatever its float inputs hold (NaN here), and the
+# other examples are what they are when every example is valid. Examples 1 and 3 hold O and -1 (a
+# negative index would wrap around to the last option, O would be clamped to it).
+NUM = 3  # options, actions
+BAD_ROWS, GOOD_ROWS = np.array([1, 3]), np.array([0, 2])
+
+
+def _batch(rng, index_name, **floats):
+  """Four examples: `floats` ({name: trailing shape}) standard normal, NaN in the bad rows; the
+  index argument valid in rows 0 and 2, NUM in row 1 and -1 in row 3."""
+  arrays = {}
+  for name, shape in floats.items():
+    x = rng.normal(size=(4, *shape)).astype(np.float32)
+    x[BAD_ROWS] = np.nan
+    arrays[name] = jnp.asarray(x)
+  arrays[index_name] = jnp.asarray([0, NUM, 2, -1], jnp.int32)
+  return arrays
+
+
+def _per_example_cases():
+  rng = np.random.default_rng(0)
+  u = lambda x: jnp.abs(jnp.tanh(x))  # a probability, NaN stays NaN
+
+  def q_target(r_t, discount_t, q_t, beta_t, option_tm1):
+    return op.intra_option_q_target(
+      r_t, u(discount_t), q_t, u(beta_t), option_tm1, stop_target_gradients=False
+    )
+
+  select = _batch(rng, "option_tm1")  # finite beta and probabilities: only the index is bad
+  select |= {
+    "key": jax.random.split(jax.random.key(0), 4),
+    "beta_t": jnp.full(4, 0.5),
+    "option_probs_t": jnp.full((4, NUM), 1.0 / NUM),
+  }
+  return {
+    "select_option": (op.select_option, select, "option_tm1", None),
+    "intra_option_q_target": (
+      q_target,
+      _batch(rng, "option_tm1", r_t=(), discount_t=(), q_t=(NUM,), beta_t=()),
+      "option_tm1",
+      "q_t",
+    ),
+    "option_critic_loss": (
+      lambda **a: op.option_critic_loss(**a, loss_type="huber"),
+      _batch(rng, "option_tm1", q_tm1=(NUM,), target_tm1=()),
+      "option_tm1",
+      "q_tm1",
+    ),
+    "intra_option_pg_loss": (
+      lambda **a: op.intra_option_pg_loss(**a, entropy_coef=0.01, stop_target_gradients=False),
+      _batch(rng, "a_tm1", logits_tm1=(NUM,), target_tm1=(), baseline_tm1=()),
+      "a_tm1",
+      "logits_tm1",
+    ),
+  }
+
+
+PER_EXAMPLE_CASES = _per_example_cases()
+
+
+def _vmapped_with_grad(fn, grad_of):
+  """The function over a batch and, with `grad_of`, the gradient of its summed first output."""
+
+  def run(arrays):
+    over_batch = lambda a: jax.vmap(lambda x: fn(**x))(a)
+    out = over_batch(arrays)
+    if grad_of is None:
+      return out
+    total = lambda x: jnp.sum(first_leaf(over_batch(dict(arrays, **{grad_of: x}))))
+    return out, jax.grad(total)(arrays[grad_of])
+
+  return jax.jit(run)
+
+
+def _rows(arrays, rows):
+  return {k: v[rows] for k, v in arrays.items()}
+
+
+def _repaired(arrays, index):
+  """The batch with the bad examples made valid (index 1, floats 0), for the good examples'
+  results from the same compiled program."""
+  fixed = {k: v.at[BAD_ROWS].set(0) if v.dtype == jnp.float32 else v for k, v in arrays.items()}
+  return fixed | {index: arrays[index].at[BAD_ROWS].set(1)}
+
+
+@pytest.mark.parametrize("name", sorted(PER_EXAMPLE_CASES))
+def test_an_out_of_range_option_or_action_raises_eagerly_naming_it_and_the_range(name):
+  fn, arrays, index, _ = PER_EXAMPLE_CASES[name]
+  for row, bad in zip(BAD_ROWS, (NUM, -1)):
+    example = {k: v[GOOD_ROWS[0]] for k, v in arrays.items()} | {index: arrays[index][row]}
+    with pytest.raises(ValueError, match=rf"{index}: expected indices in \[0, {NUM}\).*\[{bad}\]"):
+      fn(**example)
+
+
+@pytest.mark.parametrize("name", sorted(PER_EXAMPLE_CASES))
+def test_an_out_of_range_option_or_action_is_an_invalid_example_under_jit(name):
+  """Bad examples: every output and the gradient 0 (select_option: the sentinel O, switched),
+  although their floats are NaN; good examples: bit for bit as when every example is valid."""
+  fn, arrays, index, grad_of = PER_EXAMPLE_CASES[name]
+  run = _vmapped_with_grad(fn, grad_of)
+  out, alone = run(arrays), run(_repaired(arrays, index))
+  for got, expected in zip(jax.tree.leaves(out), jax.tree.leaves(alone)):
+    np.testing.assert_array_equal(np.asarray(got)[GOOD_ROWS], np.asarray(expected)[GOOD_ROWS])
+  if name == "select_option":
+    option, switched = map(np.asarray, out)
+    np.testing.assert_array_equal(option[BAD_ROWS], NUM)
+    assert switched[BAD_ROWS].all()
+    return
+  for leaf in jax.tree.leaves(out):
+    np.testing.assert_array_equal(np.asarray(leaf)[BAD_ROWS], 0.0)
+
+
+def test_an_unchecked_running_option_is_ignored_when_a_new_option_must_be_chosen():
+  """`must_choose` ignores the running option, so a placeholder there neither raises nor counts."""
+  key, probs = jax.random.key(0), jnp.asarray([0.0, 0.0, 1.0])
+  for placeholder in (-1, NUM):
+    option, switched = op.select_option(key, jnp.int32(placeholder), jnp.float32(0.0), probs, True)
+    assert (int(option), bool(switched)) == (2, True)
+
+
+def _n_step_inputs(option_tm1):
+  rng = np.random.default_rng(1)
+  num_steps = len(option_tm1)
+  floats = {
+    "r_t": rng.normal(size=num_steps),
+    "discount_t": rng.uniform(0.5, 1.0, size=num_steps),
+    "q_t": rng.normal(size=(num_steps, NUM)),
+    "beta_t": rng.uniform(size=num_steps),
+  }
+  arrays = {k: np.asarray(v, np.float32) for k, v in floats.items()}
+  bad = (np.asarray(option_tm1) < 0) | (np.asarray(option_tm1) >= NUM)
+  for x in arrays.values():
+    x[bad] = np.nan
+  arrays = {k: jnp.asarray(v) for k, v in arrays.items()}
+  arrays["option_tm1"] = jnp.asarray(option_tm1, jnp.int32)
+  arrays["option_end_t"] = jnp.zeros(num_steps, bool)
+  return arrays
+
+
+def test_an_out_of_range_option_ends_the_n_step_windows_around_its_step():
+  """The bad step's target is 0 and its NaN is not read; the steps before and after it get the
+  targets of the trajectory split there (windows of 3 would otherwise cross it)."""
+  targets = lambda a: op.intra_option_n_step_targets(**a, n=3)
+  run = jax.jit(lambda *trajectories: tuple(map(targets, trajectories)))
+  for bad in (NUM, -1):
+    arrays = _n_step_inputs([1, 1, bad, 1, 1])
+    with pytest.raises(ValueError, match=rf"option_tm1: expected indices in \[0, 3\).*\[{bad}\]"):
+      op.intra_option_n_step_targets(**arrays, n=3)
+    out, before, after = run(arrays, _rows(arrays, slice(0, 2)), _rows(arrays, slice(3, 5)))
+    assert float(out[2]) == 0.0
+    np.testing.assert_array_equal(out[:2], before)
+    np.testing.assert_array_equal(out[3:], after)
+
+
+@pytest.mark.parametrize("state_for_termination", ["next", "current"])
+def test_an_out_of_range_option_is_a_skipped_step_of_the_termination_loss(state_for_termination):
+  """The bad step: mask, loss, extras and the gradient of the state it would read 0, not counted;
+  the rest equals the trajectory with that transition (and its state) removed."""
+  rng = np.random.default_rng(2)
+  beta = jnp.asarray(rng.uniform(size=(5, NUM)), jnp.float32)
+  q = jnp.asarray(rng.normal(size=(5, NUM)), jnp.float32)
+  flags = jnp.zeros(4, bool)
+  offset = 1 if state_for_termination == "next" else 0
+
+  def loss_and_grad(beta, q, option_tm1):
+    fn = lambda b: op.trajectory_termination_loss(
+      b,
+      q,
+      option_tm1,
+      flags[: len(option_tm1)],
+      flags[: len(option_tm1)],
+      0.01,
+      state_for_termination=state_for_termination,
+    )
+    return fn(beta), jax.grad(lambda b: fn(b)[0])(beta)
+
+  run = jax.jit(lambda full, alone: (loss_and_grad(*full), loss_and_grad(*alone)))
+  for bad in (NUM, -1):
+    option_tm1 = jnp.asarray([0, bad, 2, 1], jnp.int32)
+    with pytest.raises(ValueError, match=rf"option_tm1: expected indices in \[0, 3\).*\[{bad}\]"):
+      op.trajectory_termination_loss(beta, q, option_tm1, flags, flags, 0.01)
+    state = 1 + offset  # the state transition 1 would read
+    poisoned = (beta.at[state].set(jnp.nan), q.at[state].set(jnp.nan), option_tm1)
+    keep_states = np.delete(np.arange(5), state)
+    alone = (beta[keep_states], q[keep_states], option_tm1[np.array([0, 2, 3])])
+    ((loss, extras), grad), ((loss_alone, extras_alone), grad_alone) = run(poisoned, alone)
+    assert float(extras.num_valid) == 3.0 and float(loss) == float(loss_alone)
+    for step_leaf, alone_leaf in zip(extras[:4], extras_alone[:4]):  # the per-step extras
+      assert float(step_leaf[1]) == 0.0
+      np.testing.assert_array_equal(np.delete(np.asarray(step_leaf), 1), alone_leaf)
+    np.testing.assert_array_equal(np.asarray(grad)[state], 0.0)
+    np.testing.assert_array_equal(np.delete(np.asarray(grad), state, axis=0), grad_alone)
+
+
+def test_an_out_of_range_pid_delay_slot_raises_eagerly_and_drops_the_derivative_under_jit():
+  state = sf.pid_lagrange_init(lam_init=0.5, delay=3)
+  update = jax.jit(lambda s, kd: sf.pid_lagrange_update(s, jnp.float32(4.0), cost_limit=1.0, kd=kd))
+  for _ in range(2):
+    state = update(state, 0.01)
+  for bad in (3, -1):
+    broken = state._replace(d_index=jnp.int32(bad))
+    with pytest.raises(
+      ValueError, match=rf"state.d_index: expected indices in \[0, 3\).*\[{bad}\]"
+    ):
+      sf.pid_lagrange_update(broken, jnp.float32(4.0), cost_limit=1.0)
+    out, no_derivative = update(broken, 0.5), update(state, 0.0)
+    assert float(out.lam) == float(no_derivative.lam)  # the D term is 0, not a clamped slot's
+    np.testing.assert_array_equal(out.d_history, state.d_history)  # no slot written
+    assert int(out.d_index) == (bad + 1) % 3
