@@ -121,18 +121,25 @@ def validate_ppo_fields(config: ml_collections.ConfigDict, num_devices: int = 1)
 
 def ppo_optimizer(config, num_updates: int) -> optax.GradientTransformation:
   """Global-norm clipping, then Adam (or SGD) with PureJaxRL's stepwise linear annealing over
-  `num_updates` updates of `num_minibatches * update_epochs` gradient steps each."""
+  `num_updates` updates of `num_minibatches * update_epochs` gradient steps each.
+
+  The learning rate is injected (`optax.inject_hyperparams`): the optimizer state holds it as
+  `hyperparams["learning_rate"]` (the rate the annealing starts from), which a sweep sets per
+  member (`hrljax.training.set_hyperparameters`); the numbers are those of the rate as a constant.
+  """
   steps_per_update = config.num_minibatches * config.update_epochs
 
-  def annealed(count):
-    frac = 1.0 - (count // steps_per_update) / num_updates
-    return config.learning_rate * frac
+  def optimizer(learning_rate):
+    def annealed(count):
+      frac = 1.0 - (count // steps_per_update) / num_updates
+      return learning_rate * frac
 
-  learning_rate = annealed if config.anneal_lr else config.learning_rate
-  if config.optimizer == "sgd":
-    optimizer = optax.sgd(learning_rate)
-  else:
-    optimizer = optax.adam(learning_rate, eps=config.adam_eps)
+    rate = annealed if config.anneal_lr else learning_rate
+    if config.optimizer == "sgd":
+      return optax.sgd(rate)
+    return optax.adam(rate, eps=config.adam_eps)
+
+  injected = optax.inject_hyperparams(optimizer)(learning_rate=config.learning_rate)
   # One flat vector instead of one small kernel group per parameter leaf: the same arithmetic
   # (clipping and Adam are element-wise given the global norm), fewer kernels per step.
-  return optax.flatten(optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer))
+  return optax.flatten(optax.chain(optax.clip_by_global_norm(config.max_grad_norm), injected))

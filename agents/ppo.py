@@ -32,6 +32,8 @@ from hrljax.networks import ActorCritic, policy_noise, sample_with_noise
 from hrljax.training import Learner
 from hrljax.types import Array, Batch, EnvCarry, PyTree
 
+SWEEPABLE = ("learning_rate",)  # config.sweep: injected by common.ppo_optimizer
+
 
 def get_config() -> ml_collections.ConfigDict:
   """PPO hyperparameters; the defaults are PureJaxRL's PPO CartPole-v1 settings."""

@@ -57,6 +57,7 @@ MULTIPLIERS = ("none", "lagrange", "pid")
 LAGRANGE_OPTIMIZERS = ("adam", "sgd")
 SHIELDS = ("none", "cbf")
 SHIELDABLE_ENVS = ("PointHazard-v0",)
+SWEEPABLE = ("learning_rate",)  # config.sweep: ppo_optimizer's (not the multiplier's)
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -29,6 +29,8 @@ from hrljax.agents.ppo_lagrangian import (
 )
 from hrljax.config_checks import ConfigError
 
+SWEEPABLE = ppo_lagrangian.SWEEPABLE  # config.sweep
+
 __all__ = [
   "get_config",
   "validate_config",

@@ -301,7 +301,7 @@ def prepare(config, num_devices=None):
 
   agent = agents.get(config.agent)
   mesh = distributed.make_mesh(num_devices)
-  training.validate_run_config(config)
+  training.validate_run_config(config, sweepable=getattr(agent, "SWEEPABLE", ()))
   check_network_names(config)
   check_env_kwargs(config)
   agent.validate_config(config, num_devices=mesh.size)

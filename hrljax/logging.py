@@ -21,6 +21,7 @@ METRICS_FILE = "metrics.jsonl"
 ENVIRONMENT_FILE = "environment.json"
 WALL_CLOCK_FIELDS = ("wall_time", "env_steps_per_second", "compile_seconds")
 NUMERIC_PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy", "orbax-checkpoint")
+SWEPT_FIELDS = ("learning_rate",)  # hrljax.training.SWEEPABLE: with `seed`, a sweep's member
 DEFAULT_HEADLINE = ("episode_return", "eval_return", "loss")  # a progress line's, by default
 NOT_SCALARS = ("phase", "seed", "update")  # fields of a record that the sinks get no tag for
 
@@ -352,12 +353,14 @@ def format_progress(
 
 def seed_curves(records: list, x: str, y: str) -> dict:
   """`{seed: (xs, ys)}` of the records holding both `x` and `y` (a record without a `seed` field
-  counts as seed 0), in file order."""
+  counts as seed 0), in file order; a sweep's members are `(seed, *swept values)`."""
   curves = {}
   for record in records:
     if record.get(y) is None or record.get(x) is None:
       continue
-    xs, ys = curves.setdefault(record.get("seed", 0), ([], []))
+    swept = tuple(record[k] for k in SWEPT_FIELDS if k in record)
+    member = (record.get("seed", 0), *swept) if swept else record.get("seed", 0)
+    xs, ys = curves.setdefault(member, ([], []))
     xs.append(record[x])
     ys.append(record[y])
   return curves

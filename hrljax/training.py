@@ -15,11 +15,19 @@ and `evaluate` are `vmap`ped over the seeds and every record carries its `seed`.
 from `jax.random.split(jax.random.key(s))[0]`, so a one-seed run is the run of that seed alone
 (several seeds in one program can round differently from the runs one by one).
 
+Hyperparameters are a grid on the same axis: `config.sweep.learning_rate = (1e-4, 3e-4)` with
+`config.seeds = (0, 1)` trains four members (each value with each seed, value-major) in one
+program. A member starts from its seed's key, and after `init` its values are written into the
+optimizer states that inject them (`optax.inject_hyperparams`; `set_hyperparameters`). An agent
+declares what it can sweep (its module's `SWEEPABLE`); every record carries the member's `seed`
+and swept values.
+
 The run-level config fields are defined here, once (`run_config`), and merged into every agent's
 config; language-model agents, whose update runs host code, hand over a `HostLearner` instead and
 `run` dispatches to `train_on_host`.
 """
 
+import itertools
 import json
 import math
 import os
@@ -30,13 +38,18 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
+from ml_collections import config_dict
 
 from hrljax import checkpoint as ckpt
 from hrljax import config_checks as checks
 from hrljax import distributed, provenance
 from hrljax.logging import MetricsLogger, format_progress, write_environment
 
-RUN_FIELDS = ("seeds", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
+RUN_FIELDS = ("seeds", "sweep", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
+# What `config.sweep` can hold: learning rates (finite numbers > 0), which `set_hyperparameters`
+# writes into the optimizer states after `init`.
+SWEEPABLE = ("learning_rate",)
 
 
 def run_config(
@@ -53,6 +66,11 @@ def run_config(
   """
   config = ml_collections.ConfigDict()
   config.seeds = tuple(seeds)  # trained side by side in one program; --config.seeds=0,1,2
+  # Values trained side by side, each with every seed, in the same program (None: not swept);
+  # --config.sweep.learning_rate=1e-4,3e-4
+  config.sweep = ml_collections.ConfigDict(
+    {name: config_dict.placeholder(tuple) for name in SWEEPABLE}
+  )
   config.log_every = log_every  # updates per compiled chunk, JSONL record and progress line
   config.eval_every = eval_every  # updates between evaluations (a multiple of log_every), and one
   #                                 at update 0; 0: at the end only
@@ -63,8 +81,12 @@ def run_config(
   return config
 
 
-def validate_run_config(config) -> None:
-  """Raises `ConfigError` naming the first run-level field that cannot run."""
+def validate_run_config(config, sweepable: Optional[tuple] = None) -> None:
+  """Raises `ConfigError` naming the first run-level field that cannot run.
+
+  `sweepable`: the hyperparameters the config's agent can sweep (its module's `SWEEPABLE`),
+  checked against `config.sweep` when given.
+  """
   seeds = config.seeds
   if not (
     isinstance(seeds, tuple)
@@ -84,6 +106,41 @@ def validate_run_config(config) -> None:
     )
   checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   checks.divisible(config, "eval_every", config.log_every, "config.log_every")
+  _validate_sweep(config, sweepable)
+
+
+def sweep_values(config) -> dict:
+  """`{name: values}` of the hyperparameters `config.sweep` gives values, in name order."""
+  sweep = config.get("sweep") or {}
+  return {name: tuple(sweep[name]) for name in sorted(sweep) if sweep[name] not in (None, ())}
+
+
+def _validate_sweep(config, sweepable: Optional[tuple]) -> None:
+  sweep = config.get("sweep") or {}
+  for name in sorted(sweep):
+    values, field = sweep[name], f"config.sweep.{name}"
+    if values in (None, ()):
+      continue
+    if name not in SWEEPABLE:
+      raise checks.ConfigError(
+        f"{field}: not a sweepable hyperparameter; expected one of {list(SWEEPABLE)}"
+      )
+    if not (
+      isinstance(values, tuple)
+      and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        for v in values
+      )
+      and len(set(values)) == len(values)
+    ):
+      raise checks.ConfigError(
+        f"{field}: expected distinct finite numbers > 0 (e.g. 1e-4,3e-4), got {values!r}"
+      )
+    if sweepable is not None and name not in sweepable:
+      raise checks.ConfigError(
+        f"{field}: agent {config.get('agent')!r} cannot sweep it; sweepable: "
+        f"{', '.join(sweepable) or 'nothing'}"
+      )
 
 
 def num_updates(total: int, per_update: int, field: str = "total_timesteps") -> int:
@@ -278,34 +335,104 @@ def _resume(
   return state, update, elapsed
 
 
-class _Seeds(NamedTuple):
-  """The seed axis of a compiled run: one seed runs the learner as it is, several `vmap` it."""
+_INJECTED_STATES = (optax.InjectHyperparamsState, optax.InjectStatefulHyperparamsState)
 
-  seeds: tuple
-  init_keys: jax.Array  # [] for one seed, [S] for several
+
+class NotInjected(ValueError):
+  """`set_hyperparameters` found no optimizer state that injects a hyperparameter."""
+
+  def __init__(self, name: str):
+    super().__init__(f"no optimizer state injects {name!r} (optax.inject_hyperparams)")
+    self.name = name
+
+
+def set_hyperparameters(state: Any, values: dict) -> Any:
+  """`state` with `hyperparams[name] = values[name]` in every optimizer state within it that
+  injects `name` (`optax.inject_hyperparams`); `NotInjected` for a name none injects.
+
+  The spine's one way into an agent's hyperparameters: it looks for the injected states in the
+  run state's pytree and imports no agent code.
+  """
+  found = set()
+
+  def set_in(node):
+    if not isinstance(node, _INJECTED_STATES):
+      return node
+    hyperparams = dict(node.hyperparams)
+    for name, value in values.items():
+      if name in hyperparams:
+        hyperparams[name] = jnp.asarray(value, jnp.result_type(hyperparams[name]))
+        found.add(name)
+    return node._replace(hyperparams=hyperparams)
+
+  state = jax.tree.map(set_in, state, is_leaf=lambda node: isinstance(node, _INJECTED_STATES))
+  for name in values:
+    if name not in found:
+      raise NotInjected(name)
+  return state
+
+
+class _Members(NamedTuple):
+  """The member axis of a compiled run: every seed of `config.seeds` for each combination of the
+  swept values of `config.sweep` (value-major). One member runs the learner as it is, several
+  `vmap` it."""
+
+  labels: tuple  # per member: {"seed": seed, <swept name>: value, ...}
+  values: dict  # per swept name: the members' values, [] for one member, [M] for several
+  init_keys: jax.Array  # [] for one member, [M] for several; the keys of the member's seed
   eval_keys: jax.Array
 
   @classmethod
-  def of(cls, seeds) -> "_Seeds":
-    pairs = [jax.random.split(jax.random.key(s)) for s in seeds]
+  def of(cls, config) -> "_Members":
+    sweep = sweep_values(config)
+    labels = tuple(
+      {"seed": seed, **dict(zip(sweep, combination))}
+      for combination in itertools.product(*sweep.values())
+      for seed in config.seeds
+    )
+    pairs = [jax.random.split(jax.random.key(label["seed"])) for label in labels]
     init_keys = jnp.stack([p[0] for p in pairs])
     eval_keys = jnp.stack([p[1] for p in pairs])
-    if len(seeds) == 1:
+    values = {name: np.array([label[name] for label in labels], float) for name in sweep}
+    if len(labels) == 1:
       init_keys, eval_keys = init_keys[0], eval_keys[0]
-    return cls(tuple(seeds), init_keys, eval_keys)
+      values = {name: v[0] for name, v in values.items()}
+    return cls(labels, values, init_keys, eval_keys)
 
   @property
   def batched(self) -> bool:
-    return len(self.seeds) > 1
+    return len(self.labels) > 1
+
+  @property
+  def ids(self) -> list:
+    """Each member's key: its seed, or `(seed, *swept values)` in a sweep."""
+    if not self.values:
+      return [label["seed"] for label in self.labels]
+    return [tuple(label.values()) for label in self.labels]
+
+  def describe(self, i: int) -> str:
+    """Member `i` in words: "seed 0, learning_rate 0.0003"."""
+    return ", ".join(f"{k} {v}" for k, v in self.labels[i].items())
 
   def map(self, fn: Callable) -> Callable:
     return jax.vmap(fn) if self.batched else fn
 
-  def per_seed(self, tree: Any) -> list:
-    """`[(seed, tree of that seed)]`: the slices of a batched tree, or the tree itself."""
+  def init(self, init: Callable) -> tuple[Callable, tuple]:
+    """`(fn, args)`: the members' run states are `fn(*args)`, the learner's `init` with each
+    member's swept values written into its optimizer states after it."""
+    if not self.values:
+      return self.map(init), (self.init_keys,)
+
+    def init_member(key, values):
+      return set_hyperparameters(init(key), values)
+
+    return self.map(init_member), (self.init_keys, self.values)
+
+  def split(self, tree: Any) -> list:
+    """The members' slices of a batched tree, or the tree itself, in member order."""
     if not self.batched:
-      return [(self.seeds[0], tree)]
-    return [(s, jax.tree.map(lambda x, i=i: x[i], tree)) for i, s in enumerate(self.seeds)]
+      return [tree]
+    return [jax.tree.map(lambda x, i=i: x[i], tree) for i in range(len(self.labels))]
 
   def keys_at(self, keys: jax.Array, update: Optional[int]) -> jax.Array:
     """The evaluation keys at `update` (the final evaluation, `None`, uses the keys themselves)."""
@@ -315,7 +442,7 @@ class _Seeds(NamedTuple):
 
 
 def _chunk_records(
-  seeds: _Seeds,
+  members: _Members,
   metric_sums: dict,
   length: int,
   update: int,
@@ -323,13 +450,13 @@ def _chunk_records(
   elapsed: float,
   seconds: float,
 ) -> list:
-  """One train record per seed from a chunk's metric sums."""
+  """One train record per member from a chunk's metric sums."""
   records = []
-  for seed, sums in seeds.per_seed(metric_sums):
+  for label, sums in zip(members.labels, members.split(metric_sums)):
     records.append(
       {
         "phase": "train",
-        "seed": seed,
+        **label,
         "update": update,
         "env_steps": update * learner.env_steps_per_update,
         "wall_time": elapsed,
@@ -340,50 +467,57 @@ def _chunk_records(
   return records
 
 
-def _first_problem(seeds: _Seeds, records: list, metric_sums: dict, state: Any) -> Optional[str]:
-  """The first non-finite metric (naming its seed when there are several) or state leaf."""
-  for (seed, sums), record in zip(seeds.per_seed(metric_sums), records):
-    metrics = {k: v for k, v in record.items() if k not in ("phase", "seed", "update")}
+def _first_problem(
+  members: _Members, records: list, metric_sums: dict, state: Any
+) -> Optional[str]:
+  """The first non-finite metric (naming its member when there are several) or state leaf."""
+  for i, (sums, record) in enumerate(zip(members.split(metric_sums), records)):
+    metrics = {k: v for k, v in record.items() if k not in ("phase", "update", *members.labels[i])}
     problem = first_non_finite(
       metrics, {}, ignore=NAN_WHEN_NO_EPISODE_ENDED + undefined_episode_means(sums)
     )
     if problem is not None:
-      return f"{problem} (seed {seed})" if seeds.batched else problem
+      return f"{problem} ({members.describe(i)})" if members.batched else problem
   return first_non_finite({}, state)
 
 
 class _Evaluator:
-  """Compiled (`Learner.evaluate`) and host (`Learner.host_evaluate`) evaluation of every seed."""
+  """Compiled (`Learner.evaluate`) and host (`Learner.host_evaluate`) evaluation of every member."""
 
-  def __init__(self, learner: Learner, seeds: _Seeds, mesh):
-    self.learner, self.seeds = learner, seeds
+  def __init__(self, learner: Learner, members: _Members, mesh):
+    self.learner, self.members = learner, members
     self.compiled = None
     if learner.evaluate is not None:
-      self.compiled = distributed.jit_replicated_output(seeds.map(learner.evaluate), mesh)
+      self.compiled = distributed.jit_replicated_output(members.map(learner.evaluate), mesh)
 
   def __call__(self, state: Any, update: Optional[int]) -> list:
-    """One dict of metrics per seed, in the order of `seeds`."""
-    results = [dict() for _ in self.seeds.seeds]
+    """One dict of metrics per member, in member order."""
+    results = [dict() for _ in self.members.labels]
     if self.compiled is not None:
-      keys = self.seeds.keys_at(self.seeds.eval_keys, update)
+      keys = self.members.keys_at(self.members.eval_keys, update)
       metrics = jax.device_get(self.compiled(state, keys))
-      for i, (_, m) in enumerate(self.seeds.per_seed(metrics)):
+      for i, m in enumerate(self.members.split(metrics)):
         results[i].update({k: float(v) for k, v in m.items()})
     if self.learner.host_evaluate is not None:
-      for i, (seed, one) in enumerate(self.seeds.per_seed(state)):
-        results[i].update(self.learner.host_evaluate(one, seed))
+      for i, one in enumerate(self.members.split(state)):
+        results[i].update(self.learner.host_evaluate(one, self.members.labels[i]["seed"]))
     return results
 
 
 def _log_evaluation(
-  logger: MetricsLogger, seeds: _Seeds, results: list, update: int, learner: Learner, elapsed: float
+  logger: MetricsLogger,
+  members: _Members,
+  results: list,
+  update: int,
+  learner: Learner,
+  elapsed: float,
 ) -> None:
   lines = []
-  for seed, result in zip(seeds.seeds, results):
+  for i, (label, result) in enumerate(zip(members.labels, results)):
     record = logger.write(
       {
         "phase": "eval",
-        "seed": seed,
+        **label,
         "update": update,
         "env_steps": update * learner.env_steps_per_update,
         "wall_time": elapsed,
@@ -393,12 +527,14 @@ def _log_evaluation(
     shown = ", ".join(
       f"{k} {v:.4g}"
       for k, v in record.items()
-      if k not in ("seed", "update", "env_steps", "wall_time")
+      if k not in ("update", "env_steps", "wall_time", *label)
       and not k.startswith("task")
       and isinstance(v, (int, float))
     )
     lines.append(
-      f"evaluation at update {update}" + (f" (seed {seed})" if seeds.batched else "") + f": {shown}"
+      f"evaluation at update {update}"
+      + (f" ({members.describe(i)})" if members.batched else "")
+      + f": {shown}"
     )
   for line in lines:
     logger.progress(line)
@@ -445,10 +581,15 @@ def train(
   `provenance.ConfigChanged` before any work, unless `allow_config_change` (then the change is
   recorded in `config_history.jsonl`).
 
-  The run-level fields come from `config` (`run_config`): `seeds`, `log_every`, `eval_every`,
-  `checkpoint_every`, `max_checkpoints`. With several seeds, the state has a leading seed axis.
+  The run-level fields come from `config` (`run_config`): `seeds`, `sweep`, `log_every`,
+  `eval_every`, `checkpoint_every`, `max_checkpoints`. With several members (seeds, or swept
+  values with each seed), the state has a leading member axis.
   """
   validate_run_config(config)
+  members = _Members.of(config)
+  init, init_args = members.init(learner.init)
+  if members.values:  # before any work: a sweep of a hyperparameter the agent does not inject
+    _check_injected(config, init, init_args)
   mesh = distributed.make_mesh() if mesh is None else mesh
   is_writer = jax.process_index() == 0
   logger = logger or MetricsLogger(workdir, enabled=is_writer)
@@ -458,10 +599,9 @@ def train(
     workdir, config, checkpointer.latest_step(), allow_config_change
   )  # before any compilation
 
-  seeds = _Seeds.of(config.seeds)
-  state = jax.jit(seeds.map(learner.init))(seeds.init_keys)
+  state = jax.jit(init)(*init_args)
   shardings = distributed.data_parallel_shardings(
-    state, mesh, learner.sharded_field, seed_axis=seeds.batched
+    state, mesh, learner.sharded_field, seed_axis=members.batched
   )
   state = distributed.place(state, shardings)
 
@@ -472,13 +612,13 @@ def train(
 
   start = time.perf_counter()
   chunk = distributed.jit_step(
-    _chunk_fn(seeds.map(learner.step), state), shardings, num_other_args=1
+    _chunk_fn(members.map(learner.step), state), shardings, num_other_args=1
   )
   chunk = chunk.lower(state, jnp.int32(config.log_every)).compile()
   logger.progress(f"compiled the update loop in {time.perf_counter() - start:.1f} s")
-  evaluate = _Evaluator(learner, seeds, mesh)
+  evaluate = _Evaluator(learner, members, mesh)
   if _periodic_evaluation_due(config, update, learner.num_updates, at_start=True):
-    _log_evaluation(logger, seeds, evaluate(state, update), update, learner, elapsed)
+    _log_evaluation(logger, members, evaluate(state, update), update, learner, elapsed)
 
   while update < learner.num_updates:
     length = min(config.log_every, learner.num_updates - update)
@@ -488,36 +628,48 @@ def train(
     seconds = time.perf_counter() - start
     update += length
     elapsed += seconds
-    records = _chunk_records(seeds, metric_sums, length, update, learner, elapsed, seconds)
-    problem = _first_problem(seeds, records, metric_sums, state)
+    records = _chunk_records(members, metric_sums, length, update, learner, elapsed, seconds)
+    problem = _first_problem(members, records, metric_sums, state)
     if problem is not None:
       raise _diverged(f"{problem} in the chunk ending", update, checkpointer)
     for record in records:
       logger.write(record)
     logger.progress(format_progress(_progress_record(records), learner.num_updates))
     if _periodic_evaluation_due(config, update, learner.num_updates):
-      _log_evaluation(logger, seeds, evaluate(state, update), update, learner, elapsed)
+      _log_evaluation(logger, members, evaluate(state, update), update, learner, elapsed)
     if update % config.checkpoint_every == 0 or update == learner.num_updates:
       checkpointer.save(update, state, metadata=_checkpoint_metadata(update, elapsed, learner))
 
   checkpointer.close()
-  _log_evaluation(logger, seeds, evaluate(state, None), update, learner, elapsed)
+  _log_evaluation(logger, members, evaluate(state, None), update, learner, elapsed)
   return state
+
+
+def _check_injected(config, init: Callable, init_args: tuple) -> None:
+  """`ConfigError` for a swept hyperparameter that no optimizer state of the run injects (the
+  members' `init` traced, not run)."""
+  try:
+    jax.eval_shape(init, *init_args)
+  except NotInjected as error:
+    raise checks.ConfigError(
+      f"config.sweep.{error.name}: agent {config.get('agent')!r} cannot sweep it (no optimizer "
+      f"state of its run injects it)"
+    ) from None
 
 
 def restore(
   learner: "Union[Learner, HostLearner]", config, workdir: str, step: Optional[int] = None
 ) -> Any:
-  """The run state saved in `workdir` (the latest checkpoint, or `step`), with its seed axis.
+  """The run state saved in `workdir` (the latest checkpoint, or `step`), with its member axis.
 
   A compiled learner's state is read into the shapes of its `init` (traced, not run); a host
   learner's into the state its `init` builds for the run's seed.
   """
-  seeds = _Seeds.of(tuple(config.seeds))
   if isinstance(learner, HostLearner):
     like = learner.init(config.seeds[0])
   else:
-    like = jax.eval_shape(seeds.map(learner.init), seeds.init_keys)
+    init, init_args = _Members.of(config).init(learner.init)
+    like = jax.eval_shape(init, *init_args)
   checkpointer = ckpt.Checkpointer(os.path.join(workdir, "checkpoints"))
   try:
     return checkpointer.restore(like=like, step=step)
@@ -527,17 +679,20 @@ def restore(
 
 def final_evaluation(learner: "Union[Learner, HostLearner]", config, state: Any, mesh=None) -> dict:
   """`{seed: metrics}`: the evaluation `train` (or `train_on_host`) makes at the end of a run, of
-  a state it returned or `restore` read (the same evaluation keys, so the same numbers)."""
+  a state it returned or `restore` read (the same evaluation keys, so the same numbers). In a
+  sweep each member is keyed `(seed, *swept values)` (the values in the order of their names)."""
   if isinstance(learner, HostLearner):
     return {config.seeds[0]: learner.evaluate(state) if learner.evaluate is not None else {}}
-  seeds = _Seeds.of(tuple(config.seeds))
+  members = _Members.of(config)
   mesh = distributed.make_mesh() if mesh is None else mesh
-  return dict(zip(seeds.seeds, _Evaluator(learner, seeds, mesh)(state, None)))
+  return dict(zip(members.ids, _Evaluator(learner, members, mesh)(state, None)))
 
 
 def seed_states(config, state: Any) -> list:
-  """`[(seed, run state of that seed)]` of a state `train` returned or `restore` read."""
-  return _Seeds.of(tuple(config.seeds)).per_seed(state)
+  """`[(seed, run state of that seed)]` of a state `train` returned or `restore` read; in a sweep
+  `[((seed, *swept values), run state of that member)]`."""
+  members = _Members.of(config)
+  return list(zip(members.ids, members.split(state)))
 
 
 class HostLearner(NamedTuple):
@@ -576,6 +731,11 @@ def train_on_host(
     raise checks.ConfigError(
       f"config.seeds: a host-driven agent trains one seed per run (one "
       f"workdir each), got {config.seeds!r}"
+    )
+  if sweep_values(config):
+    name = next(iter(sweep_values(config)))
+    raise checks.ConfigError(
+      f"config.sweep.{name}: a host-driven agent trains one run per workdir and cannot sweep"
     )
   seed = config.seeds[0]
   os.makedirs(workdir, exist_ok=True)

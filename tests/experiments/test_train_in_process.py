@@ -468,3 +468,30 @@ def test_every_agent_declares_headline_metrics_its_code_produces():
     # A `<name>_sum` metric is logged as `<name>`, its mean over the episodes that ended.
     missing = [n for n in headline if n not in names and f"{n}_sum" not in names]
     assert not missing, f"{agent}: no metric named {missing} in its code"
+
+
+def test_a_learning_rate_sweep_is_read_from_the_command_line_and_checked_before_any_workdir(
+  tmp_path,
+):
+  """`--config.sweep.learning_rate=1e-4,3e-4` is a tuple like `--config.seeds=0,1` (unset: not
+  swept); a sweep that cannot run is one line, before any workdir."""
+  config = parsed_config(PPO, "--config.sweep.learning_rate=1e-4,3e-4", "--config.seeds=0,1")
+  assert (config.sweep.learning_rate, config.seeds) == ((1e-4, 3e-4), (0, 1))
+  assert parsed_config(PPO).sweep.learning_rate is None
+  sac = os.path.join(CONFIGS, "sac_pendulum.py")
+  for preset, override, expected in [
+    (
+      sac,
+      "--config.sweep.learning_rate=1e-4,3e-4",
+      "error: config.sweep.learning_rate: agent 'sac' cannot sweep it; sweepable: nothing",
+    ),
+    (
+      PPO,
+      "--config.sweep.learning_rate=abc",
+      "error: config.sweep.learning_rate: expected distinct finite numbers > 0 (e.g. "
+      "1e-4,3e-4), got ('abc',)",
+    ),
+    (PPO, "--config.sweep.gamma=0.9,0.99", "error: --config.gamma: no such field in the config"),
+  ]:
+    workdir = tmp_path / "run"
+    assert_one_line_exit_2(cli(preset, workdir, override), expected, workdir)
