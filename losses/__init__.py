@@ -22,6 +22,12 @@ and rlax. This is why the element-wise ``policy_gradient.clipped_surrogate_loss`
 ``kl_divergence`` take the token mask too: a select in ``aggregate`` alone cannot keep a padded
 -inf log-prob out of the gradient.
 
+Indices never gather silently. A function that takes indices (group ids, anchor ids, option and
+action ids, delay slots) raises a ``ValueError`` naming the argument, the expected range and the
+bad value when the indices are concrete; under ``jit`` or ``vmap`` a row whose index lies outside
+its range is invalid: its advantage, loss, extras and gradient are 0 and it enters no statistic
+(JAX would otherwise clamp the gather and read another group's or option's value).
+
 ``FAMILIES`` below is the index of the library: every family and its public functions. A family
 module is imported on first use (``hrljax.losses.options`` or ``from hrljax.losses import
 options``), so importing one family does not import the others.
