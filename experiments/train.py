@@ -187,11 +187,21 @@ def _parse_absl_flags(argv: list) -> list:
     field = re.search(r'instead of "([\w.]+)"', text) or re.search(r"(\w+)", text)
     suggestion = re.search(r'Did you mean "([\w.]+)"', text)
     fail(
-      f"--config.{field.group(1)}: no such field in the config"
+      f"--config.{_flag_path(argv, field.group(1))}: no such field in the config"
       + (f" (did you mean {suggestion.group(1)}?)" if suggestion else "")
     )
   except Exception as error:  # the config file raised when loaded
     fail(f"--config: cannot load the config file ({type(error).__name__}: {error})")
+
+
+def _flag_path(argv: list, field: str) -> str:
+  """The dotted path of the `--config.` argument that names `field` (ml_collections reports only
+  the last part of `--config.sweep.gamma`); `field` when none matches."""
+  for arg in argv:
+    path = re.match(r"--config\.([\w.]+)", str(arg))
+    if path and (path.group(1) == field or path.group(1).endswith(f".{field}")):
+      return path.group(1)
+  return field
 
 
 def split_env_kwargs(argv: list) -> tuple[list, list]:

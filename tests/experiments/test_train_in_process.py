@@ -491,7 +491,11 @@ def test_a_learning_rate_sweep_is_read_from_the_command_line_and_checked_before_
       "error: config.sweep.learning_rate: expected distinct finite numbers > 0 (e.g. "
       "1e-4,3e-4), got ('abc',)",
     ),
-    (PPO, "--config.sweep.gamma=0.9,0.99", "error: --config.gamma: no such field in the config"),
+    (
+      PPO,
+      "--config.sweep.gamma=0.9,0.99",
+      "error: --config.sweep.gamma: no such field in the config",
+    ),
   ]:
     workdir = tmp_path / "run"
     assert_one_line_exit_2(cli(preset, workdir, override), expected, workdir)
