@@ -299,13 +299,9 @@ class MetricsLogger:
     return format_progress(record, total_updates, self.headline, self.samples)
 
   def progress(self, text: str) -> None:
-    """Prints a line; a `ProgressLine` (what `format_progress` returns) is first made again with
-    this logger's headline metrics (`MetricsLogger.format_progress`)."""
-    if not self.enabled:
-      return
-    if isinstance(text, ProgressLine):
-      text = self.format_progress(text.record, text.total_updates)
-    print(text, file=self.stream or sys.stdout, flush=True)
+    """Prints a line (a training record's is `MetricsLogger.format_progress`)."""
+    if self.enabled:
+      print(text, file=self.stream or sys.stdout, flush=True)
 
   def close(self) -> None:
     """Closes every sink (metrics.jsonl is closed after each record)."""
@@ -320,22 +316,12 @@ class MetricsLogger:
     self.close()
 
 
-class ProgressLine(str):
-  """A progress line that keeps the record and the number of updates it was made from, so that a
-  `MetricsLogger` with an agent's headline metrics can make it again for that agent."""
-
-  def __new__(cls, text: str, record: dict, total_updates: int):
-    line = super().__new__(cls, text)
-    line.record, line.total_updates = record, total_updates
-    return line
-
-
 def format_progress(
   record: dict,
   total_updates: int,
   headline: Optional[Sequence[str]] = None,
   samples: bool = False,
-) -> ProgressLine:
+) -> str:
   """One console line: progress, env steps (dataset samples when `samples`), speed, then the
   `headline` metrics the record has (by default `DEFAULT_HEADLINE`)."""
   unit = "samples" if samples else "env steps"
@@ -348,7 +334,7 @@ def format_progress(
     value = record.get(key)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
       parts.append(f"{key} {value:.3g}")
-  return ProgressLine(" | ".join(parts), record, total_updates)
+  return " | ".join(parts)
 
 
 def seed_curves(records: list, x: str, y: str) -> dict:

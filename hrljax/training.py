@@ -44,7 +44,7 @@ from ml_collections import config_dict
 from hrljax import checkpoint as ckpt
 from hrljax import config_checks as checks
 from hrljax import distributed, provenance
-from hrljax.logging import MetricsLogger, format_progress, write_environment
+from hrljax.logging import MetricsLogger, write_environment
 
 RUN_FIELDS = ("seeds", "sweep", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
 # What `config.sweep` can hold: learning rates (finite numbers > 0), which `set_hyperparameters`
@@ -634,7 +634,7 @@ def train(
       raise _diverged(f"{problem} in the chunk ending", update, checkpointer)
     for record in records:
       logger.write(record)
-    logger.progress(format_progress(_progress_record(records), learner.num_updates))
+    logger.progress(logger.format_progress(_progress_record(records), learner.num_updates))
     if _periodic_evaluation_due(config, update, learner.num_updates):
       _log_evaluation(logger, members, evaluate(state, update), update, learner, elapsed)
     if update % config.checkpoint_every == 0 or update == learner.num_updates:

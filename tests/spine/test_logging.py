@@ -189,8 +189,8 @@ def test_the_progress_line_shows_the_headline_metrics_and_counts_samples_offline
   )
   logger.write(EVAL)
   logger.write({**EVAL, "seed": 1, "success": 1.0})  # two seeds: their mean
-  # The training loop prints `format_progress(record, total)`: the logger makes it again.
-  logger.progress(hlog.format_progress({**TRAIN, "value_loss": 0.25}, 16))
+  # The training loop prints the logger's line: its headline metrics, counted in samples.
+  logger.progress(logger.format_progress({**TRAIN, "value_loss": 0.25}, 16))
   logger.progress("plain text")
   assert out.getvalue().splitlines() == [
     "update 4/16 | samples 512 | 400 samples/s | value_loss 0.25 | success 0.75",
