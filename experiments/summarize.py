@@ -4,7 +4,8 @@
       [--metric=episode_return] [--last=0.1 | --steps=600000:660000] [--eval=eval_return]
 
 Reads `metrics.jsonl` of each run directory made by `python -m experiments.train` (several seeds in
-one directory, or one directory per seed) and prints one line per seed and one line of means:
+one directory, or one directory per seed; a sweep's members apart) and prints one line per seed,
+and per run (and swept value) the mean or IQM over its seeds with a 95 % bootstrap interval:
 `--metric` averaged over the training records of the last `--last` fraction of the updates, or
 of the environment steps in `(start, end]` with `--steps` (an episode statistic is weighted by the
 episodes that ended in each record: the mean over those episodes), and the final evaluation's
@@ -16,7 +17,10 @@ import sys
 
 from absl import app, flags
 
-from hrljax.logging import read_jsonl
+import numpy as np
+
+from hrljax import stats
+from hrljax.logging import SWEPT_FIELDS, read_jsonl, swept_fields
 
 FLAGS = flags.FLAGS
 
@@ -32,6 +36,9 @@ def define_flags() -> None:
     "are in (START, END] instead of the last updates.",
   )
   flags.DEFINE_list("eval", [], "Metrics of the final evaluation to show (default: every eval_*).")
+  flags.DEFINE_enum(
+    "statistic", "mean", list(stats.STATISTICS), "Over seeds: the mean or the interquartile mean."
+  )
 
 
 def window_mean(records: list, metric: str) -> float:
@@ -57,14 +64,17 @@ def seed_rows(workdir: str, metric: str, last: float, eval_fields, steps=None) -
       return record["update"] > start
     return steps[0] < record["env_steps"] <= steps[1]
 
+  names = swept_fields(records)
+  member = lambda r: (r.get("seed", 0), *(r.get(n) for n in names))
   rows = []
-  for seed in sorted({r.get("seed", 0) for r in records}):
-    mine = [r for r in records if r.get("seed", 0) == seed]
+  for key in sorted({member(r) for r in records}, key=lambda k: (k[1:], k[0])):
+    mine = [r for r in records if member(r) == key]
     window = [
       r for r in mine if r.get("phase") == "train" and in_window(r) and r.get(metric) is not None
     ]
     final = [r for r in mine if r.get("phase") == "eval"]
-    row = {"run": workdir, "seed": seed, metric: window_mean(window, metric)}
+    row = {"run": workdir, "seed": key[0], **dict(zip(names, key[1:]))}
+    row[metric] = window_mean(window, metric)
     if final:
       fields = eval_fields or [k for k in final[-1] if k.startswith("eval")]
       row.update({k: final[-1].get(k) for k in fields})
@@ -72,21 +82,46 @@ def seed_rows(workdir: str, metric: str, last: float, eval_fields, steps=None) -
   return rows
 
 
-def mean_row(rows: list) -> dict:
-  """The mean over the rows of every numeric column (a run column saying how many seeds)."""
-  keys = [k for k in rows[0] if k not in ("run", "seed")]
-  out = {"run": f"mean of {len(rows)}", "seed": "-"}
-  for key in keys:
-    values = [
-      r[key] for r in rows if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])
-    ]
-    out[key] = sum(values) / len(values) if values else math.nan
+def summary_rows(rows: list, statistic: str = "mean") -> list:
+  """Per run and swept value, `statistic` ("mean" or "iqm") over the seeds of every numeric column,
+  as `(value, low, high)` with the 95 % percentile bootstrap interval over seeds
+  (`hrljax.stats`); one row per group of at least 2 seeds. Runs of one seed each (one directory
+  per seed) are one group."""
+  label = "IQM" if statistic == "iqm" else "mean"
+  one_seed_runs = len({r["run"] for r in rows}) == len(rows)
+  groups = {}
+  for row in rows:
+    swept = tuple((k, row[k]) for k in SWEPT_FIELDS if k in row)
+    groups.setdefault((None if one_seed_runs else row["run"], swept), []).append(row)
+  out = []
+  for (run, swept), group in groups.items():
+    if len(group) < 2:
+      continue
+    name = f"{run}: " if run is not None else ""
+    summary = {"run": f"{name}{label} of {len(group)} [95% CI]", "seed": "-", **dict(swept)}
+    for key in group[0]:
+      if key in summary or key == "run":
+        continue
+      values = [
+        r[key] for r in group if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])
+      ]
+      if len(values) < 2:
+        summary[key] = values[0] if values else math.nan
+        continue
+      low, high = stats.bootstrap_interval(values, statistic)
+      summary[key] = (float(stats.statistic_fn(statistic)(np.asarray(values))), low, high)
+    out.append(summary)
   return out
 
 
 def format_table(rows: list) -> str:
   keys = list(rows[0])
-  cell = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
+
+  def cell(v) -> str:
+    if isinstance(v, tuple):
+      return f"{v[0]:.4g} [{v[1]:.4g}, {v[2]:.4g}]"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
   lines = ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
   lines += ["| " + " | ".join(cell(r.get(k)) for k in keys) + " |" for r in rows]
   return "\n".join(lines)
@@ -120,7 +155,7 @@ def main(argv):
   except FileNotFoundError as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)
-  print(format_table(rows + ([mean_row(rows)] if len(rows) > 1 else [])))
+  print(format_table(rows + summary_rows(rows, FLAGS.statistic)))
 
 
 if __name__ == "__main__":

@@ -33,9 +33,10 @@ class Run(NamedTuple):
   update: int  # the update of the checkpoint
 
   def seed_state(self, seed: Optional[int] = None) -> Any:
-    """The run state of seed `seed` (the run's first seed by default)."""
+    """The run state of seed `seed` (the run's first seed by default); in a sweep, of the member
+    `(seed, *swept values)` (the first member by default)."""
     states = dict(training.seed_states(self.config, self.state))
-    seed = self.config.seeds[0] if seed is None else seed
+    seed = next(iter(states)) if seed is None else seed
     if seed not in states:
       raise ValueError(f"seed: expected one of the run's seeds {list(states)}, got {seed!r}")
     return states[seed]

@@ -352,6 +352,21 @@ def seed_curves(records: list, x: str, y: str) -> dict:
   return curves
 
 
+def sweep_groups(curves: dict) -> dict:
+  """`{swept values: {seed: curve}}` of `seed_curves`' members (`()` for a run without a sweep),
+  so each swept value is aggregated over its own seeds only."""
+  groups = {}
+  for member, curve in curves.items():
+    seed, values = (member[0], tuple(member[1:])) if isinstance(member, tuple) else (member, ())
+    groups.setdefault(values, {})[seed] = curve
+  return groups
+
+
+def swept_fields(records: list) -> tuple:
+  """The swept hyperparameters the records carry (`SWEPT_FIELDS` order), `()` without a sweep."""
+  return tuple(k for k in SWEPT_FIELDS if any(k in r for r in records))
+
+
 def aggregate_curve(curves: dict, statistic: str = "mean", confidence: float = 0.95) -> tuple:
   """`(xs, center, low, high)` over the seeds of `curves` (at least 2) at the x values every seed
   has: `statistic` ("mean" or "iqm") of the seeds at each x, and its percentile bootstrap
@@ -377,7 +392,8 @@ def plot_curves(
   """Draws `y` against `x` for each run's JSONL on one figure and writes a PNG to `out`.
 
   A run of several seeds is drawn as `statistic` ("mean" or "iqm") over its seeds, with the 95 %
-  percentile bootstrap interval over seeds shaded (`aggregate_curve`).
+  percentile bootstrap interval over seeds shaded (`aggregate_curve`); a sweep's values are drawn
+  as separate lines, each over its own seeds.
   """
   stats.statistic_fn(statistic)  # a bad name fails before any file is read
   import matplotlib
@@ -391,18 +407,22 @@ def plot_curves(
     else [os.path.basename(os.path.normpath(w)) for w in workdirs]
   )
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
-  for workdir, label in zip(workdirs, labels):
-    curves = seed_curves(read_jsonl(workdir), x, y)
+  for workdir, run_label in zip(workdirs, labels):
+    records = read_jsonl(workdir)
+    curves = seed_curves(records, x, y)
     if not curves:
       raise ValueError(f"y: no record in {workdir} has both {x!r} and {y!r}")
-    if len(curves) == 1:
-      ((xs, ys),) = curves.values()
-      ax.plot(xs, ys, label=label)
-      continue
-    xs, center, low, high = aggregate_curve(curves, statistic)
-    name = "IQM" if statistic == "iqm" else "mean"
-    (line,) = ax.plot(xs, center, label=f"{label} ({name} of {len(curves)} seeds, 95% CI)")
-    ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    names = swept_fields(records)
+    for values, group in sweep_groups(curves).items():
+      label = " ".join([run_label] + [f"{n}={v:g}" for n, v in zip(names, values)])
+      if len(group) == 1:
+        ((xs, ys),) = group.values()
+        ax.plot(xs, ys, label=label)
+        continue
+      xs, center, low, high = aggregate_curve(group, statistic)
+      name = "IQM" if statistic == "iqm" else "mean"
+      (line,) = ax.plot(xs, center, label=f"{label} ({name} of {len(group)} seeds, 95% CI)")
+      ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
   ax.set_xlabel(x.replace("_", " "))
   ax.set_ylabel(y.replace("_", " "))
   ax.set_title(title or y.replace("_", " "))

@@ -87,6 +87,15 @@ FAMILIES = {
     "spa_progress_loss",
     "gated_reward_accumulation",
     "foresight_rewards",
+    "uniform_policy_value",
+    "rover_rewards",
+    "rover_loss",
+    "pacs_loss",
+    "group_ranks",
+    "unlikeliness_advantages",
+    "rank_grpo_rewards",
+    "rank_grpo_advantages",
+    "rank_grpo_loss",
   ),
   # option-critic: intra-option targets, termination, intra-option policy gradient
   "options": (

@@ -29,6 +29,8 @@ Modules, one concept each (every public name is re-exported here, so
 * ``rec``: REC, OPMD, AsymRE advantages and losses.
 * ``hicra``, ``hbpo``, ``mgrpo``, ``disco``: one method each.
 * ``step_credit``: SALT, SPA-RL, G-RA and Hi-Agent step credit from outcome rewards.
+* ``rover``, ``pacs``, ``unlikeliness``, ``rank_grpo``: ROVER, PACS, the unlikeliness reward
+  and Rank-GRPO, one method each.
 """
 
 from hrljax.losses.group_relative.anchors import AnchorIds
@@ -60,6 +62,12 @@ from hrljax.losses.group_relative.normalize import group_normalize_dense
 from hrljax.losses.group_relative.normalize import segment_count
 from hrljax.losses.group_relative.normalize import segment_mean
 from hrljax.losses.group_relative.normalize import segment_std
+from hrljax.losses.group_relative.pacs import PacsExtras
+from hrljax.losses.group_relative.pacs import pacs_loss
+from hrljax.losses.group_relative.rank_grpo import RankGrpoExtras
+from hrljax.losses.group_relative.rank_grpo import rank_grpo_advantages
+from hrljax.losses.group_relative.rank_grpo import rank_grpo_loss
+from hrljax.losses.group_relative.rank_grpo import rank_grpo_rewards
 from hrljax.losses.group_relative.rec import RecAdvantages
 from hrljax.losses.group_relative.rec import RecExtras
 from hrljax.losses.group_relative.rec import TokenLossExtras
@@ -68,6 +76,10 @@ from hrljax.losses.group_relative.rec import opmd_advantages
 from hrljax.losses.group_relative.rec import opmd_loss
 from hrljax.losses.group_relative.rec import rec_advantages
 from hrljax.losses.group_relative.rec import rec_loss
+from hrljax.losses.group_relative.rover import RoverExtras
+from hrljax.losses.group_relative.rover import rover_loss
+from hrljax.losses.group_relative.rover import rover_rewards
+from hrljax.losses.group_relative.rover import uniform_policy_value
 from hrljax.losses.group_relative.step_credit import GatedRewards
 from hrljax.losses.group_relative.step_credit import SpaExtras
 from hrljax.losses.group_relative.step_credit import foresight_rewards
@@ -77,6 +89,9 @@ from hrljax.losses.group_relative.step_credit import spa_progress_loss
 from hrljax.losses.group_relative.step_credit import spa_step_rewards
 from hrljax.losses.group_relative.step_returns import discounted_grid_returns
 from hrljax.losses.group_relative.step_returns import discounted_step_returns
+from hrljax.losses.group_relative.unlikeliness import UnlikelinessAdvantages
+from hrljax.losses.group_relative.unlikeliness import group_ranks
+from hrljax.losses.group_relative.unlikeliness import unlikeliness_advantages
 
 __all__ = (
   # Segment statistics and normalisation.
@@ -134,4 +149,21 @@ __all__ = (
   "GatedRewards",
   "gated_reward_accumulation",
   "foresight_rewards",
+  # ROVER.
+  "uniform_policy_value",
+  "rover_rewards",
+  "RoverExtras",
+  "rover_loss",
+  # PACS.
+  "PacsExtras",
+  "pacs_loss",
+  # Unlikeliness reward.
+  "group_ranks",
+  "UnlikelinessAdvantages",
+  "unlikeliness_advantages",
+  # Rank-GRPO.
+  "rank_grpo_rewards",
+  "rank_grpo_advantages",
+  "RankGrpoExtras",
+  "rank_grpo_loss",
 )

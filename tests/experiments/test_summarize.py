@@ -49,9 +49,36 @@ def test_rows_average_the_last_updates_and_take_the_final_evaluation(tmp_path):
     (0, 30.0, 100.0),
     (3, 38.0, 103.0),
   ]
-  mean = summarize.mean_row(rows)
-  assert mean["episode_return"] == 34.0 and mean["eval_return"] == 101.5
-  assert mean["run"] == "mean of 2"
+  [mean] = summarize.summary_rows(rows)
+  assert mean["episode_return"][0] == 34.0 and mean["eval_return"][0] == 101.5
+  # two seeds: the bootstrap draws (30, 30), (30, 38), (38, 38), so the interval is [30, 38]
+  assert mean["episode_return"][1:] == (30.0, 38.0)
+  assert mean["run"].endswith("mean of 2 [95% CI]")
+  assert "34 [30, 38]" in summarize.format_table(rows + [mean])
+
+
+def test_a_sweep_s_values_are_summarised_apart_and_one_seed_runs_together(tmp_path):
+  path = tmp_path / "sweep"
+  path.mkdir()
+  with open(path / "metrics.jsonl", "w") as f:
+    for lr, seed, value in [(1e-3, 0, 1.0), (1e-3, 1, 3.0), (3e-4, 0, 10.0), (3e-4, 1, 30.0)]:
+      record = {"phase": "train", "seed": seed, "learning_rate": lr, "update": 1, "loss": value}
+      f.write(json.dumps({**record, "env_steps": 8}) + "\n")
+  rows = summarize.seed_rows(str(path), "loss", 1.0, [])
+  assert [(r["learning_rate"], r["seed"], r["loss"]) for r in rows] == [
+    (3e-4, 0, 10.0),
+    (3e-4, 1, 30.0),
+    (1e-3, 0, 1.0),
+    (1e-3, 1, 3.0),
+  ]
+  summaries = summarize.summary_rows(rows, "iqm")
+  assert [(s["learning_rate"], s["loss"][0]) for s in summaries] == [(3e-4, 20.0), (1e-3, 2.0)]
+  single = [
+    summarize.seed_rows(write_run(tmp_path / f"s{seed}", seeds=(seed,)), "episode_return", 1.0, [])
+    for seed in (0, 1, 2)
+  ]
+  [together] = summarize.summary_rows([row for rows in single for row in rows])
+  assert together["run"] == "mean of 3 [95% CI]"
 
 
 def test_table_has_one_line_per_row_and_a_header(tmp_path):

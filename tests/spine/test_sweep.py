@@ -186,6 +186,13 @@ def test_seed_curves_tell_the_members_of_a_sweep_apart():
   curves = hlog.seed_curves(records, "env_steps", "loss")
   assert list(curves) == [(0, 0.1), (1, 0.1), (0, 0.3), (1, 0.3)]
   assert curves[(1, 0.3)] == ([1, 2], [1.3, 1.6])
+  groups = hlog.sweep_groups(curves)  # what a plot draws as one line per swept value
+  assert {values: sorted(group) for values, group in groups.items()} == {
+    (0.1,): [0, 1],
+    (0.3,): [0, 1],
+  }
+  assert hlog.swept_fields(records) == ("learning_rate",)
+  assert hlog.sweep_groups(hlog.seed_curves([{"x": 1, "y": 2}], "x", "y")) == {(): {0: ([1], [2])}}
 
 
 def tiny_ppo(**fields) -> ml_collections.ConfigDict:
