@@ -28,15 +28,22 @@ Modules, one concept each (every public name is re-exported here, so
 * ``gigpo``: GiGPO (episode plus anchor-state step advantages).
 * ``rec``: REC, OPMD, AsymRE advantages and losses.
 * ``hicra``, ``hbpo``, ``mgrpo``, ``disco``: one method each.
+* ``gtpo``, ``llds``, ``alol``, ``p3o``, ``cgpo``: GTPO (Simoni et al.), LLDS, A-LoL, P3O and
+  CGPO's CRPG / CRRAFT, one method each.
 * ``step_credit``: SALT, SPA-RL, G-RA and Hi-Agent step credit from outcome rewards.
 * ``rover``, ``pacs``, ``unlikeliness``, ``rank_grpo``: ROVER, PACS, the unlikeliness reward
   and Rank-GRPO, one method each.
 """
 
+from hrljax.losses.group_relative.alol import AlolExtras
+from hrljax.losses.group_relative.alol import alol_loss
 from hrljax.losses.group_relative.anchors import AnchorIds
 from hrljax.losses.group_relative.anchors import anchor_state_ids
 from hrljax.losses.group_relative.anchors import observation_hash
 from hrljax.losses.group_relative.anchors import observation_words
+from hrljax.losses.group_relative.cgpo import CgpoExtras
+from hrljax.losses.group_relative.cgpo import crpg_loss
+from hrljax.losses.group_relative.cgpo import crraft_loss
 from hrljax.losses.group_relative.disco import DiscoExtras
 from hrljax.losses.group_relative.disco import disco_loss
 from hrljax.losses.group_relative.gigpo import GigpoAdvantages
@@ -47,12 +54,16 @@ from hrljax.losses.group_relative.grpo import grpo_advantages
 from hrljax.losses.group_relative.grpo import informative_group_mask
 from hrljax.losses.group_relative.grpo import overlong_penalty
 from hrljax.losses.group_relative.grpo import rloo_advantages
+from hrljax.losses.group_relative.gtpo import GtpoExtras
+from hrljax.losses.group_relative.gtpo import gtpo_loss
 from hrljax.losses.group_relative.hbpo import HbpoAdvantages
 from hrljax.losses.group_relative.hbpo import hbpo_advantages
 from hrljax.losses.group_relative.hbpo import hbpo_reward
 from hrljax.losses.group_relative.hicra import hicra_advantages
 from hrljax.losses.group_relative.hicra import hicra_verl_port_advantages
 from hrljax.losses.group_relative.hicra import planning_token_mask
+from hrljax.losses.group_relative.llds import LldsExtras
+from hrljax.losses.group_relative.llds import llds_loss
 from hrljax.losses.group_relative.mgrpo import Alignment
 from hrljax.losses.group_relative.mgrpo import mgrpo_alignment
 from hrljax.losses.group_relative.normalize import broadcast_to_tokens
@@ -62,6 +73,8 @@ from hrljax.losses.group_relative.normalize import group_normalize_dense
 from hrljax.losses.group_relative.normalize import segment_count
 from hrljax.losses.group_relative.normalize import segment_mean
 from hrljax.losses.group_relative.normalize import segment_std
+from hrljax.losses.group_relative.p3o import P3oExtras
+from hrljax.losses.group_relative.p3o import p3o_loss
 from hrljax.losses.group_relative.pacs import PacsExtras
 from hrljax.losses.group_relative.pacs import pacs_loss
 from hrljax.losses.group_relative.rank_grpo import RankGrpoExtras
@@ -141,6 +154,18 @@ __all__ = (
   # DisCO.
   "DiscoExtras",
   "disco_loss",
+  # GTPO (Simoni et al.), LLDS, A-LoL, P3O, CGPO.
+  "GtpoExtras",
+  "gtpo_loss",
+  "LldsExtras",
+  "llds_loss",
+  "AlolExtras",
+  "alol_loss",
+  "P3oExtras",
+  "p3o_loss",
+  "CgpoExtras",
+  "crpg_loss",
+  "crraft_loss",
   # Step credit from outcome rewards.
   "salt_advantages",
   "spa_step_rewards",
