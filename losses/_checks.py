@@ -123,10 +123,10 @@ def ids_in_range(name: str, ids, num: int):
   poisons the rest of a batch.
   """
   import jax
-  import numpy as np
+  import jax.numpy as jnp
 
   if not isinstance(ids, jax.core.Tracer):  # concrete: look at the values on the host
-    host = np.asarray(jax.device_get(ids))  # a Python int as well
+    host = jax.device_get(jnp.asarray(ids))  # a NumPy array, for a Python int as well
     outside = host[(host < 0) | (host >= num)]
     if outside.size:
       fail(
