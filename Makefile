@@ -30,19 +30,14 @@ run: $(STAMP)
 	$(PY) -m experiments.plot $(RUN) --y=episode_length --title="steps to goal" --out=$(RUN)/curve.png
 	$(PY) -m experiments.plot_options $(RUN) --out=$(RUN)/options.png
 
-# Two passes. Most tests spend their time compiling tiny programs: they run with XLA:CPU's
+# One pass. Most tests spend their time compiling tiny programs: the run's XLA_FLAGS are XLA:CPU's
 # fast-compile flags (tests/fast_compile.py; about half the compile time). The learning tests
-# (long runs, where the optimised code pays) and the tests that compare two differently built
-# programs bit for bit (`bitwise`) run with XLA's default flags.
+# (long runs, where optimised code pays) and the tests that compare two differently built programs
+# bit for bit (`bitwise`) compile with XLA's default options (tests/conftest.py), and the slowest
+# files start first so that both workers finish together.
 test: $(STAMP)
 	$(PY) -m ruff format --check --quiet . || (echo 'run: $(PY) -m ruff format .' && false)
-	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile -m "not learning and not bitwise"
-	$(PY) -m pytest -n auto --dist loadfile -m "learning or bitwise"
-
-# The documentation site (mkdocs.yml: docs/, the agents' index, the results, the API from the
-# docstrings) into site/. --strict: a broken link or a docstring griffe cannot read fails the build.
-docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py

@@ -29,7 +29,56 @@ if SINGLE_THREAD_EIGEN not in os.environ.get("XLA_FLAGS", ""):
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+from tests.fast_compile import default_compile  # noqa: E402
+
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# The files that take longest, longest first: they start first, so that with `--dist loadfile`
+# no worker is left with a long file while the others have finished (the rest keep their order).
+SLOW_FILES_FIRST = (
+  "tests/agents/test_archer.py",
+  "tests/agents/test_bresa.py",
+  "tests/agents/test_recovery_rl.py",
+  "tests/agents/test_task_risk_penalty.py",
+  "tests/agents/test_option_critic.py",
+  "tests/agents/test_group_relative_agent.py",
+  "tests/losses/test_hostile_inputs.py",
+  "tests/agents/test_ppo_lagrangian.py",
+  "tests/experiments/test_configs_token_game.py",
+  "tests/networks/test_llama.py",
+  "tests/agents/test_llm_archer.py",
+  "tests/agents/test_sac.py",
+  "tests/spine/test_two_rate_rollout.py",
+  "tests/experiments/test_train_in_process.py",
+  "tests/experiments/test_train_cli.py",
+  "tests/agents/test_llm_grpo.py",
+  "tests/networks/test_transformer.py",
+  "tests/agents/test_ppo.py",
+  "tests/experiments/test_configs_offline.py",
+  "tests/experiments/test_configs_safety_off_policy.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  rank = {path: i for i, path in enumerate(SLOW_FILES_FIRST)}
+
+  def file_rank(item):
+    path = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
+    return rank.get(path, len(rank))
+
+  items.sort(key=file_rank)  # stable: tests keep their order within a file
+
+
+@pytest.fixture(autouse=True)
+def _optimised_programs_for_learning_and_bitwise_tests(request):
+  """A `learning` or `bitwise` test compiles with XLA's default options even when the run's
+  XLA_FLAGS are the fast-compile ones (`tests/fast_compile.py`): `make test` runs every test in one
+  pass with those flags."""
+  if request.node.get_closest_marker("learning") or request.node.get_closest_marker("bitwise"):
+    with default_compile():
+      yield
+  else:
+    yield
 
 
 @pytest.fixture(scope="session")
