@@ -8,6 +8,7 @@ import importlib
 AGENTS = (
   "ppo",
   "sac",
+  "dqn",
   "option_critic",
   "group_relative",
   "gcivl",
@@ -35,6 +36,7 @@ AGENTS = (
 HEADLINE_METRICS = {
   "ppo": ("episode_return", "episode_length"),
   "sac": ("episode_return", "alpha"),
+  "dqn": ("episode_return", "epsilon"),
   "option_critic": ("episode_length", "episode_return", "option_termination_rate"),
   "group_relative": ("success_rate", "episode_length", "episode_return"),
   "gcivl": ("value_loss", "actor_loss", "success"),

@@ -211,6 +211,14 @@ FAMILIES = {
     "actor_loss",
     "temperature_loss",
   ),
+  # value-based: (double) DQN target and loss, QMIX's monotonic mixer and its TD loss, SMDP target
+  "value_based": (
+    "q_learning_target",
+    "q_learning_loss",
+    "monotonic_mix",
+    "smdp_target",
+    "qmix_loss",
+  ),
 }
 
 __all__ = tuple(FAMILIES)

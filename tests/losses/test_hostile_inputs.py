@@ -52,6 +52,7 @@ from hrljax.losses import options as op
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety as sf
 from hrljax.losses import soft_actor_critic as soft_ac
+from hrljax.losses import value_based as vb
 
 FLOAT_KINDS = ("f", "u", "pos", "lp", "p")
 
@@ -1355,6 +1356,54 @@ SAFETY_CASES = {
 }
 
 
+# ====================================================================================== value_based
+# Cases of hrljax.losses.value_based: one per public function; add the new ones here.
+VALUE_BASED_CASES = {
+  "value_based.q_learning_target": Case(
+    vb.q_learning_target,
+    {"r_t": "f:", "discount_t": "u:", "q_t": "f:A", "q_t_selector": "f:A"},
+    nan=("r_t", "discount_t", "q_t_selector"),
+    why="with the selector, only the selected action's value of q_t is read",
+  ),
+  "value_based.q_learning_loss": Case(
+    vb.q_learning_loss,
+    {
+      "q_tm1": "f:A",
+      "a_tm1": "i<A:",
+      "r_t": "f:",
+      "discount_t": "u:",
+      "q_t": "f:A",
+      "q_t_selector": "f:A",
+    },
+    bad={"loss_type": "nope", "huber_delta": 0.0},
+    nan=("r_t", "discount_t", "q_t_selector"),
+    why="only the replayed action of q_tm1 and the selected action of q_t are read",
+  ),
+  "value_based.monotonic_mix": Case(
+    vb.monotonic_mix,
+    {"q_agents": "f:B,N", "w1": "f:B,N,M", "b1": "f:B,M", "w2": "f:B,M", "b2": "f:B"},
+  ),
+  "value_based.smdp_target": Case(
+    vb.smdp_target, {"r_t": "f:T", "discount_t": "u:T", "q_t": "f:", "mask": "v:T"}
+  ),
+  "value_based.qmix_loss": Case(
+    vb.qmix_loss,
+    {
+      "q_tm1": "f:N,A",
+      "a_tm1": "i<A:N",
+      "w1": "f:N,M",
+      "b1": "f:M",
+      "w2": "f:M",
+      "b2": "f:",
+      "target": "f:",
+    },
+    bad={"loss_type": "nope", "huber_delta": 0.0},
+    nan=("w1", "b1", "w2", "b2", "target"),
+    why="only each agent's chosen action of q_tm1 enters Q_tot",
+  ),
+}
+
+
 # Every case, keyed "<family>.<function>".
 CASES = {
   **GOAL_CONDITIONED_CASES,
@@ -1363,6 +1412,7 @@ CASES = {
   **OPTIONS_CASES,
   **POLICY_GRADIENT_CASES,
   **SAFETY_CASES,
+  **VALUE_BASED_CASES,
 }
 
 
@@ -1790,6 +1840,12 @@ def _per_example_cases():
       _batch(rng, "a_tm1", logits_tm1=(NUM,), target_tm1=(), baseline_tm1=()),
       "a_tm1",
       "logits_tm1",
+    ),
+    "q_learning_loss": (
+      lambda discount_t, **a: vb.q_learning_loss(**a, discount_t=u(discount_t)),
+      _batch(rng, "a_tm1", q_tm1=(NUM,), r_t=(), discount_t=(), q_t=(NUM,)),
+      "a_tm1",
+      "q_tm1",
     ),
   }
 
