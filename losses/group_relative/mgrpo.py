@@ -1,7 +1,8 @@
 """M-GRPO: fixed-size sub-agent batches from a variable number of sub-agent calls.
 
-Hong et al., "Multi-Agent Deep Research: Training Multi-Agent Systems with M-GRPO",
-arXiv 2511.13288.
+Hong et al. (Ant Group, Imperial College London), "Multi-Agent Deep Research: Training
+Multi-Agent Systems with M-GRPO", arXiv 2511.13288. The paper's method section could not be
+read; :func:`mgrpo_alignment` says what the rule rests on.
 """
 
 from typing import NamedTuple, Optional
@@ -32,13 +33,31 @@ def mgrpo_alignment(
   """M-GRPO trajectory alignment: exactly ``D`` sub-agent slots per main rollout (batch-level).
 
   Hong et al., "Multi-Agent Deep Research: Training Multi-Agent Systems with M-GRPO",
-  arXiv 2511.13288 (abstract checked: "a trajectory-alignment scheme that generates fixed-size
-  batches despite variable sub-agent invocations"; the rule below is a reconstruction from it,
-  not verified in the paper, see ``docs/group_relative.md``). Rollout ``k`` with ``d_k``
-  sub-trajectories: if ``d_k >= D``, a uniformly random subset of ``D`` without replacement; if
-  ``0 < d_k < D``, every sub-trajectory once plus ``D - d_k`` uniform duplicates; if
-  ``d_k = 0``, the slots are marked invalid (the paper's choice there is unknown). Slot order
-  within a rollout is random.
+  arXiv 2511.13288. **Reconstructed; the paper's equations could not be checked.** Only the
+  title page, the abstract and the start of the introduction of the paper could be read, so no
+  equation number can be cited. What the rule rests on:
+
+  * the abstract: "a trajectory-alignment scheme that generates fixed-size batches despite
+    variable sub-agent invocations";
+  * two third-party summaries of the paper (a literature review and a public discussion
+    thread), which agree on the scheme: a fixed number ``D_max`` of sub-agent slots per main
+    rollout; a rollout with fewer sub-agent calls is padded by duplicating randomly chosen
+    sub-trajectories, one with more has the extras dropped at random. One of them calls the
+    duplicated trajectories "good" without saying what that means; here they are drawn
+    uniformly among the rollout's own sub-trajectories. The same review gives the main agent's
+    reward as ``R_M = alpha_1 * r_format + alpha_2 * r_correct`` (binary format reward);
+  * the authors' released code (AQ-MedAI/MrlX at 0d04788, ``MrlX-DeepResearch``) has no
+    alignment step: each sub-trajectory is pushed to a first-in-first-out queue with the main
+    agent's score, and the sub-agent trainer pops them into fixed batches of 8 per group for
+    its GRPO advantage, whatever rollout or query they came from. Its sub-agent reward is 0
+    when the sub-agent's own format check fails, else 1 when the main agent's answer was
+    correct and 0.1 otherwise.
+
+  The rule here: rollout ``k`` with ``d_k`` sub-trajectories gets a uniformly random subset of
+  ``D`` without replacement if ``d_k >= D``; every sub-trajectory once plus ``D - d_k`` uniform
+  duplicates (with replacement) if ``0 < d_k < D``; invalid slots if ``d_k = 0`` (the
+  summaries do not cover that case). Slot order within a rollout is random. ``D`` is static:
+  it is the summaries' fixed ``D_max`` (a cap, not the batch's largest ``d_k``).
 
   Compute sub-agent statistics (:func:`grpo_advantages`) on the rows *before* alignment and
   gather them with ``index``: duplicates must not reweight the group statistics.

@@ -1,9 +1,11 @@
 """Step-level credit from outcome rewards for multi-turn agents: SALT, SPA-RL, G-RA, Hi-Agent.
 
 Each turns the outcome reward of a trajectory (and, for some, step signals) into per-step
-rewards or advantages that a group-relative or PPO update then uses. Several rules here are
-reconstructed from the papers' abstracts; each docstring says which, and ``docs/group_relative.md``
-records the reconstructions.
+rewards or advantages that a group-relative or PPO update then uses. SPA-RL follows its authors'
+code. For SALT, G-RA and Hi-Agent the papers' method sections could not be read (neither the
+full text nor the authors' code was found); their rules are reconstructed, and each docstring
+says what was searched, what the rule rests on and what remains open
+(``docs/group_relative.md`` lists the same).
 """
 
 from typing import NamedTuple, Optional, Tuple
@@ -30,12 +32,26 @@ def salt_advantages(
 ) -> Array:
   """SALT step advantages: a node's advantage is the mean over the trajectories through it.
 
-  Li et al., "Step-level Advantage Assignment for Long-horizon Agents via Trajectory Graph",
-  arXiv 2510.20022. Only the abstract could be checked ("builds a graph from the trajectories
-  of the same prompt ... quantifies the quality of each step from outcome rewards only"); the
-  aggregation rule is a reconstruction, built as the abstract describes: steps shared
-  by good and bad trajectories get near-zero ("neutral") credit, steps unique to one
-  trajectory keep its advantage. Batch-level.
+  Li et al. (University of Connecticut, Amazon), "SALT: Step-level Advantage Assignment for
+  Long-horizon Agents via Trajectory Graph", arXiv 2510.20022 (Findings of EACL 2026,
+  pp. 4709-4725). **Reconstructed; the paper's equations could not be checked.** Searched: the
+  arXiv HTML version (only the title page and abstract could be read), the ACL Anthology entry
+  (abstract only), paper-summary sites, and public code (the arXiv id, the title and the
+  method's name in source and issue text): no released code was found and no summary states the
+  formula. What is known: the abstract ("constructing a graph from trajectories of the same
+  prompt ... quantify the quality of each step", from outcome rewards only, a plug-in for
+  GRPO / RLOO with no rollout change) and summaries saying it separates "shared neutral steps"
+  from "distinct decisive steps", with states merged across the group's trajectories.
+
+  Open: how a node is keyed (state only, or the whole prefix), how a node's quality is
+  computed (a plain mean, a weighted one, a renormalised one), revisits, and whether the step
+  value replaces or is blended with the trajectory advantage. The rule chosen: a node's
+  advantage is the unweighted mean of the base advantages of the trajectories through it, given
+  to every row of the node and replacing the trajectory advantage. It is the simplest rule with
+  both described properties (a step shared by good and bad trajectories gets their mean, near
+  zero for a GRPO group; a step of one trajectory keeps its advantage), it reduces to the base
+  estimator when no step is shared, and it keeps the group's advantages on the base scale.
+  Batch-level.
 
   Args:
     trajectory_advantages: float ``[N]`` the base (GRPO / RLOO) advantage of each row's
@@ -187,12 +203,22 @@ def gated_reward_accumulation(
 ) -> GatedRewards:
   """G-RA: immediate rewards count only when the outcome reward reaches a threshold.
 
-  Sun et al., "Stabilizing Long-term Multi-turn Reinforcement Learning with Gated Rewards",
-  arXiv 2508.10548. The abstract (checked) says G-RA "accumulates immediate rewards only when
-  high-level (long-term) rewards meet a predefined threshold"; the formula
-  ``R = r_high + 1[r_high >= threshold] * sum_t r_low_t`` is built from that sentence (the
-  paper body and its SWE reward levels could not be checked). Apply before any GRPO / PPO
-  advantage. Batch-level over step rows.
+  Sun, Li, Chen, Qin and Hu, "Stabilizing Long-term Multi-turn Reinforcement Learning with
+  Gated Rewards", arXiv 2508.10548. **The paper's own equations could not be checked** (only
+  its abstract could be read; no released code was found), so no equation number is cited. The
+  abstract says G-RA "accumulates immediate rewards only when high-level (long-term) rewards
+  meet a predefined threshold"; a third-party restatement of the paper's formulation gives,
+  with the outcome reward ``r_high`` received at the last step ``T`` and the step rewards
+  ``r_low_t`` for ``t < T``: ``r~_t = r_low_t if r_high >= Delta else 0`` and
+  ``R(tau) = r_high + sum_{t<T} r~_t`` (direct accumulation, D-RA, is the ungated sum). That is
+  what is computed here; the gate passes at equality, as in that restatement (another
+  reimplementation gates with a strict ``>``: pass ``numpy.nextafter(Delta, inf)`` for it).
+
+  Open: the paper also gates several reward levels by priority (a lower-priority reward counts
+  only while every higher-priority one meets its threshold), whose exact form could not be
+  read; this function is the two-level case. The numeric values of its SWE outcome levels
+  (no submission < empty patch < failing patch < passing patch) and the threshold it uses are
+  unknown. Apply before any GRPO / PPO advantage. Batch-level over step rows.
 
   Args:
     low_rewards: float ``[N]`` immediate (step) rewards.
@@ -225,13 +251,22 @@ def foresight_rewards(
 ) -> Array:
   """Hi-Agent high-level reward ``r_format(g) + lam * r_exec(s, a)`` (per-example).
 
-  Wu et al., "Hi-Agent: Hierarchical Vision-Language Agents for Mobile Device Control",
-  arXiv 2510.14388. The abstract (checked) describes a "foresight advantage function" that
-  "leverages execution feedback from the low-level model to guide high-level optimization",
-  critic-free and GRPO-based; the additive form and ``lam`` are a reading of it, not taken
-  from the paper's equations (not reachable). Judge each sampled subgoal by the outcome of
-  executing it, then call :func:`grpo_advantages` with one group per state (the G subgoals);
-  the low-level policy gets its own groups (the actions sampled for one subgoal).
+  Wu et al. (Tsinghua University, Huawei Noah's Ark Lab and others), "Hi-Agent: Hierarchical
+  Vision-Language Agents for Mobile Device Control", arXiv 2510.14388. **Reconstructed; the
+  foresight advantage function could not be found.** Searched: the arXiv and OpenReview pages
+  (abstract only), paper-summary sites and public code (the arXiv id, the title and "foresight
+  advantage" in source and issue text); no released code was found and no summary states the
+  formula. Known: the abstract (multi-step control reformulated as a sequence of single-step
+  subgoals; a critic-free, GRPO-based "foresight advantage function" that "leverages execution
+  feedback from the low-level model to guide high-level optimization") and a review's account
+  that the reformulation brings GRPO's sampling from ``G^n`` paths to ``n * G``.
+
+  Open: how the execution feedback enters (added to the reward, as here, or to the normalised
+  advantage), its weight, and what the format term is. The rule chosen: judge each of the
+  ``G`` subgoals sampled at a state by the outcome of the low-level action it produced, add it
+  to the subgoal's format reward with weight ``lam``, then call :func:`grpo_advantages` with
+  one group per state; the low-level policy gets its own groups (the actions sampled for one
+  subgoal). It is linear in ``lam`` and ``lam = 0`` is plain GRPO on the format reward.
 
   Args:
     format_rewards: float ``[G]`` (or any shape) format reward of each subgoal.
