@@ -126,7 +126,8 @@ def ids_in_range(name: str, ids, num: int):
   import jax.numpy as jnp
 
   if not isinstance(ids, jax.core.Tracer):  # concrete: look at the values on the host
-    host = jax.device_get(jnp.asarray(ids))  # a NumPy array, for a Python int as well
+    with jax.ensure_compile_time_eval():  # concrete ids captured by a traced function too
+      host = jax.device_get(jnp.asarray(ids))  # a NumPy array, for a Python int as well
     outside = host[(host < 0) | (host >= num)]
     if outside.size:
       fail(
