@@ -50,6 +50,32 @@ for w in 540000:600000 600000:660000 1140000:1200000; do
       --metric=episode_length --steps=$w --eval=eval_length
 done
 
+# Option-critic (4 options, and 1 option as an ablation) vs PPO on MiniGrid DoorKey-5x5 (xminigrid,
+# `pip install 'hrljax[gridworld]'`), seeds 0-2 in one program each (experiments/results/
+# GRIDWORLD.md): environment steps to a training return of 0.9, PPO 51,200 / 61,440 / 61,440,
+# option-critic 844,800 / 1,401,600 / 940,800, one option 320,000 / 377,600 / 332,800; IQM of the
+# training return over the last 10%, 0.963 / 0.937 / 0.938 (steps to 0.9: the snippet at the end
+# of GRIDWORLD.md).
+python -m experiments.train --config=experiments/configs/ppo_doorkey.py \
+    --workdir=runs/gridworld/ppo_doorkey --config.seeds=0,1,2
+python -m experiments.train --config=experiments/configs/option_critic_doorkey.py \
+    --workdir=runs/gridworld/option_critic_doorkey --config.seeds=0,1,2
+python -m experiments.train --config=experiments/configs/option_critic_doorkey.py \
+    --workdir=runs/gridworld/option_critic_doorkey_1option --config.seeds=0,1,2 \
+    --config.num_options=1
+python -m experiments.plot runs/gridworld/ppo_doorkey runs/gridworld/option_critic_doorkey \
+    runs/gridworld/option_critic_doorkey_1option --statistic=iqm \
+    --out=runs/gridworld/doorkey_5x5.png
+for w in 90000:100000 450000:500000 950000:1000000; do
+  python -m experiments.summarize runs/gridworld/ppo_doorkey runs/gridworld/option_critic_doorkey \
+      runs/gridworld/option_critic_doorkey_1option --statistic=iqm --steps=$w
+done
+python -m experiments.summarize runs/gridworld/ppo_doorkey runs/gridworld/option_critic_doorkey \
+    runs/gridworld/option_critic_doorkey_1option --statistic=iqm --last=0.1 \
+    --eval=eval_return,eval_length
+python -m experiments.summarize runs/gridworld/option_critic_doorkey --statistic=iqm \
+    --metric=option_termination_rate --last=0.1 --eval=eval_option_duration
+
 # PPO throughput against PureJaxRL, same config, interleaved in one process
 # (experiments/benchmarks/README.md).
 python -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py \

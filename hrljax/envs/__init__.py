@@ -54,6 +54,26 @@ def _four_rooms_transfer(**kwargs):
 register("FourRoomsTransfer-v0", _four_rooms_transfer)
 
 
+def _minigrid(name: str) -> Callable[..., Any]:
+  # xminigrid's MiniGrid tasks (the optional `[gridworld]` extra, imported when one is made).
+  def make_minigrid(**kwargs):
+    from hrljax.envs import minigrid
+
+    return minigrid.make_minigrid(name, **kwargs)
+
+  return make_minigrid
+
+
+for _name in (
+  "MiniGrid-DoorKey-5x5",
+  "MiniGrid-DoorKey-6x6",
+  "MiniGrid-DoorKey-8x8",
+  "MiniGrid-LockedRoom",
+):
+  register(_name, _minigrid(_name))
+del _name
+
+
 def available() -> list[str]:
   """Every name `make` accepts."""
   return sorted(set(_OWN_ENVIRONMENTS) | set(gymnax.registered_envs))

@@ -140,6 +140,21 @@ SMOKE = {
   ),
   "grpo_fourrooms": (GROUPED, None),
   "gigpo_fourrooms": (GROUPED, None),
+  "ppo_doorkey": (
+    {
+      **FOUR_ROOMS,
+      "total_timesteps": 16 * 16 * 4,
+      "num_steps": 16,
+      "update_epochs": 1,
+      "num_minibatches": 2,
+      "hidden_sizes": (16,),
+    },
+    None,
+  ),
+  "option_critic_doorkey": (
+    {**FOUR_ROOMS, "total_timesteps": 16 * 8 * 4, "hidden_sizes": (16,)},
+    None,
+  ),
   "sac_pendulum": ({**OFF_POLICY}, None),
   "sac_pointhazard": (OFF_POLICY, None),
   "recovery_rl_pointhazard": ({**OFF_POLICY, **RISK}, None),
@@ -217,6 +232,8 @@ GROUPS = {
     "dqn_cartpole",
     "grpo_fourrooms",
     "gigpo_fourrooms",
+    "ppo_doorkey",
+    "option_critic_doorkey",
   ],
   "safety_on_policy": [
     "ppo_pointhazard",
@@ -250,6 +267,8 @@ TRACED = {
   "recovery_rl_lagrangian_pointhazard": "recovery_rl_pointhazard",
   "bresa_pointhazard": "bresa_lagrangian_pointhazard",
   "ppo_pid_lagrangian_pointhazard": "ppo_lagrangian_pointhazard",
+  "ppo_doorkey": "ppo_cartpole",
+  "option_critic_doorkey": "option_critic_fourrooms",
 }
 
 
