@@ -37,7 +37,7 @@ run: $(STAMP)
 # files start first so that both workers finish together.
 test: $(STAMP)
 	$(PY) -m ruff format --check --quiet . || (echo 'run: $(PY) -m ruff format .' && false)
-	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile
+	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py

@@ -33,29 +33,37 @@ from tests.fast_compile import default_compile  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-# The files that take longest, longest first: they start first, so that with `--dist loadfile`
-# no worker is left with a long file while the others have finished (the rest keep their order).
+# The files that take longest, longest first: they start first, so that with `--dist loadfile
+# --no-loadscope-reorder` (which keeps this order; xdist's own puts the files with the most tests
+# first) no worker is left with a long file while the others have finished.
 SLOW_FILES_FIRST = (
   "tests/agents/test_archer.py",
-  "tests/agents/test_bresa.py",
   "tests/agents/test_recovery_rl.py",
-  "tests/agents/test_task_risk_penalty.py",
+  "tests/agents/test_bresa.py",
   "tests/agents/test_option_critic.py",
-  "tests/agents/test_group_relative_agent.py",
-  "tests/losses/test_hostile_inputs.py",
   "tests/agents/test_ppo_lagrangian.py",
+  "tests/losses/test_hostile_inputs.py",
+  "tests/experiments/test_train_cli.py",
+  "tests/agents/test_group_relative_agent.py",
+  "tests/spine/test_multidevice.py",
+  "tests/agents/test_task_risk_penalty.py",
   "tests/experiments/test_configs_token_game.py",
-  "tests/networks/test_llama.py",
-  "tests/agents/test_llm_archer.py",
+  "tests/losses/test_group_relative.py",
   "tests/agents/test_sac.py",
   "tests/spine/test_two_rate_rollout.py",
-  "tests/experiments/test_train_in_process.py",
-  "tests/experiments/test_train_cli.py",
-  "tests/agents/test_llm_grpo.py",
-  "tests/networks/test_transformer.py",
-  "tests/agents/test_ppo.py",
-  "tests/experiments/test_configs_offline.py",
+  "tests/networks/test_llama.py",
+  "tests/agents/test_llm_archer.py",
+  "tests/experiments/test_multihost.py",
   "tests/experiments/test_configs_safety_off_policy.py",
+  "tests/test_wheel.py",
+  "tests/spine/test_faults.py",
+  "tests/experiments/test_safety_table.py",
+  "tests/experiments/test_pointhazard_layouts.py",
+  "tests/experiments/test_configs_offline.py",
+  "tests/losses/test_safety.py",
+  "tests/envs/test_token_game.py",
+  "tests/agents/test_ppo.py",
+  "tests/agents/test_dqn.py",
 )
 
 
