@@ -18,8 +18,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # JAX's persistent compilation cache, shared by the xdist workers and the subprocesses they start
 # (which inherit the variable): a program compiled once in the run (the PPO config of the CLI
 # tests, the tiny learners several files build) is read back instead of compiled again. It starts
-# empty in a clean clone; entries are keyed by the program and the library versions.
+# empty in a clean clone; entries are keyed by the program, its compile options and the library
+# versions. Every program is kept, not only those that took a second to compile (JAX's default):
+# most test programs compile in a fraction of a second, and the same ones are built again and again
+# by fresh closures, other files and subprocesses (about a tenth of the compile time of a file).
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 SINGLE_THREAD_EIGEN = "--xla_cpu_multi_thread_eigen=false"
 if SINGLE_THREAD_EIGEN not in os.environ.get("XLA_FLAGS", ""):
@@ -32,6 +36,12 @@ import pytest  # noqa: E402
 from tests.fast_compile import default_compile  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# The same settings when a plugin imported JAX before this file set the variables.
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update(
+  "jax_persistent_cache_min_compile_time_secs",
+  float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
+)
 
 # The files that take longest, longest first: they start first, so that with `--dist loadfile
 # --no-loadscope-reorder` (which keeps this order; xdist's own puts the files with the most tests
