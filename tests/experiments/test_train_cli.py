@@ -1,5 +1,6 @@
 """End-to-end tests of `python -m experiments.train` and `experiments.plot` in subprocesses (a
-refusal made before any program is built runs the same command line in this process)."""
+refusal made before any program is built, and the run resumed after a SIGKILL, run the same
+command line in this process)."""
 
 import json
 import os
@@ -53,7 +54,8 @@ def final_params(workdir):
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-  """One run of the tiny config (16 updates, checkpoints at 8 and 16), shared by two tests."""
+  """One run of the tiny config (16 updates, checkpoints at 8 and 16): checked by the smoke test,
+  the uninterrupted reference of the SIGKILL test and the workdir the config check copies."""
   workdir = tmp_path_factory.mktemp("smoke") / "run"
   return workdir, run(train_command(workdir, *TINY))
 
@@ -83,62 +85,76 @@ def test_smoke_run_logs_checkpoints_evaluates_and_plots(smoke_run, tmp_path):
 
 
 def test_a_command_line_failure_is_one_line_exit_2_and_no_workdir(tmp_path):
-  """The real entry point (absl's `app.run` with the driver's flags parser); the other failures
-  are tested in process (test_train_in_process.py)."""
+  """The real entry point (absl's `app.run` with the driver's flags parser), on a failure found
+  before the config file is read (so before the agents are imported); the other failures are
+  tested in process (test_train_in_process.py)."""
   workdir = tmp_path / "run"
-  result = run(train_command(workdir, "--config.learnin_rate=1e-3"))
+  result = run(train_command(workdir, config="no_such.py"))
   assert result.returncode == 2
-  expected = (
-    "error: --config.learnin_rate: no such field in the config (did you mean learning_rate?)"
-  )
+  expected = "error: --config: no such file 'no_such.py' (expected a config file or hrljax:NAME)"
   assert result.stderr.strip().splitlines() == [expected], result.stderr
   assert not workdir.exists()
 
 
-def test_sigkilled_run_resumes_to_the_uninterrupted_result(tmp_path):
-  """Kill after the first checkpoint, start the same command again: same metrics, same params."""
-  # 400 small updates (4 envs x 32 steps, 2 epochs of 2 minibatches), logged every 20 and
-  # checkpointed every 100: the run is killed after its first checkpoint, long before its end.
-  overrides = [
-    "--config.total_timesteps=51200",
-    "--config.num_steps=32",
-    "--config.update_epochs=2",
-    "--config.num_minibatches=2",
-    "--config.log_every=20",
-    "--config.checkpoint_every=100",
-    "--config.eval_episodes=4",
-  ]
-  reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
-  reference = run(train_command(reference_dir, *overrides))
-  assert reference.returncode == 0, reference.stderr[-2000:]
+# `python -m experiments.train ARGS` with one change: the save of checkpoint `update` hangs before
+# it writes anything, after announcing itself in the file `paused`, until the process is killed.
+PAUSED_TRAIN = """
+import runpy, sys, threading
+from hrljax import checkpoint
 
+paused, update = sys.argv.pop(1), int(sys.argv.pop(1))
+original = checkpoint.Checkpointer.save
+
+def save(self, step, *args, **kwargs):
+  if step == update:
+    open(paused, "w").close()
+    threading.Event().wait()
+  return original(self, step, *args, **kwargs)
+
+checkpoint.Checkpointer.save = save
+runpy.run_module("experiments.train", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_sigkilled_run_resumes_to_the_uninterrupted_result(smoke_run, tmp_path):
+  """SIGKILL after the updates past the first checkpoint (8) were run and logged, as the save of
+  the next one (16) starts; the same command line started again (in this process: the kill is what
+  needs a process of its own) resumes from 8, runs 9-16 again and ends with the metrics and
+  parameters of the uninterrupted smoke run (the same command line and programs, so the persistent
+  compilation cache serves both processes)."""
+  reference_dir, reference = smoke_run
+  assert reference.returncode == 0, reference.stderr[-2000:]
+  killed_dir, paused = tmp_path / "killed", tmp_path / "paused"
+  command = train_command(killed_dir, *TINY)
   process = subprocess.Popen(
-    train_command(killed_dir, *overrides),
+    [sys.executable, "-c", PAUSED_TRAIN, str(paused), "16", *command[3:]],
     cwd=ROOT,
     stdout=subprocess.DEVNULL,
-    stderr=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    text=True,
   )
-  checkpoints = killed_dir / "checkpoints"
   for _ in range(12_000):  # poll every 20 ms, for at most about 4 minutes
-    if process.poll() is not None:
-      break
-    if checkpoints.exists() and any(name.isdigit() for name in os.listdir(checkpoints)):
+    if paused.exists() or process.poll() is not None:
       break
     time.sleep(0.02)
+  assert paused.exists(), process.communicate()[1][-3000:]
   process.send_signal(signal.SIGKILL)
-  process.wait()
-  first = [int(n) for n in os.listdir(checkpoints) if n.isdigit()]
-  assert first and max(first) < 400, f"the run was not killed mid-way: {first}"
+  process.wait(timeout=60)
+  assert process.returncode == -signal.SIGKILL
+  checkpoints = killed_dir / "checkpoints"
+  assert sorted(int(n) for n in os.listdir(checkpoints) if n.isdigit()) == [8]
+  logged = [r["update"] for r in read_jsonl(str(killed_dir)) if r["phase"] == "train"]
+  assert logged == [4, 8, 12, 16]  # logged past the checkpoint: the resumed run rewrites 12, 16
 
-  resumed = run(train_command(killed_dir, *overrides))
-  assert resumed.returncode == 0, resumed.stderr[-2000:]
-  assert "resumed from the checkpoint at update" in resumed.stdout
+  resumed = cli(os.path.join(ROOT, PPO_CONFIG), killed_dir, *TINY)  # in this process
+  assert resumed.code == 0, resumed.err[-2000:]
+  assert "resumed from the checkpoint at update 8" in resumed.out
   assert without_wall_clock(read_jsonl(str(killed_dir))) == without_wall_clock(
     read_jsonl(str(reference_dir))
   )
   ref_step, ref_params = final_params(str(reference_dir))
   step, params = final_params(str(killed_dir))
-  assert step == ref_step == 400
+  assert step == ref_step == 16
   assert jax.tree.structure(ref_params) == jax.tree.structure(params)
   for a, b in zip(jax.tree.leaves(ref_params), jax.tree.leaves(params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

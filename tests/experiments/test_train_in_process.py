@@ -59,6 +59,10 @@ def assert_one_line_exit_2(result: Result, expected: str, workdir) -> None:
     ("--config.env_name=NoSuchEnv-v0", "error: env_name: unknown environment 'NoSuchEnv-v0'"),
     ("--config.num_minibatches=3", "error: config.num_minibatches: expected a divisor"),
     ("--no_such_flag=1", "error: Unknown command line flag 'no_such_flag'"),
+    (
+      "--config.learnin_rate=1e-3",
+      "error: --config.learnin_rate: no such field in the config (did you mean learning_rate?)",
+    ),
   ],
 )
 def test_bad_config_values_and_flags_stop_with_one_line(tmp_path, override, expected):
