@@ -39,13 +39,14 @@ largest weight instead of the mixture.
 
 The experts are restored from the DQN runs named by `config.expert_runs` through
 `hrljax.load.load_run` (their first seed's parameters), or passed to `make_learner` directly
-(`Experts`). `make_train(config)(key)` is a whole run as one XLA program.
+(`Experts`). The hyper-agent's network is `hrljax.networks.mixers.ExpertMixtureGate`, the memory
+a `hrljax.replay` ring of `MemoryEntry`, the four-rooms demonstration
+`hrljax.envs.four_rooms.shortest_path_action_values`. `make_train(config)(key)` is a whole run as
+one XLA program.
 """
 
-from collections import deque
 from typing import NamedTuple, Optional, Sequence
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -58,8 +59,8 @@ from hrljax import envs, load, replay, rollout, training
 from hrljax.agents import common, value_common
 from hrljax.envs import four_rooms
 from hrljax.losses import value_based
-from hrljax.networks.actor_critic import flatten_observation
 from hrljax.networks.discrete_q import DiscreteQNetwork
+from hrljax.networks.mixers import ExpertMixtureGate
 from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
 
@@ -192,64 +193,6 @@ def load_experts(runs: Sequence[str]) -> Experts:
   return stack_experts(networks[0], params)
 
 
-class HyperAgent(nn.Module):
-  """`apply(params, obs) -> (logits [..., K], encoding [..., H])`: the mixture's logits and the
-  state encoding the episodic memory compares.
-
-  After the authors' `hyperagent` (`model/net.py`): a linear encoding of the state (the memory's
-  key), a hidden layer, and an output layer initialised to zero, so that every expert starts
-  with weight 1/K.
-  """
-
-  num_experts: int
-  hidden_size: int = 32
-  observation_ndim: int = 1
-
-  @nn.compact
-  def __call__(self, obs: Array) -> tuple[Array, Array]:
-    x = flatten_observation(obs, self.observation_ndim)
-    encoding = nn.Dense(self.hidden_size, name="encoder")(x)
-    h = nn.LayerNorm(use_scale=False, use_bias=False)(encoding)
-    h = nn.gelu(nn.Dense(4 * self.hidden_size)(h))
-    logits = nn.Dense(
-      self.num_experts,
-      kernel_init=nn.initializers.zeros,
-      bias_init=nn.initializers.zeros,
-      name="logits",
-    )(h)
-    return logits, encoding
-
-
-# ----------------------------------------------------------------------------------------------
-# The demonstration.
-# ----------------------------------------------------------------------------------------------
-
-
-def shortest_path_demonstration(goal) -> np.ndarray:
-  """`[13 * 13, 4]` demonstration action values on four rooms: minus the number of steps from
-  the cell each move leads to (a move into a wall stays) to `goal`, by breadth-first search on
-  the map; indexed by the one-hot observation's cell."""
-  free = {tuple(c) for c in four_rooms.free_cells().tolist()}
-  directions = ((-1, 0), (0, 1), (1, 0), (0, -1))  # gymnax FourRooms' action order
-  goal = tuple(int(x) for x in np.asarray(goal))
-  distance = {goal: 0}
-  queue = deque([goal])
-  while queue:
-    r, c = queue.popleft()
-    for dr, dc in directions:
-      cell = (r + dr, c + dc)
-      if cell in free and cell not in distance:
-        distance[cell] = distance[(r, c)] + 1
-        queue.append(cell)
-  size = four_rooms.GRID_SIZE
-  table = np.zeros((size * size, len(directions)), np.float32)
-  for r, c in free:
-    for a, (dr, dc) in enumerate(directions):
-      cell = (r + dr, c + dc) if (r + dr, c + dc) in free else (r, c)
-      table[r * size + c, a] = -float(distance[cell])
-  return table
-
-
 # ----------------------------------------------------------------------------------------------
 # The agent.
 # ----------------------------------------------------------------------------------------------
@@ -266,39 +209,12 @@ class Transition(NamedTuple):
   q_memory: Array  # float32 []
 
 
-class Memory(struct.PyTreeNode):
-  """The episodic memory: a ring of `memory_size` (observation, action, q) entries."""
+class MemoryEntry(NamedTuple):
+  """One entry of the episodic memory (a `hrljax.replay` ring of `memory_size` of them)."""
 
-  obs: PyTree  # [M, ...]
-  action: Array  # [M] int32
-  value: Array  # [M] float32
-  size: Array  # int32, filled slots
-  position: Array  # int32, the next slot written
-
-
-def init_memory(example_obs: PyTree, memory_size: int) -> Memory:
-  return Memory(
-    obs=jax.tree.map(lambda x: jnp.zeros((memory_size,) + x.shape, x.dtype), example_obs),
-    action=jnp.zeros((memory_size,), jnp.int32),
-    value=jnp.zeros((memory_size,), jnp.float32),
-    size=jnp.zeros((), jnp.int32),
-    position=jnp.zeros((), jnp.int32),
-  )
-
-
-def add_to_memory(memory: Memory, obs: PyTree, action: Array, value: Array) -> Memory:
-  """The memory after writing `[N]` entries in order, the oldest overwritten first."""
-  capacity = memory.action.shape[0]
-  count = action.shape[0]
-  slots = (memory.position + jnp.arange(count)) % capacity
-  put = lambda store, new: store.at[slots].set(new)
-  return Memory(
-    obs=jax.tree.map(put, memory.obs, obs),
-    action=put(memory.action, action.astype(jnp.int32)),
-    value=put(memory.value, value.astype(jnp.float32)),
-    size=jnp.minimum(memory.size + count, capacity),
-    position=(memory.position + count) % capacity,
-  )
+  obs: PyTree
+  action: Array  # int32 []
+  value: Array  # float32 [], the one-step estimate r + γ(1 − d)·max_a Q_mix(s', a)
 
 
 class MixtureAgent(struct.PyTreeNode):
@@ -309,9 +225,9 @@ class MixtureAgent(struct.PyTreeNode):
   opt_state: PyTree
   num_updates: Array  # int32
   expert_params: PyTree  # [K, ...] frozen: no gradient, no optimizer state
-  memory: Memory
+  memory: replay.ReplayBuffer  # of MemoryEntry
   demo_table: Optional[Array]  # [cells, A] demonstration values, or None
-  network: HyperAgent = struct.field(pytree_node=False)
+  network: ExpertMixtureGate = struct.field(pytree_node=False)
   expert_network: DiscreteQNetwork = struct.field(pytree_node=False)
   tx: optax.GradientTransformation = struct.field(pytree_node=False)
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
@@ -333,7 +249,7 @@ class MixtureAgent(struct.PyTreeNode):
         f"experts: expected Q-networks of {env_spec.action_dim} actions, got "
         f"{experts.network.num_actions}"
       )
-    network = HyperAgent(
+    network = ExpertMixtureGate(
       num_experts=experts.num_experts,
       hidden_size=config.hyper_hidden_size,
       observation_ndim=len(env_spec.observation_shape),
@@ -347,7 +263,10 @@ class MixtureAgent(struct.PyTreeNode):
       opt_state=tx.init(params),
       num_updates=jnp.zeros((), jnp.int32),
       expert_params=experts.params,
-      memory=init_memory(example, config.memory_size),
+      memory=replay.init(
+        MemoryEntry(example, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)),
+        config.memory_size,
+      ),
       demo_table=None if demo_table is None else jnp.asarray(demo_table, jnp.float32),
       network=network,
       expert_network=experts.network,
@@ -399,16 +318,17 @@ class MixtureAgent(struct.PyTreeNode):
     """`(q_mem [N], found [N])` of `episodic_memory_lookup` for `[N]` transitions, with every
     memory entry re-encoded by the current hyper-agent; `fallback` where nothing is found."""
     _, query = self.network.apply(self.params, obs)
-    _, keys = self.network.apply(self.params, self.memory.obs)
-    valid = jnp.arange(self.memory.action.shape[0]) < self.memory.size
+    memory = self.memory.storage
+    _, keys = self.network.apply(self.params, memory.obs)
+    valid = jnp.arange(self.memory.capacity) < self.memory.size
 
     def one(q, a):
       return value_based.episodic_memory_lookup(
         q,
         a,
         keys,
-        self.memory.action,
-        self.memory.value,
+        memory.action,
+        memory.value,
         valid,
         num_neighbours=self.config.num_neighbours,
       )
@@ -506,7 +426,7 @@ def make_learner(config: ml_collections.ConfigDict, experts: Optional[Experts] =
     experts = load_experts(tuple(config.expert_runs))
   demo_table = None
   if config.demonstration == "shortest_path":
-    demo_table = shortest_path_demonstration(env_params.goal)
+    demo_table = four_rooms.shortest_path_action_values(env_params.goal)
   steps_per_update = config.num_envs * config.num_steps
   num_updates = training.num_updates(config.total_timesteps, steps_per_update)
 
@@ -565,7 +485,7 @@ def make_learner(config: ml_collections.ConfigDict, experts: Optional[Experts] =
     one_step = agent.one_step_values(agent.params, collected)
     q_memory, found = agent.memory_values(obs, action, one_step)
     buffer = replay.add(state.buffer, collected._replace(q_memory=q_memory))
-    agent = agent.replace(memory=add_to_memory(agent.memory, obs, action, one_step))
+    agent = agent.replace(memory=replay.add(agent.memory, MemoryEntry(obs, action, one_step)))
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
     agent, metrics = value_common.gradient_steps_after_warmup(
       lambda a, b: a.update(b), agent, buffer, update_key, learning, config

@@ -1,4 +1,6 @@
-"""QMIX's hypernetworks: the mixing network's weights and biases as functions of the state.
+"""Mixing networks: QMIX's hypernetworks over agent values, and the gate over frozen experts.
+
+`QMixHypernetwork`: the mixing network's weights and biases as functions of the state.
 
 Rashid et al., "QMIX: Monotonic Value Function Factorisation for Deep Multi-Agent Reinforcement
 Learning", ICML 2018, arXiv:1803.11485, Section 4 and Appendix C: the mixing network has one
@@ -11,6 +13,11 @@ them linear (`hypernet_layers=1`).
 
 The module returns the raw outputs; `hrljax.losses.value_based.monotonic_mix` takes the absolute
 values and mixes.
+
+`ExpertMixtureGate`: the logits of a softmax mixture over K frozen experts, as a function of the
+observation, and the state encoding an episodic memory compares (MacroHFT's hyper-agent: Zong et
+al., "MacroHFT: Memory Augmented Context-aware Reinforcement Learning On High Frequency Trading",
+KDD 2024, arXiv:2406.14537, Section 4.3). `hrljax.losses.value_based.expert_mixture` mixes.
 """
 
 import flax.linen as nn
@@ -18,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.networks import initializers
+from hrljax.networks.actor_critic import flatten_observation
 
 
 class QMixHypernetwork(nn.Module):
@@ -58,3 +66,31 @@ class QMixHypernetwork(nn.Module):
     b1 = nn.Dense(m, name="hyper_b1")(state)
     b2 = nn.Dense(1, name="value_out")(nn.relu(nn.Dense(m, name="value_hidden")(state)))
     return w1, b1, w2, jnp.squeeze(b2, -1)
+
+
+class ExpertMixtureGate(nn.Module):
+  """`apply(params, obs) -> (logits [..., K], encoding [..., H])`: the mixture's logits and the
+  state encoding the episodic memory compares.
+
+  After the authors' `hyperagent` (ZONG0004/MacroHFT, `model/net.py`): a linear encoding of the state (the memory's
+  key), a hidden layer, and an output layer initialised to zero, so that every expert starts
+  with weight 1/K.
+  """
+
+  num_experts: int
+  hidden_size: int = 32
+  observation_ndim: int = 1
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    x = flatten_observation(obs, self.observation_ndim)
+    encoding = nn.Dense(self.hidden_size, name="encoder")(x)
+    h = nn.LayerNorm(use_scale=False, use_bias=False)(encoding)
+    h = nn.gelu(nn.Dense(4 * self.hidden_size)(h))
+    logits = nn.Dense(
+      self.num_experts,
+      kernel_init=nn.initializers.zeros,
+      bias_init=nn.initializers.zeros,
+      name="logits",
+    )(h)
+    return logits, encoding

@@ -28,6 +28,7 @@ Differences from the reference script: gymnax's failure model (above) instead of
 `envs.make(ENV_NAME, ...)`.
 """
 
+from collections import deque
 from typing import Optional
 
 import jax
@@ -214,3 +215,29 @@ def make_four_rooms(
     **param_overrides,
   )
   return env, params
+
+
+def shortest_path_action_values(goal) -> np.ndarray:
+  """`[13 * 13, 4]` optimal action values of reaching `goal` at a cost of 1 per step: minus the
+  number of steps from the cell each move leads to (a move into a wall stays) to `goal`, by
+  breadth-first search on the map; indexed by the one-hot observation's cell (a demonstration
+  for the expert mixture of `agents/macro_mixture.py`)."""
+  free = {tuple(c) for c in free_cells().tolist()}
+  directions = ((-1, 0), (0, 1), (1, 0), (0, -1))  # gymnax FourRooms' action order
+  goal = tuple(int(x) for x in np.asarray(goal))
+  distance = {goal: 0}
+  queue = deque([goal])
+  while queue:
+    r, c = queue.popleft()
+    for dr, dc in directions:
+      cell = (r + dr, c + dc)
+      if cell in free and cell not in distance:
+        distance[cell] = distance[(r, c)] + 1
+        queue.append(cell)
+  size = GRID_SIZE
+  table = np.zeros((size * size, len(directions)), np.float32)
+  for r, c in free:
+    for a, (dr, dc) in enumerate(directions):
+      cell = (r + dr, c + dc) if (r + dr, c + dc) in free else (r, c)
+      table[r * size + c, a] = -float(distance[cell])
+  return table

@@ -92,7 +92,7 @@ def test_a_few_updates_train_the_hyper_agent_and_leave_the_experts_frozen():
 
 
 def test_the_shortest_path_demonstration_points_along_the_path():
-  table = macro_mixture.shortest_path_demonstration((1, 1))
+  table = four_rooms.shortest_path_action_values((1, 1))
   # From (1, 2) left (action 3) reaches the goal: 0 steps left; right (action 1): 2 steps.
   row = table[1 * four_rooms.GRID_SIZE + 2]
   assert row[3] == 0.0 and row[1] == -2.0 and row[0] == -1.0  # up hits the wall and stays
