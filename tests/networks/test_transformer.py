@@ -41,11 +41,12 @@ NUM_TOKENS = UTTERANCES.shape[1]
 
 def _random_params(module, seed, *inputs, scale):
   """Parameters of `module` with every leaf drawn from N(0, scale²) (shapes from tracing; NumPy
-  draws, so nothing is compiled)."""
+  draws cast in NumPy, so nothing is compiled)."""
   shapes = jax.eval_shape(module.init, jax.random.key(0), *inputs)
   rng = np.random.default_rng(seed)
   return jax.tree.map(
-    lambda leaf: jnp.asarray(scale * rng.standard_normal(leaf.shape), jnp.float32), shapes
+    lambda leaf: jnp.asarray((scale * rng.standard_normal(leaf.shape)).astype(np.float32)),
+    shapes,
   )
 
 
@@ -407,16 +408,16 @@ def test_token_value_network_gives_one_causal_value_per_utterance_token():
   network = tr.TokenValueNetwork(
     vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2, max_len=24
   )
-  params = network.init(jax.random.key(0), PROMPTS, UTTERANCES)
-  apply = network.apply  # one call each: op-by-op is cheaper than a compile
+  params = _random_params(network, 2, PROMPTS, UTTERANCES, scale=0.5)
+  apply = fast_jit(network.apply)  # one program for both calls (op by op compiles every op)
   values = np.asarray(apply(params, PROMPTS, UTTERANCES))
   assert values.shape == UTTERANCES.shape
   changed = UTTERANCES.copy()
   changed[:, 3:] = (changed[:, 3:] + 1) % VOCAB
+  changed_values = np.asarray(apply(params, PROMPTS, changed))
   # The value before token j sees the dialogue and tokens < j only.
-  np.testing.assert_allclose(
-    np.asarray(apply(params, PROMPTS, changed))[:, :4], values[:, :4], rtol=1e-5, atol=1e-6
-  )
+  np.testing.assert_allclose(changed_values[:, :4], values[:, :4], rtol=1e-5, atol=1e-6)
+  assert np.max(np.abs(changed_values[:, 4] - values[:, 4])) > 1e-4  # token 3 is read by V_4
 
 
 def test_critic_params_from_policy_copy_the_trunk_and_refuse_other_sizes():
@@ -424,8 +425,9 @@ def test_critic_params_from_policy_copy_the_trunk_and_refuse_other_sizes():
   critic = tr.UtteranceCritic(
     vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2, max_len=20, causal=True
   )
-  policy_params = jax.jit(policy.init)(jax.random.key(0), PROMPTS)
-  critic_params = jax.jit(critic.init)(jax.random.key(1), PROMPTS, UTTERANCES)
+  # Random parameters of the modules' shapes (NumPy draws: nothing is compiled).
+  policy_params = _random_params(policy, 3, PROMPTS, scale=0.5)
+  critic_params = _random_params(critic, 4, PROMPTS, UTTERANCES, scale=0.5)
   started = tr.critic_params_from_policy(critic_params, policy_params)
   encoder, trunk = started["params"]["encoder"], policy_params["params"]["trunk"]
   np.testing.assert_array_equal(
@@ -437,5 +439,5 @@ def test_critic_params_from_policy_copy_the_trunk_and_refuse_other_sizes():
   wide = tr.UtteranceCritic(vocab_size=VOCAB, d_model=32, num_layers=1, num_heads=2, max_len=20)
   with pytest.raises(ValueError, match="policy_params"):
     tr.critic_params_from_policy(
-      jax.jit(wide.init)(jax.random.key(1), PROMPTS, UTTERANCES), policy_params
+      _random_params(wide, 5, PROMPTS, UTTERANCES, scale=0.5), policy_params
     )
