@@ -230,12 +230,19 @@ def test_without_relabelling_the_task_buffer_holds_the_executed_actions(relabell
   )
 
 
+# `random_steps` and `intervention_penalty` change different things (the proposed actions after
+# exploration; the stored task reward of intervened decisions), so one run with both serves the
+# two tests below and each checks its own against the plain run.
+PROPOSALS_AND_PENALTY = dict(random_steps=12, intervention_penalty=0.5)
+
+
 def test_random_steps_keep_uniform_task_actions_behind_the_reflex(relabelling_run):
   """`random_steps` past `learning_starts`: the same run up to `learning_starts`, then the
   reflex is on (ε = 0: it intervenes at every step) while the proposed actions are still drawn
-  uniformly instead of from π_task."""
+  uniformly instead of from π_task (the run also has `intervention_penalty=0.5`, which changes
+  only stored rewards)."""
   config, learner, (policy_run, policy_metrics), _, _ = relabelling_run
-  state, metrics = run_learner(config, random_steps=12)
+  state, metrics = run_learner(config, **PROPOSALS_AND_PENALTY)
   np.testing.assert_array_equal(metrics["intervention_rate"], policy_metrics["intervention_rate"])
   size = 2 * learner.num_updates
   exploring = np.arange(size) < config.learning_starts
@@ -246,12 +253,14 @@ def test_random_steps_keep_uniform_task_actions_behind_the_reflex(relabelling_ru
 
 
 def test_intervention_penalty_lowers_the_stored_task_reward_only(relabelling_run):
-  """`intervention_penalty=0.5` (intervention treated as a cost with a fixed weight) in the same run: the first intervened decisions
-  (learner step 4, ε = 0, both environments) come from the same actor and keys, so their stored
-  task rewards are exactly the unpenalised run's minus 0.5; exploration steps are stored as they
-  were, and the logged (environment) returns of those steps do not change."""
+  """`intervention_penalty=0.5` (intervention treated as a cost with a fixed weight) in the same run
+  (with `random_steps=12`: uniform proposals behind the reflex, which executes π_rec's actions
+  there): the first intervened decisions (learner step 4, ε = 0, both environments) execute the
+  same recovery actions from the same agent and keys, so their stored task rewards are exactly
+  the unpenalised run's minus 0.5; exploration steps are stored as they were, and the logged
+  (environment) returns of those steps do not change."""
   config, _, (plain, plain_metrics), _, _ = relabelling_run
-  state, metrics = run_learner(config, intervention_penalty=0.5)
+  state, metrics = run_learner(config, **PROPOSALS_AND_PENALTY)
   penalised = np.asarray(state.task_buffer.storage.reward[:10])
   reference = np.asarray(plain.task_buffer.storage.reward[:10])
   np.testing.assert_array_equal(penalised[:8], reference[:8])
