@@ -151,11 +151,12 @@ def test_penalty_gradient_reaches_the_actor_through_the_action(variant):
     action = agent.task.actor.apply(actor_params, obs).sample(seed=jax.random.key(8))
     return jnp.mean(recovery_rl.task_risk_penalty_fn(agent, jnp.asarray(True))(obs, action))
 
-  grad_one = jax.jit(jax.grad(penalty))(agent.task.actor_params, agent)
+  grad = jax.jit(jax.grad(penalty))  # ν is data: one program for both values
+  grad_one = grad(agent.task.actor_params, agent)
   norms = [float(jnp.linalg.norm(g)) for g in jax.tree.leaves(grad_one)]
   assert max(norms) > 1e-4, norms
   agent_five = agent.replace(log_nu=jnp.log(jnp.asarray(5.0, jnp.float32)))
-  grad_five = jax.jit(jax.grad(penalty))(agent.task.actor_params, agent_five)
+  grad_five = grad(agent.task.actor_params, agent_five)
   jax.tree.map(
     lambda a, b: np.testing.assert_allclose(b, 5.0 * a, rtol=1e-4, atol=1e-7), grad_one, grad_five
   )
