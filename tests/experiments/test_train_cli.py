@@ -1,6 +1,7 @@
-"""End-to-end tests of `python -m experiments.train` and `experiments.plot` in subprocesses (a
-refusal made before any program is built, and the run resumed after a SIGKILL, run the same
-command line in this process)."""
+"""End-to-end tests of `python -m experiments.train` and `experiments.plot`: in subprocesses where
+the process is the point (absl's entry point, a SIGKILL, the plot command), the other command
+lines in this process (`tests.train_in_process.cli`: the driver's `parse_flags` then `main`).
+The installed console scripts are tested from a wheel (tests/test_wheel.py)."""
 
 import json
 import os
@@ -54,16 +55,18 @@ def final_params(workdir):
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-  """One run of the tiny config (16 updates, checkpoints at 8 and 16): checked by the smoke test,
-  the uninterrupted reference of the SIGKILL test and the workdir the config check copies."""
+  """One run of the tiny config (16 updates, checkpoints at 8 and 16), in this process (`cli`:
+  the command line through the driver's `parse_flags` and `main`; its programs are then in the
+  persistent compilation cache for the SIGKILL test's subprocess): checked by the smoke test, the
+  uninterrupted reference of the SIGKILL test and the workdir the config check copies."""
   workdir = tmp_path_factory.mktemp("smoke") / "run"
-  return workdir, run(train_command(workdir, *TINY))
+  return workdir, cli(os.path.join(ROOT, PPO_CONFIG), workdir, *TINY)
 
 
 def test_smoke_run_logs_checkpoints_evaluates_and_plots(smoke_run, tmp_path):
   workdir, result = smoke_run
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert "update 16/16" in result.stdout and "evaluation at update 16:" in result.stdout
+  assert result.code == 0, result.err[-2000:]
+  assert "update 16/16" in result.out and "evaluation at update 16:" in result.out
   records = read_jsonl(str(workdir))
   assert [r["update"] for r in records if r["phase"] == "train"] == [4, 8, 12, 16]
   assert records[-1]["phase"] == "eval" and records[-1]["eval_return"] > 0
@@ -120,10 +123,10 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(smoke_run, tmp_path):
   """SIGKILL after the updates past the first checkpoint (8) were run and logged, as the save of
   the next one (16) starts; the same command line started again (in this process: the kill is what
   needs a process of its own) resumes from 8, runs 9-16 again and ends with the metrics and
-  parameters of the uninterrupted smoke run (the same command line and programs, so the persistent
-  compilation cache serves both processes)."""
+  parameters of the uninterrupted smoke run (the same command line and programs, so the killed
+  process reads them from the persistent compilation cache)."""
   reference_dir, reference = smoke_run
-  assert reference.returncode == 0, reference.stderr[-2000:]
+  assert reference.code == 0, reference.err[-2000:]
   killed_dir, paused = tmp_path / "killed", tmp_path / "paused"
   command = train_command(killed_dir, *TINY)
   process = subprocess.Popen(
@@ -165,7 +168,7 @@ def test_resuming_a_workdir_with_another_config_is_a_one_line_error(smoke_run, t
   driver's `parse_flags` then `main`, as `python -m experiments.train` calls them)."""
   # A copy of the smoke run's workdir (checkpoints at updates 8 and 16).
   first_dir, first = smoke_run
-  assert first.returncode == 0, first.stderr[-2000:]
+  assert first.code == 0, first.err[-2000:]
   workdir = tmp_path / "run"
   shutil.copytree(first_dir, workdir)
   result = cli(os.path.join(ROOT, PPO_CONFIG), workdir, *TINY, "--config.hidden_sizes=(32, 32)")
