@@ -131,7 +131,9 @@ def run_cli(*args):
   )
 
 
-def test_command_line_writes_the_png_and_the_table_and_names_an_unreadable_run(tmp_path):
+def test_command_line_writes_the_png_and_the_table_and_names_an_unreadable_run(tmp_path, capsys):
+  """The command line in a subprocess (absl's entry point); an unreadable run stops `main` before
+  any flag is read, so that refusal is checked in this process."""
   workdirs = [
     write_run(tmp_path / agent, agent, MEDIUM, [(2500, 5, [seed(0.0)]), (5000, 20, [seed(s)])])
     for agent, s in (("ota", 0.4), ("hiql", 0.2))
@@ -145,7 +147,9 @@ def test_command_line_writes_the_png_and_the_table_and_names_an_unreadable_run(t
   assert lines[-1] == str(out)
   assert out.read_bytes()[:8] == PNG
   missing = tmp_path / "none"
-  result = run_cli(str(missing), f"--out={tmp_path / 'c.png'}")
-  assert result.returncode == 2
-  (line,) = result.stderr.strip().splitlines()
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as stopped:
+    ogbench_curves.main(["ogbench_curves", str(missing)])
+  assert stopped.value.code == 2
+  (line,) = capsys.readouterr().err.strip().splitlines()
   assert line.startswith(f"error: cannot read the run directory '{missing}'")
