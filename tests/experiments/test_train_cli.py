@@ -129,18 +129,18 @@ def test_sigkilled_run_resumes_to_the_uninterrupted_result(smoke_run, tmp_path):
   assert reference.code == 0, reference.err[-2000:]
   killed_dir, paused = tmp_path / "killed", tmp_path / "paused"
   command = train_command(killed_dir, *TINY)
-  process = subprocess.Popen(
-    [sys.executable, "-c", PAUSED_TRAIN, str(paused), "16", *command[3:]],
-    cwd=ROOT,
-    stdout=subprocess.DEVNULL,
-    stderr=subprocess.PIPE,
-    text=True,
-  )
+  with open(tmp_path / "stderr", "w") as stderr:  # a file, not a pipe that could fill and block
+    process = subprocess.Popen(
+      [sys.executable, "-c", PAUSED_TRAIN, str(paused), "16", *command[3:]],
+      cwd=ROOT,
+      stdout=subprocess.DEVNULL,
+      stderr=stderr,
+    )
   for _ in range(12_000):  # poll every 20 ms, for at most about 4 minutes
     if paused.exists() or process.poll() is not None:
       break
     time.sleep(0.02)
-  assert paused.exists(), process.communicate()[1][-3000:]
+  assert paused.exists(), (tmp_path / "stderr").read_text()[-3000:]
   process.send_signal(signal.SIGKILL)
   process.wait(timeout=60)
   assert process.returncode == -signal.SIGKILL
