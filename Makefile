@@ -31,10 +31,10 @@ run: $(STAMP)
 	$(PY) -m experiments.plot_options $(RUN) --out=$(RUN)/options.png
 
 # One pass. Most tests spend their time compiling tiny programs: the run's XLA_FLAGS are XLA:CPU's
-# fast-compile flags (tests/fast_compile.py; about half the compile time). The learning tests
-# (long runs, where optimised code pays) and the tests that compare two differently built programs
-# bit for bit (`bitwise`) compile with XLA's default options (tests/conftest.py), and the slowest
-# files start first so that both workers finish together.
+# fast-compile flags (tests/fast_compile.py; about half the compile time). The `optimised` learning
+# tests (long runs, where optimised code pays) and the tests that compare two differently built
+# programs bit for bit (`bitwise`) compile with XLA's default options (tests/conftest.py), and the
+# slowest files start first so that both workers finish together.
 test: $(STAMP)
 	$(PY) -m ruff format --check --quiet . || (echo 'run: $(PY) -m ruff format .' && false)
 	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder

@@ -7,7 +7,7 @@ default flags' in the last bits of transcendental functions (at -O0, tanh(12) is
 float32, not 1.0), so a test compares two computations of the same options, never one against a
 program compiled with the default flags bit for bit. `FAST_COMPILE_FLAGS` is the same for a
 subprocess (through `XLA_FLAGS`); `python tests/fast_compile.py` prints them (`make test` runs
-every test with them; the learning and `bitwise` tests compile inside `default_compile`).
+every test with them; the `optimised` and `bitwise` tests compile inside `default_compile`).
 """
 
 import contextlib
@@ -41,7 +41,7 @@ def fast_jit(fun, **kwargs):
 def default_compile():
   """Every program compiled inside is built with `DEFAULT_COMPILE`, whatever XLA_FLAGS says.
 
-  For the learning tests (long runs, where optimised code pays) and the `bitwise` ones (two
+  For the `optimised` tests (long runs, where optimised code pays) and the `bitwise` ones (two
   differently built programs agree bit for bit only when both are optimised) in a test run whose
   XLA_FLAGS are `FAST_COMPILE_FLAGS`. The options reach every compilation, the ones `jax.jit`
   makes inside library code included, through the function that builds XLA's compile options

@@ -230,6 +230,7 @@ def test_learner_step_metrics_are_scalars_for_the_training_loop():
 
 
 @pytest.mark.learning
+@pytest.mark.optimised
 def test_dqn_learns_cartpole():
   """experiments/configs/dqn_cartpole.py as it is (PureJaxRL's DQN settings, 500k environment
   steps), seed 0 with the driver's key. The statistic is the mean return of the episodes ending

@@ -297,6 +297,7 @@ def test_grpo_config_smoke_run_through_the_learner():
 
 
 @pytest.mark.learning
+@pytest.mark.optimised
 def test_gigpo_learns_fourrooms():
   """GiGPO with `experiments/configs/gigpo_fourrooms.py` cut to 128 updates (1.05M env steps).
 

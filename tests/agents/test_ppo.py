@@ -90,6 +90,10 @@ def test_ppo_solves_cartpole_within_500k_steps():
 
   Threshold 475 is the issue's (CartPole-v1's "solved" level). Measured here: seed 0 reaches 500.0;
   seeds 0-4 (vmapped run, closing note) all reach >= 475.
+
+  This test compiles with the fast options of `tests/fast_compile.py` (a shorter compile
+  outweighs the slower run here); they change the last bits of transcendental functions, so
+  the run is not bit for bit the measured one, and it passes there too.
   """
   _, metrics = jax.jit(ppo.make_train(ppo.get_config()))(jax.random.key(0))
   tail = len(metrics["episodes"]) // 10

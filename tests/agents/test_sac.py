@@ -214,6 +214,7 @@ def test_learner_step_metrics_are_scalars_for_the_training_loop():
 
 
 @pytest.mark.learning
+@pytest.mark.optimised
 def test_sac_learns_pendulum():
   """experiments/configs/sac_pendulum.py shrunk for CI (10k env steps, hidden (64, 64), batch 128;
   the rest at the paper's defaults), seed 0. The statistic is the mean return of the episodes

@@ -137,6 +137,10 @@ def test_shielded_training_has_no_violation_and_learns():
   violations, intervention rate 0.31-0.32. The full `shielded_ppo_pointhazard.py` config
   (16 x 100 steps x 150 updates, 3 seeds) ended at returns 2.903-2.907 with 0 violating steps in
   all of training, against about 73,000 for unconstrained PPO.
+
+  This test compiles with the fast options of `tests/fast_compile.py` (a shorter compile
+  outweighs the slower run here); they change the last bits of transcendental functions, so
+  the run is not bit for bit the measured one, and it passes there too.
   """
   config = tiny_config(
     num_envs=8,
