@@ -54,7 +54,6 @@ SLOW_FILES_FIRST = (
   "tests/agents/test_option_critic.py",
   "tests/agents/test_ppo_lagrangian.py",
   "tests/losses/test_hostile_inputs.py",
-  "tests/experiments/test_train_cli.py",
   "tests/agents/test_group_relative_agent.py",
   "tests/spine/test_multidevice.py",
   "tests/agents/test_task_risk_penalty.py",
@@ -75,6 +74,7 @@ SLOW_FILES_FIRST = (
   "tests/envs/test_token_game.py",
   "tests/agents/test_ppo.py",
   "tests/agents/test_dqn.py",
+  "tests/experiments/test_train_cli.py",
 )
 
 

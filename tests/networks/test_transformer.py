@@ -361,7 +361,9 @@ def test_overfit_reproduces_a_fixed_utterance_after_a_game_dialogue():
 
   Threshold from real runs of this setup (seeds 0-4, 300 steps): greedy decoding matched both
   targets from step 3-7 on; both summed target log-probs passed log(0.9) = -0.105 at steps
-  101-107 and were -0.053 to -0.058 at step 150, where the test stops.
+  101-107 and were -0.053 to -0.058 at step 150, where the test stops. This test compiles with
+  the fast options of `tests/fast_compile.py` (a shorter compile outweighs the slower run here);
+  they change the last bits of transcendental functions, and it passes there too.
   """
   env_params = token_game.EnvParams()
   dialogues, targets = _game_dialogues(env_params)
