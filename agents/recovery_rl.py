@@ -715,24 +715,9 @@ def _zeros(shapes: PyTree) -> PyTree:
 
 
 def _when(predicate: Array, fn, agent, *args):
-  """`fn(agent, *args)` where the traced `predicate` holds, else `(agent, zero metrics)`.
-
-  `fn` is traced once: `lax.cond` traces its true branch first, and the false branch takes the
-  metrics' shapes from that trace (a second trace of the updates, in `jax.eval_shape`, was about
-  a fifth of this agent's compile time); should the order ever differ, it traces `fn` itself.
-  """
-  traced = {}
-
-  def run(agent, *args):
-    agent, metrics = fn(agent, *args)
-    traced["shapes"] = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), metrics)
-    return agent, metrics
-
-  def skip(agent, *args):
-    shapes = traced["shapes"] if "shapes" in traced else jax.eval_shape(fn, agent, *args)[1]
-    return agent, _zeros(shapes)
-
-  return jax.lax.cond(predicate, run, skip, agent, *args)
+  """`fn(agent, *args)` where the traced `predicate` holds, else `(agent, zero metrics)`."""
+  shapes = jax.eval_shape(fn, agent, *args)[1]
+  return jax.lax.cond(predicate, fn, lambda *_: (agent, _zeros(shapes)), agent, *args)
 
 
 def make_train(config: ml_collections.ConfigDict):
