@@ -72,9 +72,9 @@ class ExpertMixtureGate(nn.Module):
   """`apply(params, obs) -> (logits [..., K], encoding [..., H])`: the mixture's logits and the
   state encoding the episodic memory compares.
 
-  After the authors' `hyperagent` (ZONG0004/MacroHFT, `model/net.py`): a linear encoding of the state (the memory's
-  key), a hidden layer, and an output layer initialised to zero, so that every expert starts
-  with weight 1/K.
+  After the authors' `hyperagent` (ZONG0004/MacroHFT, `model/net.py`): a linear encoding of the
+  state (the memory's key), a hidden layer, and an output layer initialised to zero, so that
+  every expert starts with weight 1/K.
   """
 
   num_experts: int

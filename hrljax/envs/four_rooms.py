@@ -234,10 +234,9 @@ def shortest_path_action_values(goal) -> np.ndarray:
       if cell in free and cell not in distance:
         distance[cell] = distance[(r, c)] + 1
         queue.append(cell)
-  size = GRID_SIZE
-  table = np.zeros((size * size, len(directions)), np.float32)
+  table = np.zeros((GRID_SIZE * GRID_SIZE, len(directions)), np.float32)
   for r, c in free:
     for a, (dr, dc) in enumerate(directions):
       cell = (r + dr, c + dc) if (r + dr, c + dc) in free else (r, c)
-      table[r * size + c, a] = -float(distance[cell])
+      table[r * GRID_SIZE + c, a] = -float(distance[cell])
   return table
