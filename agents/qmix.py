@@ -31,7 +31,7 @@ steps (none before `learning_starts` environment steps); `make_train(config)(key
 run as one XLA program. Evaluation is greedy (ε = 0) and reports the team return.
 """
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -40,12 +40,11 @@ import ml_collections
 import optax
 from flax import struct
 
-from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout, training
 from hrljax.agents import common, value_common
+from hrljax.agents.value_common import mixer_state, with_agent_ids
 from hrljax.losses import value_based
 from hrljax.networks.discrete_q import DiscreteQNetwork
-from hrljax.networks.mixers import QMixHypernetwork
 from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
 
@@ -94,30 +93,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run (a multi-agent environment
   with discrete actions needed)."""
   value_common.validate_value_fields(config, num_devices)
-  checks.one_of(config, "mixer", MIXERS)
-  checks.positive_int(config, "mixer_embed_dim")
-  checks.positive(config, "mixer_init_scale")
-  checks.non_negative_int(config, "hypernet_hidden")
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
-  spec = envs.spec(env, env_params)
-  if not hasattr(env, "num_agents") or len(spec.observation_shape) != 2 or not spec.discrete:
-    raise checks.ConfigError(
-      f"config.env_name: expected a multi-agent environment with discrete actions "
-      f"(observations [n_agents, obs_dim], e.g. MPE_simple_spread_v3), got {config.env_name!r} "
-      f"with {spec}"
-    )
-
-
-def with_agent_ids(obs: Array) -> Array:
-  """`[..., N, d]` observations with each agent's one-hot id appended: `[..., N, d + N]`."""
-  num_agents = obs.shape[-2]
-  ids = jnp.broadcast_to(jnp.eye(num_agents, dtype=obs.dtype), obs.shape[:-1] + (num_agents,))
-  return jnp.concatenate([obs, ids], axis=-1)
-
-
-def mixer_state(obs: Array) -> Array:
-  """The global state the mixer reads: the agents' observations `[..., N, d]` concatenated."""
-  return obs.reshape(obs.shape[:-2] + (-1,))
+  value_common.validate_mixer_fields(config, MIXERS)
+  value_common.multi_agent_spec(config)
 
 
 class Transition(NamedTuple):
@@ -137,15 +114,7 @@ def make_networks(env, env_spec: envs.EnvSpec, config):
     hidden_sizes=tuple(config.hidden_sizes),
     activation=config.activation,
   )
-  mixer = None
-  if config.mixer == "qmix":
-    mixer = QMixHypernetwork(
-      num_agents=env.num_agents,
-      embed_dim=config.mixer_embed_dim,
-      hypernet_hidden=config.hypernet_hidden,
-      init_scale=config.mixer_init_scale,
-    )
-  return network, mixer
+  return network, value_common.make_mixer(env.num_agents, config)
 
 
 class QMixAgent(struct.PyTreeNode):
@@ -157,7 +126,7 @@ class QMixAgent(struct.PyTreeNode):
   opt_state: PyTree
   num_updates: Array  # int32: gradient steps done (paces the target updates)
   network: nn.Module = struct.field(pytree_node=False)
-  mixer: Optional[nn.Module] = struct.field(pytree_node=False)
+  mixer: nn.Module | None = struct.field(pytree_node=False)
   tx: optax.GradientTransformation = struct.field(pytree_node=False)
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
@@ -168,9 +137,7 @@ class QMixAgent(struct.PyTreeNode):
     num_agents, obs_dim = env_spec.observation_shape
     agent_key, mixer_key = jax.random.split(key)
     params = {"agent": common.init_params(network, agent_key, (num_agents, obs_dim + num_agents))}
-    params["mixer"] = (
-      {} if mixer is None else mixer.init(mixer_key, jnp.zeros((num_agents * obs_dim,)))
-    )
+    params["mixer"] = value_common.init_mixer(mixer, mixer_key, num_agents * obs_dim)
     tx = value_common.make_optimizer(config)
     return cls(
       params=params,
@@ -189,25 +156,20 @@ class QMixAgent(struct.PyTreeNode):
 
   def mix(self, params: PyTree, q_agents: Array, state: Array) -> Array:
     """Q_tot `[...]` of per-agent values `[..., N]` at global states `[..., S]`."""
-    if self.mixer is None:
-      return jnp.sum(q_agents, axis=-1)
-    return value_based.monotonic_mix(q_agents, *self.mixer.apply(params["mixer"], state))
+    return value_common.mix(self.mixer, params["mixer"], q_agents, state)
 
   def act(self, obs: Array, key: Array, epsilon: Array = 0.0) -> Array:
     """Independent ε-greedy actions `[..., N]` (greedy with the default ε = 0)."""
     q = self.agent_values(self.params, obs)
-    uniform_key, action_key = jax.random.split(key)
-    explore = jax.random.uniform(uniform_key, q.shape[:-1]) < epsilon
-    random = jax.random.randint(action_key, q.shape[:-1], 0, q.shape[-1])
-    return jnp.where(explore, random, jnp.argmax(q, axis=-1))
+    uniform, random = value_common.epsilon_greedy_noise(key, q.shape[:-1], q.shape[-1])
+    return value_common.epsilon_greedy(q, uniform, random, epsilon)
 
   def targets(self, batch: Transition) -> Array:
     """y `[B]`: the team reward plus the discounted target Q_tot at the greedy joint action."""
     config = self.config
     q_next = self.agent_values(self.target_params, batch.next_obs)  # [B, N, A]
     selector = self.agent_values(self.params, batch.next_obs) if config.double_q else q_next
-    greedy = jnp.argmax(selector, axis=-1)
-    q_next = jnp.take_along_axis(q_next, greedy[..., None], axis=-1)[..., 0]
+    q_next = value_common.greedy_values(q_next, selector)
     q_tot_next = self.mix(self.target_params, q_next, mixer_state(batch.next_obs))
     reward = jnp.asarray(batch.reward, jnp.float32)
     discount = config.gamma * (1.0 - jnp.asarray(batch.terminated, jnp.float32))
@@ -216,28 +178,12 @@ class QMixAgent(struct.PyTreeNode):
 
   def loss(self, params: PyTree, batch: Transition) -> tuple[Array, dict[str, Array]]:
     """The mean TD loss on Q_tot over a `[B]` batch, and its metrics."""
-    config = self.config
     target = self.targets(batch)
     q = self.agent_values(params, batch.obs)  # [B, N, A]
     action = jnp.asarray(batch.action, jnp.int32)
-    kwargs = dict(loss_type=config.loss_type, huber_delta=config.huber_delta)
-    if self.mixer is None:
-      q_tot = jnp.sum(jnp.take_along_axis(q, action[..., None], axis=-1)[..., 0], axis=-1)
-
-      def vdn(q_tot, y):
-        # Σ_i Q_i is a single joint value: DQN's TD loss with one "action" and y as its target.
-        zero = jnp.zeros((), jnp.float32)
-        return value_based.q_learning_loss(
-          q_tot[None], jnp.zeros((), jnp.int32), y, zero, zero[None], **kwargs
-        )
-
-      losses, extras = jax.vmap(vdn)(q_tot, target)
-      td_error = extras.td_error
-    else:
-      w1, b1, w2, b2 = self.mixer.apply(params["mixer"], mixer_state(batch.obs))
-      qmix = lambda *args: value_based.qmix_loss(*args, **kwargs)
-      losses, extras = jax.vmap(qmix)(q, action, w1, b1, w2, b2, target)
-      q_tot, td_error = extras.q_tot, extras.td_error
+    losses, q_tot, td_error = value_common.mixed_td_losses(
+      self.mixer, params["mixer"], q, action, mixer_state(batch.obs), target, self.config
+    )
     metrics = {"q_tot": jnp.mean(q_tot), "td_error_abs": jnp.mean(jnp.abs(td_error))}
     return jnp.mean(losses), metrics
 
@@ -307,9 +253,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
   def policy(params, obs, noise):
     agent_params, eps = params
-    uniform, random_action = noise
-    greedy = greedy_actions(agent_params, obs)
-    return jnp.where(uniform < eps, random_action, greedy).astype(jnp.int32), None
+    q = network.apply(agent_params, with_agent_ids(obs))
+    return value_common.epsilon_greedy(q, *noise, eps), None
 
   def noise(key, num_steps):
     shape = (num_steps, config.num_envs, num_agents)

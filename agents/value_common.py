@@ -1,21 +1,26 @@
-"""Pieces the replay-based value learners share (`dqn`, `qmix`): the ε schedule, the optimizer,
-the target network's update, the config checks of those fields, and the gradient steps that wait
-for `learning_starts`.
+"""Pieces the replay-based value learners share (`dqn`, `qmix`, `gmah`): the ε schedule, the
+optimizer, the target network's update, the config checks of those fields, and the gradient steps
+that wait for `learning_starts`; for the multi-agent learners (`qmix`, `gmah`), the agent ids,
+the mixer's state, VDN's and QMIX's mixing and their TD loss on Q_tot.
 
 Mnih et al., "Human-level control through deep reinforcement learning", Nature 518, 2015: ε
-annealed linearly, a periodically updated target network, experience replay.
+annealed linearly, a periodically updated target network, experience replay. Sunehag et al. 2017
+(VDN, arXiv:1706.05296) and Rashid et al. 2018 (QMIX, arXiv:1803.11485): a team value mixed from
+per-agent values of one shared network whose input carries the agent's id.
 """
 
-from typing import Callable
+from collections.abc import Callable
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
 
 from hrljax import config_checks as checks
-from hrljax import replay
+from hrljax import envs, replay
 from hrljax.losses import value_based
+from hrljax.networks.mixers import QMixHypernetwork
 from hrljax.types import Array, PyTree
 
 
@@ -113,12 +118,12 @@ def gradient_steps_after_warmup(
   config,
 ) -> tuple[PyTree, dict[str, Array]]:
   """`updates_per_step` calls of `update(agent, batch)` on batches of `batch_size` sampled from
-  `buffer` when `learning` (a bool scalar: `learning_starts` environment steps are in), else the
+  `buffer` (or a tuple of buffers: a tuple of batches, `sample_batches`) when `learning` (a bool scalar: `learning_starts` environment steps are in), else the
   agent unchanged; the metrics are averaged over the steps (zeros before learning starts)."""
 
   def gradient_steps(agent, buffer, key):
     def one(agent, key):
-      return update(agent, replay.sample(buffer, key, config.batch_size))
+      return update(agent, sample_batches(buffer, key, config.batch_size))
 
     agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, config.updates_per_step))
     return agent, jax.tree.map(jnp.mean, metrics)
@@ -129,3 +134,119 @@ def gradient_steps_after_warmup(
     return agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
 
   return jax.lax.cond(learning, gradient_steps, wait, agent, buffer, key)
+
+
+def sample_batches(buffer, key: Array, batch_size: int) -> PyTree:
+  """A batch of `batch_size` from `buffer`, or from each buffer of a tuple (one key each)."""
+  if isinstance(buffer, replay.ReplayBuffer):
+    return replay.sample(buffer, key, batch_size)
+  keys = jax.random.split(key, len(buffer))
+  return tuple(replay.sample(b, k, batch_size) for b, k in zip(buffer, keys))
+
+
+def epsilon_greedy(q: Array, uniform: Array, random_choice: Array, eps: Array) -> Array:
+  """int32 `[...]`: the argmax of `q [..., A]`, or `random_choice` where `uniform < eps`."""
+  greedy = jnp.argmax(q, axis=-1)
+  return jnp.where(uniform < eps, random_choice, greedy).astype(jnp.int32)
+
+
+def greedy_values(q_target: Array, q_selector: Array) -> Array:
+  """`q_target [..., A]` at the argmax of `q_selector [..., A]`: `[...]` (double Q when the
+  selector is the online network, Q-learning's max when it is `q_target` itself)."""
+  choice = jnp.argmax(q_selector, axis=-1)
+  return jnp.take_along_axis(q_target, choice[..., None], axis=-1)[..., 0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Multi-agent value mixing (qmix, gmah)
+# ----------------------------------------------------------------------------------------------
+
+
+def validate_mixer_fields(config: ml_collections.ConfigDict, mixers: tuple) -> None:
+  """Raises `ConfigError` naming the first mixer field (`mixer`, its sizes) that cannot run."""
+  checks.one_of(config, "mixer", mixers)
+  checks.positive_int(config, "mixer_embed_dim")
+  checks.positive(config, "mixer_init_scale")
+  checks.non_negative_int(config, "hypernet_hidden")
+
+
+def multi_agent_spec(config: ml_collections.ConfigDict) -> tuple:
+  """`(env, env_params, spec)` of `config.env_name`; `ConfigError` naming `env_name` unless it
+  is a multi-agent environment with discrete actions (observations `[n_agents, obs_dim]`)."""
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)  # unknown names fail here
+  spec = envs.spec(env, env_params)
+  if not hasattr(env, "num_agents") or len(spec.observation_shape) != 2 or not spec.discrete:
+    raise checks.ConfigError(
+      f"config.env_name: expected a multi-agent environment with discrete actions "
+      f"(observations [n_agents, obs_dim], e.g. MPE_simple_spread_v3), got {config.env_name!r} "
+      f"with {spec}"
+    )
+  return env, env_params, spec
+
+
+def with_agent_ids(obs: Array) -> Array:
+  """`[..., N, d]` observations with each agent's one-hot id appended: `[..., N, d + N]`."""
+  num_agents = obs.shape[-2]
+  ids = jnp.broadcast_to(jnp.eye(num_agents, dtype=obs.dtype), obs.shape[:-1] + (num_agents,))
+  return jnp.concatenate([obs, ids], axis=-1)
+
+
+def mixer_state(obs: Array) -> Array:
+  """The global state the mixer reads: the agents' observations `[..., N, d]` concatenated."""
+  return obs.reshape(obs.shape[:-2] + (-1,))
+
+
+def make_mixer(num_agents: int, config) -> nn.Module | None:
+  """QMIX's hypernetwork for `config.mixer == "qmix"`; None for a mixer without parameters."""
+  if config.mixer != "qmix":
+    return None
+  return QMixHypernetwork(
+    num_agents=num_agents,
+    embed_dim=config.mixer_embed_dim,
+    hypernet_hidden=config.hypernet_hidden,
+    init_scale=config.mixer_init_scale,
+  )
+
+
+def init_mixer(mixer: nn.Module | None, key: Array, state_dim: int) -> PyTree:
+  """The mixer's parameters (`{}` for VDN's sum)."""
+  return {} if mixer is None else mixer.init(key, jnp.zeros((state_dim,)))
+
+
+def mix(mixer: nn.Module | None, mixer_params: PyTree, q_agents: Array, state: Array) -> Array:
+  """Q_tot `[...]` of per-agent values `[..., N]` at global states `[..., S]`: VDN's sum
+  (`mixer` None) or QMIX's `value_based.monotonic_mix` of the hypernetwork's outputs."""
+  if mixer is None:
+    return jnp.sum(q_agents, axis=-1)
+  return value_based.monotonic_mix(q_agents, *mixer.apply(mixer_params, state))
+
+
+def mixed_td_losses(
+  mixer: nn.Module | None,
+  mixer_params: PyTree,
+  q: Array,
+  action: Array,
+  state: Array,
+  target: Array,
+  config,
+) -> tuple[Array, Array, Array]:
+  """`(losses, q_tot, td_error)`, each `[B]`: the TD loss of Q_tot at the agents' chosen
+  actions `action [B, N]` (values `q [B, N, A]`, global states `state [B, S]`) against `target
+  [B]`; `value_based.qmix_loss` for QMIX, DQN's loss on the summed value for VDN."""
+  kwargs = dict(loss_type=config.loss_type, huber_delta=config.huber_delta)
+  if mixer is None:
+    q_tot = jnp.sum(jnp.take_along_axis(q, action[..., None], axis=-1)[..., 0], axis=-1)
+
+    def vdn(q_tot, y):
+      # Σ_i Q_i is a single joint value: DQN's TD loss with one "action" and y as its target.
+      zero = jnp.zeros((), jnp.float32)
+      return value_based.q_learning_loss(
+        q_tot[None], jnp.zeros((), jnp.int32), y, zero, zero[None], **kwargs
+      )
+
+    losses, extras = jax.vmap(vdn)(q_tot, target)
+    return losses, q_tot, extras.td_error
+  w1, b1, w2, b2 = mixer.apply(mixer_params, state)
+  qmix = lambda *args: value_based.qmix_loss(*args, **kwargs)
+  losses, extras = jax.vmap(qmix)(q, action, w1, b1, w2, b2, target)
+  return losses, extras.q_tot, extras.td_error
