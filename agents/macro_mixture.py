@@ -38,11 +38,11 @@ but acting (while collecting and when evaluated) with the Q-values of the single
 largest weight instead of the mixture.
 
 The experts are restored from the DQN runs named by `config.expert_runs` through
-`hrljax.load.load_run` (their first seed's parameters), or passed to `make_learner` directly
-(`Experts`). The hyper-agent's network is `hrljax.networks.mixers.ExpertMixtureGate`, the memory
-a `hrljax.replay` ring of `MemoryEntry`, the four-rooms demonstration
-`hrljax.envs.four_rooms.shortest_path_action_values`. `make_train(config)(key)` is a whole run as
-one XLA program.
+`hrljax.load.load_run` (their first seed's network and parameters), or passed to `make_learner`
+directly (`hrljax.networks.experts.Experts`). The hyper-agent's network is
+`hrljax.networks.mixers.ExpertMixtureGate`, the memory a `hrljax.replay` ring of `MemoryEntry`,
+the four-rooms demonstration `hrljax.envs.four_rooms.shortest_path_action_values`.
+`make_train(config)(key)` is a whole run as one XLA program.
 """
 
 from typing import NamedTuple, Optional, Sequence
@@ -60,6 +60,7 @@ from hrljax.agents import common, value_common
 from hrljax.envs import four_rooms
 from hrljax.losses import value_based
 from hrljax.networks.discrete_q import DiscreteQNetwork
+from hrljax.networks.experts import Experts, stack_experts
 from hrljax.networks.mixers import ExpertMixtureGate
 from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
@@ -141,35 +142,13 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
 
 
 # ----------------------------------------------------------------------------------------------
-# Networks: the frozen experts and the hyper-agent.
+# The frozen experts: trained DQN runs.
 # ----------------------------------------------------------------------------------------------
 
 
-class Experts(NamedTuple):
-  """K frozen Q-networks of one architecture: the network and its parameters stacked on a
-  leading K axis."""
-
-  network: DiscreteQNetwork
-  params: PyTree
-
-  @property
-  def num_experts(self) -> int:
-    return jax.tree.leaves(self.params)[0].shape[0]
-
-  def q_values(self, params: PyTree, obs: Array) -> Array:
-    """`[B, K, A]` action values of every expert for a batch of observations `[B, ...]`."""
-    q = jax.vmap(lambda p: self.network.apply(p, obs))(params)  # [K, B, A]
-    return jnp.moveaxis(q, 0, -2)
-
-
-def stack_experts(network: DiscreteQNetwork, params: Sequence[PyTree]) -> Experts:
-  """`Experts` from a list of parameter trees of `network` (all of one structure)."""
-  return Experts(network, jax.tree.map(lambda *x: jnp.stack(x), *params))
-
-
 def load_experts(runs: Sequence[str]) -> Experts:
-  """The experts of the DQN runs in `runs` (their first seed), through `load_run`; every run
-  must have the same Q-network architecture and action count."""
+  """The experts of the DQN runs in `runs` (their first seed's Q-network and parameters), through
+  `load_run`; every run must have the same Q-network architecture."""
   networks, params = [], []
   for workdir in runs:
     run = load.load_run(workdir)
@@ -177,17 +156,9 @@ def load_experts(runs: Sequence[str]) -> Experts:
       raise ValueError(
         f"expert_runs: expected workdirs of dqn runs, got {workdir!r} of agent {run.config.agent!r}"
       )
-    env, env_params = envs.make(run.config.env_name, **run.config.env_kwargs)
-    spec = envs.spec(env, env_params)
-    networks.append(
-      DiscreteQNetwork(
-        num_actions=spec.action_dim,
-        hidden_sizes=tuple(run.config.hidden_sizes),
-        activation=run.config.activation,
-        observation_ndim=len(spec.observation_shape),
-      )
-    )
-    params.append(run.seed_state().agent.params)
+    agent = run.seed_state().agent
+    networks.append(agent.network)
+    params.append(agent.params)
   if any(n != networks[0] for n in networks):
     raise ValueError(f"expert_runs: expected runs of one Q-network architecture, got {networks}")
   return stack_experts(networks[0], params)
@@ -369,12 +340,8 @@ class MixtureAgent(struct.PyTreeNode):
 
     action = jnp.asarray(batch.action, jnp.int32)
     q_memory = jnp.asarray(batch.q_memory, jnp.float32)
-    if demo is None:
-      losses, extras = jax.vmap(lambda *x: one(*x, None))(
-        logits, q_experts, action, target, q_memory
-      )
-    else:
-      losses, extras = jax.vmap(one)(logits, q_experts, action, target, q_memory, demo)
+    # Without a demonstration `demo` is None, a pytree with no leaf: `one` then gets None too.
+    losses, extras = jax.vmap(one)(logits, q_experts, action, target, q_memory, demo)
     return jnp.mean(losses), extras
 
   def update(self, batch: Transition) -> tuple["MixtureAgent", dict[str, Array]]:

@@ -26,11 +26,11 @@ all built from `hrljax.losses.options`:
   * termination: `trajectory_termination_loss` with xi = c + margin, at s_{k+1} (paper) by default.
 Targets come from the online network under stop-gradient (A2OC has no target network).
 
-The option running in each environment is part of the rollout state (`OptionEnvCarry.option`,
--1 when an episode has just started and an option must be chosen), so it survives from one update
-to the next and is reset at episode ends. Call-and-return execution: the running option ends in
-the arrival state with probability beta_w(s'), then the policy over options (epsilon-greedy over Q
-by default) draws the next one.
+The option running in each environment is part of the rollout state (`OptionEnvCarry.option` of
+`hrljax.rollout.call_and_return`, -1 when an episode has just started and an option must be
+chosen), so it survives from one update to the next and is reset at episode ends. Call-and-return
+execution: the running option ends in the arrival state with probability beta_w(s'), then the
+policy over options (epsilon-greedy over Q by default) draws the next one.
 
 Deviations from the paper's four-rooms setting, each a config field (why, with the runs behind
 each choice: docs/options.md). Kept: 4 options, gamma 0.99, epsilon 0.01, zero-initialised
@@ -59,21 +59,21 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, rollout, training
+from hrljax import envs, training
 from hrljax.agents import common
-from hrljax.rollout import rollout_statistics
 from hrljax.envs import four_rooms
 from hrljax.losses import options
-from hrljax.networks.option_critic import OptionCriticNetwork, OptionCriticOutput
+from hrljax.networks.option_critic import OptionCriticNetwork, OptionCriticOutput, param_labels
+from hrljax.rollout import call_and_return, rollout_statistics
+from hrljax.rollout.call_and_return import NO_OPTION, OptionEnvCarry, OptionExtras
 from hrljax.training import Learner
-from hrljax.types import Array, EnvCarry, PyTree, Transition
+from hrljax.types import Array, PyTree, Transition
 
 
 OPTIMIZERS = ("sgd", "rmsprop", "adam")
 OPTION_POLICIES = ("epsilon_greedy", "softmax")
 VALUES_OVER_OPTIONS = ("max", "expected")
 LOSS_REDUCTIONS = ("mean", "sum")
-NO_OPTION = -1  # the option slot of an environment whose episode has just started
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -185,16 +185,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
 
 
 # ----------------------------------------------------------------------------------------------
-# Acting: call-and-return option execution for a batch of environments.
+# Acting: the policy over options and the intra-option policies, executed call-and-return by
+# `hrljax.rollout.call_and_return`.
 # ----------------------------------------------------------------------------------------------
-
-
-class OptionExtras(NamedTuple):
-  """What acting records per step (`[N]` each, `[T, N]` in a rollout)."""
-
-  option: Array  # int32, the option that chose the action
-  switched: Array  # bool, a new option was drawn at this state (episode start or termination)
-  terminated_option: Array  # bool, the running option terminated here (not an episode start)
 
 
 def option_probabilities(q: Array, policy: str, epsilon, temperature) -> Array:
@@ -234,49 +227,15 @@ def select_options_and_actions(
   return action.astype(jnp.int32), extras
 
 
-class OptionEnvCarry(struct.PyTreeNode):
-  """Per-environment rollout state: the environments and the option running in each."""
+def option_policy(network: nn.Module, config, epsilon) -> call_and_return.OptionPolicyFn:
+  """The acting policy of `call_and_return.rollout` / `evaluate`: the network's outputs at the
+  observations, then `select_options_and_actions` with `epsilon` over options."""
 
-  env: EnvCarry
-  option: Array  # [N] int32, NO_OPTION at an episode start
+  def policy(params, obs, option_tm1, key):
+    out = network.apply(params, obs)
+    return select_options_and_actions(out, option_tm1, key, config, epsilon)
 
-
-def reset(env, env_params, key: Array, num_envs: int) -> OptionEnvCarry:
-  return OptionEnvCarry(
-    env=rollout.reset(env, env_params, key, num_envs),
-    option=jnp.full((num_envs,), NO_OPTION, jnp.int32),
-  )
-
-
-def collect(
-  env,
-  env_params,
-  network: nn.Module,
-  params: PyTree,
-  carry: OptionEnvCarry,
-  key: Array,
-  num_steps: int,
-  config,
-  epsilon,
-  unroll: int = 1,
-) -> tuple[OptionEnvCarry, Transition]:
-  """`num_steps` steps of every environment; `[T, N]` transitions with `OptionExtras`."""
-
-  def one_step(carry_and_key, _):
-    carry, key = carry_and_key
-    key, policy_key, env_key = jax.random.split(key, 3)
-    out = network.apply(params, carry.env.obs)
-    action, extras = select_options_and_actions(out, carry.option, policy_key, config, epsilon)
-    env_carry, transition = rollout.step(env, env_params, carry.env, action, env_key)
-    option = jnp.where(transition.done, NO_OPTION, extras.option)
-    return (OptionEnvCarry(env=env_carry, option=option), key), transition._replace(
-      policy_extras=extras
-    )
-
-  (carry, _), transitions = jax.lax.scan(
-    one_step, (carry, key), None, length=num_steps, unroll=unroll
-  )
-  return carry, transitions
+  return policy
 
 
 # ----------------------------------------------------------------------------------------------
@@ -394,20 +353,6 @@ def option_critic_objective(
   }
 
 
-def param_labels(params: PyTree) -> PyTree:
-  """'termination' / 'policy' for those heads, 'critic' for Q and the shared torso."""
-
-  def label(path, _):
-    names = [getattr(k, "key", "") for k in path]
-    if "termination_head" in names:
-      return "termination"
-    if "policy_head" in names:
-      return "policy"
-    return "critic"
-
-  return jax.tree_util.tree_map_with_path(label, params)
-
-
 def make_optimizer(config) -> optax.GradientTransformation:
   """One optimizer per part (critic + torso, intra-option policies, terminations)."""
 
@@ -490,70 +435,6 @@ class RunnerState(struct.PyTreeNode):
   update: Array  # int32 count of updates done
 
 
-def option_statistics(traj: Transition) -> dict[str, Array]:
-  """How often running options terminate (per step, episode starts excluded)."""
-  extras: OptionExtras = traj.policy_extras
-  return {"option_termination_rate": extras.terminated_option.astype(jnp.float32).mean()}
-
-
-def evaluate_options(
-  env,
-  env_params,
-  network: nn.Module,
-  params: PyTree,
-  key: Array,
-  config,
-  num_episodes: int,
-  max_steps: int,
-) -> dict[str, Array]:
-  """One episode per environment; steps to the end and per-option mean durations.
-
-  An option's duration is the number of steps from the state where it was drawn to the state
-  where it terminated (or the episode ended); it is averaged over every execution of that option
-  in the first episode of each environment. Options never executed get NaN.
-  """
-  reset_key, run_key = jax.random.split(key)
-  carry = reset(env, env_params, reset_key, num_episodes)
-  num_options = config.num_options
-
-  def one_step(state, _):
-    carry, active, key = state
-    key, policy_key, env_key = jax.random.split(key, 3)
-    out = network.apply(params, carry.env.obs)
-    action, extras = select_options_and_actions(
-      out, carry.option, policy_key, config, config.eval_option_epsilon
-    )
-    env_carry, transition = rollout.step(env, env_params, carry.env, action, env_key)
-    chosen = jax.nn.one_hot(extras.option, num_options) * active[:, None]
-    record = (chosen, chosen * extras.switched[:, None], transition.reward * active)
-    option = jnp.where(transition.done, NO_OPTION, extras.option)
-    active = active & jnp.logical_not(transition.done)
-    return (OptionEnvCarry(env=env_carry, option=option), active, key), record
-
-  active = jnp.ones((num_episodes,), bool)
-  (_, still_running, _), (steps, starts, rewards) = jax.lax.scan(
-    one_step, (carry, active, run_key), None, length=max_steps
-  )
-  lengths = steps.sum(axis=(0, 2))  # [episodes]: steps until the first episode ended
-  per_option_steps, per_option_starts = steps.sum(axis=(0, 1)), starts.sum(axis=(0, 1))
-  duration = jnp.where(
-    per_option_starts > 0, per_option_steps / jnp.maximum(per_option_starts, 1.0), jnp.nan
-  )
-  metrics = {
-    "eval_length": lengths.mean(),
-    "eval_return": rewards.sum(axis=0).mean(),
-    "eval_success": (rewards.sum(axis=0) > 0).astype(jnp.float32).mean(),
-    "eval_unfinished": still_running.astype(jnp.float32).mean(),
-    "eval_option_duration": per_option_steps.sum() / jnp.maximum(per_option_starts.sum(), 1.0),
-  }
-  for w in range(num_options):
-    metrics[f"eval_option_{w}_duration"] = duration[w]
-    metrics[f"eval_option_{w}_usage"] = per_option_steps[w] / jnp.maximum(
-      per_option_steps.sum(), 1.0
-    )
-  return metrics
-
-
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` is one A2OC update (rollout with options, one gradient step)."""
   config = ml_collections.FrozenConfigDict(config)
@@ -562,47 +443,36 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   steps_per_update = config.num_envs * config.num_steps
   num_updates = training.num_updates(config.total_timesteps, steps_per_update)
   network = make_network(env_spec, config)
+  acting = option_policy(network, config, config.option_epsilon)
+  evaluation_policy = option_policy(network, config, config.eval_option_epsilon)
 
   def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = OptionCriticAgent.create(agent_key, env_spec, config)
-    carry = reset(env, env_params, env_key, config.num_envs)
+    carry = call_and_return.reset(env, env_params, env_key, config.num_envs)
     return RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
-    carry, traj = collect(
-      env,
-      env_params,
-      network,
-      state.agent.params,
-      state.env,
-      rollout_key,
-      config.num_steps,
-      config,
-      config.option_epsilon,
-      unroll=config.rollout_unroll,
+    params, num_steps, unroll = state.agent.params, config.num_steps, config.rollout_unroll
+    carry, traj = call_and_return.rollout(
+      env, env_params, acting, params, state.env, rollout_key, num_steps, unroll
     )
     agent, metrics = state.agent.update(traj)
     metrics.update(rollout_statistics(traj))
-    metrics.update(option_statistics(traj))
+    metrics.update(call_and_return.option_statistics(traj))
     return RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    eval_params = env_params
-    if hasattr(env_params, "transfer_after_steps"):
-      # Evaluate on the goal the agent is training on at this update.
-      moved = state.update * config.num_steps >= env_params.transfer_after_steps
-      eval_params = env_params.replace(
-        transfer_after_steps=jnp.where(moved, 0, env_params.transfer_after_steps)
-      )
-    return evaluate_options(
+    # Evaluate on the goal the agent is training on at this update.
+    eval_params = four_rooms.current_task_params(env_params, state.update * config.num_steps)
+    return call_and_return.evaluate(
       env,
       eval_params,
-      network,
+      evaluation_policy,
       state.agent.params,
       key,
-      config,
+      config.num_options,
       config.eval_episodes,
       env_params.max_steps_in_episode,
     )

@@ -87,3 +87,19 @@ class OptionCriticNetwork(nn.Module):
   def option_values(self, obs: jax.Array) -> jax.Array:
     """Q(s, .) alone (`[..., O]`)."""
     return self.q_head(self.features(obs))
+
+
+def param_labels(params) -> dict:
+  """`'termination'` / `'policy'` for the parameters of those heads, `'critic'` for the Q head and
+  the shared torso: the three parts option-critic steps at their own rates (Bacon et al. 2017,
+  Algorithm 1)."""
+
+  def label(path, _):
+    names = [getattr(k, "key", "") for k in path]
+    if "termination_head" in names:
+      return "termination"
+    if "policy_head" in names:
+      return "policy"
+    return "critic"
+
+  return jax.tree_util.tree_map_with_path(label, params)

@@ -217,6 +217,19 @@ def make_four_rooms(
   return env, params
 
 
+def current_task_params(env_params, env_steps):
+  """`env_params` whose every episode has the goal that training episodes starting after
+  `env_steps` per-environment steps have (the first goal, or the moved one once
+  `transfer_after_steps` are done): an evaluation then measures the task being learned. Params
+  of an environment without a moving goal are returned as they are."""
+  if not hasattr(env_params, "transfer_after_steps"):
+    return env_params
+  moved = env_steps >= env_params.transfer_after_steps
+  return env_params.replace(
+    transfer_after_steps=jnp.where(moved, 0, env_params.transfer_after_steps)
+  )
+
+
 def shortest_path_action_values(goal) -> np.ndarray:
   """`[13 * 13, 4]` optimal action values of reaching `goal` at a cost of 1 per step: minus the
   number of steps from the cell each move leads to (a move into a wall stays) to `goal`, by

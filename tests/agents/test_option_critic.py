@@ -1,4 +1,5 @@
-"""Tests of hrljax.agents.option_critic and its four-rooms task (hrljax.envs.four_rooms)."""
+"""Tests of hrljax.agents.option_critic, its rollout (hrljax.rollout.call_and_return) and its
+four-rooms task (hrljax.envs.four_rooms)."""
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +11,8 @@ from hrljax import envs
 from hrljax.agents import option_critic as oc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import four_rooms
-from hrljax.networks.option_critic import OptionCriticOutput
+from hrljax.networks.option_critic import OptionCriticOutput, param_labels
+from hrljax.rollout import call_and_return
 from hrljax.types import Transition
 
 
@@ -185,22 +187,22 @@ def test_running_option_survives_between_rollouts_and_is_reset_at_episode_ends()
   config = tiny_config()
   agent, env, params = make_agent(config, termination_logit=-100.0)  # options never terminate
   collect = jax.jit(
-    lambda carry, key: oc.collect(
-      env, params, agent.network, agent.params, carry, key, 12, agent.config, 0.01
+    lambda carry, key: call_and_return.rollout(
+      env, params, oc.option_policy(agent.network, agent.config, 0.01), agent.params, carry, key, 12
     )
   )
-  carry = oc.reset(env, params, jax.random.key(0), 4)
-  np.testing.assert_array_equal(carry.option, oc.NO_OPTION)
+  carry = call_and_return.reset(env, params, jax.random.key(0), 4)
+  np.testing.assert_array_equal(carry.option, call_and_return.NO_OPTION)
   carry, traj = collect(carry, jax.random.key(1))
   extras = traj.policy_extras
-  expected = np.where(traj.done[-1], oc.NO_OPTION, extras.option[-1])
+  expected = np.where(traj.done[-1], call_and_return.NO_OPTION, extras.option[-1])
   np.testing.assert_array_equal(carry.option, expected)
   # Inside the rollout, an option changes only at episode starts (beta = 0).
   starts = np.concatenate([np.ones((1, 4), bool), np.asarray(traj.done[:-1])])
   np.testing.assert_array_equal(extras.switched, starts)
   carry2, traj2 = collect(carry, jax.random.key(2))
   first = traj2.policy_extras
-  np.testing.assert_array_equal(first.switched[0], carry.option == oc.NO_OPTION)
+  np.testing.assert_array_equal(first.switched[0], carry.option == call_and_return.NO_OPTION)
   kept = np.asarray(carry.option) >= 0
   np.testing.assert_array_equal(np.asarray(first.option[0])[kept], np.asarray(carry.option)[kept])
   assert traj.done.any()  # max_steps_in_episode=30 over 12 + 12 steps from random cells
@@ -223,7 +225,7 @@ def synthetic_trajectory(seed=0, num_steps=3, num_options=2, num_actions=3):
     beta=f32(rng.uniform(0.1, 0.9, (num_steps, num_options))),
     logits=f32(rng.normal(size=(num_steps, num_options, num_actions))),
   )
-  extras = oc.OptionExtras(
+  extras = call_and_return.OptionExtras(
     option=jnp.array([1, 1, 0][:num_steps], jnp.int32),
     switched=jnp.array([True, False, True][:num_steps]),
     terminated_option=jnp.array([False, False, True][:num_steps]),
@@ -315,16 +317,14 @@ def test_critic_head_gets_gradient_only_from_the_critic():
 
   @jax.jit
   def gradients(p):
-    _, traj = oc.collect(
+    _, traj = call_and_return.rollout(
       env,
       params,
-      agent.network,
+      oc.option_policy(agent.network, agent.config, 0.1),
       p,
-      oc.reset(env, params, jax.random.key(0), 4),
+      call_and_return.reset(env, params, jax.random.key(0), 4),
       jax.random.key(1),
       6,
-      agent.config,
-      0.1,
     )
     return jax.grad(lambda p: oc.option_critic_objective(p, agent.network, traj, agent.config)[0])(
       p
@@ -334,7 +334,7 @@ def test_critic_head_gets_gradient_only_from_the_critic():
   np.testing.assert_array_equal(grads["q_head"]["kernel"], 0.0)
   assert np.abs(grads["termination_head"]["kernel"]).sum() > 0
   assert np.abs(grads["policy_head"]["kernel"]).sum() > 0
-  labels = oc.param_labels(agent.params)["params"]
+  labels = param_labels(agent.params)["params"]
   assert (
     labels["q_head"]["kernel"],
     labels["termination_head"]["kernel"],
@@ -350,7 +350,16 @@ def test_option_durations_are_the_episode_when_options_never_end_and_one_when_th
   config = tiny_config(eval_episodes=8)
   agent, env, params = make_agent(config)
   evaluate = jax.jit(
-    lambda p, k: oc.evaluate_options(env, params, agent.network, p, k, agent.config, 8, 30)
+    lambda p, k: call_and_return.evaluate(
+      env,
+      params,
+      oc.option_policy(agent.network, agent.config, agent.config.eval_option_epsilon),
+      p,
+      k,
+      4,
+      8,
+      30,
+    )
   )
   for logit, check in ((-100.0, "episode"), (100.0, "one")):
     agent, _, _ = make_agent(config, termination_logit=logit)
