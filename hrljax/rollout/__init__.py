@@ -6,12 +6,15 @@
 * `two_rate`: a policy deciding every `K` control steps, a controller and a per-control-step
   safety layer (Bresa, Recovery RL); `two_rate_streams`: the replay transitions and episode cost
   statistics agents read from its trajectories (used as a module, `rollout.two_rate_streams`).
+* `call_and_return`: options executed call-and-return (option-critic): the option in force, its
+  termination and the policy over options at every step, option-duration evaluation and option
+  statistics (used as a module, `rollout.call_and_return`).
 
 The acting policy is a pure function `policy_fn(params, obs, key) -> (action, extras)` over a
 batch of observations; whatever it returns in `extras` (log-probs, values, options, ...) is stored
 per step. Terminated and truncated are kept apart, and the true successor observation (before
 auto-reset) is stored in `Transition.next_obs` so that truncated steps can bootstrap. Every public
-name of the three modules is re-exported here (`rollout.two_rate_rollout`, ...).
+name of `plain`, `grouped` and `two_rate` is re-exported here (`rollout.two_rate_rollout`, ...).
 """
 
 from hrljax.rollout.grouped import (
