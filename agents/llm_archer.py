@@ -59,7 +59,7 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, llm_weights, replay, rollout, training
+from hrljax import envs, llm_prompts, replay, rollout, training
 from hrljax.agents import llm_common
 from hrljax.agents import token_common as tc
 from hrljax.envs import text_tasks, token_game
@@ -223,16 +223,7 @@ def actor_objective(
 ) -> tuple[Array, hc.ActorExtras]:
   """ArCHer's token-level loss: −mean_B A(s, a)·Σ_h log π(a_h | s, a_<h) over the LLM's tokens."""
   out = critic.apply(critic_params, batch.dialogue, batch.utterance, tc.token_mask(batch.utterance))
-  token_logp = llm_common.response_logprobs(
-    model_config,
-    params,
-    lora,
-    batch.prompt_tokens,
-    batch.prompt_mask,
-    batch.response,
-    batch.response_mask,
-    temperature=temperature,
-  )
+  token_logp = llm_common.batch_logprobs(model_config, params, lora, batch, temperature=temperature)
   return hc.archer_actor_loss(token_logp, batch.response_mask, out.q, out.v)
 
 
@@ -278,11 +269,9 @@ def _make_critic_update(env_params: token_game.EnvParams, config: CriticSettings
 
     def one_step(carry, batch):
       params, target, opt_state = carry
-      (loss, extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
-        params, target, critic, batch, config
+      (loss, extras), params, opt_state, _ = llm_common.gradient_step(
+        tx, critic_objective, params, opt_state, target, critic, batch, config
       )
-      updates, opt_state = tx.update(grads, opt_state, params)
-      params = optax.apply_updates(params, updates)
       target = optax.incremental_update(params, target, config.tau)
       return (params, target, opt_state), {
         "critic_loss": loss,
@@ -317,11 +306,19 @@ def make_actor_update(
 
   @jax.jit
   def actor_update(state: TrainState, params: PyTree, batch: ActorBatch) -> tuple[TrainState, dict]:
-    (loss, extras), grads = jax.value_and_grad(actor_objective, has_aux=True)(
-      state.lora, params, model_config, state.critic_params, critic, batch, temperature
+    (loss, extras), lora, opt_state, grads = llm_common.gradient_step(
+      tx,
+      actor_objective,
+      state.lora,
+      state.actor_opt_state,
+      params,
+      model_config,
+      state.critic_params,
+      critic,
+      batch,
+      temperature,
     )
-    updates, opt_state = tx.update(grads, state.actor_opt_state, state.lora)
-    state = state.replace(lora=optax.apply_updates(state.lora, updates), actor_opt_state=opt_state)
+    state = state.replace(lora=lora, actor_opt_state=opt_state)
     return state, {
       "actor_loss": loss,
       "advantage": jnp.mean(extras.advantage),
@@ -338,26 +335,6 @@ def make_env_step(env_params: token_game.EnvParams):
   """`step(carry, utterances [N, L], key) -> (carry, Transition)`, jitted, auto-resetting."""
   env = token_game.TokenGame(env_params)
   return jax.jit(lambda carry, action, key: rollout.step(env, env_params, carry, action, key))
-
-
-def longest_prompt(
-  lm: llm_common.LanguageModel, env_params: token_game.EnvParams, include_table: bool, system: str
-) -> int:
-  """The token count of the longest game prompt, rounded up to the prompt bucket.
-
-  The prompt grows with the dialogue; padding every prompt to this width keeps `generate` and the
-  actor update at one compiled shape. The longest dialogue a policy can still speak after is
-  `max_turns - 1` turns that were not understood (the longest answer text).
-  """
-  widths = []
-  for turns in range(env_params.max_turns):
-    obs = np.full((token_game.max_dialogue_len(env_params),), token_game.PAD, np.int32)
-    obs[0] = token_game.BOS
-    obs[1 : 1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
-    text = text_tasks.game_prompt(obs, env_params, include_table)
-    widths.append(len(llm_weights.chat_prompt(lm.tokenizer, text, system=system or None)))
-  bucket = llm_common.PROMPT_BUCKET
-  return -(-max(widths) // bucket) * bucket
 
 
 # ------------------------------------------------------------------------------------------------
@@ -393,8 +370,12 @@ class LLMArcher:
       float(config.temperature),
     )
     self._step_env = make_env_step(self.env_params)
-    self.prompt_width = longest_prompt(
-      self.lm, self.env_params, config.include_table, config.system_prompt
+    self.prompt_width = llm_prompts.longest_game_prompt(
+      self.lm.tokenizer,
+      self.env_params,
+      config.include_table,
+      config.system_prompt,
+      llm_common.PROMPT_BUCKET,
     )
 
   def init(self, seed: int) -> TrainState:
@@ -424,33 +405,21 @@ class LLMArcher:
       text_tasks.game_prompt(d, self.env_params, self.config.include_table)
       for d in np.asarray(dialogues)
     ]
-    responses = llm_common.sample_responses(
+    responses = llm_common.sample_for(
       self.lm,
+      self.config,
       lora,
       texts,
       key,
-      self.config.max_new_tokens,
-      self.config.temperature,
       greedy=greedy,
       system=self.config.system_prompt,
       min_width=self.prompt_width,
     )
-    lines, generation = responses.texts, responses.generation
-    utterances = np.stack(
-      [
-        text_tasks.parse_move(line, self.env_params, lenient=self.config.lenient_parsing)
-        for line in lines
-      ]
-    )
-    batch = ActorBatch(
-      jnp.asarray(dialogues),
-      jnp.asarray(utterances),
-      jnp.asarray(responses.prompt_tokens),
-      jnp.asarray(responses.prompt_mask),
-      jnp.asarray(generation.tokens),
-      jnp.asarray(generation.mask),
-    )
-    return batch, lines
+    lenient = self.config.lenient_parsing
+    lines = responses.texts
+    utterances = np.stack([text_tasks.parse_move(x, self.env_params, lenient) for x in lines])
+    fields = llm_common.response_fields(responses)
+    return jax.tree.map(jnp.asarray, ActorBatch(dialogues, utterances, **fields)), lines
 
   def collect(self, state: TrainState) -> tuple[TrainState, ActorBatch, dict, list[str]]:
     """Every game hears one line; the transitions go to the replay buffer."""
@@ -485,11 +454,11 @@ class LLMArcher:
     state, batch, metrics, lines = self.collect(state)
     metrics["collect_seconds"] = time.perf_counter() - start
     state, critic_metrics = self._critic_update(state)
-    metrics.update({k: float(v) for k, v in critic_metrics.items()})
+    metrics.update(llm_common.scalar_metrics(critic_metrics))
     if int(state.update) >= self.config.warmup_iters:
       start = time.perf_counter()
       state, actor_metrics = self._actor_update(state, self.lm.params, batch)
-      metrics.update({k: float(v) for k, v in actor_metrics.items()})
+      metrics.update(llm_common.scalar_metrics(actor_metrics))
       metrics["actor_seconds"] = time.perf_counter() - start
     metrics["example_line"] = lines[0]
     return state.replace(update=state.update + 1), metrics

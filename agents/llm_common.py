@@ -5,7 +5,8 @@ The model is SmolLM2-135M-Instruct ("SmolLM2: When Smol Goes Big", Allal et al.,
 `hrljax.networks.llama` with LoRA adapters ("LoRA: Low-Rank Adaptation of Large Language
 Models", Hu et al., arXiv 2106.09685): the base weights stay frozen and only the LoRA pytree is
 trained. This module loads it, turns prompts into left-padded token arrays with the chat
-template, samples and decodes responses, and scores them teacher-forced (`response_logprobs`).
+template, samples and decodes responses, scores them teacher-forced (`response_logprobs`), and
+takes the optimizer steps of both agents (`gradient_step`: the LoRA adapters, ArCHer's critic).
 Rewards are computed on the host from the decoded text, so these agents are host-driven loops
 around jitted pieces.
 """
@@ -17,9 +18,10 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 
 from hrljax import config_checks as checks
-from hrljax import llm_weights
+from hrljax import llm_prompts, llm_weights
 from hrljax.agents import token_common as tc
 from hrljax.networks import llama
 from hrljax.types import Array, PyTree
@@ -99,7 +101,7 @@ def encode_prompts(
   """Chat-template prompts, left-padded to a multiple of `bucket` and to at least `min_width`:
   int32 `[B, P]`, bool `[B, P]` (a fixed width keeps every jitted call at one shape)."""
   ids = [llm_weights.chat_prompt(lm.tokenizer, text, system=system or None) for text in texts]
-  width = max(-(-max(len(x) for x in ids) // bucket) * bucket, min_width)
+  width = max(llm_prompts.round_up(max(len(x) for x in ids), bucket), min_width)
   tokens = np.full((len(ids), width), lm.pad_id, np.int32)
   mask = np.zeros((len(ids), width), bool)
   for row, x in enumerate(ids):
@@ -124,6 +126,17 @@ class Responses(NamedTuple):
   prompt_mask: np.ndarray  # bool [B, P]
   generation: llama.Generation  # tokens, mask and sampling log-probs `[B, N]`
   texts: list
+
+
+def response_fields(responses: Responses) -> dict:
+  """The prompts and sampled responses as the fields of a training batch (host arrays):
+  `prompt_tokens`, `prompt_mask`, `response`, `response_mask`."""
+  return {
+    "prompt_tokens": responses.prompt_tokens,
+    "prompt_mask": responses.prompt_mask,
+    "response": responses.generation.tokens,
+    "response_mask": responses.generation.mask,
+  }
 
 
 def sample_responses(
@@ -157,6 +170,16 @@ def sample_responses(
   generation = jax.tree.map(np.asarray, generation)
   return Responses(
     tokens, mask, generation, decode_responses(lm, generation.tokens, generation.mask)
+  )
+
+
+def sample_for(
+  lm: LanguageModel, config, lora: PyTree, texts: Sequence[str], key: Array, **options
+) -> Responses:
+  """`sample_responses` with the run's `max_new_tokens` and `temperature` (`options`: `greedy`,
+  `system` and the prompt widths)."""
+  return sample_responses(
+    lm, lora, texts, key, config.max_new_tokens, config.temperature, **options
   )
 
 
@@ -199,6 +222,38 @@ def response_logprobs(
   return jnp.where(response_mask, picked, 0.0)
 
 
+def batch_logprobs(
+  model_config: llama.LlamaConfig,
+  params: PyTree,
+  lora: Optional[PyTree],
+  batch,
+  *,
+  temperature,
+  use_lora: bool = True,
+) -> Array:
+  """`response_logprobs` of a batch with the fields `prompt_tokens`, `prompt_mask`, `response`
+  and `response_mask` (both agents' training batches)."""
+  return response_logprobs(
+    model_config,
+    params,
+    lora,
+    batch.prompt_tokens,
+    batch.prompt_mask,
+    batch.response,
+    batch.response_mask,
+    temperature=temperature,
+    use_lora=use_lora,
+  )
+
+
 def scalar_metrics(metrics: dict) -> dict:
   """Device scalars as Python floats (what the host loop logs)."""
   return {name: float(value) for name, value in metrics.items()}
+
+
+def gradient_step(tx: optax.GradientTransformation, objective, params, opt_state, *args):
+  """One step of `tx` on `objective(params, *args) -> (loss, aux)`: `((loss, aux), params,
+  opt_state, grads)`; the gradients come back for the caller's norms and metrics."""
+  (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(params, *args)
+  updates, opt_state = tx.update(grads, opt_state, params)
+  return (loss, aux), optax.apply_updates(params, updates), opt_state, grads

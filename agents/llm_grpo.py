@@ -11,30 +11,18 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
     of `hicra_phrases` ("planning" phrases) via `group_relative.hicra_advantages`.
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
-    `hint_warmup_updates` on (the paper's unassisted first phase, `warmup_steps` in the authors'
-    code), each group with no correct response is regenerated once per hint level 1 .. 3 in the
-    same update (`text_tasks.hint`: knowledge, planning, solution tiers); the correct response
-    of the lowest level replaces the group's first response (`lowest_solving_level`,
-    `replace_with_hinted`); groups with a correct response are left as they are. What the code
-    follows: the authors' procedure (dvlab-research/Scaf-GRPO @1085db5,
-    `hint_mix_grpo/trainer/ray_trainer.py`, the block after the first reward computation, and
-    `build_new_message`: all levels generated at once, one sample each, the minimal correct
-    level kept, `replace_num=1`). The hinted response is
-    trained under its hinted prompt (`hint_in_context=True`, their released script's
-    `replace_hint_prompt=False`; `False` is their other setting, the hint-free prompt): the
-    hint is context, never a loss token. Not verified: the paper's own equations and schedule
-    (only its abstract and secondary summaries could be read here); the length of the unassisted
-    phase (the released script uses 50 steps; our default of 6 updates is our choice for the
-    default 40). Their tiers come from precomputed hint texts with four cumulative chunks each
-    (the released `build_new_message` has the planning tier commented out: 8 levels); ours are
-    one sentence per tier generated from the problem.
+    `hint_warmup_updates` on (the paper's unassisted first phase), each group with no correct
+    response is regenerated once per hint level 1 .. 3 in the same update, and the correct
+    response of the lowest level replaces the group's first response, trained under its hinted
+    prompt when `hint_in_context` (`hrljax.data.hint_scaffold` states what follows the authors'
+    code). The length of the unassisted phase is our choice (6 of the default 40 updates; the
+    released script uses 50 steps).
   * MMR1's variance-aware sampling (Leng et al., arXiv 2509.21268):
     `prompt_sampling="variance_aware"` draws the G problems of an update from a fixed pool of
-    `prompt_pool` problems with `hrljax.data.prompt_sampler` (score `vas_alpha`·p(1 − p) +
+    `prompt_pool` problems (`hrljax.data.prompt_pool`: score `vas_alpha`·p(1 − p) +
     `vas_beta`·diversity, mixture `vas_mixture` with uniform draws); the pool's running pass
     rates are in `TrainState.prompt_stats`, so they are checkpointed and a resumed run repeats
-    the uninterrupted one. That module's docstring states what follows the authors' code and
-    what is reconstructed.
+    the uninterrupted one.
 The losses are `hrljax.losses.group_relative` (advantages, filter, HICRA) and
 `hrljax.losses.policy_gradient` (clipped surrogate, k3 KL, aggregation); the model
 `hrljax.networks.llama` with the base weights frozen and only the LoRA pytree trained (optax on
@@ -43,16 +31,13 @@ The task is `hrljax.envs.text_tasks` (arithmetic word problems); loading, prompt
 scoring the model are `agents/llm_common.py`.
 
 One update: G = `num_prompts` problems, K = `samples_per_prompt` samples each (one jitted
-`llama.generate` call on the G*K left-padded prompts), rewards host-side (decode + parse, see
-`text_tasks`), then one jitted step: advantages, `update_epochs` gradient steps on the whole
-batch.
-
-Driver. The reward is computed on the host between jitted calls, so `make_learner` returns a
-`training.HostLearner` (one seed per run), which `python -m experiments.train` runs with the same
-logging, evaluation, checkpointing and resume as a compiled learner. The checkpoint holds the LoRA
-adapters, their optimizer state, the update count and the seed; since the problems and keys of
-update u are functions of (seed, u) a resumed run repeats the uninterrupted one. The frozen base
-weights are reloaded from the GGUF file, never checkpointed.
+`llama.generate` call on the G*K left-padded prompts), rewards host-side (decode + parse), then one
+jitted step: advantages, `update_epochs` gradient steps on the whole batch. Rewards are scored on
+the host between jitted calls, so `make_learner` returns a `training.HostLearner` (one seed per
+run; logging, evaluation, checkpoints and resume as for a compiled learner). The checkpoint holds
+the adapters, their optimizer state, the update count and the seed: the problems and keys of
+update u are functions of (seed, u), so a resumed run repeats the uninterrupted one; the frozen
+base weights are reloaded from the GGUF file.
 
 Deviations from the paper, each deliberate:
   * LoRA (rank `lora_rank`) instead of full fine-tuning; the learning rate is therefore a LoRA
@@ -81,11 +66,11 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import training
+from hrljax import llm_prompts, training
 from hrljax.agents import llm_common
 from hrljax.agents import token_common as tc
-from hrljax.data import prompt_sampler
-from hrljax.envs import text_tasks
+from hrljax.data import hint_scaffold, prompt_pool, prompt_sampler
+from hrljax.envs import arithmetic_task, text_tasks
 from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import llama
@@ -93,8 +78,6 @@ from hrljax.types import Array, PyTree
 
 ESTIMATORS = ("grpo", "dr_grpo", "rloo")
 HINT_LEVELS = text_tasks.HINT_LEVELS
-HINT_MODES = ("off", "scaffold")
-PROMPT_SAMPLING = ("uniform", "variance_aware")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -123,20 +106,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
   config.hicra_alpha = 0.0  # HICRA amplification (0 = off; the ports use 0.2)
   config.hicra_phrases = ("First,", "Next,", "Then,", "So,", "Therefore,")
-  # Scaf-GRPO hint scaffolding ("off" or "scaffold"): all-fail groups regenerated with hints.
-  config.hints = "off"
-  config.hint_warmup_updates = 6  # updates without hints first (the authors' script: 50 steps)
-  config.hint_in_context = True  # the hinted response is trained with its hint in the prompt
-  # Variance-aware prompt sampling ("uniform": a fresh problem stream; "variance_aware": MMR1's
-  # VAS over a fixed pool of `prompt_pool` problems).
-  config.prompt_sampling = "uniform"
-  config.prompt_pool = 256
-  config.vas_alpha = 1.0  # weight of the outcome variance p(1 - p)
-  config.vas_beta = 0.0  # weight of the trajectory diversity (the authors' default: 0)
-  config.vas_floor = 0.01  # added to every prompt's weight
-  config.vas_mixture = 0.5  # λ: fraction of the batch drawn by weight (the rest uniformly)
-  config.vas_momentum = 0.0  # running pass rate: p <- m p + (1 - m) p_batch
-  config.vas_normalization = "none"  # or "minmax" (the authors' released code)
+  hint_scaffold.add_config_fields(config)  # Scaf-GRPO: hints, hint_warmup_updates, ...
+  prompt_pool.add_config_fields(config)  # MMR1's VAS: prompt_sampling, prompt_pool, vas_*
   config.task = ml_collections.ConfigDict()
   config.task.max_operand = 9
   config.task.operations = ("add", "sub")
@@ -163,20 +134,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   tc.non_negative_int(config, "eval_problems", "eval_seed")
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "advantage_eps")
-  checks.in_unit_interval(config, "hicra_alpha", "vas_mixture", "vas_momentum")
-  checks.one_of(config, "hints", HINT_MODES)
-  checks.one_of(config, "prompt_sampling", PROMPT_SAMPLING)
-  checks.one_of(config, "vas_normalization", prompt_sampler.NORMALIZATIONS)
-  tc.non_negative_int(config, "hint_warmup_updates")
-  checks.positive_int(config, "prompt_pool")
-  checks.non_negative(config, "vas_alpha", "vas_beta")
-  checks.positive(config, "vas_floor")
-  uniform_draws = config.num_prompts - int(config.num_prompts * config.vas_mixture)
-  if config.prompt_sampling == "variance_aware" and uniform_draws > config.prompt_pool:
-    raise checks.ConfigError(
-      f"config.prompt_pool: expected at least {uniform_draws} problems (the uniform draws of "
-      f"one batch), got {config.prompt_pool}"
-    )
+  checks.in_unit_interval(config, "hicra_alpha")
+  hint_scaffold.validate_config_fields(config)
+  prompt_pool.validate_config_fields(config, "num_prompts")
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
   checks.one_of(config, "estimator", ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
@@ -187,18 +147,15 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     )
   llm_common.validate_config_fields(config, num_devices)
   try:
-    text_tasks.arithmetic_problem(
-      0, 0, max_operand=config.task.max_operand, operations=tuple(config.task.operations)
-    )
-    text_tasks.arithmetic_reward(
-      "",
-      0,
-      correct_weight=config.task.correct_weight,
-      format_weight=config.task.format_weight,
-      answer_mode=config.task.answer_mode,
-    )
+    task_of(config).check()
   except ValueError as error:
     raise checks.ConfigError(f"config.task.{error}") from None
+
+
+def task_of(config) -> arithmetic_task.ArithmeticTask:
+  """The arithmetic task of `config.task` (its `system_prompt` is a sampling option)."""
+  fields = arithmetic_task.ArithmeticTask._fields
+  return arithmetic_task.ArithmeticTask(**{name: config.task[name] for name in fields})
 
 
 class TrainState(struct.PyTreeNode):
@@ -211,25 +168,6 @@ class TrainState(struct.PyTreeNode):
   # Variance-aware sampling's per-prompt statistics (`prompt_sampler.PromptStats`); None (no
   # leaves) with uniform sampling.
   prompt_stats: Optional[PyTree] = None
-
-
-def phrase_patterns(
-  lm: llm_common.LanguageModel, phrases: Sequence[str]
-) -> tuple[np.ndarray, np.ndarray]:
-  """Token patterns of `phrases` with and without a leading space: int32 `[S, W]`, `[S]`."""
-  encoded = []
-  for phrase in phrases:
-    for variant in (phrase, " " + phrase):
-      ids = lm.tokenizer.encode(variant, add_special_tokens=False).ids
-      if ids and ids not in encoded:
-        encoded.append(ids)
-  if not encoded:
-    return np.zeros((1, 1), np.int32), np.zeros((1,), np.int32)
-  width = max(len(x) for x in encoded)
-  patterns = np.zeros((len(encoded), width), np.int32)
-  for row, ids in enumerate(encoded):
-    patterns[row, : len(ids)] = ids
-  return patterns, np.array([len(x) for x in encoded], np.int32)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -245,6 +183,13 @@ class RolloutBatch(NamedTuple):
   response: Array  # int32 [B, N]
   response_mask: Array  # bool [B, N]
   rewards: Array  # float32 [B]
+
+
+def rollout_batch(responses: llm_common.Responses, rewards: np.ndarray) -> RolloutBatch:
+  """The sampled responses and their rewards as a device batch."""
+  return jax.tree.map(
+    jnp.asarray, RolloutBatch(**llm_common.response_fields(responses), rewards=rewards)
+  )
 
 
 def grpo_token_advantages(
@@ -287,15 +232,8 @@ def llm_grpo_objective(
   ref_logp: Optional[Array],
 ) -> tuple[Array, dict]:
   """GRPO's objective (paper Eq. 3) on the batch: clipped surrogate + β·KL, aggregated."""
-  logp = llm_common.response_logprobs(
-    model_config,
-    params,
-    lora,
-    batch.prompt_tokens,
-    batch.prompt_mask,
-    batch.response,
-    batch.response_mask,
-    temperature=config.temperature,
+  logp = llm_common.batch_logprobs(
+    model_config, params, lora, batch, temperature=config.temperature
   )
   old = jax.lax.stop_gradient(logp) if old_logp is None else old_logp
   per_token, extras = pg.clipped_surrogate_loss(
@@ -372,13 +310,10 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
     )
     loss_mask = batch.response_mask & keep[:, None]
     logprobs = functools.partial(
-      llm_common.response_logprobs,
+      llm_common.batch_logprobs,
       model_config,
       params,
-      prompt_tokens=batch.prompt_tokens,
-      prompt_mask=batch.prompt_mask,
-      response=batch.response,
-      response_mask=batch.response_mask,
+      batch=batch,
       temperature=config.temperature,
     )
     ref_logp = None
@@ -389,8 +324,11 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
       old_logp = jax.lax.stop_gradient(logprobs(state.lora))
 
     def epoch(state, _):
-      (loss, metrics), grads = jax.value_and_grad(llm_grpo_objective, has_aux=True)(
+      (loss, metrics), lora, opt_state, grads = llm_common.gradient_step(
+        tx,
+        llm_grpo_objective,
         state.lora,
+        state.opt_state,
         params,
         model_config,
         config,
@@ -400,8 +338,6 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
         old_logp,
         ref_logp,
       )
-      updates, opt_state = tx.update(grads, state.opt_state, state.lora)
-      lora = optax.apply_updates(state.lora, updates)
       metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
       return state.replace(lora=lora, opt_state=opt_state), metrics
 
@@ -412,83 +348,6 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
     return state.replace(update=state.update + 1), metrics
 
   return update
-
-
-# ------------------------------------------------------------------------------------------------
-# Scaf-GRPO's scaffolding: host-side selection and row replacement.
-# ------------------------------------------------------------------------------------------------
-
-
-# Jitted once per process (shared by every agent instance; static: the sizes and options).
-_sample_prompts = jax.jit(
-  prompt_sampler.sample_prompts,
-  static_argnames=("num", "alpha", "beta", "floor", "mixture", "normalization"),
-)
-_update_prompt_stats = jax.jit(prompt_sampler.update_prompt_stats, static_argnames=("momentum",))
-_group_diversity = jax.jit(prompt_sampler.group_diversity, static_argnums=(2, 3))
-
-
-def all_fail_groups(correct: np.ndarray, num_groups: int, samples: int) -> np.ndarray:
-  """bool `[G]`: the groups (contiguous rows of `samples`) with no correct response."""
-  correct = np.asarray(correct, bool)
-  if correct.shape != (num_groups * samples,):
-    raise ValueError(
-      f"correct: expected shape ({num_groups * samples},) ({num_groups} groups x {samples}), "
-      f"got {correct.shape}"
-    )
-  return ~correct.reshape(num_groups, samples).any(axis=1)
-
-
-def lowest_solving_level(hinted_correct: np.ndarray) -> np.ndarray:
-  """int `[G]`: the lowest hint level (1-based) whose response is correct, 0 where none is.
-
-  `hinted_correct` is bool `[G, L]`, column l the response generated with the hint of level l+1
-  (the authors take the correct response of the minimal hint level).
-  """
-  hinted_correct = np.asarray(hinted_correct, bool)
-  if hinted_correct.ndim != 2:
-    raise ValueError(f"hinted_correct: expected rank 2 [G, L], got shape {hinted_correct.shape}")
-  first = np.argmax(hinted_correct, axis=1) + 1
-  return np.where(hinted_correct.any(axis=1), first, 0).astype(np.int32)
-
-
-def _left_pad(tokens: np.ndarray, mask: np.ndarray, width: int, pad_id: int):
-  extra = width - tokens.shape[1]
-  return (
-    np.pad(tokens, ((0, 0), (extra, 0)), constant_values=pad_id),
-    np.pad(mask, ((0, 0), (extra, 0)), constant_values=False),
-  )
-
-
-def replace_with_hinted(
-  batch: RolloutBatch,
-  rows: np.ndarray,
-  hinted: RolloutBatch,
-  sources: np.ndarray,
-  pad_id: int,
-  in_context: bool = True,
-) -> RolloutBatch:
-  """The batch with row `rows[j]` replaced by row `sources[j]` of `hinted` (host arrays).
-
-  Response, response mask and reward always come from `hinted`; the prompt too when `in_context`
-  (the hint stays in the context the response is trained under, the authors' released setting,
-  `replace_hint_prompt=False`), else the row keeps its own hint-free prompt (their
-  `replace_hint_prompt=True`). Prompts are left-padded to a common width. The hint never enters
-  the loss either way: the loss covers the response tokens only.
-  """
-  out = [np.array(x) for x in batch]
-  prompt_tokens, prompt_mask, response, response_mask, rewards = out
-  if in_context and len(rows):
-    width = max(prompt_tokens.shape[1], hinted.prompt_tokens.shape[1])
-    prompt_tokens, prompt_mask = _left_pad(prompt_tokens, prompt_mask, width, pad_id)
-    h_tokens, h_mask = _left_pad(
-      np.asarray(hinted.prompt_tokens), np.asarray(hinted.prompt_mask), width, pad_id
-    )
-    prompt_tokens[rows], prompt_mask[rows] = h_tokens[sources], h_mask[sources]
-  response[rows] = np.asarray(hinted.response)[sources]
-  response_mask[rows] = np.asarray(hinted.response_mask)[sources]
-  rewards[rows] = np.asarray(hinted.rewards)[sources]
-  return RolloutBatch(prompt_tokens, prompt_mask, response, response_mask, rewards)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -503,12 +362,14 @@ class LLMGRPO:
     self, config: ml_collections.ConfigDict, lm: Optional[llm_common.LanguageModel] = None
   ):
     validate_config(config)
-    self.config = ml_collections.FrozenConfigDict(config)
+    self.config = c = ml_collections.FrozenConfigDict(config)
     self.lm = llm_common.language_model(config, lm)
     self.tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
-    patterns, lengths = phrase_patterns(self.lm, tuple(config.hicra_phrases))
+    patterns, lengths = llm_prompts.phrase_patterns(self.lm.tokenizer, tuple(c.hicra_phrases))
     self.patterns, self.pattern_lengths = jnp.asarray(patterns), jnp.asarray(lengths)
     self._update = make_update_fn(self.lm.config, self.config)
+    self.pool = prompt_pool.VarianceAwarePool.from_config(c, "num_prompts")
+    self.task = task_of(c)
 
   def init(self, seed: int) -> TrainState:
     """Fresh adapters (zero `b`: the starting policy is the instruct model) and optimizer state;
@@ -528,33 +389,12 @@ class LLMGRPO:
 
   def problems(self, seed: int, update: int) -> list:
     """The G problems of update `update` of seed `seed` (uniform sampling: a fresh stream)."""
-    task = self.config.task
     g = self.config.num_prompts
-    return text_tasks.arithmetic_problems(
-      seed, g, start=update * g, max_operand=task.max_operand, operations=tuple(task.operations)
-    )
+    return self.task.problems(seed, g, start=update * g)
 
   def pool_problems(self, seed: int, indices: Sequence[int]) -> list:
     """Problems `indices` of the fixed pool of seed `seed` (problems 0 .. `prompt_pool` - 1)."""
-    task = self.config.task
-    kwargs = {"max_operand": task.max_operand, "operations": tuple(task.operations)}
-    return [text_tasks.arithmetic_problem(seed, int(i), **kwargs) for i in indices]
-
-  def sample_pool_indices(self, stats: prompt_sampler.PromptStats, key: Array) -> np.ndarray:
-    """The G pool indices of one update, drawn by `prompt_sampler.sample_prompts`."""
-    c = self.config
-    return np.asarray(
-      _sample_prompts(
-        key,
-        stats,
-        num=c.num_prompts,
-        alpha=c.vas_alpha,
-        beta=c.vas_beta,
-        floor=c.vas_floor,
-        mixture=c.vas_mixture,
-        normalization=c.vas_normalization,
-      )
-    )
+    return self.task.pool_problems(seed, indices)
 
   def sample(
     self, lora: PyTree, problems: Sequence, key: Array, samples: int, greedy: bool = False
@@ -567,29 +407,21 @@ class LLMGRPO:
     self, lora: PyTree, texts: Sequence[str], key: Array, greedy: bool = False
   ) -> llm_common.Responses:
     """One response per user message in `texts`."""
-    return llm_common.sample_responses(
+    c = self.config
+    return llm_common.sample_for(
       self.lm,
+      c,
       lora,
       texts,
       key,
-      self.config.max_new_tokens,
-      self.config.temperature,
       greedy=greedy,
-      system=self.config.task.system_prompt,
-      bucket=self.config.prompt_bucket,
+      system=c.task.system_prompt,
+      bucket=c.prompt_bucket,
     )
 
   def rewards(self, responses: Sequence[str], problems: Sequence, samples: int):
     """Host-side rewards `[B]` (float32), correct `[B]`, formatted `[B]`."""
-    task = self.config.task
-    answers = [p.answer for p in problems for _ in range(samples)]
-    return text_tasks.arithmetic_rewards(
-      responses,
-      answers,
-      correct_weight=task.correct_weight,
-      format_weight=task.format_weight,
-      answer_mode=task.answer_mode,
-    )
+    return self.task.rewards(responses, problems, samples)
 
   def step(self, state: TrainState) -> tuple[TrainState, dict]:
     """One GRPO update: pick G problems, sample G x K responses, score them (Scaf-GRPO: hinted
@@ -599,7 +431,7 @@ class LLMGRPO:
     key = jax.random.fold_in(jax.random.key(seed), update + 1)
     variance_aware = self.config.prompt_sampling == "variance_aware"
     if variance_aware:
-      indices = self.sample_pool_indices(state.prompt_stats, jax.random.fold_in(key, 1))
+      indices = self.pool.draw(state.prompt_stats, jax.random.fold_in(key, 1))
       problems = self.pool_problems(seed, indices)
     else:
       problems = self.problems(seed, update)
@@ -609,14 +441,8 @@ class LLMGRPO:
     sample_seconds = time.perf_counter() - start
     rewards, correct, formatted = self.rewards(responses.texts, problems, k)
     generation = responses.generation
-    batch = RolloutBatch(
-      jnp.asarray(responses.prompt_tokens),
-      jnp.asarray(responses.prompt_mask),
-      jnp.asarray(generation.tokens),
-      jnp.asarray(generation.mask),
-      jnp.asarray(rewards),
-    )
-    all_fail = all_fail_groups(correct, self.config.num_prompts, k)
+    batch = rollout_batch(responses, rewards)
+    all_fail = hint_scaffold.all_fail_groups(correct, self.config.num_prompts, k)
     extra = {"all_fail_fraction": float(all_fail.mean())}
     if self.config.hints == "scaffold":
       start = time.perf_counter()
@@ -627,7 +453,10 @@ class LLMGRPO:
     start = time.perf_counter()
     new_state, metrics = self.update(state, batch)
     if variance_aware:
-      new_state, vas_metrics = self.observe_prompts(state, new_state, indices, correct, generation)
+      stats, vas_metrics = self.pool.observe(
+        state.prompt_stats, indices, correct, generation.tokens, generation.mask, k
+      )
+      new_state = new_state.replace(prompt_stats=stats)
       extra.update(vas_metrics)
     metrics.update(
       reward=float(rewards.mean()),
@@ -650,81 +479,27 @@ class LLMGRPO:
     update: int,
     key: Array,
   ) -> tuple[RolloutBatch, dict]:
-    """Scaf-GRPO's hint-guided exploration for the all-fail groups of one batch.
+    """Scaf-GRPO's hint-guided exploration (`hint_scaffold.scaffold`) of the all-fail groups of
+    one batch, after the `hint_warmup_updates` unassisted updates."""
+    if update < self.config.hint_warmup_updates or not all_fail.any():
+      return batch, {"hint_rate": 0.0, "hint_level": 0.0}
 
-    After `hint_warmup_updates` updates (the unassisted phase), every group without a correct
-    response is regenerated once per hint level 1 .. L (one `generate` call of G·L rows, padded
-    with repeats of the failing rows so that its shape does not depend on how many groups
-    failed); the correct response of the lowest level replaces the group's first response, with
-    its own reward. Groups with a correct response keep their responses, rewards and prompts
-    (which only gain left padding when a hinted prompt is wider). The metrics are the rate of
-    groups given a hinted response (`hint_rate`) and the mean level of those hints.
-    """
-    num_groups, k, levels = self.config.num_prompts, self.config.samples_per_prompt, HINT_LEVELS
-    failing = np.flatnonzero(all_fail)
-    metrics = {"hint_rate": 0.0, "hint_level": 0.0}
-    if update < self.config.hint_warmup_updates or not len(failing):
-      return batch, metrics
-    pairs = [(g, level) for g in failing for level in range(1, levels + 1)]
-    padded = [pairs[i % len(pairs)] for i in range(num_groups * levels)]
-    texts = [text_tasks.hinted_prompt(problems[g], level) for g, level in padded]
-    responses = self.sample_texts(state.lora, texts, key)
-    rewards, correct, _ = self.rewards(responses.texts, [problems[g] for g, _ in padded], 1)
-    grid = np.asarray(correct[: len(pairs)]).reshape(len(failing), levels)
-    chosen = lowest_solving_level(grid)
-    solved = chosen > 0
-    rows = failing[solved] * k  # the first response of each solved group
-    sources = np.flatnonzero(solved) * levels + chosen[solved] - 1
-    hinted = RolloutBatch(
-      responses.prompt_tokens,
-      responses.prompt_mask,
-      responses.generation.tokens,
-      responses.generation.mask,
-      rewards,
-    )
-    batch = replace_with_hinted(
-      batch, rows, hinted, sources, self.lm.pad_id, in_context=self.config.hint_in_context
-    )
-    metrics["hint_rate"] = float(solved.sum() / num_groups)
-    metrics["hint_level"] = float(chosen[solved].mean()) if solved.any() else 0.0
-    return RolloutBatch(*(jnp.asarray(x) for x in batch)), metrics
+    def generate(requests):
+      texts = [text_tasks.hinted_prompt(problems[g], level) for g, level in requests]
+      responses = self.sample_texts(state.lora, texts, key)
+      rewards, correct, _ = self.rewards(responses.texts, [problems[g] for g, _ in requests], 1)
+      return RolloutBatch(**llm_common.response_fields(responses), rewards=rewards), correct
 
-  def observe_prompts(
-    self,
-    state: TrainState,
-    new_state: TrainState,
-    indices: np.ndarray,
-    correct: np.ndarray,
-    generation,
-  ) -> tuple[TrainState, dict]:
-    """Variance-aware sampling: the pool statistics after this batch (pass rate: the fraction of
-    correct responses before any hint; diversity: `prompt_sampler.group_diversity`)."""
-    g, k = self.config.num_prompts, self.config.samples_per_prompt
-    pass_rates = jnp.asarray(np.asarray(correct, np.float32).reshape(g, k).mean(axis=1))
-    diversity = _group_diversity(jnp.asarray(generation.tokens), jnp.asarray(generation.mask), g, k)
-    stats = _update_prompt_stats(
-      state.prompt_stats,
-      jnp.asarray(indices),
-      pass_rates,
-      diversity,
-      momentum=self.config.vas_momentum,
+    batch, metrics = hint_scaffold.scaffold(
+      batch,
+      all_fail,
+      generate,
+      levels=HINT_LEVELS,
+      samples=self.config.samples_per_prompt,
+      pad_id=self.lm.pad_id,
+      in_context=self.config.hint_in_context,
     )
-    metrics = {
-      "prompt_pass_rate": float(jnp.mean(pass_rates)),
-      "prompt_diversity": float(jnp.mean(diversity)),
-      "prompt_pool_seen": float(jnp.mean(stats.visits > 0)),
-      "prompt_pool_score": float(
-        jnp.mean(
-          prompt_sampler.variance_promotion_score(
-            stats.pass_rate,
-            stats.diversity,
-            alpha=self.config.vas_alpha,
-            beta=self.config.vas_beta,
-          )
-        )
-      ),
-    }
-    return new_state.replace(prompt_stats=stats), metrics
+    return jax.tree.map(jnp.asarray, batch), metrics
 
   def update(self, state: TrainState, batch: RolloutBatch) -> tuple[TrainState, dict]:
     """The jitted GRPO update on a scored batch; metrics as Python floats."""
@@ -733,13 +508,7 @@ class LLMGRPO:
 
   def evaluate(self, lora: PyTree) -> dict:
     """Greedy replies to `eval_problems` held-out problems: mean reward, correct and format rate."""
-    task = self.config.task
-    problems = text_tasks.arithmetic_problems(
-      self.config.eval_seed,
-      self.config.eval_problems,
-      max_operand=task.max_operand,
-      operations=tuple(task.operations),
-    )
+    problems = self.task.problems(self.config.eval_seed, self.config.eval_problems)
     responses = self.sample(lora, problems, jax.random.key(0), 1, greedy=True).texts
     rewards, correct, formatted = self.rewards(responses, problems, 1)
     return {

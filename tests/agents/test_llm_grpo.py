@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import checkpoint, config_checks, llm_weights, training
+from hrljax import checkpoint, config_checks, llm_prompts, llm_weights, training
 from hrljax.agents import llm_common, llm_grpo
 from hrljax.networks import llama
 from tests.agents.tiny_llama import TINY, tiny_language_model
@@ -147,7 +147,7 @@ def test_hicra_amplifies_planning_tokens():
 
 
 def test_phrase_patterns_tokenise_both_spacings(tiny_lm):
-  patterns, lengths = llm_grpo.phrase_patterns(tiny_lm, ("First,",))
+  patterns, lengths = llm_prompts.phrase_patterns(tiny_lm.tokenizer, ("First,",))
   enc = tiny_lm.tokenizer.encode
   expected = [
     enc("First,", add_special_tokens=False).ids,

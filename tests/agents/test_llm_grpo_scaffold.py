@@ -12,6 +12,7 @@ import pytest
 
 from hrljax import config_checks, training
 from hrljax.agents import llm_grpo
+from hrljax.data import hint_scaffold
 from hrljax.envs import text_tasks
 from tests.agents.tiny_llama import TINY, tiny_language_model
 
@@ -89,13 +90,15 @@ def test_hint_levels_say_more_at_each_tier():
 
 def test_all_fail_groups_and_lowest_solving_level():
   correct = np.array([0, 1, 0, 0, 0, 0, 1, 1], bool)
-  np.testing.assert_array_equal(llm_grpo.all_fail_groups(correct, 4, 2), [False, True, True, False])
+  np.testing.assert_array_equal(
+    hint_scaffold.all_fail_groups(correct, 4, 2), [False, True, True, False]
+  )
   grid = np.array([[0, 0, 0], [0, 1, 1], [1, 0, 1], [0, 0, 1]], bool)
-  np.testing.assert_array_equal(llm_grpo.lowest_solving_level(grid), [0, 2, 1, 3])
+  np.testing.assert_array_equal(hint_scaffold.lowest_solving_level(grid), [0, 2, 1, 3])
   with pytest.raises(ValueError, match="correct"):
-    llm_grpo.all_fail_groups(correct, 3, 2)
+    hint_scaffold.all_fail_groups(correct, 3, 2)
   with pytest.raises(ValueError, match="hinted_correct"):
-    llm_grpo.lowest_solving_level(correct)
+    hint_scaffold.lowest_solving_level(correct)
 
 
 def test_replace_with_hinted_touches_only_the_given_rows():
@@ -113,7 +116,7 @@ def test_replace_with_hinted_touches_only_the_given_rows():
     np.array([[1, 1, 0], [1, 1, 1]], bool),
     np.array([0.5, 1.5], np.float32),
   )
-  out = llm_grpo.replace_with_hinted(batch, np.array([2]), hinted, np.array([1]), pad_id=0)
+  out = hint_scaffold.replace_with_hinted(batch, np.array([2]), hinted, np.array([1]), pad_id=0)
   # Prompts left-padded to the hinted width (3); row 2 takes the hinted prompt, the others keep
   # theirs.
   np.testing.assert_array_equal(out.prompt_tokens[[0, 1, 3], 1:], batch.prompt_tokens[[0, 1, 3]])
@@ -123,7 +126,7 @@ def test_replace_with_hinted_touches_only_the_given_rows():
   np.testing.assert_array_equal(out.response[[0, 1, 3]], batch.response[[0, 1, 3]])
   np.testing.assert_array_equal(out.rewards, [1.0, 0.0, 1.5, 0.0])
   # Without the hint in the context, the row keeps its own prompt.
-  bare = llm_grpo.replace_with_hinted(
+  bare = hint_scaffold.replace_with_hinted(
     batch, np.array([2]), hinted, np.array([0]), pad_id=0, in_context=False
   )
   np.testing.assert_array_equal(bare.prompt_tokens, batch.prompt_tokens)
