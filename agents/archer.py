@@ -21,11 +21,11 @@ One iteration (one Learner step), as in the reference's `offpolicy_train_loop`:
   3. after `warmup_iters` critic-only iterations (and once the optional q_gap gates have
      passed, see `get_config`), `actor_updates` actor steps: REINFORCE on fresh utterances a_π
      with every token weighted by the online critic's A = min_e Q_e(s, a_π) − min_e V_e(s).
-Logged per iteration besides the losses: critic diagnostics (`q_success`, `q_failure`, `q_gap`:
-min-Q of correct guesses vs failed final utterances in the critic batches, and `q_gap_fresh` on
-the iteration's new games before the critic trains on them), the actor's advantage statistics,
-and, with `train_eval_episodes > 0`, `eval_return`: the greedy success of the iteration's starting
-policy on fresh games.
+Logged per iteration besides the losses (`tc.critic_metrics`, `tc.actor_metrics`): critic
+diagnostics (`q_success`, `q_failure`, `q_gap`: min-Q of correct guesses vs failed final
+utterances in the critic batches, and `q_gap_fresh` on the iteration's new games before the
+critic trains on them), the actor's advantage statistics, and, with `train_eval_episodes > 0`,
+`eval_return`: the greedy success of the iteration's starting policy on fresh games.
 
 Deviations from the reference, each deliberate (the measurements behind the options are in
 `docs/hierarchical_critics.md`):
@@ -33,8 +33,8 @@ Deviations from the reference, each deliberate (the measurements behind the opti
     reference's fine-tuning learning rates do not transfer; `critic_init = "policy"` starts the
     critic's encoder from the behaviour-cloned policy (the only pretrained model here), as the
     reference's critic starts from a pretrained RoBERTa;
-  * the reference sums the losses of 32 gradient-accumulation micro-batches of 8 (its
-    effective lr is lr × 32); here one batch of `batch_size` = 256 = 8 × 32 is averaged;
+  * one batch of `batch_size` = 256 = 8 × 32 is averaged, where the reference sums the losses of
+    32 gradient-accumulation micro-batches of 8 (its effective lr is lr × 32);
   * gradient clipping (global norm `max_grad_norm` = 1.0, as the reference) is applied to the
     critic's and the policy's gradients separately; the reference clips over all agent
     parameters with one call;
@@ -47,10 +47,6 @@ Deviations from the reference, each deliberate (the measurements behind the opti
   * options not in the reference, all off by default: batch-standardised advantages, a
     sample-mean baseline and a K-sample V target, the q_gap gates of the actor, critic
     pretraining on the warm-start data, AdamW for the critic, an SGD actor.
-
-Placement on a mesh: the environment carry is sharded along `data`; the replay buffer is
-replicated (every device holds all of it and draws the same batches from the same key), so the
-updates equal the single-device ones.
 """
 
 from typing import Optional
@@ -72,7 +68,6 @@ from hrljax.training import Learner
 from hrljax.types import Array, EnvCarry, PyTree
 
 ADVANTAGE_NORMALIZATIONS = ("none", "batch")
-CRITIC_INITS = ("random", "policy")
 # Weight of the previous running mean in `RunnerState.fresh_q_gap`: one iteration's new games
 # (64 on the token game) give a noisy gap; 0.5 averages over about the last 3 iterations.
 FRESH_GAP_DECAY = 0.5
@@ -101,15 +96,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.optimizer = "adam"  # or "sgd" (multi-device equivalence checks)
   config.actor_optimizer = ""  # the actor's own optimizer ("adam", "sgd"); "": `optimizer`
   config.max_grad_norm = 1.0
-  config.num_critics = 2
+  tc.add_critic_fields(config, d_model=64, num_layers=2)
   config.q_target_heads = "per_head"  # reference; "min" is the clipped-double-Q alternative
   config.v_target_heads = "per_head"
-  config.critic_utterance_encoding = "separate"  # reference DoubleCritic layout; or "joint"
-  config.critic_readout = "mean"  # encoder features: "mean" over tokens or the "last" token
-  config.critic_init = "random"  # or "policy": the encoder starts from the BC policy's trunk
-  config.critic_causal = False  # the policy's causal mask in the critic's encoder
-  config.critic_d_model = 64
-  config.critic_num_layers = 2
   config.rollout_unroll = 1
   config.advantage_normalization = "none"  # reference; "batch": standardised per actor batch
   config.actor_baseline_samples = 1  # K > 1: mean min-Q of K samples replaces V (reference 1)
@@ -124,23 +113,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   checks.one_of(config, "advantage_normalization", ADVANTAGE_NORMALIZATIONS)
   tc.non_negative_int(config, "train_eval_episodes", "warmup_iters", "critic_pretrain_steps")
-  checks.positive_int(
-    config,
-    "total_timesteps",
-    "num_envs",
-    "num_steps",
-    "buffer_size",
-    "batch_size",
-    "critic_updates",
-    "actor_updates",
-    "num_critics",
-    "critic_d_model",
-    "critic_num_layers",
-    "eval_episodes",
-    "rollout_unroll",
-    "actor_baseline_samples",
-    "critic_v_samples",
-  )
+  checks.positive_int(config, "total_timesteps", "num_envs", "num_steps", "buffer_size")
+  checks.positive_int(config, "batch_size", "critic_updates", "actor_updates", "eval_episodes")
+  checks.positive_int(config, "rollout_unroll", "actor_baseline_samples", "critic_v_samples")
   checks.divisible(
     config,
     "batch_size",
@@ -156,22 +131,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "actor_optimizer", ("",) + tc.OPTIMIZERS)
   checks.one_of(config, "q_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "v_target_heads", hc.HEAD_MODES)
-  checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
-  checks.one_of(config, "critic_readout", transformer.CRITIC_READOUTS)
-  checks.one_of(config, "critic_init", CRITIC_INITS)
-  checks.one_of(config, "critic_causal", (True, False))
-  if config.critic_init == "policy":
-    for critic_field, policy_field in (
-      ("critic_d_model", "d_model"),
-      ("critic_num_layers", "num_layers"),
-    ):
-      if config[critic_field] != config[policy_field]:
-        raise checks.ConfigError(
-          f"config.{critic_field}: expected config.{policy_field} ({config[policy_field]}) "
-          f"because config.critic_init is 'policy' (the critic's encoder is a copy of the "
-          f"policy's trunk), got {config[critic_field]}"
-        )
-  tc.check_heads_divide(config, "critic_d_model")
+  tc.validate_critic_fields(config)
   tc.validate_config_fields(config)
   checks.divisible(config, "num_envs", num_devices, "the device count")
   training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
@@ -212,22 +172,17 @@ def critic_objective(
   """
   length = batch.utterance.shape[1]
   samples = config.critic_v_samples
-  # Sample-major rows (tile): row k * B + b is sample k at dialogue b (`mean_over_samples`).
+  # Sample-major rows (tile): row k * B + b is sample k at dialogue b (`hc.mean_over_samples`).
   dialogue = jnp.tile(batch.dialogue, (samples, 1))
   a_pi, _ = transformer.generate(
     policy, policy_params, dialogue, key, num_tokens=length, temperature=config.temperature
   )
   a_pi = jax.lax.stop_gradient(a_pi)
-  q_pi_tgt = mean_over_samples(
-    critic.apply(
-      target_critic_params,
-      dialogue,
-      a_pi,
-      tc.token_mask(a_pi),
-      method=transformer.UtteranceCritic.q_values,
-    ),
-    samples,
+  mask = tc.token_mask(a_pi)
+  q_pi_tgt = critic.apply(
+    target_critic_params, dialogue, a_pi, mask, method=transformer.UtteranceCritic.q_values
   )
+  q_pi_tgt = hc.mean_over_samples(q_pi_tgt, samples)
   v_next_tgt = critic.apply(
     target_critic_params, batch.next_dialogue, method=transformer.UtteranceCritic.values
   )
@@ -243,12 +198,6 @@ def critic_objective(
     q_target_heads=config.q_target_heads,
     v_target_heads=config.v_target_heads,
   )
-
-
-def mean_over_samples(values: Array, samples: int) -> Array:
-  """`values` `[..., K * B]` with sample-major rows (row k * B + b: sample k of dialogue b) ->
-  the mean over the K samples of each dialogue, `[..., B]`."""
-  return jnp.mean(values.reshape(values.shape[:-1] + (samples, -1)), axis=-2)
 
 
 def actor_objective(
@@ -271,13 +220,9 @@ def actor_objective(
   samples = config.actor_baseline_samples
   if samples > 1:
     dialogue = jnp.tile(dialogue[: dialogue.shape[0] // samples], (samples, 1))
+  sampling_params = jax.lax.stop_gradient(policy_params)
   a_pi, _ = transformer.generate(
-    policy,
-    jax.lax.stop_gradient(policy_params),
-    dialogue,
-    key,
-    num_tokens=utterance_len,
-    temperature=config.temperature,
+    policy, sampling_params, dialogue, key, num_tokens=utterance_len, temperature=config.temperature
   )
   mask = tc.token_mask(a_pi)
   out = critic.apply(critic_params, dialogue, a_pi, mask)
@@ -286,16 +231,9 @@ def actor_objective(
   )
   q_pi, v = out.q, out.v
   if samples > 1:
-    # Rows are sample-major (tile): row k * B' + b is sample k at dialogue b.
-    q_min = jnp.min(q_pi, axis=0)
-    baseline = jnp.tile(mean_over_samples(q_min, samples), samples)
-    q_pi, v = q_min[None], baseline[None]
+    q_pi, v = hc.archer_sample_mean_baseline(q_pi, samples)
   if config.advantage_normalization == "batch":
-    # The loss takes A = min_e Q_e − min_e V_e; passing the standardised advantage as a single
-    # "Q" with V = 0 feeds it through unchanged (min over identical heads is the value itself).
-    advantage = hc.archer_advantage(q_pi, v)
-    advantage = (advantage - jnp.mean(advantage)) / (jnp.std(advantage) + 1e-6)
-    q_pi, v = advantage[None], jnp.zeros_like(advantage)[None]
+    q_pi, v = hc.archer_standardized_advantage(q_pi, v)
   return hc.archer_actor_loss(token_logp, mask, q_pi, v)
 
 
@@ -342,11 +280,9 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     if policy_params is None:
       policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
     key = jax.random.fold_in(key, 0)
-    critic_params = critic.init(
-      critic_key, tc.first_dialogue(env_params), tc.first_utterance(env_params)
+    critic_params = tc.init_critic_params(
+      critic_key, critic, env_params, policy_params, config.critic_init
     )
-    if config.critic_init == "policy":
-      critic_params = transformer.critic_params_from_policy(critic_params, policy_params)
     policy_tx = tc.make_optimizer(
       config.actor_optimizer or config.optimizer, config.actor_learning_rate, config.max_grad_norm
     )
@@ -384,19 +320,18 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       sample_key,
       self.config,
     )
-    updates, opt_state = self.critic_tx.update(grads, self.critic_opt_state, self.critic_params)
-    critic_params = optax.apply_updates(self.critic_params, updates)
-    target = optax.incremental_update(critic_params, self.target_critic_params, self.config.tau)
+    critic_params, target, opt_state = tc.critic_step(
+      self.critic_tx,
+      self.critic_params,
+      self.target_critic_params,
+      self.critic_opt_state,
+      grads,
+      self.config.tau,
+    )
     agent = self.replace(
       critic_params=critic_params, target_critic_params=target, critic_opt_state=opt_state, key=key
     )
-    return agent, {
-      "critic_loss": loss,
-      "q_value": jnp.mean(extras.q_target - extras.q_td_error),
-      "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
-      "v_error_abs": jnp.mean(jnp.abs(extras.v_error)),
-      **critic_diagnostics(extras, batch),
-    }
+    return agent, tc.critic_metrics(loss, extras, batch)
 
   def actor_step(self, dialogue: Array) -> tuple["ArcherAgent", dict[str, Array]]:
     """One policy optimizer step on dialogues `[B, D]` with the online critic's advantages."""
@@ -412,18 +347,9 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       self.utterance_len,
     )
     updates, opt_state = self.policy_tx.update(grads, self.policy_opt_state, self.policy_params)
-    agent = self.replace(
-      policy_params=optax.apply_updates(self.policy_params, updates),
-      policy_opt_state=opt_state,
-      key=key,
-    )
-    return agent, {
-      "actor_loss": loss,
-      "advantage": jnp.mean(extras.advantage),
-      "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
-      "advantage_std": jnp.std(extras.advantage),
-      "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
-    }
+    params = optax.apply_updates(self.policy_params, updates)
+    agent = self.replace(policy_params=params, policy_opt_state=opt_state, key=key)
+    return agent, tc.actor_metrics(loss, extras)
 
   def update(
     self, critic_batches: tc.UtteranceTransition, actor_dialogues: Array, train_actor: Array
@@ -445,19 +371,6 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     return agent, metrics
 
 
-def min_q(agent: ArcherAgent, batch: tc.UtteranceTransition) -> Array:
-  """min_e Q_e(s, a) `[B]` of the online critic at the batch's own utterances."""
-  out = agent.critic.apply(
-    agent.critic_params, batch.dialogue, batch.utterance, tc.token_mask(batch.utterance)
-  )
-  return jnp.min(out.q, axis=0)
-
-
-def critic_diagnostics(extras: hc.CriticExtras, batch: tc.UtteranceTransition) -> dict[str, Array]:
-  """`tc.outcome_means` of min_e Q_e(s, a) (pre-step) over the batch."""
-  return tc.outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch)
-
-
 # ----------------------------------------------------------------------------------------------
 # The run: rollout -> replay -> critic (and actor) updates, as a Learner and as one program.
 # ----------------------------------------------------------------------------------------------
@@ -467,7 +380,8 @@ class RunnerState(struct.PyTreeNode):
   """Everything a run carries from one iteration to the next; checkpointed whole.
 
   Only `env` (per-environment state) is split along the mesh's data axis; the replay buffer is
-  replicated (every device draws the same batches from the same key).
+  replicated (every device holds all of it and draws the same batches from the same key), so the
+  updates equal the single-device ones.
   """
 
   agent: ArcherAgent
@@ -534,7 +448,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     )
     fresh = tc.transitions_from_rollout(traj)
     # Scored before the critic ever trains on them: a held-out check of the critic.
-    fresh_gap = tc.outcome_means(min_q(state.agent, fresh), fresh)["q_gap"]
+    fresh_gap = tc.outcome_means(tc.min_q(state.agent, fresh), fresh)["q_gap"]
     fresh_q_gap = FRESH_GAP_DECAY * state.fresh_q_gap + (1.0 - FRESH_GAP_DECAY) * fresh_gap
     buffer = replay.add(state.buffer, fresh)
     critic_batches = tc.sample_batches(buffer, critic_key, config.critic_updates, config.batch_size)

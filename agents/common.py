@@ -1,5 +1,6 @@
 """Pieces agents share: one optimizer step, minibatch epochs, network init, and PPO's
-hyperparameters and optimizer (the PPO-based agents: `ppo`, `ppo_lagrangian`).
+hyperparameters, network, batch (per-environment GAE, flattened) and optimizer (the PPO-based
+agents: `ppo`, `ppo_lagrangian`).
 
 An agent here is a `flax.struct.PyTreeNode` with fields `params`, `opt_state`, `tx` (an
 `optax.GradientTransformation`) and, for shuffled minibatches, `key`.
@@ -15,7 +16,9 @@ import optax
 
 from hrljax import config_checks as checks
 from hrljax import envs
-from hrljax.types import Array, PyTree
+from hrljax.losses import policy_gradient as pg
+from hrljax.networks import ActorCritic
+from hrljax.types import Array, Batch, PyTree
 
 
 def apply_gradients(agent: Any, grads: PyTree) -> Any:
@@ -106,6 +109,46 @@ def shard_minibatches(x: Array, perms: Array, num_minibatches: int) -> Array:
 def init_params(network: nn.Module, key: Array, observation_shape: tuple[int, ...]) -> PyTree:
   """Parameters of `network` for a batch of one float32 observation of `observation_shape`."""
   return network.init(key, jnp.zeros((1,) + tuple(observation_shape), jnp.float32))
+
+
+def per_environment_gae(
+  reward: Array, discount: Array, value: Array, next_value: Array, done: Array, gae_lambda: float
+) -> Array:
+  """GAE (Schulman et al. 2015, arXiv:1506.02438) over each environment's `[T]` slice of `[T, N]`
+  rollout arrays (`policy_gradient.generalized_advantage_estimation` per column): advantages
+  `[T, N]`. `discount` is gamma times (1 - terminated), so a truncation still bootstraps."""
+
+  def gae(reward, discount, value, next_value, done, lambda_):
+    return pg.generalized_advantage_estimation(reward, discount, value, next_value, lambda_, done)
+
+  per_env = jax.vmap(gae, in_axes=(1, 1, 1, 1, 1, None), out_axes=1)
+  return per_env(reward, discount, value, next_value, done, gae_lambda)
+
+
+def ppo_batch(obs: PyTree, action: Array, log_prob: Array, value: Array, advantage: Array) -> Batch:
+  """PPO's flat batch of a `[T, N]` rollout: every array as `[T * N, ...]` rows (time-major), the
+  value targets `advantage + value`."""
+  flat = lambda x: x.reshape((-1,) + x.shape[2:])
+  return Batch(
+    obs=jax.tree.map(flat, obs),
+    action=flat(action),
+    log_prob=flat(log_prob),
+    value=flat(value),
+    advantage=flat(advantage),
+    target=flat(advantage + value),
+  )
+
+
+def actor_critic(env_spec: envs.EnvSpec, config) -> ActorCritic:
+  """PPO's actor-critic (separate torsos for the policy and the value) from `add_ppo_fields`'
+  `hidden_sizes` and `activation`."""
+  return ActorCritic(
+    action_dim=env_spec.action_dim,
+    discrete=env_spec.discrete,
+    observation_ndim=len(env_spec.observation_shape),
+    hidden_sizes=tuple(config.hidden_sizes),
+    activation=config.activation,
+  )
 
 
 def add_ppo_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -12,29 +12,26 @@ Methods", ICML 2020, arXiv:2007.03964 (`multiplier="pid"`; update rule
 The formulas are `hrljax.losses.safety` (multipliers, combined advantage, shield projection)
 and `hrljax.losses.policy_gradient` (clipped surrogate, value loss, GAE); costs reach the
 learner through `hrljax.envs.safety_wrapper.SafetyWrapper`, whose observation carries each
-step's cost and the episode's totals (networks see only `SafetyObservation.obs`).
+step's cost and the episode's totals (networks see only `SafetyObservation.obs`), and which
+also computes the safety metrics of its rollouts and evaluations.
 
-Config: `multiplier` "lagrange" (projected gradient ascent on λ), "pid" or "none" (PPO on the
-reward, costs only logged: the unconstrained baseline); `lagrange_optimizer` "adam" (OmniSafe's
-default, then clamped at 0) or "sgd" (λ <- [λ + lr (J_c − d)]_+); `cost_limit` d = 25 (Safety
-Gym's 1000-step episodes; the PointHazard configs use 1, `docs/safety.md`); `shield` "none" or
-"cbf". The defaults are OmniSafe's PPOLag and CPPOPID.
+Config (`get_config`, one comment per field): the defaults are OmniSafe's PPOLag and CPPOPID;
+`cost_limit` d = 25 suits Safety Gym's 1000-step episodes (the PointHazard configs use 1,
+`docs/safety.md`).
 
 **Shielded PPO** (`shielded_config()`: `shield="cbf"`, `multiplier="none"`; any multiplier
-combines with the shield): the executed actions pass through a control-barrier-function shield,
-`point_hazard_shield`. For PointHazard's single integrator `p' = p + dt u` it builds one
-linearised discrete-time CBF row per hazard, `2 dt (p - o_i).u + decay h_i(p) >= 0` with
-`h_i = |p - o_i|^2 - (r_i + margin)^2` (`losses.safety.circle_cbf_constraint`; Ames et al.,
-"Control Barrier Functions: Theory and Applications", arXiv:1903.11199), projected exactly
-together with the action box (`losses.safety.polytope_project`). Without process noise the
-executed actions keep the robot out of every hazard (tested). The shield is part of the
-environment (option (a) of `docs/safety.md`, "How a loss treats shielded actions"): the rollout
-stores the *proposed* action and its log-probability, so PPO's ratio is always the policy's own,
-and the reward and cost are those of the executed action. The executed action's log-probability
-can be near zero (its ratio would explode), and differentiating through the projection suffers
-from action aliasing (arXiv:2509.12833), hence this choice; the policy gets no gradient telling
-it why a proposal was replaced. The fraction of steps where the projection changed the clipped
-proposal is logged as `intervention_rate`.
+combines with the shield): the executed actions pass through a control-barrier-function shield
+(Ames et al., "Control Barrier Functions: Theory and Applications", arXiv:1903.11199),
+`point_hazard_shield`: PointHazard's single integrator `p' = p + dt u` kept out of every hazard
+disc by `losses.safety.circle_cbf_shield` (one linearised CBF row per hazard, projected exactly
+together with the action box; without process noise no hazard is entered, tested). The shield
+is part of the environment (option (a) of `docs/safety.md`, "How a loss treats shielded
+actions"): the rollout stores the *proposed* action and its log-probability, so PPO's ratio is
+always the policy's own, and the reward and cost are those of the executed action. The executed
+action's log-probability can be near zero (its ratio would explode), and differentiating through
+the projection suffers from action aliasing (arXiv:2509.12833), hence this choice; the policy
+gets no gradient telling it why a proposal was replaced. The fraction of steps where the
+projection changed the clipped proposal is logged as `intervention_rate`.
 
 Deviations, each deliberate:
   * the multiplier is updated only when at least one episode ended in the rollout (J_c is
@@ -48,6 +45,7 @@ Deviations, each deliberate:
   * entropy coefficient stays PPO's 0.01 (OmniSafe PPOLag uses 0).
 """
 
+import functools
 from typing import NamedTuple, Optional
 
 import flax.linen as nn
@@ -63,7 +61,7 @@ from hrljax.agents import common
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety
 from hrljax.envs import point_hazard
-from hrljax.envs.safety_wrapper import SafetyWrapper, reports_cost
+from hrljax.envs import safety_wrapper as sw
 from hrljax.networks import ActorCritic, policy_noise, sample_with_noise
 from hrljax.networks.state_value import StateValue
 from hrljax.training import Learner
@@ -82,14 +80,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.agent = "ppo_lagrangian"
   common.add_ppo_fields(config)
   config.env_name = "PointHazard-v0"
-  config.multiplier = "lagrange"  # "lagrange", "pid" or "none"
+  config.multiplier = "lagrange"  # "lagrange", "pid" or "none" (costs only logged: PPO)
   config.cost_limit = 25.0  # d, on the undiscounted episode cost J_c
   config.cost_gamma = 0.99  # the cost critic's discount
   config.cost_gae_lambda = 0.95  # the cost advantage's GAE lambda
   config.cost_value_coef = 0.5  # weight of the cost critic's value loss
   config.center_cost_advantages = True  # centre A_c per minibatch (OmniSafe)
   config.lagrange_init = 0.001  # λ at the start
-  config.lagrange_optimizer = "adam"  # or "sgd"
+  config.lagrange_optimizer = "adam"  # then clamped at 0; "sgd": λ <- [λ + lr (J_c − d)]_+
   config.lagrange_learning_rate = 0.035
   config.lagrange_upper_bound = -1.0  # < 0: no cap (OmniSafe's default has none)
   config.pid_kp = 0.1  # PID gains (Stooke et al. 2020; OmniSafe CPPOPID)
@@ -100,7 +98,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.pid_d_ema_alpha = 0.95  # EMA factor of the cost (D term)
   config.pid_normalisation = "sum"  # "sum", "diff" or "none" (`safety.lagrangian_combine`)
   config.pid_penalty_max = 100.0  # λ's cap, with pid_normalisation="none" only
-  config.shield = "none"  # or "cbf": project every action onto the CBF-safe set
+  config.shield = "none"  # or "cbf": project every action onto the CBF-safe set (the shield)
   config.shield_decay = 0.3  # the discrete-time CBF's decay γ_cbf in (0, 1]
   config.shield_margin = 0.03  # robustness margin added to each hazard radius
   return config
@@ -121,17 +119,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "lagrange_optimizer", LAGRANGE_OPTIMIZERS)
   checks.one_of(config, "pid_normalisation", ("sum", "diff", "none"))
   checks.one_of(config, "shield", SHIELDS)
-  checks.non_negative(
-    config,
-    "cost_limit",
-    "cost_value_coef",
-    "lagrange_init",
-    "pid_kp",
-    "pid_ki",
-    "pid_kd",
-    "pid_penalty_max",
-    "shield_margin",
-  )
+  checks.non_negative(config, "cost_limit", "cost_value_coef", "lagrange_init", "pid_kp")
+  checks.non_negative(config, "pid_ki", "pid_kd", "pid_penalty_max", "shield_margin")
   checks.positive(config, "lagrange_learning_rate")
   checks.positive_int(config, "pid_delay")
   checks.in_unit_interval(config, "cost_gamma", "cost_gae_lambda", "shield_decay")
@@ -156,7 +145,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         f"config.shield_decay: expected a number in (0, 1], got {config.shield_decay!r}"
       )
   env, env_params = make_env(config)
-  if not reports_cost(env.env, env_params):
+  if not sw.reports_cost(env.env, env_params):
     raise checks.ConfigError(
       f"config.env_name: expected an environment reporting info['cost'], got {env.env.name!r}"
     )
@@ -170,53 +159,24 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
 def point_hazard_shield(
   env_state, action: Array, params, *, decay: float, margin: float
 ) -> tuple[Array, Array]:
-  """CBF shield for PointHazard's single integrator: the executed action and `intervened`.
-
-  Per-example: `action` float `[2]`. The proposal is first clipped to the action box (the
-  environment clips it anyway, so clipping alone is not an intervention); it is then projected
-  onto `{u : a_i.u + b_i >= 0 for every hazard i, -1 <= u <= 1}` with one linearised
-  discrete-time CBF row per hazard (`safety.circle_cbf_constraint` with radius `r_i + margin`)
-  by the exact multi-constraint projection `safety.polytope_project` (one sweep of single
-  projections is not enough with several hazards, and clipping after projecting can break the
-  guarantee, hence the box rows inside the projection: `docs/safety.md`). Because each h_i is
-  convex the linearisation is conservative: from any state with every margin-inflated barrier
-  >= 0 the next state keeps them >= (1 - decay) h_i >= 0 (up to `feasibility_tol`), so without
-  process noise the robot never enters a hazard (Ames et al., "Control Barrier Functions: Theory
-  and Applications", arXiv:1903.11199).
-  """
+  """CBF shield for PointHazard: the executed action and `intervened` (per-example: `action`
+  float `[2]`), `safety.circle_cbf_shield` at the robot's position among the state's hazards,
+  each radius inflated by `margin`."""
   centers, radii = point_hazard.hazards(env_state, params)
-  position = env_state.position
-  rows = jax.vmap(
-    lambda centre, radius: safety.circle_cbf_constraint(
-      position, centre, radius, dt=params.dt, gamma=decay, margin=margin
-    )
-  )(centers, radii)
-  a, b = rows
-  proposal = jnp.clip(action.astype(jnp.float32), -1.0, 1.0)
-  ones = jnp.ones_like(proposal)
-  executed, info = safety.polytope_project(proposal, a, b, lower=-ones, upper=ones)
-  return executed, info.intervened
+  return safety.circle_cbf_shield(
+    env_state.position, action, centers, radii, dt=params.dt, gamma=decay, margin=margin
+  )
 
 
 def make_env(config):
-  """`(SafetyWrapper, env_params)` for `config.env_name`, shielded if `config.shield == "cbf"`.
-
-  Sequence-valued `env_kwargs` (e.g. PointHazard's `start=(0.0, 0.0)`, which a config can only
-  hold as a tuple) become float32 arrays, the form the environment's params hold.
-  """
-  kwargs = {
-    name: jnp.asarray(value, jnp.float32) if isinstance(value, (tuple, list)) else value
-    for name, value in config.env_kwargs.items()
-  }
-  env, env_params = envs.make(config.env_name, **kwargs)
+  """`(SafetyWrapper, env_params)` for `config.env_name` (`safety_wrapper.make`), shielded by
+  `point_hazard_shield` if `config.shield == "cbf"`."""
   shield_fn = None
   if config.shield == "cbf":
-    decay, margin = float(config.shield_decay), float(config.shield_margin)
-
-    def shield_fn(env_state, action, params):
-      return point_hazard_shield(env_state, action, params, decay=decay, margin=margin)
-
-  return SafetyWrapper(env, shield_fn), env_params
+    shield_fn = functools.partial(
+      point_hazard_shield, decay=float(config.shield_decay), margin=float(config.shield_margin)
+    )
+  return sw.make(config.env_name, config.env_kwargs, shield_fn)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,7 +209,7 @@ class PPOLagrangianAgent(struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, env_spec: envs.EnvSpec, config) -> "PPOLagrangianAgent":
     config = ml_collections.FrozenConfigDict(config)
-    network = make_network(env_spec, config)
+    network = common.actor_critic(env_spec, config)
     cost_network = StateValue(tuple(config.hidden_sizes), config.activation)
     actor_key, cost_key, key = jax.random.split(key, 3)
     shape = env_spec.observation_shape
@@ -312,8 +272,13 @@ class PPOLagrangianAgent(struct.PyTreeNode):
       )
       opt_state = self.multiplier_opt_state
     else:
-      new, opt_state = _adam_lagrange_step(
-        self.multiplier, self.multiplier_opt_state, episode_cost, config
+      new, opt_state = safety.lagrange_update_with_optimizer(
+        self.multiplier,
+        self.multiplier_opt_state,
+        episode_cost,
+        _multiplier_tx(config),
+        cost_limit=config.cost_limit,
+        upper_bound=_upper_bound(config),
       )
     keep = lambda old, updated: jnp.where(valid, updated, old)
     return self.replace(
@@ -335,17 +300,6 @@ class PPOLagrangianAgent(struct.PyTreeNode):
     )
 
 
-def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
-  """PPO's actor-critic (separate torsos for the policy and the reward value)."""
-  return ActorCritic(
-    action_dim=env_spec.action_dim,
-    discrete=env_spec.discrete,
-    observation_ndim=len(env_spec.observation_shape),
-    hidden_sizes=tuple(config.hidden_sizes),
-    activation=config.activation,
-  )
-
-
 def initial_multiplier(config):
   if config.multiplier == "pid":
     return safety.pid_lagrange_init(
@@ -364,19 +318,6 @@ def _multiplier_tx(config) -> optax.GradientTransformation:
   if config.multiplier == "lagrange" and config.lagrange_optimizer == "adam":
     return optax.adam(config.lagrange_learning_rate)
   return optax.identity()
-
-
-def _adam_lagrange_step(state: safety.LagrangeState, opt_state, episode_cost, config):
-  """OmniSafe's `Lagrange`: Adam on `-lam (J_c - d)`, then the projection onto [0, bound]."""
-  grad = jax.grad(safety.lagrange_multiplier_loss)(
-    state.lam, episode_cost, cost_limit=config.cost_limit
-  )
-  updates, opt_state = _multiplier_tx(config).update(grad, opt_state)
-  lam = jnp.maximum(state.lam + updates, 0.0)
-  bound = _upper_bound(config)
-  if bound is not None:
-    lam = jnp.minimum(lam, bound)
-  return safety.LagrangeState(lam=lam), opt_state
 
 
 def ppo_lagrangian_objective(
@@ -457,15 +398,10 @@ def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
   cost_value = agent.cost_network.apply(params["cost_critic"], obs)
   next_cost_value = agent.cost_network.apply(params["cost_critic"], next_obs)
   not_terminated = 1.0 - traj.terminated.astype(jnp.float32)
-
-  def gae(reward, discount, value, next_value, done, lambda_):
-    return pg.generalized_advantage_estimation(reward, discount, value, next_value, lambda_, done)
-
-  per_env = jax.vmap(gae, in_axes=(1, 1, 1, 1, 1, None), out_axes=1)
-  advantage = per_env(
+  advantage = common.per_environment_gae(
     traj.reward, config.gamma * not_terminated, value, next_value, traj.done, config.gae_lambda
   )
-  cost_advantage = per_env(
+  cost_advantage = common.per_environment_gae(
     traj.next_obs.cost,
     config.cost_gamma * not_terminated,
     cost_value,
@@ -474,60 +410,12 @@ def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
     config.cost_gae_lambda,
   )
   flat = lambda x: x.reshape((-1,) + x.shape[2:])
-  reward = Batch(
-    obs=flat(obs),
-    action=flat(traj.action),
-    log_prob=flat(log_prob),
-    value=flat(value),
-    advantage=flat(advantage),
-    target=flat(advantage + value),
-  )
   return CostBatch(
-    reward=reward,
+    reward=common.ppo_batch(obs, traj.action, log_prob, value, advantage),
     cost_value=flat(cost_value),
     cost_advantage=flat(cost_advantage),
     cost_target=flat(cost_advantage + cost_value),
   )
-
-
-def safety_statistics(traj) -> dict[str, Array]:
-  """Safety metrics of one rollout: sums over ended episodes (the loop makes them means) and
-  per-step totals over the whole rollout (training-time safety, Safety Gym's cost rate)."""
-  done = traj.done.astype(jnp.float32)
-  succ = traj.next_obs
-  steps = done.size
-  return {
-    "episode_cost_sum": (succ.episode_cost * done).sum(),
-    "episode_violations_sum": (succ.episode_violations.astype(jnp.float32) * done).sum(),
-    "violating_episode_sum": ((succ.episode_violations > 0).astype(jnp.float32) * done).sum(),
-    "rollout_cost": succ.cost.sum(),
-    "violating_steps": (succ.cost > 0).astype(jnp.float32).sum(),
-    "cost_rate": succ.cost.sum() / steps,
-    "intervention_rate": succ.intervened.astype(jnp.float32).sum() / steps,
-  }
-
-
-def first_episode_cost(traj) -> dict[str, Array]:
-  """Cost and violating steps of each environment's first episode in a `[T, N]` rollout of the
-  safety wrapper, averaged over environments (an episode still running at the end counts with
-  its cost so far): `eval_cost`, `eval_violations`, `eval_violation_rate` (share of episodes
-  with a violation)."""
-  valid = rollout.first_episode_mask(traj.done)
-  cost = jnp.where(valid, traj.next_obs.cost, 0.0).sum(axis=0)
-  violations = (valid & (traj.next_obs.cost > 0)).sum(axis=0).astype(jnp.float32)
-  return {
-    "eval_cost": cost.mean(),
-    "eval_violations": violations.mean(),
-    "eval_violation_rate": (violations > 0).astype(jnp.float32).mean(),
-  }
-
-
-def mean_episode_cost(traj) -> tuple[Array, Array]:
-  """`(J_c, valid)`: the mean undiscounted cost of the episodes that ended in `traj`, and
-  whether any did (J_c is 0 then)."""
-  done = traj.done.astype(jnp.float32)
-  count = done.sum()
-  return (traj.next_obs.episode_cost * done).sum() / jnp.maximum(count, 1.0), count > 0
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
@@ -536,7 +424,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   env, env_params = make_env(config)
   env_spec = envs.spec(env.env, env_params)
   steps_per_update = config.num_envs * config.num_steps
-  actor_critic = make_network(env_spec, config)
+  actor_critic = common.actor_critic(env_spec, config)
 
   def init(key: Array) -> RunnerState:
     agent_key, env_key, key = jax.random.split(key, 3)
@@ -565,11 +453,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       unroll=config.rollout_unroll,
       noise_fn=noise,
     )
-    episode_cost, valid = mean_episode_cost(traj)
+    episode_cost, valid = sw.mean_episode_cost(traj)
     agent = state.agent.update_multiplier(episode_cost, valid)
     agent, metrics = agent.update(make_batch(agent, traj, config))
     metrics.update(rollout.rollout_statistics(traj))
-    metrics.update(safety_statistics(traj))
+    metrics.update(sw.safety_statistics(traj))
     metrics["lagrange_multiplier"] = agent.lam
     return RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
@@ -578,7 +466,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       dist = actor_critic.apply(params["actor_critic"], obs.obs, method=ActorCritic.policy)
       return dist.mode(), None
 
-    metrics = rollout.evaluate(
+    return sw.evaluate_with_cost(
       env,
       env_params,
       greedy,
@@ -587,13 +475,6 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       config.eval_episodes,
       env_params.max_steps_in_episode,
     )
-    # The same episodes again (same key) for their cost, which `rollout.evaluate` does not see.
-    reset_key, run_key = jax.random.split(key)
-    carry = rollout.reset(env, env_params, reset_key, config.eval_episodes)
-    _, traj = rollout.rollout(
-      env, env_params, greedy, state.agent.params, carry, run_key, env_params.max_steps_in_episode
-    )
-    return {**metrics, **first_episode_cost(traj)}
 
   return Learner(
     init=init,

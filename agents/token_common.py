@@ -16,9 +16,12 @@ share:
   from the same policy. The BC loss is `hierarchical_critics.filtered_bc_loss` with every example
   kept (the reference's `plain_bc_loss`) on the tokens the environment reads;
 * utterance-level transitions for a replay buffer and the twin Q/V utterance critic over the
-  game's tokens (`make_critic`), with its diagnostic `outcome_means`;
+  game's tokens (`make_critic`, its fields `add_critic_fields` / `validate_critic_fields` and its
+  initialisation `init_critic_params`), with its diagnostics (`outcome_means`,
+  `critic_diagnostics`) and the logged statistics of an ArCHer critic and actor step
+  (`critic_metrics`, `actor_metrics`);
 * the config fields of the above (`add_config_fields`, `validate_config_fields`) and the
-  optimizer (`make_optimizer`).
+  optimizer (`make_optimizer`, and `critic_step` with the target critic's Polyak step).
 
 Deviation from the reference warm start: the policy is a small transformer trained from scratch
 (no pretrained GPT-2), cloned on the tokens the environment reads (`utterance_token_mask`).
@@ -44,6 +47,7 @@ from hrljax.types import Array, PyTree
 BC_STREAM = 101
 EVAL_STREAM = 102
 OPTIMIZERS = ("adam", "sgd")
+CRITIC_INITS = ("random", "policy")
 
 
 class UtteranceData(NamedTuple):
@@ -146,6 +150,22 @@ def make_optimizer(
   else:
     optimizer = optax.adam(learning_rate, eps=adam_eps)
   return optax.chain(optax.clip_by_global_norm(max_grad_norm), optimizer)
+
+
+def critic_step(
+  tx: optax.GradientTransformation,
+  params: PyTree,
+  target_params: PyTree,
+  opt_state: PyTree,
+  grads: PyTree,
+  tau: float,
+) -> tuple[PyTree, PyTree, PyTree]:
+  """`(params, target_params, opt_state)` after one critic step of `tx` on `grads` and the
+  target critic's Polyak step towards the post-step parameters (ArCHer: after every critic
+  step, τ = 0.1; reference `soft_update`)."""
+  updates, opt_state = tx.update(grads, opt_state, params)
+  params = optax.apply_updates(params, updates)
+  return params, optax.incremental_update(params, target_params, tau), opt_state
 
 
 # ----------------------------------------------------------------------------------------------
@@ -463,6 +483,55 @@ def make_critic(env_params: token_game.EnvParams, config) -> transformer.Utteran
   )
 
 
+def add_critic_fields(config: ml_collections.ConfigDict, d_model: int, num_layers: int) -> None:
+  """The fields of the twin Q/V utterance critic (`make_critic`, `init_critic_params`), with an
+  encoder of `d_model` x `num_layers`."""
+  config.num_critics = 2
+  config.critic_utterance_encoding = "separate"  # reference DoubleCritic layout; or "joint"
+  config.critic_readout = "mean"  # encoder features: "mean" over tokens or the "last" token
+  config.critic_init = "random"  # or "policy": the encoder starts from the BC policy's trunk
+  config.critic_causal = False  # the policy's causal mask in the critic's encoder
+  config.critic_d_model = d_model
+  config.critic_num_layers = num_layers
+
+
+def validate_critic_fields(config: ml_collections.ConfigDict) -> None:
+  """Checks of the fields `add_critic_fields` adds (ConfigError naming the field); a critic
+  started from the policy (`critic_init="policy"`) has the policy's width and depth."""
+  checks.positive_int(config, "num_critics", "critic_d_model", "critic_num_layers")
+  checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
+  checks.one_of(config, "critic_readout", transformer.CRITIC_READOUTS)
+  checks.one_of(config, "critic_init", CRITIC_INITS)
+  checks.one_of(config, "critic_causal", (True, False))
+  if config.critic_init == "policy":
+    for critic_field, policy_field in (
+      ("critic_d_model", "d_model"),
+      ("critic_num_layers", "num_layers"),
+    ):
+      if config[critic_field] != config[policy_field]:
+        raise checks.ConfigError(
+          f"config.{critic_field}: expected config.{policy_field} ({config[policy_field]}) "
+          f"because config.critic_init is 'policy' (the critic's encoder is a copy of the "
+          f"policy's trunk), got {config[critic_field]}"
+        )
+  check_heads_divide(config, "critic_d_model")
+
+
+def init_critic_params(
+  key: Array,
+  critic: transformer.UtteranceCritic,
+  env_params: token_game.EnvParams,
+  policy_params: PyTree,
+  critic_init: str,
+) -> PyTree:
+  """The critic's parameters: random, or with the encoder copied from the policy's trunk
+  (`critic_init="policy"`, as the reference's critic starts from a pretrained LM)."""
+  params = critic.init(key, first_dialogue(env_params), first_utterance(env_params))
+  if critic_init == "policy":
+    params = transformer.critic_params_from_policy(params, policy_params)
+  return params
+
+
 def outcome_means(values: Array, batch: UtteranceTransition) -> dict[str, Array]:
   """Does a critic tell winning from losing utterances? `values` `[B]` averaged over the batch's
   successful utterances (r > 0, correct guesses), over its failed final ones (terminated with
@@ -477,3 +546,43 @@ def outcome_means(values: Array, batch: UtteranceTransition) -> dict[str, Array]
 
   q_success, q_failure = mean_over(success), mean_over(failure)
   return {"q_success": q_success, "q_failure": q_failure, "q_gap": q_success - q_failure}
+
+
+def critic_diagnostics(extras: hc.CriticExtras, batch: UtteranceTransition) -> dict[str, Array]:
+  """`outcome_means` of min_e Q_e(s, a) (before the step) over a critic batch."""
+  return outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch)
+
+
+def critic_metrics(
+  loss: Array, extras: hc.CriticExtras, batch: UtteranceTransition
+) -> dict[str, Array]:
+  """What an ArCHer critic step (`hc.archer_critic_loss`) logs: its loss, the mean Q value, the
+  mean absolute Q and V errors and `critic_diagnostics`."""
+  return {
+    "critic_loss": loss,
+    "q_value": jnp.mean(extras.q_target - extras.q_td_error),
+    "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
+    "v_error_abs": jnp.mean(jnp.abs(extras.v_error)),
+    **critic_diagnostics(extras, batch),
+  }
+
+
+def actor_metrics(loss: Array, extras: hc.ActorExtras) -> dict[str, Array]:
+  """What an ArCHer actor step (`hc.archer_actor_loss`) logs: its loss, the advantage's mean,
+  mean magnitude and spread, and the mean log-probability of the sampled utterances."""
+  return {
+    "actor_loss": loss,
+    "advantage": jnp.mean(extras.advantage),
+    "advantage_abs": jnp.mean(jnp.abs(extras.advantage)),
+    "advantage_std": jnp.std(extras.advantage),
+    "sequence_log_prob": jnp.mean(extras.sequence_log_prob),
+  }
+
+
+def min_q(agent, batch: UtteranceTransition) -> Array:
+  """min_e Q_e(s, a) `[B]` of an agent's online critic (`agent.critic`, `agent.critic_params`) at
+  the batch's own utterances."""
+  out = agent.critic.apply(
+    agent.critic_params, batch.dialogue, batch.utterance, token_mask(batch.utterance)
+  )
+  return jnp.min(out.q, axis=0)

@@ -12,6 +12,9 @@ A shield `shield_fn(env_state, action, params) -> (executed_action, intervened)`
 wrapped step: the environment executes the shielded action while the learner keeps the proposed
 one (the shield is part of the environment: option (a) of `docs/safety.md`, "How a loss treats
 shielded actions").
+
+Below the wrapper: the safety metrics of its rollouts (`safety_statistics`, `mean_episode_cost`,
+`first_episode_cost`) and a greedy evaluation that also reports cost (`evaluate_with_cost`).
 """
 
 from typing import Any, Callable, NamedTuple, Optional
@@ -21,7 +24,9 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment as gymnax_environment
 
-from hrljax.types import Array, PyTree
+from hrljax import envs
+from hrljax.rollout import grouped, plain
+from hrljax.types import Array, PyTree, Transition
 
 ShieldFn = Callable[[Any, Array, Any], tuple[Array, Array]]
 
@@ -109,6 +114,20 @@ class SafetyWrapper(gymnax_environment.Environment):
     return self.env.observation_space(params)
 
 
+def make(name: str, env_kwargs, shield_fn: Optional[ShieldFn] = None):
+  """`(SafetyWrapper, env_params)`: `envs.make(name, **env_kwargs)` wrapped, behind `shield_fn`.
+
+  Sequence-valued `env_kwargs` (e.g. PointHazard's `start=(0.0, 0.0)`, which a config can only
+  hold as a tuple) become float32 arrays, the form the environment's params hold.
+  """
+  kwargs = {
+    field: jnp.asarray(value, jnp.float32) if isinstance(value, (tuple, list)) else value
+    for field, value in env_kwargs.items()
+  }
+  env, env_params = envs.make(name, **kwargs)
+  return SafetyWrapper(env, shield_fn), env_params
+
+
 def reports_cost(env, env_params) -> bool:
   """Whether `env`'s `step_env` returns `info["cost"]` (checked on shapes only, nothing runs)."""
   key = jax.random.key(0)
@@ -116,3 +135,68 @@ def reports_cost(env, env_params) -> bool:
   action = env.action_space(env_params).sample(key)
   info = jax.eval_shape(env.step_env, key, state, action, env_params)[-1]
   return "cost" in info
+
+
+# ----------------------------------------------------------------------------------------------
+# Rollouts of the wrapper: `[T, N]` transitions whose observations are `SafetyObservation`s.
+# ----------------------------------------------------------------------------------------------
+
+
+def safety_statistics(traj: Transition) -> dict[str, Array]:
+  """Safety metrics of one rollout: sums over ended episodes (the loop makes them means) and
+  per-step totals over the whole rollout (training-time safety, Safety Gym's cost rate)."""
+  done = traj.done.astype(jnp.float32)
+  succ = traj.next_obs
+  steps = done.size
+  return {
+    "episode_cost_sum": (succ.episode_cost * done).sum(),
+    "episode_violations_sum": (succ.episode_violations.astype(jnp.float32) * done).sum(),
+    "violating_episode_sum": ((succ.episode_violations > 0).astype(jnp.float32) * done).sum(),
+    "rollout_cost": succ.cost.sum(),
+    "violating_steps": (succ.cost > 0).astype(jnp.float32).sum(),
+    "cost_rate": succ.cost.sum() / steps,
+    "intervention_rate": succ.intervened.astype(jnp.float32).sum() / steps,
+  }
+
+
+def mean_episode_cost(traj: Transition) -> tuple[Array, Array]:
+  """`(J_c, valid)`: the mean undiscounted cost of the episodes that ended in `traj`, and
+  whether any did (J_c is 0 then)."""
+  done = traj.done.astype(jnp.float32)
+  count = done.sum()
+  return (traj.next_obs.episode_cost * done).sum() / jnp.maximum(count, 1.0), count > 0
+
+
+def first_episode_cost(traj: Transition) -> dict[str, Array]:
+  """Cost and violating steps of each environment's first episode, averaged over environments
+  (an episode still running at the end counts with its cost so far): `eval_cost`,
+  `eval_violations`, `eval_violation_rate` (share of episodes with a violation)."""
+  valid = grouped.first_episode_mask(traj.done)
+  cost = jnp.where(valid, traj.next_obs.cost, 0.0).sum(axis=0)
+  violations = (valid & (traj.next_obs.cost > 0)).sum(axis=0).astype(jnp.float32)
+  return {
+    "eval_cost": cost.mean(),
+    "eval_violations": violations.mean(),
+    "eval_violation_rate": (violations > 0).astype(jnp.float32).mean(),
+  }
+
+
+def evaluate_with_cost(
+  env: SafetyWrapper,
+  env_params,
+  policy_fn: plain.PolicyFn,
+  params: PyTree,
+  key: Array,
+  num_episodes: int,
+  max_steps: int,
+) -> dict[str, Array]:
+  """`plain.evaluate`'s metrics of `num_episodes` episodes plus their `first_episode_cost`.
+
+  `plain.evaluate` keeps returns and lengths only, so the same episodes (same key, hence the
+  same resets and actions) run again for their costs.
+  """
+  metrics = plain.evaluate(env, env_params, policy_fn, params, key, num_episodes, max_steps)
+  reset_key, run_key = jax.random.split(key)
+  carry = plain.reset(env, env_params, reset_key, num_episodes)
+  _, traj = plain.rollout(env, env_params, policy_fn, params, carry, run_key, max_steps)
+  return {**metrics, **first_episode_cost(traj)}

@@ -13,7 +13,9 @@ level critic, token-level policy gradient, token-level baseline) rather than equ
 
 Batching convention. Every public function takes a batch of B utterance-level transitions and is
 batch-level only in its final mean: the math is per example, nothing couples examples (no batch
-normalisation, no batch statistics), so a caller may equally vmap over an extra leading axis.
+normalisation, no batch statistics), so a caller may equally vmap over an extra leading axis;
+the exceptions say so (`mean_over_samples` and `archer_sample_mean_baseline` couple the K samples
+of a dialogue, `archer_standardized_advantage` the batch).
 Critic outputs are laid out ensemble-first, `[E, B]` (E = 2 twin heads in ArCHer, the layout
 `nn.vmap` ensembles produce); scalars per transition are `[B]`; token arrays are `[B, L]` with a
 token mask. Losses are means over the valid examples (optional `valid: bool[B]`, default all),
@@ -46,7 +48,10 @@ from hrljax.losses.hierarchical_critics.online import (
   archer_baseline_actor_loss,
   archer_critic_loss,
   archer_q_targets,
+  archer_sample_mean_baseline,
+  archer_standardized_advantage,
   archer_v_targets,
+  mean_over_samples,
 )
 from hrljax.losses.hierarchical_critics.offline import (
   chai_select,
@@ -76,10 +81,13 @@ __all__ = (
   "archer_baseline_actor_loss",
   "archer_critic_loss",
   "archer_q_targets",
+  "archer_sample_mean_baseline",
+  "archer_standardized_advantage",
   "archer_v_targets",
   "chai_select",
   "filtered_bc_loss",
   "filtered_bc_mask",
+  "mean_over_samples",
   "offline_archer_actor_loss",
   "offline_archer_critic_loss",
   "TokenStream",

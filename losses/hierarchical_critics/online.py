@@ -1,6 +1,7 @@
 """ArCHer's online losses: the utterance-level critic (Q and V targets, twin critics) and the
-token-level actor (advantage-weighted REINFORCE, with or without a token baseline). Zhou et al.,
-"ArCHer", arXiv:2402.19446; the formulas are in this package's docstring."""
+token-level actor (advantage-weighted REINFORCE, with or without a token baseline, and the
+K-sample and batch-standardised forms of its advantage). Zhou et al., "ArCHer", arXiv:2402.19446;
+the formulas are in this package's docstring."""
 
 from typing import Optional, Tuple
 
@@ -275,6 +276,42 @@ def archer_actor_loss(
     denominator=denominator,
   )
   return loss, extras
+
+
+def mean_over_samples(values: Array, samples: int) -> Array:
+  """The mean over K samples per dialogue: `values` `[..., K * B]` with sample-major rows (row
+  k * B + b is sample k of dialogue b, the rows of `jnp.tile(dialogue, (K, 1))`) -> `[..., B]`.
+
+  With Q̄_e(s, a_k) of K fresh utterances a_k ~ π(·|s) it is the K-sample estimate of
+  E_{a~π} Q̄_e(s, a) that ArCHer's V target regresses on (the reference draws K = 1). Couples
+  the K samples of a dialogue, nothing else.
+  """
+  return jnp.mean(values.reshape(values.shape[:-1] + (samples, -1)), axis=-2)
+
+
+def archer_sample_mean_baseline(q_pi: Array, samples: int) -> Tuple[Array, Array]:
+  """`(q, v)`, each `[1, K * B]`, for which `archer_actor_loss` weights every sample a_k by
+  A = min_e Q_e(s, a_k) − mean_k min_e Q_e(s, a_k): a sample-mean baseline in place of V.
+
+  `q_pi` `[E, K * B]` is the online critic at K utterances per dialogue, rows sample-major as in
+  `mean_over_samples`. An option beyond the reference (which uses V); couples the K samples.
+  """
+  q_min = jnp.min(q_pi, axis=0)
+  baseline = jnp.tile(mean_over_samples(q_min, samples), samples)
+  return q_min[None], baseline[None]
+
+
+def archer_standardized_advantage(q_pi: Array, v: Array, eps: float = 1e-6) -> Tuple[Array, Array]:
+  """`(q, v)`, each `[1, B]`, for which `archer_actor_loss` weights every example by the
+  batch-standardised A = min_e Q_e − min_e V_e, `(A − mean A) / (std A + eps)`.
+
+  The loss takes A = min_e Q_e − min_e V_e; the standardised advantage as a single "Q" head with
+  V = 0 passes through unchanged (the min over one head is the value itself). An option beyond
+  the reference; a batch statistic, so it couples the examples.
+  """
+  advantage = archer_advantage(q_pi, v)
+  advantage = (advantage - jnp.mean(advantage)) / (jnp.std(advantage) + eps)
+  return advantage[None], jnp.zeros_like(advantage)[None]
 
 
 def archer_baseline_actor_loss(

@@ -6,12 +6,13 @@ Pure functions of arrays, one concept per module (every public name is re-export
 * `critics`: Recovery RL's twin-head Q_risk TD loss (also Bresa's reflex critic), SQRL's
   class-weighted soft-label cross-entropy and its Lagrangian pieces, the Conservative Safety
   Critic loss. Per-transition (the caller vmaps over the batch).
-* `multipliers`: projected gradient ascent and PID-Lagrangian multiplier updates, the augmented
-  Lagrangian penalty, the PPO-Lag advantage, sum/diff normalisation and the SAC-Lag actor loss.
-  Batch-level.
+* `multipliers`: projected gradient ascent (plain or through an optax optimizer) and
+  PID-Lagrangian multiplier updates, the augmented Lagrangian penalty, the PPO-Lag advantage,
+  sum/diff normalisation and the SAC-Lag actor loss. Batch-level.
 * `shields`: half-space (control-barrier-function) projection in closed form, polytope
-  projection (exact active sets or Dykstra), the Dalal et al. safety layer and a priority-ordered
-  hierarchical composition of shields. Per-example.
+  projection (exact active sets or Dykstra), the CBF shield of a single integrator among discs,
+  the Dalal et al. safety layer and a priority-ordered hierarchical composition of shields.
+  Per-example.
 * `recovery`: the Recovery RL / Bresa threshold switch, and the search for the action nearest a
   nominal one that a safety critic accepts (critic-linearised projection or safe sampling), and a
   recovery policy's loss that follows the task critic among the safe actions.
@@ -42,6 +43,7 @@ from hrljax.losses.safety.multipliers import (
   lagrange_init,
   lagrange_multiplier_loss,
   lagrange_update,
+  lagrange_update_with_optimizer,
   lagrangian_combine,
   per_step_cost_budget,
   pid_lagrange_init,
@@ -64,6 +66,7 @@ from hrljax.losses.safety.shields import (
   ProjectionMethod,
   ShieldInfo,
   circle_cbf_constraint,
+  circle_cbf_shield,
   dalal_safety_layer,
   halfspace_project,
   hierarchical_shield,
@@ -92,6 +95,7 @@ __all__ = [
   "lagrange_init",
   "lagrange_multiplier_loss",
   "lagrange_update",
+  "lagrange_update_with_optimizer",
   "lagrangian_combine",
   "per_step_cost_budget",
   "pid_lagrange_init",
@@ -112,6 +116,7 @@ __all__ = [
   "ProjectionMethod",
   "ShieldInfo",
   "circle_cbf_constraint",
+  "circle_cbf_shield",
   "dalal_safety_layer",
   "halfspace_project",
   "hierarchical_shield",

@@ -1,9 +1,10 @@
 """Lagrange multipliers and Lagrangian-penalised objectives.
 
-Projected gradient ascent and PID-Lagrangian updates as functional `state -> state` maps on
-NamedTuple states (jittable, checkpointable pytrees), the augmented Lagrangian penalty, and the
-pieces of a Lagrangian-penalised policy objective (PPO-Lag advantage, sum/diff normalisation,
-SAC-Lag actor loss). The multiplier never receives a gradient from a policy objective.
+Projected gradient ascent (plain or through an optax optimizer) and PID-Lagrangian updates as
+functional `state -> state` maps on NamedTuple states (jittable, checkpointable pytrees), the
+augmented Lagrangian penalty, and the pieces of a Lagrangian-penalised policy objective (PPO-Lag
+advantage, sum/diff normalisation, SAC-Lag actor loss). The multiplier never receives a gradient
+from a policy objective.
 Batch-level: one update per epoch from a batch statistic (the mean episodic cost J_c).
 """
 
@@ -13,6 +14,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 import chex
 import jax
 import jax.numpy as jnp
+import optax
 
 from hrljax.losses import _checks as checks
 
@@ -92,6 +94,39 @@ def lagrange_multiplier_loss(lam: Array, jc: Array, *, cost_limit: Numeric) -> A
   chex.assert_type([lam, jc], float)
   checks.number("cost_limit", cost_limit, arrays=True)
   return -lam * jax.lax.stop_gradient(jc - cost_limit)
+
+
+def lagrange_update_with_optimizer(
+  state: LagrangeState,
+  opt_state: optax.OptState,
+  jc: Array,
+  tx: optax.GradientTransformation,
+  *,
+  cost_limit: Numeric,
+  upper_bound: Optional[float] = None,
+) -> Tuple[LagrangeState, optax.OptState]:
+  """OmniSafe's ``Lagrange`` module: one step of ``tx`` on `lagrange_multiplier_loss`, then the
+  projection onto ``[0, upper_bound]``.
+
+  With ``tx = optax.adam(0.035)`` this is OmniSafe PPOLag's multiplier (Ray, Achiam, Amodei,
+  "Benchmarking Safe Exploration in Deep RL" (2019), Sec. 4, in OmniSafe's form); with plain SGD
+  it is `lagrange_update` up to the cast. Batch-level: one update from the mean episodic cost.
+
+  Args:
+    state: current `LagrangeState`; opt_state: ``tx``'s state of ``lam``.
+    jc: float scalar, average episodic cost of the batch.
+    tx: the multiplier's optimizer.
+    cost_limit: d; upper_bound: optional cap (None: no cap).
+
+  Returns:
+    ``(LagrangeState, opt_state)`` after the step.
+  """
+  grad = jax.grad(lagrange_multiplier_loss)(state.lam, jc, cost_limit=cost_limit)
+  updates, opt_state = tx.update(grad, opt_state)
+  lam = jnp.maximum(state.lam + updates, 0.0)
+  if upper_bound is not None:
+    lam = jnp.minimum(lam, upper_bound)
+  return LagrangeState(lam=lam), opt_state
 
 
 class PIDLagrangeState(NamedTuple):

@@ -1,5 +1,6 @@
-"""Action shields: half-space (control-barrier-function) projection, polytope projection, the Dalal
-et al. safety layer and a priority-ordered hierarchical composition of shields.
+"""Action shields: half-space (control-barrier-function) projection, polytope projection, the CBF
+shield of a single integrator among discs, the Dalal et al. safety layer and a priority-ordered
+hierarchical composition of shields.
 
 Per-example: one action; the caller vmaps. Every shield returns `(action, info)` with
 `info.intervened`. A constraint row `(a_i, b_i)` is satisfied when `a_i . u + b_i >= 0`.
@@ -255,6 +256,43 @@ def polytope_project(
     projected = _dykstra_projection(u, A, b, num_sweeps)
   x = jnp.where(u_feasible, u, projected)
   return x, ShieldInfo(intervened=jnp.any(x != u), correction=x - u, slack=A @ x + b)
+
+
+def circle_cbf_shield(
+  x: Array, u: Array, centres: Array, radii: Array, *, dt: float, gamma: float, margin: Numeric
+) -> Tuple[Array, Array]:
+  """CBF shield of a single integrator among discs, in the action box ``[-1, 1]^d``.
+
+  The proposal ``u`` is first clipped to the box (an environment clips it anyway, so clipping
+  alone is not an intervention); it is then projected onto ``{u : a_i.u + b_i >= 0 for every
+  disc i, -1 <= u <= 1}`` with one linearised discrete-time CBF row per disc
+  (`circle_cbf_constraint` with radius ``r_i + margin``) by the exact multi-constraint
+  projection `polytope_project` (one sweep of single projections is not enough with several
+  discs, and clipping after projecting can break the guarantee, hence the box rows inside the
+  projection: `docs/safety.md`). Because each ``h_i`` is convex the linearisation is
+  conservative: from any state with every margin-inflated barrier ``>= 0`` the next state keeps
+  them ``>= (1 - gamma) h_i >= 0`` (up to ``feasibility_tol``), so without process noise the
+  system never enters a disc (Ames et al., "Control Barrier Functions: Theory and Applications",
+  arXiv:1903.11199). Per-example.
+
+  Args:
+    x: float ``[d]`` position; u: ``[d]`` proposed action (cast to float32).
+    centres: float ``[m, d]`` disc centres; radii: float ``[m]``.
+    dt, gamma, margin: as `circle_cbf_constraint`.
+
+  Returns:
+    ``(executed_action, intervened)``: the safe action ``[d]`` and a bool scalar, True where
+    the projection changed the clipped proposal.
+  """
+  a, b = jax.vmap(
+    lambda centre, radius: circle_cbf_constraint(
+      x, centre, radius, dt=dt, gamma=gamma, margin=margin
+    )
+  )(centres, radii)
+  proposal = jnp.clip(u.astype(jnp.float32), -1.0, 1.0)
+  ones = jnp.ones_like(proposal)
+  executed, info = polytope_project(proposal, a, b, lower=-ones, upper=ones)
+  return executed, info.intervened
 
 
 def dalal_safety_layer(a: Array, g: Array, c: Array, limit: Array) -> Tuple[Array, ShieldInfo]:

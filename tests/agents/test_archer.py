@@ -393,11 +393,11 @@ def test_critic_diagnostics_separate_successes_from_failures():
     next_dialogue=jnp.zeros((4, 3), jnp.int32),
     terminated=jnp.array([True, True, False, True]),
   )
-  out = archer.critic_diagnostics(extras, batch)
+  out = tc.critic_diagnostics(extras, batch)
   np.testing.assert_allclose(out["q_success"], 0.7, rtol=1e-6)
   np.testing.assert_allclose(out["q_failure"], (0.1 + 0.0) / 2, rtol=1e-6)
   np.testing.assert_allclose(out["q_gap"], 0.7 - 0.05, rtol=1e-6)
-  none = archer.critic_diagnostics(extras, batch._replace(reward=jnp.zeros(4)))
+  none = tc.critic_diagnostics(extras, batch._replace(reward=jnp.zeros(4)))
   assert float(none["q_success"]) == 0.0
 
 
@@ -502,9 +502,7 @@ def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
   _, _, states, metrics = run
   before, after, later = states[0]
   new = _replayed(after)
-  expected = fast_jit(lambda a, b: tc.outcome_means(archer.min_q(a, b), b)["q_gap"])(
-    before.agent, new
-  )
+  expected = fast_jit(lambda a, b: tc.outcome_means(tc.min_q(a, b), b)["q_gap"])(before.agent, new)
   np.testing.assert_allclose(metrics[0][0]["q_gap_fresh"], expected, rtol=1e-5, atol=1e-6)
   decay = archer.FRESH_GAP_DECAY
   np.testing.assert_allclose(after.fresh_q_gap, (1 - decay) * expected, rtol=1e-5, atol=1e-6)
@@ -583,9 +581,7 @@ def test_mean_over_samples_averages_the_sample_major_rows_of_each_dialogue():
   """Rows k * B + b are sample k of dialogue b: with K = 2, B = 3 the dialogue means are
   (1 + 4) / 2, (2 + 5) / 2, (3 + 6) / 2, for every leading (head) row."""
   values = jnp.array([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0]])
-  np.testing.assert_allclose(
-    archer.mean_over_samples(values, 2), [[2.5, 3.5, 4.5], [1.0, 1.0, 1.0]]
-  )
+  np.testing.assert_allclose(hc.mean_over_samples(values, 2), [[2.5, 3.5, 4.5], [1.0, 1.0, 1.0]])
 
 
 def test_critic_v_samples_regresses_v_on_the_mean_target_q_of_k_fresh_samples(run):

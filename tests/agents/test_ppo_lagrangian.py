@@ -10,7 +10,12 @@ import pytest
 from hrljax import envs, rollout
 from hrljax.agents import ppo_lagrangian as pl
 from hrljax.config_checks import ConfigError
-from hrljax.envs.safety_wrapper import SafetyObservation
+from hrljax.envs.safety_wrapper import (
+  SafetyObservation,
+  first_episode_cost,
+  mean_episode_cost,
+  safety_statistics,
+)
 from hrljax.types import Transition
 
 
@@ -97,9 +102,9 @@ def test_wrapper_reports_step_cost_and_episode_totals():
   np.testing.assert_array_equal(traj.truncated[:, 0], [False, False, True, False])
   np.testing.assert_array_equal(traj.obs.episode_cost[3, 0], 0.0)  # after the reset
   assert not bool(traj.next_obs.intervened.any())
-  episode_cost, valid = pl.mean_episode_cost(traj)
+  episode_cost, valid = mean_episode_cost(traj)
   assert bool(valid) and float(episode_cost) == 3.0
-  stats = pl.safety_statistics(traj)
+  stats = safety_statistics(traj)
   assert float(stats["episode_cost_sum"]) == 6.0 and float(stats["violating_episode_sum"]) == 2.0
   assert float(stats["cost_rate"]) == 1.0
 
@@ -359,7 +364,7 @@ def test_first_episode_cost_counts_each_environments_first_episode_only():
     episode_return=zeros,
     episode_length=zeros,
   )
-  stats = pl.first_episode_cost(traj)
+  stats = first_episode_cost(traj)
   np.testing.assert_allclose(stats["eval_cost"], (1.5 + 2.0 + 0.0) / 3, rtol=1e-6)
   np.testing.assert_allclose(stats["eval_violations"], (2 + 1 + 0) / 3, rtol=1e-6)
   np.testing.assert_allclose(stats["eval_violation_rate"], 2 / 3, rtol=1e-6)
