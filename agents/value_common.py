@@ -233,20 +233,27 @@ def mixed_td_losses(
   """`(losses, q_tot, td_error)`, each `[B]`: the TD loss of Q_tot at the agents' chosen
   actions `action [B, N]` (values `q [B, N, A]`, global states `state [B, S]`) against `target
   [B]`; `value_based.qmix_loss` for QMIX, DQN's loss on the summed value for VDN."""
-  kwargs = dict(loss_type=config.loss_type, huber_delta=config.huber_delta)
   if mixer is None:
     q_tot = jnp.sum(jnp.take_along_axis(q, action[..., None], axis=-1)[..., 0], axis=-1)
-
-    def vdn(q_tot, y):
-      # Σ_i Q_i is a single joint value: DQN's TD loss with one "action" and y as its target.
-      zero = jnp.zeros((), jnp.float32)
-      return value_based.q_learning_loss(
-        q_tot[None], jnp.zeros((), jnp.int32), y, zero, zero[None], **kwargs
-      )
-
-    losses, extras = jax.vmap(vdn)(q_tot, target)
+    # Σ_i Q_i is a single joint value: DQN's TD loss with one "action" and y as its target.
+    losses, extras = td_losses_to_targets(
+      q_tot[:, None], jnp.zeros_like(q_tot, jnp.int32), target, config
+    )
     return losses, q_tot, extras.td_error
+  kwargs = {"loss_type": config.loss_type, "huber_delta": config.huber_delta}
   w1, b1, w2, b2 = mixer.apply(mixer_params, state)
   qmix = lambda *args: value_based.qmix_loss(*args, **kwargs)
   losses, extras = jax.vmap(qmix)(q, action, w1, b1, w2, b2, target)
   return losses, extras.q_tot, extras.td_error
+
+
+def td_losses_to_targets(q: Array, action: Array, target: Array, config) -> tuple:
+  """DQN's TD loss of `q [..., A]` at `action [...]` against targets `y [...]` that already hold
+  their bootstrap (the loss with y as the reward and discount 0): `(losses [...], extras)`.
+  Independent learners (one value and target per agent) and VDN's joint value use it."""
+  kwargs = {"loss_type": config.loss_type, "huber_delta": config.huber_delta}
+  zero = jnp.zeros((), jnp.float32)
+  one = lambda q, a, y: value_based.q_learning_loss(q, a, y, zero, jnp.zeros_like(q), **kwargs)
+  lead = action.shape
+  flat = jax.vmap(one)(q.reshape((-1, q.shape[-1])), action.reshape(-1), target.reshape(-1))
+  return jax.tree.map(lambda x: x.reshape(lead), flat)

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
 from hrljax.networks import initializers
 from hrljax.networks.actor_critic import flatten_observation
@@ -47,3 +48,31 @@ class DiscreteQNetwork(nn.Module):
       bias_init=nn.initializers.zeros,
       name="head",
     )(x)
+
+
+class GoalConditionedQNetwork(nn.Module):
+  """`apply(params, obs, goal) -> [..., num_actions]`: Q(s, g, ·) of a goal-conditioned policy.
+
+  The goal's features are appended to the observation's and read by one `DiscreteQNetwork`
+  (universal value function approximators: Schaul, Horgan, Gregor, Silver 2015, the form of the
+  low level of goal-conditioned hierarchies such as h-DQN, Kulkarni et al. 2016,
+  arXiv:1604.06057). `obs [..., d]` and `goal [..., k]` share their leading axes.
+
+  Attributes:
+    num_actions: the number of discrete actions A.
+    hidden_sizes: torso layers.
+    activation: torso activation (a name of `hrljax.networks.torsos.ACTIVATIONS`).
+  """
+
+  num_actions: int
+  hidden_sizes: Sequence[int] = (64, 64)
+  activation: str = "relu"
+
+  @nn.compact
+  def __call__(self, obs: jax.Array, goal: jax.Array) -> jax.Array:
+    if obs.shape[:-1] != goal.shape[:-1]:
+      raise ValueError(
+        f"goal: expected the leading axes {obs.shape[:-1]} of obs {obs.shape}, got {goal.shape}"
+      )
+    inputs = jnp.concatenate([obs, goal.astype(obs.dtype)], axis=-1)
+    return DiscreteQNetwork(self.num_actions, self.hidden_sizes, self.activation, name="q")(inputs)

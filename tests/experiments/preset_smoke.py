@@ -154,6 +154,23 @@ SMOKE = {
     },
     None,
   ),
+  "gmah_simple_spread": (
+    {
+      "total_timesteps": 2 * 2 * 4,
+      "num_envs": 2,
+      "num_steps": 2,
+      "learning_starts": 4,
+      "batch_size": 8,
+      "buffer_size": 32,
+      "target_update_interval": 2,
+      "hidden_sizes": (16,),
+      "low_hidden_sizes": (16,),
+      "mixer_embed_dim": 8,
+      "hypernet_hidden": 8,
+      "eval_episodes": 2,
+    },
+    None,
+  ),
   "dqn_fourrooms": (
     {
       **FOUR_ROOMS,
@@ -278,6 +295,7 @@ GROUPS = {
     "dqn_fourrooms",
     "macro_mixture_fourrooms",
     "qmix_simple_spread",
+    "gmah_simple_spread",
     "grpo_fourrooms",
     "gigpo_fourrooms",
     "ppo_doorkey",
