@@ -61,7 +61,7 @@ from hrljax.networks.policy import MLPPolicy
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
-ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gigpo")
+ESTIMATORS = (*gr.OUTCOME_ESTIMATORS, "gigpo")
 GIGPO_NORMS = ("mean", "mean_std")
 EPISODE_STAT_WEIGHTINGS = ("trajectory", "step")
 GRPO_SCALES = ("group", "batch", "none")
@@ -288,24 +288,15 @@ def _minibatch_step(
 
 def episode_advantages(returns: Array, group_ids: Array, config) -> Array:
   """Outcome advantages `[N]` of the episode returns for the non-GiGPO estimators."""
-  if config.estimator == "grpo":
-    return gr.grpo_advantages(
-      returns,
-      group_ids,
-      config.num_groups,
-      scale=config.grpo_scale,
-      eps=config.advantage_eps,
-      singleton_mode=config.singleton_mode,
-    )
-  if config.estimator == "dr_grpo":
-    return gr.dr_grpo_advantages(
-      returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
-    )
-  if config.estimator == "rloo":
-    return gr.rloo_advantages(
-      returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
-    )
-  raise ValueError(f"estimator: expected one of {ESTIMATORS[:-1]} here, got {config.estimator!r}")
+  return gr.outcome_advantages(
+    returns,
+    group_ids,
+    config.num_groups,
+    config.estimator,
+    scale=config.grpo_scale,
+    eps=config.advantage_eps,
+    singleton_mode=config.singleton_mode,
+  )
 
 
 def step_advantages(episodes: rollout.GroupedEpisodes, config) -> tuple[Array, dict[str, Array]]:

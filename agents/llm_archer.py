@@ -13,12 +13,12 @@ Networks, and why:
     prompted with `text_tasks.game_prompt` (rules, item table, dialogue so far);
   * critic = a small separate utterance-level critic (`networks.transformer.UtteranceCritic`,
     built by `token_common.make_critic` as in `agents/archer.py`, twin Q and V heads) that reads
-    the game's token dialogue and the utterance *as parsed by the game*, trained from scratch. Not a head on the frozen LLM: the
-    text is a deterministic rendering of the token dialogue, so the small critic sees the same
-    state, and the game's transition depends on the utterance only through its parse, so Q over
-    parsed utterances is the Q of the environment's MDP. It also costs no LLM forward pass, so
-    ArCHer's many critic steps per iteration stay cheap on a CPU (a head on the LLM's hidden state
-    would need a 135M-parameter forward pass per critic batch).
+    the game's token dialogue and the utterance *as parsed by the game*, trained from scratch.
+    Not a head on the frozen LLM: the text is a deterministic rendering of the token dialogue, so
+    the small critic sees the same state, and the game's transition depends on the utterance
+    only through its parse, so Q over parsed utterances is the Q of the environment's MDP. It
+    also costs no LLM forward pass, so ArCHer's many critic steps per iteration stay cheap on a
+    CPU (a head on the LLM's hidden state would need a 135M-parameter forward pass per batch).
 
 One iteration:
   1. every one of `num_envs` parallel games gets one line from the LLM (one jitted `generate`
@@ -43,13 +43,13 @@ Deviations from the reference, each deliberate:
 Driver: host-side parsing sits between the jitted calls, so `make_learner` returns a
 `training.HostLearner` (one seed per run), which `python -m experiments.train` runs with logging,
 evaluation and checkpoints (LoRA, critic, target critic, optimizer states, replay buffer,
-environment carry, key): a killed run resumes. The model
-plumbing (loading, prompts, sampling, response log-probs) is `agents/llm_common.py`.
+environment carry, key): a killed run resumes. The model plumbing (loading, prompts, sampling,
+response log-probs) is `agents/llm_common.py`.
 """
 
 import functools
 import time
-from typing import Any, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -227,26 +227,12 @@ def actor_objective(
   return hc.archer_actor_loss(token_logp, batch.response_mask, out.q, out.v)
 
 
-CRITIC_FIELDS = (
-  "critic_updates",
-  "batch_size",
-  "tau",
-  "gamma",
-  "q_target_heads",
-  "v_target_heads",
-  "critic_learning_rate",
-  "optimizer",
-  "max_grad_norm",
-  "critic_d_model",
-  "critic_num_layers",
-  "num_heads",
-  "num_critics",
-  "critic_utterance_encoding",
-  "critic_readout",
-  "critic_causal",
+CriticSettings = llm_common.config_settings(
+  "CriticSettings",
+  "critic_updates batch_size tau gamma q_target_heads v_target_heads critic_learning_rate "
+  "optimizer max_grad_norm critic_d_model critic_num_layers num_heads num_critics "
+  "critic_utterance_encoding critic_readout critic_causal",
 )
-CriticSettings = NamedTuple("CriticSettings", [(name, Any) for name in CRITIC_FIELDS])
-CriticSettings.__doc__ = "The config fields of the critic update (hashable: a cache key)."
 
 
 def make_critic_update(env_params: token_game.EnvParams, config):
@@ -254,7 +240,7 @@ def make_critic_update(env_params: token_game.EnvParams, config):
 
   Cached per (game, critic settings), so runs differing in run-level fields share the program.
   """
-  return _make_critic_update(env_params, CriticSettings(*(config[f] for f in CRITIC_FIELDS)))
+  return _make_critic_update(env_params, CriticSettings.of(config))
 
 
 @functools.lru_cache(maxsize=8)
@@ -363,7 +349,7 @@ class LLMArcher:
     self._actor_update = make_actor_update(
       self.lm.config,
       self.env_params,
-      CriticSettings(*(config[f] for f in CRITIC_FIELDS)),
+      CriticSettings.of(config),
       float(config.actor_learning_rate),
       config.optimizer,
       float(config.max_grad_norm),

@@ -11,6 +11,7 @@ Rewards are computed on the host from the decoded text, so these agents are host
 around jitted pieces.
 """
 
+import collections
 import dataclasses
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -60,6 +61,16 @@ def validate_config_fields(config: ml_collections.ConfigDict, num_devices: int) 
     raise checks.ConfigError(
       f"num_devices: expected 1 (the LLM loop runs on one device), got {num_devices}"
     )
+
+
+def config_settings(name: str, fields: str) -> type:
+  """A named tuple type of the config `fields` (names separated by spaces) a jitted function
+  reads. Hashable, so it keys a cache of compiled functions: runs that differ only in other
+  fields (seeds, logging, the number of updates) share one program. `Settings.of(config)` reads
+  the fields from a config."""
+  settings = collections.namedtuple(name, fields)
+  settings.of = classmethod(lambda cls, config: cls(*(config[field] for field in cls._fields)))
+  return settings
 
 
 def load_language_model(

@@ -11,18 +11,13 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
     of `hicra_phrases` ("planning" phrases) via `group_relative.hicra_advantages`.
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
-    `hint_warmup_updates` on (the paper's unassisted first phase), each group with no correct
-    response is regenerated once per hint level 1 .. 3 in the same update, and the correct
-    response of the lowest level replaces the group's first response, trained under its hinted
-    prompt when `hint_in_context` (`hrljax.data.hint_scaffold` states what follows the authors'
-    code). The length of the unassisted phase is our choice (6 of the default 40 updates; the
-    released script uses 50 steps).
+    `hint_warmup_updates` on (6 of the default 40 updates; the released script uses 50 steps),
+    the all-fail groups are regenerated with hints (`hrljax.data.hint_scaffold`, which states
+    what follows the authors' code and what is not verified);
   * MMR1's variance-aware sampling (Leng et al., arXiv 2509.21268):
-    `prompt_sampling="variance_aware"` draws the G problems of an update from a fixed pool of
-    `prompt_pool` problems (`hrljax.data.prompt_pool`: score `vas_alpha`·p(1 − p) +
-    `vas_beta`·diversity, mixture `vas_mixture` with uniform draws); the pool's running pass
-    rates are in `TrainState.prompt_stats`, so they are checkpointed and a resumed run repeats
-    the uninterrupted one.
+    `prompt_sampling="variance_aware"` draws the G problems from a fixed pool
+    (`hrljax.data.prompt_pool`) whose running pass rates, in `TrainState.prompt_stats`, are
+    checkpointed, so a resumed run repeats the uninterrupted one.
 The losses are `hrljax.losses.group_relative` (advantages, filter, HICRA) and
 `hrljax.losses.policy_gradient` (clipped surrogate, k3 KL, aggregation); the model
 `hrljax.networks.llama` with the base weights frozen and only the LoRA pytree trained (optax on
@@ -56,7 +51,7 @@ Deviations from the paper, each deliberate:
 
 import functools
 import time
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -76,7 +71,6 @@ from hrljax.losses import policy_gradient as pg
 from hrljax.networks import llama
 from hrljax.types import Array, PyTree
 
-ESTIMATORS = ("grpo", "dr_grpo", "rloo")
 HINT_LEVELS = text_tasks.HINT_LEVELS
 
 
@@ -138,7 +132,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   hint_scaffold.validate_config_fields(config)
   prompt_pool.validate_config_fields(config, "num_prompts")
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
-  checks.one_of(config, "estimator", ESTIMATORS)
+  checks.one_of(config, "estimator", gr.OUTCOME_ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   if config.samples_per_prompt < 2:
     raise checks.ConfigError(
@@ -203,12 +197,9 @@ def grpo_token_advantages(
   """Token advantages `[B, N]` and the row mask `[B]` kept by the DAPO filter (batch-level)."""
   num_groups = config.num_prompts
   ids = gr.contiguous_group_ids(num_groups, config.samples_per_prompt)
-  if config.estimator == "grpo":
-    advantages = gr.grpo_advantages(rewards, ids, num_groups, eps=config.advantage_eps)
-  elif config.estimator == "dr_grpo":
-    advantages = gr.dr_grpo_advantages(rewards, ids, num_groups)
-  else:
-    advantages = gr.rloo_advantages(rewards, ids, num_groups)
+  advantages = gr.outcome_advantages(
+    rewards, ids, num_groups, config.estimator, eps=config.advantage_eps
+  )
   if config.dynamic_sampling:
     keep = gr.informative_group_mask(rewards, ids, num_groups)[ids]
   else:
@@ -261,31 +252,17 @@ def llm_grpo_objective(
   return loss, metrics
 
 
-UPDATE_FIELDS = (
-  "num_prompts",
-  "samples_per_prompt",
-  "max_new_tokens",
-  "temperature",
-  "learning_rate",
-  "optimizer",
-  "max_grad_norm",
-  "update_epochs",
-  "clip_epsilon",
-  "clip_epsilon_high",
-  "kl_coef",
-  "kl_estimator",
-  "estimator",
-  "advantage_eps",
-  "loss_aggregation",
-  "dynamic_sampling",
-  "hicra_alpha",
+UpdateSettings = llm_common.config_settings(
+  "UpdateSettings",
+  "num_prompts samples_per_prompt max_new_tokens temperature learning_rate optimizer "
+  "max_grad_norm update_epochs clip_epsilon clip_epsilon_high kl_coef kl_estimator estimator "
+  "advantage_eps loss_aggregation dynamic_sampling hicra_alpha",
 )
-UpdateSettings = NamedTuple("UpdateSettings", [(name, Any) for name in UPDATE_FIELDS])
-UpdateSettings.__doc__ = "The config fields the jitted update reads (hashable: a cache key)."
 
 
 def update_settings(config) -> UpdateSettings:
-  return UpdateSettings(*(config[name] for name in UPDATE_FIELDS))
+  """The config fields the jitted update reads (hashable: its cache key)."""
+  return UpdateSettings.of(config)
 
 
 def make_update_fn(model_config: llama.LlamaConfig, config):
@@ -392,10 +369,6 @@ class LLMGRPO:
     g = self.config.num_prompts
     return self.task.problems(seed, g, start=update * g)
 
-  def pool_problems(self, seed: int, indices: Sequence[int]) -> list:
-    """Problems `indices` of the fixed pool of seed `seed` (problems 0 .. `prompt_pool` - 1)."""
-    return self.task.pool_problems(seed, indices)
-
   def sample(
     self, lora: PyTree, problems: Sequence, key: Array, samples: int, greedy: bool = False
   ) -> llm_common.Responses:
@@ -432,7 +405,7 @@ class LLMGRPO:
     variance_aware = self.config.prompt_sampling == "variance_aware"
     if variance_aware:
       indices = self.pool.draw(state.prompt_stats, jax.random.fold_in(key, 1))
-      problems = self.pool_problems(seed, indices)
+      problems = self.task.pool_problems(seed, indices)
     else:
       problems = self.problems(seed, update)
     k = self.config.samples_per_prompt

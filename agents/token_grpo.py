@@ -47,7 +47,7 @@ from hrljax.networks import transformer
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
-ESTIMATORS = ("grpo", "dr_grpo", "rloo")
+ESTIMATORS = gr.OUTCOME_ESTIMATORS
 GRPO_SCALES = ("group", "batch", "none")
 SINGLETON_MODES = ("zero", "raw")
 
@@ -134,21 +134,14 @@ class UtteranceBatch(NamedTuple):
 
 def episode_advantages(returns: Array, group_ids: Array, config) -> Array:
   """Group-relative advantages `[N]` of the dialogues' returns."""
-  if config.estimator == "grpo":
-    return gr.grpo_advantages(
-      returns,
-      group_ids,
-      config.num_groups,
-      scale=config.grpo_scale,
-      eps=config.advantage_eps,
-      singleton_mode=config.singleton_mode,
-    )
-  if config.estimator == "dr_grpo":
-    return gr.dr_grpo_advantages(
-      returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
-    )
-  return gr.rloo_advantages(
-    returns, group_ids, config.num_groups, singleton_mode=config.singleton_mode
+  return gr.outcome_advantages(
+    returns,
+    group_ids,
+    config.num_groups,
+    config.estimator,
+    scale=config.grpo_scale,
+    eps=config.advantage_eps,
+    singleton_mode=config.singleton_mode,
   )
 
 

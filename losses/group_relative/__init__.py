@@ -53,6 +53,8 @@ from hrljax.losses.group_relative.grpo import dr_grpo_advantages
 from hrljax.losses.group_relative.grpo import grpo_advantages
 from hrljax.losses.group_relative.grpo import informative_group_mask
 from hrljax.losses.group_relative.grpo import overlong_penalty
+from hrljax.losses.group_relative.grpo import OUTCOME_ESTIMATORS
+from hrljax.losses.group_relative.grpo import outcome_advantages
 from hrljax.losses.group_relative.grpo import rloo_advantages
 from hrljax.losses.group_relative.gtpo import GtpoExtras
 from hrljax.losses.group_relative.gtpo import gtpo_loss
@@ -119,6 +121,8 @@ __all__ = (
   "grpo_advantages",
   "dr_grpo_advantages",
   "rloo_advantages",
+  "OUTCOME_ESTIMATORS",
+  "outcome_advantages",
   "informative_group_mask",
   "overlong_penalty",
   # Anchor states, step returns and GiGPO.

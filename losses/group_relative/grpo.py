@@ -112,6 +112,44 @@ def rloo_advantages(
   return jax.lax.stop_gradient(jnp.where(valid, advantages, 0).astype(rewards.dtype))
 
 
+OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "rloo")
+
+
+def outcome_advantages(
+  rewards: Array,
+  group_ids: Array,
+  num_groups: int,
+  estimator: str = "grpo",
+  *,
+  valid: Optional[Array] = None,
+  scale: str = "group",
+  eps: float = 1e-6,
+  singleton_mode: str = "zero",
+) -> Array:
+  """The outcome advantages of ``estimator``, one of :data:`OUTCOME_ESTIMATORS` (batch-level).
+
+  ``"grpo"`` is :func:`grpo_advantages` (with ``scale`` and ``eps``), ``"dr_grpo"``
+  :func:`dr_grpo_advantages`, ``"rloo"`` :func:`rloo_advantages`; ``scale`` and ``eps`` apply to
+  GRPO only. The switch agents expose as their ``estimator`` field. Under ``stop_gradient``.
+  """
+  _checks.choice("estimator", estimator, OUTCOME_ESTIMATORS)
+  if estimator == "grpo":
+    return grpo_advantages(
+      rewards,
+      group_ids,
+      num_groups,
+      valid=valid,
+      scale=scale,
+      eps=eps,
+      singleton_mode=singleton_mode,
+    )
+  if estimator == "dr_grpo":
+    return dr_grpo_advantages(
+      rewards, group_ids, num_groups, valid=valid, singleton_mode=singleton_mode
+    )
+  return rloo_advantages(rewards, group_ids, num_groups, valid=valid, singleton_mode=singleton_mode)
+
+
 _FILTER_RULES = ("std", "range")
 
 

@@ -286,6 +286,10 @@ def mean_over_samples(values: Array, samples: int) -> Array:
   E_{a~π} Q̄_e(s, a) that ArCHer's V target regresses on (the reference draws K = 1). Couples
   the K samples of a dialogue, nothing else.
   """
+  _checks.integer("samples", samples)
+  chex.assert_type(values, float)
+  if values.ndim < 1 or values.shape[-1] % samples:
+    _checks.fail("samples", f"a divisor of the last axis of values {values.shape}", samples)
   return jnp.mean(values.reshape(values.shape[:-1] + (samples, -1)), axis=-2)
 
 
@@ -296,6 +300,7 @@ def archer_sample_mean_baseline(q_pi: Array, samples: int) -> Tuple[Array, Array
   `q_pi` `[E, K * B]` is the online critic at K utterances per dialogue, rows sample-major as in
   `mean_over_samples`. An option beyond the reference (which uses V); couples the K samples.
   """
+  _check_ensemble(q_pi)
   q_min = jnp.min(q_pi, axis=0)
   baseline = jnp.tile(mean_over_samples(q_min, samples), samples)
   return q_min[None], baseline[None]
@@ -309,6 +314,7 @@ def archer_standardized_advantage(q_pi: Array, v: Array, eps: float = 1e-6) -> T
   V = 0 passes through unchanged (the min over one head is the value itself). An option beyond
   the reference; a batch statistic, so it couples the examples.
   """
+  _checks.nonnegative("eps", eps)
   advantage = archer_advantage(q_pi, v)
   advantage = (advantage - jnp.mean(advantage)) / (jnp.std(advantage) + eps)
   return advantage[None], jnp.zeros_like(advantage)[None]

@@ -121,6 +121,12 @@ def lagrange_update_with_optimizer(
   Returns:
     ``(LagrangeState, opt_state)`` after the step.
   """
+  jc = jnp.asarray(jc)
+  chex.assert_rank([state.lam, jc], 0)
+  chex.assert_type(jc, float)
+  checks.number("cost_limit", cost_limit, arrays=True)
+  if upper_bound is not None:
+    checks.number("upper_bound", upper_bound, low=0.0, arrays=True)
   grad = jax.grad(lagrange_multiplier_loss)(state.lam, jc, cost_limit=cost_limit)
   updates, opt_state = tx.update(grad, opt_state)
   lam = jnp.maximum(state.lam + updates, 0.0)

@@ -284,6 +284,9 @@ def circle_cbf_shield(
     ``(executed_action, intervened)``: the safe action ``[d]`` and a bool scalar, True where
     the projection changed the clipped proposal.
   """
+  chex.assert_rank([x, u, centres, radii], [1, 1, 2, 1])
+  chex.assert_equal_shape([x, u, centres[0]])
+  chex.assert_equal_shape([centres[:, 0], radii])
   a, b = jax.vmap(
     lambda centre, radius: circle_cbf_constraint(
       x, centre, radius, dt=dt, gamma=gamma, margin=margin

@@ -269,7 +269,7 @@ def test_variance_aware_problems_come_from_the_pool(tiny_lm):
   agent = llm_grpo.LLMGRPO(small_config(prompt_sampling="variance_aware", prompt_pool=3), tiny_lm)
   recorder = Recorder(agent, [[1, 0, 0, 0]])
   state, metrics = agent.step(agent.init(4))
-  pool = [text_tasks.arithmetic_prompt(p) for p in agent.pool_problems(4, range(3))]
+  pool = [text_tasks.arithmetic_prompt(p) for p in agent.task.pool_problems(4, range(3))]
   assert all(text in pool for text in recorder.texts[0])
   assert metrics["prompt_pass_rate"] == 0.25 and 0 < metrics["prompt_pool_seen"] <= 2 / 3 + 1e-6
   assert int(state.prompt_stats.visits.sum()) == 2

@@ -41,6 +41,7 @@ import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import hrljax.losses
@@ -590,6 +591,13 @@ GROUP_RELATIVE_CASES = {
     groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
     bad={"singleton_mode": "nope"},
   ),
+  "group_relative.outcome_advantages": Case(
+    gr.outcome_advantages,
+    {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
+    kw={"num_groups": "$G"},
+    groups={"ids": "group_ids", "num": "num_groups", "valid": "valid"},
+    bad={"estimator": "nope", "scale": "nope", "eps": -1.0, "singleton_mode": "nope"},
+  ),
   "group_relative.informative_group_mask": Case(
     gr.informative_group_mask,
     {"rewards": "f:B", "group_ids": "i<G:B", "valid": "v:B"},
@@ -996,6 +1004,15 @@ HIERARCHICAL_CRITICS_CASES = {
     bad={"gamma": -0.1, "q_target_heads": "nope", "v_target_heads": "x"},
   ),
   "hierarchical_critics.archer_advantage": Case(hc.archer_advantage, {"q": "f:E,B", "v": "f:E,B"}),
+  "hierarchical_critics.mean_over_samples": Case(
+    hc.mean_over_samples, {"values": "f:E,6"}, kw={"samples": 3}, rank=(), bad={"samples": 4}
+  ),
+  "hierarchical_critics.archer_sample_mean_baseline": Case(
+    hc.archer_sample_mean_baseline, {"q_pi": "f:E,6"}, kw={"samples": 2}, bad={"samples": 0}
+  ),
+  "hierarchical_critics.archer_standardized_advantage": Case(
+    hc.archer_standardized_advantage, {"q_pi": "f:E,B", "v": "f:E,B"}, bad={"eps": -1.0}
+  ),
   "hierarchical_critics.archer_actor_loss": Case(
     hc.archer_actor_loss,
     {"token_logp": "lp:B,L", "token_mask": "m:B,L", "q_pi": "f:E,B", "v": "f:E,B", "valid": "v:B"},
@@ -1281,6 +1298,12 @@ SAFETY_CASES = {
     kw={"cost_limit": 0.5, "learning_rate": 0.1},
     bad={"learning_rate": 0.0, "upper_bound": -1.0},
   ),
+  "safety.lagrange_update_with_optimizer": Case(
+    sf.lagrange_update_with_optimizer,
+    {"state": _lagrange_state, "jc": "f:"},
+    kw={"opt_state": optax.sgd(0.1).init(0.5), "tx": optax.sgd(0.1), "cost_limit": 0.5},
+    bad={"upper_bound": -1.0},
+  ),
   "safety.lagrange_multiplier_loss": Case(
     sf.lagrange_multiplier_loss, {"lam": "pos:", "jc": "f:"}, kw={"cost_limit": 0.5}
   ),
@@ -1325,6 +1348,12 @@ SAFETY_CASES = {
     sf.circle_cbf_constraint,
     {"x": "f:D", "centre": "f:D", "radius": "pos:"},
     kw={"dt": 0.1, "gamma": 0.5},
+    bad={"dt": 0.0, "gamma": 1.5},
+  ),
+  "safety.circle_cbf_shield": Case(
+    sf.circle_cbf_shield,
+    {"x": "f:D", "u": "f:D", "centres": "f:K,D", "radii": "pos:K"},
+    kw={"dt": 0.1, "gamma": 0.5, "margin": 0.0},
     bad={"dt": 0.0, "gamma": 1.5},
   ),
   "safety.polytope_project": Case(
