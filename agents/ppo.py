@@ -60,7 +60,7 @@ class PPOAgent(struct.PyTreeNode):
   @classmethod
   def create(cls, key: Array, env_spec: envs.EnvSpec, config) -> "PPOAgent":
     config = ml_collections.FrozenConfigDict(config)
-    network = make_network(env_spec, config)
+    network = common.actor_critic(env_spec, config)
     init_key, key = jax.random.split(key)
     params = common.init_params(network, init_key, env_spec.observation_shape)
     tx = common.ppo_optimizer(config, num_updates(config))
@@ -85,16 +85,6 @@ class PPOAgent(struct.PyTreeNode):
       config.shuffle_shards,
       config.num_envs,
     )
-
-
-def make_network(env_spec: envs.EnvSpec, config) -> ActorCritic:
-  return ActorCritic(
-    action_dim=env_spec.action_dim,
-    discrete=env_spec.discrete,
-    observation_ndim=len(env_spec.observation_shape),
-    hidden_sizes=tuple(config.hidden_sizes),
-    activation=config.activation,
-  )
 
 
 def num_updates(config) -> int:
@@ -165,7 +155,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     shape = (num_steps, config.num_envs, env_spec.action_dim)
     return policy_noise(key, shape, env_spec.discrete)
 
-  agent_network = make_network(env_spec, config)
+  agent_network = common.actor_critic(env_spec, config)
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
@@ -216,24 +206,10 @@ def make_batch(agent: PPOAgent, traj, config) -> Batch:
   log_prob, value = traj.policy_extras
   next_value = agent.network.apply(agent.params, traj.next_obs, method=ActorCritic.value)
   discount = config.gamma * (1.0 - traj.terminated.astype(jnp.float32))
-
-  def gae(reward, discount, value, next_value, done):
-    return pg.generalized_advantage_estimation(
-      reward, discount, value, next_value, config.gae_lambda, done
-    )
-
-  advantage = jax.vmap(gae, in_axes=1, out_axes=1)(
-    traj.reward, discount, value, next_value, traj.done
+  advantage = common.per_environment_gae(
+    traj.reward, discount, value, next_value, traj.done, config.gae_lambda
   )
-  flat = lambda x: x.reshape((-1,) + x.shape[2:])
-  return Batch(
-    obs=jax.tree.map(flat, traj.obs),
-    action=flat(traj.action),
-    log_prob=flat(log_prob),
-    value=flat(value),
-    advantage=flat(advantage),
-    target=flat(advantage + value),
-  )
+  return common.ppo_batch(traj.obs, traj.action, log_prob, value, advantage)
 
 
 def make_train(config: ml_collections.ConfigDict):
