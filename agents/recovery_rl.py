@@ -4,63 +4,34 @@ Thananjeyan, Balakrishna, Nair, Luo, Srinivasan, Hwang, Gonzalez, Ibarz, Finn, G
 "Recovery RL: Safe Reinforcement Learning with Learned Recovery Zones", arXiv:2010.15920
 (Section IV, Algorithm 1), read against the authors' code (`recovery_rl/qrisk.py`, `sac.py`).
 
-* The task policy is SAC on the task reward only (`hrljax.agents.sac_common.SACAgent`, α fixed
-  at 0.2 as in the reference); it never sees costs.
+* The task policy is SAC on the task reward only (`sac_common.SACAgent`, α fixed at 0.2 as in
+  the reference); it never sees costs.
 * Q_risk(s, a) ∈ (0, 1) is a twin MLP with sigmoid outputs, its value the pessimistic max of the
-  heads (`losses.safety.risk_value`), trained with the Recovery RL TD loss
-  (`losses.safety.qrisk_loss`) on every executed control step: target
-  c + γ_risk·(1 − terminated)·max(Q̄1, Q̄2)(s', a'), a' ~ π_task(·|s'), a violation never
-  bootstrapping (`terminal_on_violation`).
+  heads (`losses.safety.risk_value`), trained with the TD loss `losses.safety.qrisk_loss` on
+  every executed control step: target c + γ_risk·(1 − terminated)·max(Q̄1, Q̄2)(s', a'),
+  a' ~ π_task(·|s'), a violation never bootstrapping (`terminal_on_violation`).
 * The executed action is the recovery policy's where max(Q1, Q2)(s, a_task) > ε_risk (strict,
-  `losses.safety.reflex_select`), else a_task. The recovery policy π_rec is the reference's
-  model-free one: a tanh-Gaussian policy trained on the critic's batches to minimise
-  max(Q1, Q2)(s, π_rec(s)) with a reparameterised sample and no entropy term.
+  `losses.safety.reflex_select`), else a_task. π_rec is the reference's model-free one: a
+  tanh-Gaussian policy trained on the critic's batches to minimise max(Q1, Q2)(s, π_rec(s)) with
+  a reparameterised sample and no entropy term.
 * The task buffer stores the *proposed* task action (the reference's action relabelling), the
   risk buffer the *executed* one.
 
-The run is a two-rate rollout (`hrljax.rollout.two_rate_rollout`) with a controller and a reflex
-at every control step; Recovery RL is its case K = 1 with the "direct" controller (the task
-action executed as it is), Bresa (`bresa_config`, below) the case K > 1 with a waypoint
-controller. With the reflex off, K = 1 and the direct controller a run is exactly
-`hrljax.agents.sac`'s with the same seed.
-
-**Bresa** (Zhang, Solak, Ajoudani, "Bresa: Bio-inspired Reflexive Safe Reinforcement Learning for
-Contact-Rich Robotic Tasks", arXiv:2503.21989; the abstract and the project page's flowchart, the
-authors' code unreleased, so the critic's loss and data follow Recovery RL) is this agent at two
-rates, `bresa_config()`:
-
-* the task policy (SAC over decisions) picks a waypoint in PointHazard's arena every K =
-  `control_steps` control steps, and a saturated P controller
-  (`point_hazard.waypoint_controller`, the flowchart's trajectory controller) tracks it; each
-  decision is one task transition bootstrapped with the SMDP discount γ^n (n = K unless the
-  episode ended inside the decision);
-* the reflex runs at the control rate inside the jitted two-rate rollout: at every control step
-  the nominal action is scored by Q_risk = max(Q1, Q2); above ε_risk (strict) the recovery policy
-  takes over and, with `reflex_mode="latch"` (option (a)), keeps control until the decision ends
-  (`reflex_mode="end_decision"`, option (b): the reflex ends the decision; `docs/safety.md`);
-* Q_risk learns Recovery RL's TD loss on every executed control step, its next action the
-  controller's nominal action under the same command (`risk_next_action="controller"`), its
-  discount per control step γ_risk^(1/K) with Recovery RL's γ_risk = 0.5 per decision; the task
-  buffer stores the proposed command.
-
-Choices the paper leaves open, each a config field: ε_risk (0.3 here; the preset
-`bresa_pointhazard` uses 0.5), K = 10, Q_risk sees (state, low-level action) only, option (a).
-Not done: a decision does not end when its waypoint is reached (the flowchart's "action target
-reached").
-
-Deviations from the reference and options of this code base (each a config field; the notes
-and measurements are in `docs/safety.md` and `experiments/results/SAFETY.md`): no offline
-demonstrations (Q_risk and π_rec are pre-trained, `risk_pretrain_updates`, on the risk buffer
-filled by the first `learning_starts` uniform-random steps, with the reflex off meanwhile);
-`random_steps` of uniform task actions behind the reflex; `reflex_mode` (per step, latching,
-or the reflex ending the decision); `recovery_objective="task"` (`losses.safety.
-task_recovery_loss`); `recovery_action` (the nearest action the critic accepts,
-`losses.safety.nearest_safe_action`); `intervention_penalty` on the task reward; and
-`task_risk_penalty`, the safety critic's Lagrangian on the task actor (the reference code's LR
-baseline; SQRL's constrained update, Srinivasan et al., arXiv:2010.14603, Section 4).
+The run is a two-rate rollout (`two_rate_common`) with a controller and a reflex at every control
+step: Recovery RL is its case K = 1 with the "direct" controller (the task action executed as it
+is), with the reflex off exactly `hrljax.agents.sac`'s run of the same seed; Bresa is the case
+K > 1 (`bresa_config`). Deviations from the reference, each a config field (notes in
+`docs/safety.md`): no offline demonstrations (Q_risk and π_rec are pre-trained,
+`risk_pretrain_updates`, on the first `learning_starts` uniform-random steps, the reflex off
+meanwhile); `random_steps`; `reflex_mode`; `recovery_objective="task"`
+(`losses.safety.task_recovery_loss`); `recovery_action` (`losses.safety.nearest_safe_action`);
+`intervention_penalty`; `task_risk_penalty`, the safety critic's Lagrangian on the task actor
+(the reference code's LR baseline; SQRL's constrained update, Srinivasan et al.,
+arXiv:2010.14603, Section 4).
 """
 
 import math
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -72,36 +43,29 @@ from ml_collections import config_dict
 from hrljax import config_checks as checks
 from hrljax import envs, replay, rollout, training
 from hrljax.agents import sac_common, two_rate_common
-from hrljax.envs import point_hazard
 from hrljax.losses import safety
-from hrljax.networks.continuous import (
-  QEnsemble,
-  TanhGaussianActor,
-  action_bound_tuples,
-)
+from hrljax.networks.continuous import action_bound_tuples
 from hrljax.rollout import two_rate_streams
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
-CONTROLLERS = ("direct", "waypoint")
-REFLEX_MODES = ("per_step", "latch", "end_decision")
 RISK_NEXT_ACTIONS = ("task", "controller")
 RECOVERY_OBJECTIVES = ("risk", "task")
-RECOVERY_ACTIONS = ("policy",) + safety.RECOVERY_SEARCHES
 TASK_RISK_PENALTIES = ("off", "fixed", "learned")
 TASK_RISK_FORMS = ("linear", "hinge")
 
 
 def get_config() -> ml_collections.ConfigDict:
-  """SAC's fields (α = 0.2 fixed) plus the safety critic's, at the reference's defaults."""
+  """SAC's fields (α = 0.2 fixed), the two-rate collection's at one rate
+  (`two_rate_common.add_two_rate_fields`) and the safety critic's, at the reference's defaults."""
   config = sac_common.add_sac_fields(training.run_config(log_every=1000, checkpoint_every=10_000))
+  config = two_rate_common.add_two_rate_fields(config)
   config.agent = "recovery_rl"
   config.env_name = "PointHazard-v0"
   config.autotune_alpha = False  # the reference's task SAC keeps α = 0.2
   config.init_alpha = 0.2
   config.learning_starts = 100  # the reference's start_steps of uniform random task actions
   config.random_steps = 0  # uniform task actions behind the reflex until this control step
-  config.reflex = True  # False: no safety layer (SAC on the same data stream)
   config.risk_gamma = 0.5  # Q_risk's discount per control step
   config.risk_epsilon = 0.1  # ε_risk: intervene where max(Q1, Q2)(s, a) > ε_risk
   config.risk_tau = 2e-4  # the reference's slow Polyak rate of the risk target
@@ -114,20 +78,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.risk_pretrain_updates = 10_000  # the reference's critic_safe_pretraining_steps
   config.terminal_on_violation = True  # a violation never bootstraps Q_risk
   config.risk_next_action = "task"  # a' ~ π_task(s') (reference) or "controller" (SARSA)
-  config.control_steps = 1  # K control steps per task decision
-  config.controller = "direct"  # "direct": the task action; "waypoint": tracked waypoints
-  config.waypoint_gain = 10.0  # P gain of the waypoint controller
-  config.reflex_mode = "per_step"  # or "latch" (option (a)), "end_decision" (option (b))
-  config.recovery_credit = "reflex_state"  # option (b): "reflex_state" or "recovery_step"
   config.recovery_objective = "risk"  # π_rec minimises Q_risk ("risk") or follows Q_task
   config.recovery_risk_weight = 100.0  # λ of recovery_objective="task"
   config.recovery_risk_target = 0.1  # ε_rec of recovery_objective="task"
-  config.recovery_action = "policy"  # or the nearest accepted action: RECOVERY_SEARCHES
-  config.recovery_margin = 0.05  # the search aims at Q_risk <= ε_risk − margin
-  config.projection_steps = 5  # "critic_projection": Dalal steps from the nominal action
-  config.recovery_samples = 64  # "safe_sampling": candidate actions (half near the nominal)
-  config.action_relabeling = True  # the task buffer stores the proposed action
-  config.intervention_penalty = 0.0  # subtracted from a decision's task reward if intervened
   config.task_risk_penalty = "off"  # the critic's Lagrangian on π_task: "fixed" or "learned" ν
   config.task_risk_form = "linear"  # ν·(Q_risk − ε_task), or "hinge": ν·max(Q_risk − ε_task, 0)
   config.task_risk_nu = 1.0  # ν, or its initial value when learned
@@ -141,9 +94,20 @@ BRESA_RISK_GAMMA_PER_DECISION = 0.5  # Recovery RL's default γ_risk, spread ove
 
 
 def bresa_config() -> ml_collections.ConfigDict:
-  """Bresa's two-rate configuration of this agent (the module docstring): K = 10 control steps
-  per waypoint decision, the latching reflex, Q_risk trained SARSA-style on the control-rate
-  stream with γ_risk^(1/K) per control step."""
+  """Bresa (Zhang, Solak, Ajoudani, "Bresa: Bio-inspired Reflexive Safe Reinforcement Learning
+  for Contact-Rich Robotic Tasks", arXiv:2503.21989; its code unreleased, so the critic's loss
+  and data follow Recovery RL): the task policy (SAC over decisions, each bootstrapped with the
+  SMDP discount γ^n, n = K unless the episode ended inside it) picks a waypoint in PointHazard's
+  arena every K = 10 control steps, tracked by a saturated P controller
+  (`point_hazard.waypoint_controller`, the flowchart's trajectory controller); the reflex scores
+  the nominal action at every control step and, above ε_risk, the recovery policy keeps control
+  until the decision ends (`reflex_mode="latch"`, option (a); "end_decision", option (b), ends
+  the decision); Q_risk learns SARSA-style on the control-rate stream (the controller's nominal
+  next action) with γ_risk^(1/K) per control step (Recovery RL's 0.5 per decision).
+
+  Left open by the paper: ε_risk (0.3 here; the preset `bresa_pointhazard` uses 0.5), K, Q_risk
+  on (state, low-level action) only, option (a). Not done: a decision does not end when its
+  waypoint is reached."""
   config = get_config()
   config.control_steps = BRESA_CONTROL_STEPS
   config.controller = "waypoint"
@@ -158,71 +122,18 @@ def bresa_config() -> ml_collections.ConfigDict:
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
   sac_common.validate_sac_fields(config, num_devices)
-  checks.positive_int(
-    config,
-    "risk_batch_size",
-    "risk_buffer_size",
-    "control_steps",
-    "projection_steps",
-    "recovery_samples",
-  )
+  checks.positive_int(config, "risk_batch_size", "risk_buffer_size")
   checks.non_negative_int(config, "risk_updates_per_step", "risk_pretrain_updates", "random_steps")
-  checks.positive(
-    config, "risk_learning_rate", "recovery_learning_rate", "waypoint_gain", "recovery_risk_weight"
-  )
+  checks.positive(config, "risk_learning_rate", "recovery_learning_rate", "recovery_risk_weight")
   checks.in_unit_interval(config, "risk_gamma", "risk_tau", "recovery_risk_target", "risk_epsilon")
-  for field in ("reflex", "terminal_on_violation", "action_relabeling"):
-    if not isinstance(config[field], bool):
-      raise checks.ConfigError(f"config.{field}: expected a bool, got {config[field]!r}")
-  for field, choices in (
-    ("controller", CONTROLLERS),
-    ("reflex_mode", REFLEX_MODES),
-    ("recovery_credit", rollout.RECOVERY_CREDITS),
-    ("risk_next_action", RISK_NEXT_ACTIONS),
-    ("recovery_objective", RECOVERY_OBJECTIVES),
-    ("recovery_action", RECOVERY_ACTIONS),
-  ):
-    checks.one_of(config, field, choices)
-  checks.non_negative(config, "intervention_penalty")
-  _validate_combinations(config)
+  if not isinstance(config.terminal_on_violation, bool):
+    raise checks.ConfigError(
+      f"config.terminal_on_violation: expected a bool, got {config.terminal_on_violation!r}"
+    )
+  checks.one_of(config, "risk_next_action", RISK_NEXT_ACTIONS)
+  checks.one_of(config, "recovery_objective", RECOVERY_OBJECTIVES)
+  two_rate_common.validate_two_rate_fields(config)
   _validate_task_risk_penalty(config)
-  env, env_params = envs.make(config.env_name, **config.env_kwargs)
-  if not isinstance(env, point_hazard.PointHazard):
-    raise checks.ConfigError(
-      f"config.env_name: expected an environment with info['cost'] and "
-      f"info['violation'] (PointHazard-v0), got {config.env_name!r}"
-    )
-  if config.controller == "waypoint" and env_params.observation_type != "relative":
-    raise checks.ConfigError(
-      "config.controller: 'waypoint' reads the position from a "
-      "'relative' PointHazard observation, got observation_type "
-      f"{env_params.observation_type!r}"
-    )
-
-
-def _validate_combinations(config: ml_collections.ConfigDict) -> None:
-  """Fields that only work together."""
-  if config.reflex_mode == "end_decision" and not config.action_relabeling:
-    raise checks.ConfigError(
-      "config.action_relabeling: False needs reflex_mode 'per_step' or 'latch' (with "
-      "'end_decision' a task decision executes only its own nominal actions), got "
-      f"reflex_mode={config.reflex_mode!r}"
-    )
-  # The search aims at Q_risk <= risk_epsilon − margin, which must leave some actions.
-  if config.recovery_action != "policy" and not (
-    isinstance(config.recovery_margin, (int, float))
-    and 0.0 <= config.recovery_margin < config.risk_epsilon
-  ):
-    raise checks.ConfigError(
-      f"config.recovery_margin: expected a float in [0, risk_epsilon = "
-      f"{config.risk_epsilon!r}), got {config.recovery_margin!r}"
-    )
-  if not config.action_relabeling and (config.control_steps != 1 or config.controller != "direct"):
-    raise checks.ConfigError(
-      "config.action_relabeling: False stores the executed low-level action as the task "
-      "action, which needs control_steps=1 and controller='direct', got control_steps="
-      f"{config.control_steps!r}, controller={config.controller!r}"
-    )
 
 
 def _validate_task_risk_penalty(config: ml_collections.ConfigDict) -> None:
@@ -247,32 +158,6 @@ def _validate_task_risk_penalty(config: ml_collections.ConfigDict) -> None:
 def task_risk_limit(config) -> float:
   """ε_task of the task actor's risk constraint: `task_risk_limit`, or the switch's ε_risk."""
   return float(config.risk_epsilon if config.task_risk_limit is None else config.task_risk_limit)
-
-
-# ----------------------------------------------------------------------------------------------
-# The agent: SAC task agent + twin sigmoid risk critic + model-free recovery policy.
-# ----------------------------------------------------------------------------------------------
-
-
-def smdp_sac_batch(
-  batch: two_rate_streams.DecisionTransition, gamma: float
-) -> sac_common.Transition:
-  """The SAC batch whose discount γ·(1 − terminated) equals the SMDP discount γ^n·(1 − terminated).
-
-  SAC discounts with γ·(1 − terminated); the float `terminated' = 1 − γ^(n−1)·(1 − terminated)`
-  makes that γ^n·(1 − terminated) for a decision of n control steps (Sutton, Precup, Singh,
-  "Between MDPs and semi-MDPs", 1999: SMDP Q-learning). For n = 1 it is `terminated` exactly.
-  """
-  continuation = jnp.power(gamma, batch.num_substeps.astype(jnp.float32) - 1.0) * (
-    1.0 - batch.terminated.astype(jnp.float32)
-  )
-  return sac_common.Transition(
-    obs=batch.obs,
-    action=batch.action,
-    reward=batch.reward,
-    terminated=1.0 - continuation,
-    next_obs=batch.next_obs,
-  )
 
 
 class RecoveryAgent(struct.PyTreeNode):
@@ -302,19 +187,19 @@ class RecoveryAgent(struct.PyTreeNode):
     networks are initialised from `fold_in(key, 1)`."""
     config = ml_collections.FrozenConfigDict(config)
     task = sac_common.SACAgent.create(key, env_spec, config, action_bounds)
-    risk_critic, recovery_actor = make_safety_networks(env_spec, config)
+    recovery_actor, risk_critic = sac_common.make_networks(
+      env_spec, config, config.risk_hidden_sizes, num_critics=2
+    )
     risk_key, recovery_key = jax.random.split(jax.random.fold_in(key, 1))
     obs = jnp.zeros((1,) + env_spec.observation_shape, jnp.float32)
     risk_params = risk_critic.init(risk_key, obs, jnp.zeros((1, env_spec.action_dim)))
     recovery_params = recovery_actor.init(recovery_key, obs)
     risk_tx = sac_common.make_optimizer(config, config.risk_learning_rate)
     recovery_tx = sac_common.make_optimizer(config, config.recovery_learning_rate)
-    nu_rate = (
-      0.1 * config.actor_learning_rate
-      if config.task_risk_nu_learning_rate is None
-      else config.task_risk_nu_learning_rate
+    nu_rate = config.task_risk_nu_learning_rate  # None: 0.1 × the actor's
+    nu_tx = sac_common.make_optimizer(
+      config, 0.1 * config.actor_learning_rate if nu_rate is None else nu_rate
     )
-    nu_tx = sac_common.make_optimizer(config, nu_rate)
     log_nu = jnp.asarray(math.log(config.task_risk_nu), jnp.float32)
     return cls(
       task=task,
@@ -371,35 +256,19 @@ class RecoveryAgent(struct.PyTreeNode):
     if config.task_risk_penalty != "learned":
       return self, metrics
 
-    def objective(log_nu):
-      return jnp.mean(
-        jax.vmap(lambda l: safety.sqrl_lambda_loss(log_nu, l, target_safety=limit))(logit)
-      )
-
-    grad = jax.grad(objective)(self.log_nu)
-    updates, nu_opt_state = self.nu_tx.update(grad, self.nu_opt_state, self.log_nu)
-    log_nu = optax.apply_updates(self.log_nu, updates)
-    keep = lambda new, old: jnp.where(enabled, new, old)
-    return self.replace(
-      log_nu=keep(log_nu, self.log_nu),
-      nu_opt_state=jax.tree.map(keep, nu_opt_state, self.nu_opt_state),
-    ), metrics
+    objective = lambda log_nu: jnp.mean(
+      jax.vmap(lambda l: safety.sqrl_lambda_loss(log_nu, l, target_safety=limit))(logit)
+    )
+    log_nu, nu_opt_state = sac_common.optimizer_step(
+      self.nu_tx, jax.grad(objective)(self.log_nu), self.nu_opt_state, self.log_nu, enabled
+    )
+    return self.replace(log_nu=log_nu, nu_opt_state=nu_opt_state), metrics
 
   def recovery_action(self, obs: PyTree, key: Array, deterministic: bool = False) -> Array:
     """π_rec's environment action `[B, |A|]` (its mode if `deterministic`)."""
     dist = self.recovery_actor.apply(self.recovery_params, obs)
     normalized = dist.mode() if deterministic else dist.sample(seed=key)
     return self.task.to_env_action(normalized)
-
-  def recovery_action_from_noise(
-    self, obs: PyTree, noise: Array, deterministic: bool = False
-  ) -> Array:
-    """π_rec's environment action `[B, |A|]` from standard-normal `noise` `[B, |A|]` (the
-    reparameterised sample tanh(μ + σ·noise), or the mode if `deterministic`)."""
-    dist = self.recovery_actor.apply(self.recovery_params, obs)
-    gaussian = dist.distribution
-    pre_squash = gaussian.loc if deterministic else gaussian.loc + gaussian.scale_diag * noise
-    return self.task.to_env_action(dist.bijector.forward(pre_squash))
 
   def act(self, obs: PyTree, key: Array, deterministic: bool = False) -> tuple[Array, Array, Array]:
     """One control step's `(executed, proposed, intervened)`, `[B, ...]`: π_rec's action where
@@ -423,10 +292,8 @@ class RecoveryAgent(struct.PyTreeNode):
     """One step of Q_risk (TD loss), then one of π_rec on the updated critic, then the Polyak
     step of the risk target (every step, as the reference). `[B]` batch."""
     config = self.config
-    if config.risk_next_action == "task":
-      next_action = self.task.act(batch.next_obs, key)
-    else:
-      next_action = batch.next_action
+    task_next = config.risk_next_action == "task"
+    next_action = self.task.act(batch.next_obs, key) if task_next else batch.next_action
     q_next = self.risk_heads(self.target_risk_params, batch.next_obs, next_action)
     discount = config.risk_gamma * (1.0 - batch.terminated.astype(jnp.float32))
     cost = batch.cost.astype(jnp.float32)
@@ -439,8 +306,10 @@ class RecoveryAgent(struct.PyTreeNode):
       return jnp.mean(loss), extras
 
     (risk_loss, extras), grads = jax.value_and_grad(risk_objective, has_aux=True)(self.risk_params)
-    updates, risk_opt_state = self.risk_tx.update(grads, self.risk_opt_state, self.risk_params)
-    risk_params = optax.apply_updates(self.risk_params, updates)
+    mean_risk = jnp.mean(extras.risk_tm1)
+    risk_params, risk_opt_state = sac_common.optimizer_step(
+      self.risk_tx, grads, self.risk_opt_state, self.risk_params
+    )
 
     def recovery_objective(params):
       normalized = self.recovery_actor.apply(params, batch.obs).sample(
@@ -451,79 +320,42 @@ class RecoveryAgent(struct.PyTreeNode):
       if config.recovery_objective == "risk":
         return jnp.mean(risk)
       q_task = self.task.critic.apply(self.task.critic_params, batch.obs, normalized)
+      target, weight = config.recovery_risk_target, config.recovery_risk_weight
       return jnp.mean(
-        safety.task_recovery_loss(
-          q_task,
-          risk,
-          risk_target=config.recovery_risk_target,
-          risk_weight=config.recovery_risk_weight,
-        )
+        safety.task_recovery_loss(q_task, risk, risk_target=target, risk_weight=weight)
       )
 
     recovery_loss, grads = jax.value_and_grad(recovery_objective)(self.recovery_params)
-    updates, recovery_opt_state = self.recovery_tx.update(
-      grads, self.recovery_opt_state, self.recovery_params
+    recovery_params, recovery_opt_state = sac_common.optimizer_step(
+      self.recovery_tx, grads, self.recovery_opt_state, self.recovery_params
     )
-    recovery_params = optax.apply_updates(self.recovery_params, updates)
     target = optax.incremental_update(risk_params, self.target_risk_params, config.risk_tau)
-    agent = self.replace(
+    metrics = {"risk_loss": risk_loss, "recovery_loss": recovery_loss, "risk": mean_risk}
+    return self.replace(
       risk_params=risk_params,
       target_risk_params=target,
       recovery_params=recovery_params,
       risk_opt_state=risk_opt_state,
       recovery_opt_state=recovery_opt_state,
-    )
-    return agent, {
-      "risk_loss": risk_loss,
-      "recovery_loss": recovery_loss,
-      "risk": jnp.mean(extras.risk_tm1),
-    }
+    ), metrics
 
 
 def task_risk_penalty_fn(agent: RecoveryAgent, enabled: Array) -> sac_common.ActorPenaltyFn:
   """The task actor's risk Lagrangian as SAC's `actor_penalty_fn`: per example
-  ν·(Q_risk(s, c(s, a)) − ε_task) at the reparameterised task action a, c the controller
-  (`losses.safety.sqrl_actor_penalty` on `RecoveryAgent.task_risk_score`), times the traced bool
-  `enabled` (off until the critic has been pre-trained).
-
-  The LR baseline of Thananjeyan et al.'s code, α·log π + ν·(max Q_risk(s, π(s)) − ε) −
-  min Q(s, π(s)), and SQRL's constrained update in its paper form (Srinivasan et al.,
-  arXiv:2010.14603, Section 4): the gradient reaches the actor through the action (and, for
-  Bresa, through the waypoint controller). `task_risk_form="hinge"` uses ν·max(Q_risk − ε_task,
-  0) instead, which pushes only the actions above ε_task. ν and the critic get no gradient.
-  """
+  ν·(Q_risk(s, c(s, a)) − ε_task), or with `task_risk_form="hinge"` ν·max(Q_risk − ε_task, 0),
+  at the reparameterised task action a, c the controller (`losses.safety.sqrl_actor_penalty` on
+  `RecoveryAgent.task_risk_score`), times the traced bool `enabled` (off until the critic has
+  been pre-trained). The LR baseline of Thananjeyan et al.'s code and SQRL's constrained update
+  in its paper form (Srinivasan et al., arXiv:2010.14603, Section 4): the gradient reaches the
+  actor through the action (for Bresa, through the waypoint controller); ν and the critic get
+  none."""
   limit = task_risk_limit(agent.config)
+  hinge = agent.config.task_risk_form == "hinge"
   penalty = jax.vmap(
-    lambda logit: safety.sqrl_actor_penalty(agent.log_nu, logit, target_safety=limit)
+    lambda logit: safety.sqrl_actor_penalty(agent.log_nu, logit, target_safety=limit, hinge=hinge)
   )
-  if agent.config.task_risk_form == "hinge":
-    linear = penalty
-    penalty = lambda logit: jnp.maximum(linear(logit), 0.0)  # ν > 0: ν·max(Q_risk − ε, 0)
   scale = enabled.astype(jnp.float32)
   return lambda obs, action: scale * penalty(agent.task_risk_score(obs, action))
-
-
-def make_safety_networks(env_spec: envs.EnvSpec, config) -> tuple[QEnsemble, TanhGaussianActor]:
-  """Q_risk as two independent MLP heads on concat(s, a) (sigmoid applied by the agent) and π_rec,
-  a tanh-Gaussian policy on [-1, 1]^|A|."""
-  observation_ndim = len(env_spec.observation_shape)
-  hidden = tuple(config.risk_hidden_sizes)
-  return (
-    QEnsemble(
-      num_members=2,
-      hidden_sizes=hidden,
-      activation=config.activation,
-      observation_ndim=observation_ndim,
-    ),
-    TanhGaussianActor(
-      action_dim=env_spec.action_dim,
-      hidden_sizes=hidden,
-      activation=config.activation,
-      observation_ndim=observation_ndim,
-      log_std_min=config.log_std_min,
-      log_std_max=config.log_std_max,
-    ),
-  )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -552,7 +384,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   env_spec = envs.spec(env, env_params)
   space = env.action_space(env_params)
   low, high = action_bound_tuples((space.low, space.high), env_spec.action_dim)
-  actor, _ = sac_common.make_networks(env_spec, config)
+  policy = two_rate_common.behaviour_policy(sac_common.make_networks(env_spec, config)[0])
   steps_per_update = config.num_envs * config.num_steps * config.control_steps
   controller = two_rate_common.make_controller(config, low, high)
 
@@ -560,73 +392,45 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     agent_key, env_key, key = jax.random.split(key, 3)
     agent = RecoveryAgent.create(agent_key, env_spec, config, (low, high))
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    one_obs = jax.tree.map(lambda x: x[0], carry.obs)
-    action = jnp.zeros((env_spec.action_dim,), jnp.float32)
-    scalar, no = jnp.zeros((), jnp.float32), jnp.zeros((), bool)
-    task_item = two_rate_streams.DecisionTransition(
-      obs=one_obs,
-      action=action,
-      reward=scalar,
-      terminated=no,
-      next_obs=one_obs,
-      num_substeps=jnp.zeros((), jnp.int32),
-    )
-    risk_item = two_rate_streams.ControlTransition(
-      obs=one_obs, action=action, cost=scalar, terminated=no, next_obs=one_obs, next_action=action
-    )
+    task_buffer, risk_buffer = two_rate_common.init_buffers(carry, env_spec.action_dim, config)
     return RunnerState(
       agent=agent,
-      task_buffer=replay.init(task_item, config.buffer_size),
-      risk_buffer=replay.init(risk_item, config.risk_buffer_size),
+      task_buffer=task_buffer,
+      risk_buffer=risk_buffer,
       env=two_rate_streams.cost_carry(carry),
       key=key,
       update=jnp.zeros((), jnp.int32),
     )
 
-  def policy(params, obs, key):
-    # SAC's behaviour policy, returning the command in [-1, 1] (the controller maps it).
-    actor_params, explore = params
-    normalized = sac_common.behaviour_action(actor, actor_params, obs, key, explore)
-    return normalized, normalized
+  def task_updates(agent: RecoveryAgent, buffer, key, _):
+    def update(task, batch, _):
+      return task.update(two_rate_common.smdp_sac_batch(batch, config.gamma))
 
-  def task_updates(agent: RecoveryAgent, buffer, key):
-    def one(task, key):
-      batch = smdp_sac_batch(replay.sample(buffer, key, config.batch_size), config.gamma)
-      return task.update(batch)
-
-    task, metrics = jax.lax.scan(one, agent.task, jax.random.split(key, config.updates_per_step))
-    return agent.replace(task=task), jax.tree.map(jnp.mean, metrics)
+    task, metrics = sac_common.sampled_updates(
+      update, agent.task, buffer, key, config.batch_size, config.updates_per_step
+    )
+    return agent.replace(task=task), metrics
 
   def penalised_task_updates(agent: RecoveryAgent, buffer, key, risk_ready):
     # `task_updates` with the risk Lagrangian in the actor loss and the multiplier's step after
     # each update; `risk_ready` (traced) holds once the critic has been pre-trained.
-    def one(agent, key):
-      batch = smdp_sac_batch(replay.sample(buffer, key, config.batch_size), config.gamma)
+    def update(agent, batch, key):
+      batch = two_rate_common.smdp_sac_batch(batch, config.gamma)
       task, metrics = agent.task.update(batch, task_risk_penalty_fn(agent, risk_ready))
       agent, nu_metrics = agent.replace(task=task).update_task_risk_multiplier(
         batch.obs, jax.random.fold_in(key, 1), risk_ready
       )
       return agent, {**metrics, **nu_metrics}
 
-    agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, config.updates_per_step))
-    return agent, jax.tree.map(jnp.mean, metrics)
+    return sac_common.sampled_updates(
+      update, agent, buffer, key, config.batch_size, config.updates_per_step
+    )
 
   def safety_updates(agent: RecoveryAgent, buffer, key, count):
-    # `count` is traced (one compiled loop serves the pre-training and the regular updates).
-    metric_shapes = jax.eval_shape(
-      agent.update_safety, replay.sample(buffer, key, config.risk_batch_size), key
-    )[1]
-
-    def one(i, carry):
-      agent, sums = carry
-      sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
-      agent, metrics = agent.update_safety(
-        replay.sample(buffer, sample_key, config.risk_batch_size), update_key
-      )
-      return agent, jax.tree.map(jnp.add, sums, metrics)
-
-    agent, sums = jax.lax.fori_loop(0, count, one, (agent, _zeros(metric_shapes)))
-    return agent, jax.tree.map(lambda x: x / jnp.maximum(count, 1), sums)
+    # `count` is traced: one compiled loop serves the pre-training and the regular updates.
+    return sac_common.counted_updates(
+      RecoveryAgent.update_safety, agent, buffer, key, config.risk_batch_size, count
+    )
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     # The key use mirrors `sac.make_learner` so that the reflex-off K = 1 run equals SAC.
@@ -646,25 +450,24 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       config.num_steps,
       reflex_on,
     )
-    task_buffer, risk_buffer = store(state, traj)
+    task_buffer, risk_buffer = two_rate_common.store(
+      state.task_buffer, state.risk_buffer, traj, controller, low, high, config
+    )
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
-    if config.task_risk_penalty == "off":
-      agent, metrics = _when(learning, task_updates, state.agent, task_buffer, update_key)
-    else:
-      agent, metrics = _when(
-        learning, penalised_task_updates, state.agent, task_buffer, update_key, reflex_on
-      )
+    updates = task_updates if config.task_risk_penalty == "off" else penalised_task_updates
+    agent, metrics = sac_common.when(
+      learning, updates, state.agent, task_buffer, update_key, reflex_on
+    )
     first = learning & (state.update * steps_per_update < config.learning_starts)
     count = config.risk_updates_per_step + jnp.where(first, config.risk_pretrain_updates, 0)
-    agent, safety_metrics = _when(
+    agent, safety_metrics = sac_common.when(
       learning, safety_updates, agent, risk_buffer, jax.random.fold_in(update_key, 1), count
     )
     metrics.update(safety_metrics)
-    tracked, cost_metrics = two_rate_streams.episode_cost_statistics(
-      traj.control, state.env.replace(env=carry)
+    tracked, episode_metrics = two_rate_common.episode_statistics(
+      traj, state.env.replace(env=carry)
     )
-    metrics.update(two_rate_common.episode_statistics(traj))
-    metrics.update(cost_metrics)
+    metrics.update(episode_metrics)
     return RunnerState(
       agent=agent,
       task_buffer=task_buffer,
@@ -673,27 +476,6 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       key=key,
       update=state.update + 1,
     ), metrics
-
-  def store(state: RunnerState, traj) -> tuple[replay.ReplayBuffer, replay.ReplayBuffer]:
-    # Decisions to the task buffer (option (b): only the valid decision slots), every control
-    # step to the risk buffer.
-    items, valid = two_rate_streams.decision_transitions(
-      traj,
-      two_rate_common.task_actions(traj, low, high, config),
-      two_rate_common.task_rewards(traj, config.intervention_penalty),
-    )
-    task_buffer = (
-      replay.add(state.task_buffer, items)
-      if valid is None
-      else replay.add_masked(state.task_buffer, items, valid)
-    )
-    risk_buffer = replay.add(
-      state.risk_buffer,
-      two_rate_streams.control_transitions(
-        traj.control, two_rate_streams.commands_in_force(traj), controller
-      ),
-    )
-    return task_buffer, risk_buffer
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
     return two_rate_streams.first_episode_statistics(
@@ -708,16 +490,6 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     env_steps_per_update=steps_per_update,
     sharded_field="env",
   )
-
-
-def _zeros(shapes: PyTree) -> PyTree:
-  return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-
-
-def _when(predicate: Array, fn, agent, *args):
-  """`fn(agent, *args)` where the traced `predicate` holds, else `(agent, zero metrics)`."""
-  shapes = jax.eval_shape(fn, agent, *args)[1]
-  return jax.lax.cond(predicate, fn, lambda *_: (agent, _zeros(shapes)), agent, *args)
 
 
 def make_train(config: ml_collections.ConfigDict):

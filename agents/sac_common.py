@@ -2,9 +2,11 @@
 
 A shared helper module of `hrljax.agents` (it defines no agent): SAC's hyperparameters and their
 checks, the train state `SACAgent` (actor, K critics, target critics, temperature, their
-optimizers) with its `create`, `act` and `update`, and the behaviour policy with uniform
-exploration. The agent itself, with its run, is `hrljax.agents.sac`; the objectives are
-`hrljax.losses.soft_actor_critic`; the networks `hrljax.networks.continuous`.
+optimizers) with its `create`, `act` and `update`, the networks (also Recovery RL's recovery
+policy and risk critic, of other sizes), the behaviour policy with uniform exploration, and the
+update loops on replayed batches (`sampled_updates`, `counted_updates`, and `when` for those
+that wait for `learning_starts`). The agent itself, with its run, is `hrljax.agents.sac`; the
+objectives are `hrljax.losses.soft_actor_critic`; the networks `hrljax.networks.continuous`.
 
 Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", arXiv:1812.05905: within one
 update the critics step first (Eq. 5), the actor then steps on the updated critics (Eq. 7), and
@@ -25,7 +27,7 @@ from flax import struct
 from ml_collections import config_dict
 
 from hrljax import config_checks as checks
-from hrljax import envs
+from hrljax import envs, replay
 from hrljax.losses import soft_actor_critic as soft_ac
 from hrljax.networks.continuous import (
   QEnsemble,
@@ -252,10 +254,9 @@ class SACAgent(struct.PyTreeNode):
     (q_loss, q_extras), grads = jax.value_and_grad(critic_objective, has_aux=True)(
       self.critic_params
     )
-    updates, critic_opt_state = self.critic_tx.update(
-      grads, self.critic_opt_state, self.critic_params
+    critic_params, critic_opt_state = optimizer_step(
+      self.critic_tx, grads, self.critic_opt_state, self.critic_params
     )
-    critic_params = optax.apply_updates(self.critic_params, updates)
 
     def actor_objective(params):
       dist = self.actor.apply(params, batch.obs)
@@ -270,8 +271,9 @@ class SACAgent(struct.PyTreeNode):
     (pi_loss, (pi_extras, penalty)), grads = jax.value_and_grad(actor_objective, has_aux=True)(
       self.actor_params
     )
-    updates, actor_opt_state = self.actor_tx.update(grads, self.actor_opt_state, self.actor_params)
-    actor_params = optax.apply_updates(self.actor_params, updates)
+    actor_params, actor_opt_state = optimizer_step(
+      self.actor_tx, grads, self.actor_opt_state, self.actor_params
+    )
 
     _, fresh_log_prob = self.actor.apply(actor_params, batch.obs).sample_and_log_prob(
       seed=alpha_key
@@ -285,8 +287,7 @@ class SACAgent(struct.PyTreeNode):
     (a_loss, _), grad = jax.value_and_grad(alpha_objective, has_aux=True)(self.log_alpha)
     log_alpha, alpha_opt_state = self.log_alpha, self.alpha_opt_state
     if config.autotune_alpha:
-      updates, alpha_opt_state = self.alpha_tx.update(grad, alpha_opt_state, log_alpha)
-      log_alpha = optax.apply_updates(log_alpha, updates)
+      log_alpha, alpha_opt_state = optimizer_step(self.alpha_tx, grad, alpha_opt_state, log_alpha)
 
     num_updates = self.num_updates + 1
     averaged = optax.incremental_update(critic_params, self.target_critic_params, config.tau)
@@ -320,20 +321,27 @@ class SACAgent(struct.PyTreeNode):
     return agent, metrics
 
 
-def make_networks(env_spec: envs.EnvSpec, config) -> tuple[TanhGaussianActor, QEnsemble]:
-  """The actor on [-1, 1]^|A| and the K-critic ensemble."""
+def make_networks(
+  env_spec: envs.EnvSpec,
+  config,
+  hidden_sizes: Optional[tuple] = None,
+  num_critics: Optional[int] = None,
+) -> tuple[TanhGaussianActor, QEnsemble]:
+  """The actor on [-1, 1]^|A| and the K-critic ensemble, of the config's `hidden_sizes` and
+  `num_critics` unless given (Recovery RL's recovery policy and twin risk critic)."""
   observation_ndim = len(env_spec.observation_shape)
+  hidden = tuple(config.hidden_sizes if hidden_sizes is None else hidden_sizes)
   actor = TanhGaussianActor(
     action_dim=env_spec.action_dim,
-    hidden_sizes=tuple(config.hidden_sizes),
+    hidden_sizes=hidden,
     activation=config.activation,
     observation_ndim=observation_ndim,
     log_std_min=config.log_std_min,
     log_std_max=config.log_std_max,
   )
   critic = QEnsemble(
-    num_members=config.num_critics,
-    hidden_sizes=tuple(config.hidden_sizes),
+    num_members=config.num_critics if num_critics is None else num_critics,
+    hidden_sizes=hidden,
     activation=config.activation,
     observation_ndim=observation_ndim,
   )
@@ -342,6 +350,23 @@ def make_networks(env_spec: envs.EnvSpec, config) -> tuple[TanhGaussianActor, QE
 
 def make_optimizer(config, learning_rate: float) -> optax.GradientTransformation:
   return optax.sgd(learning_rate) if config.optimizer == "sgd" else optax.adam(learning_rate)
+
+
+def optimizer_step(
+  tx: optax.GradientTransformation,
+  grads: PyTree,
+  opt_state: PyTree,
+  params: PyTree,
+  enabled: Optional[Array] = None,
+) -> tuple[PyTree, PyTree]:
+  """One step of `tx` on `params`: `(new params, new optimizer state)`; where the traced bool
+  `enabled` is given and false, both as they were."""
+  updates, new_state = tx.update(grads, opt_state, params)
+  new_params = optax.apply_updates(params, updates)
+  if enabled is None:
+    return new_params, new_state
+  keep = lambda new, old: jnp.where(enabled, new, old)
+  return jax.tree.map(keep, new_params, params), jax.tree.map(keep, new_state, opt_state)
 
 
 def behaviour_action(
@@ -353,3 +378,67 @@ def behaviour_action(
   normalized = actor.apply(actor_params, obs).sample(seed=sample_key)
   uniform = jax.random.uniform(uniform_key, normalized.shape, minval=-1.0, maxval=1.0)
   return jnp.where(explore, uniform, normalized)
+
+
+# ----------------------------------------------------------------------------------------------
+# The update loops of the off-policy learners: replayed batches, averaged metrics.
+# ----------------------------------------------------------------------------------------------
+
+# `update_fn(agent, batch, key) -> (agent, metrics)`: one update on a replayed `[B]` batch.
+UpdateFn = Callable[[PyTree, PyTree, Array], tuple[PyTree, dict]]
+
+
+def zeros_like_shapes(shapes: PyTree) -> PyTree:
+  """Zeros of the shapes and dtypes of a `jax.eval_shape` result."""
+  return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def when(predicate: Array, update_fn: Callable, agent: PyTree, *args) -> tuple[PyTree, dict]:
+  """`update_fn(agent, *args) -> (agent, metrics)` where the traced bool `predicate` holds, else
+  the agent unchanged with zero metrics of the same shapes: the updates that wait for
+  `learning_starts`."""
+  shapes = jax.eval_shape(update_fn, agent, *args)[1]
+  skip = lambda *_: (agent, zeros_like_shapes(shapes))
+  return jax.lax.cond(predicate, update_fn, skip, agent, *args)
+
+
+def sampled_updates(
+  update_fn: UpdateFn,
+  agent: PyTree,
+  buffer: replay.ReplayBuffer,
+  key: Array,
+  batch_size: int,
+  num_updates: int,
+) -> tuple[PyTree, dict]:
+  """`num_updates` calls of `update_fn` in a `lax.scan`, each on a batch of `batch_size` sampled
+  from `buffer` with its own key (which `update_fn` receives as well, to fold for more draws);
+  the metrics averaged over the calls."""
+
+  def one(agent, key):
+    return update_fn(agent, replay.sample(buffer, key, batch_size), key)
+
+  agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, num_updates))
+  return agent, jax.tree.map(jnp.mean, metrics)
+
+
+def counted_updates(
+  update_fn: UpdateFn,
+  agent: PyTree,
+  buffer: replay.ReplayBuffer,
+  key: Array,
+  batch_size: int,
+  count: Array,
+) -> tuple[PyTree, dict]:
+  """`count` (a traced int) calls of `update_fn` in a `lax.fori_loop`, each on a batch of
+  `batch_size` sampled from `buffer`; the metrics averaged over the calls (zeros for none). One
+  compiled loop serves every count, such as a pre-training burst and the regular updates."""
+  metric_shapes = jax.eval_shape(update_fn, agent, replay.sample(buffer, key, batch_size), key)[1]
+
+  def one(i, carry):
+    agent, sums = carry
+    sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
+    agent, metrics = update_fn(agent, replay.sample(buffer, sample_key, batch_size), update_key)
+    return agent, jax.tree.map(jnp.add, sums, metrics)
+
+  agent, sums = jax.lax.fori_loop(0, count, one, (agent, zeros_like_shapes(metric_shapes)))
+  return agent, jax.tree.map(lambda x: x / jnp.maximum(count, 1), sums)

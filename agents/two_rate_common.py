@@ -1,22 +1,104 @@
-"""The two-rate data collection of the recovery agents (`recovery_rl`, and `bresa` its K > 1 case).
+"""The two-rate data collection of the recovery agents (`recovery_rl`, and Bresa its K > 1 case).
 
-A shared helper module of `hrljax.agents` (it defines no agent): the controller that turns a
-decision's command into control actions, the safety critic's switch as a `rollout.Reflex`, the
-two-rate rollout of the configured reflex mode, greedy evaluation episodes, and what the task
-buffer stores of a collected decision (its reward and action). The agent is duck-typed: a
-`recovery_rl.RecoveryAgent` (`config`, `task`, `recovery_actor`, `risk`, `risk_score`,
-`recovery_action_from_noise`).
+A shared helper module of `hrljax.agents` (it defines no agent): the collection's config fields
+and their checks, the controller that turns a decision's command into control actions, the safety
+critic's switch as a `rollout.Reflex`, the two-rate rollout of the configured reflex mode, greedy
+evaluation episodes, and what the replay buffers store of a collected stream (the task buffer's
+decisions with their reward and action, the risk buffer's control steps, the SMDP batch the task
+policy learns from). The agent is duck-typed: a `recovery_rl.RecoveryAgent` (`config`, `task`,
+`recovery_actor`, `recovery_params`, `risk`, `risk_score`).
 """
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 
-from hrljax import envs, rollout
+from hrljax import config_checks as checks
+from hrljax import envs, replay, rollout
+from hrljax.agents import sac_common
 from hrljax.envs import point_hazard
 from hrljax.losses import safety
 from hrljax.networks.continuous import rescale_action
 from hrljax.rollout import two_rate_streams
 from hrljax.types import Array
+
+CONTROLLERS = ("direct", "waypoint")
+REFLEX_MODES = ("per_step", "latch", "end_decision")
+RECOVERY_ACTIONS = ("policy",) + safety.RECOVERY_SEARCHES
+
+
+def add_two_rate_fields(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Adds the collection's fields to `config`, at Recovery RL's one rate (K = 1, the task action
+  executed as it is, the reflex deciding every control step), and returns it."""
+  config.reflex = True  # False: no safety layer (SAC on the same data stream)
+  config.control_steps = 1  # K control steps per task decision
+  config.controller = "direct"  # "direct": the task action; "waypoint": tracked waypoints
+  config.waypoint_gain = 10.0  # P gain of the waypoint controller
+  config.reflex_mode = "per_step"  # or "latch" (option (a)), "end_decision" (option (b))
+  config.recovery_credit = "reflex_state"  # option (b): "reflex_state" or "recovery_step"
+  config.recovery_action = "policy"  # or the nearest accepted action: RECOVERY_SEARCHES
+  config.recovery_margin = 0.05  # the search aims at Q_risk <= ε_risk − margin
+  config.projection_steps = 5  # "critic_projection": Dalal steps from the nominal action
+  config.recovery_samples = 64  # "safe_sampling": candidate actions (half near the nominal)
+  config.action_relabeling = True  # the task buffer stores the proposed action
+  config.intervention_penalty = 0.0  # subtracted from a decision's task reward if intervened
+  return config
+
+
+def validate_two_rate_fields(config: ml_collections.ConfigDict) -> None:
+  """Raises `ConfigError` naming the first collection field that cannot run (`risk_epsilon`,
+  the switch's threshold, checked already), or an environment without the costs it reads."""
+  checks.positive_int(config, "control_steps", "projection_steps", "recovery_samples")
+  checks.positive(config, "waypoint_gain")
+  for field in ("reflex", "action_relabeling"):
+    if not isinstance(config[field], bool):
+      raise checks.ConfigError(f"config.{field}: expected a bool, got {config[field]!r}")
+  for field, choices in (
+    ("controller", CONTROLLERS),
+    ("reflex_mode", REFLEX_MODES),
+    ("recovery_credit", rollout.RECOVERY_CREDITS),
+    ("recovery_action", RECOVERY_ACTIONS),
+  ):
+    checks.one_of(config, field, choices)
+  checks.non_negative(config, "intervention_penalty")
+  _validate_combinations(config)
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  if not isinstance(env, point_hazard.PointHazard):
+    raise checks.ConfigError(
+      f"config.env_name: expected an environment with info['cost'] and "
+      f"info['violation'] (PointHazard-v0), got {config.env_name!r}"
+    )
+  if config.controller == "waypoint" and env_params.observation_type != "relative":
+    raise checks.ConfigError(
+      "config.controller: 'waypoint' reads the position from a "
+      "'relative' PointHazard observation, got observation_type "
+      f"{env_params.observation_type!r}"
+    )
+
+
+def _validate_combinations(config: ml_collections.ConfigDict) -> None:
+  """Fields that only work together."""
+  if config.reflex_mode == "end_decision" and not config.action_relabeling:
+    raise checks.ConfigError(
+      "config.action_relabeling: False needs reflex_mode 'per_step' or 'latch' (with "
+      "'end_decision' a task decision executes only its own nominal actions), got "
+      f"reflex_mode={config.reflex_mode!r}"
+    )
+  # The search aims at Q_risk <= risk_epsilon − margin, which must leave some actions.
+  if config.recovery_action != "policy" and not (
+    isinstance(config.recovery_margin, (int, float))
+    and 0.0 <= config.recovery_margin < config.risk_epsilon
+  ):
+    raise checks.ConfigError(
+      f"config.recovery_margin: expected a float in [0, risk_epsilon = "
+      f"{config.risk_epsilon!r}), got {config.recovery_margin!r}"
+    )
+  if not config.action_relabeling and (config.control_steps != 1 or config.controller != "direct"):
+    raise checks.ConfigError(
+      "config.action_relabeling: False stores the executed low-level action as the task "
+      "action, which needs control_steps=1 and controller='direct', got control_steps="
+      f"{config.control_steps!r}, controller={config.controller!r}"
+    )
 
 
 def recovery_noise_fn(num_envs: int, action_dim: int):
@@ -41,6 +123,15 @@ def make_controller(config, low: tuple, high: tuple):
   return lambda obs, command: track(obs[:, :2], command)
 
 
+def recovery_action_from_noise(agent, obs, noise: Array, deterministic: bool = False) -> Array:
+  """π_rec's environment action `[N, |A|]` from the control step's standard-normal `noise`
+  `[N, |A|]` (the reparameterised sample tanh(μ + σ·noise), or the mode if `deterministic`)."""
+  dist = agent.recovery_actor.apply(agent.recovery_params, obs)
+  gaussian = dist.distribution
+  pre_squash = gaussian.loc if deterministic else gaussian.loc + gaussian.scale_diag * noise
+  return agent.task.to_env_action(dist.bijector.forward(pre_squash))
+
+
 def make_reflex(agent_like, deterministic: bool = False) -> rollout.Reflex:
   """The switch as a `rollout.Reflex` for the two-rate rollouts.
 
@@ -62,7 +153,7 @@ def make_reflex(agent_like, deterministic: bool = False) -> rollout.Reflex:
 
   def recover(safety_params, obs, proposed, noise):
     agent, _ = safety_params
-    policy_action = agent.recovery_action_from_noise(obs, noise, deterministic)
+    policy_action = recovery_action_from_noise(agent, obs, noise, deterministic)
     config = agent.config
     if config.recovery_action == "policy":
       return policy_action
@@ -85,14 +176,34 @@ def make_reflex(agent_like, deterministic: bool = False) -> rollout.Reflex:
   )
 
 
-def episode_statistics(traj) -> dict[str, Array]:
-  """The episode return and length sums of a collected stream (decision- or control-rate)."""
+def behaviour_policy(actor):
+  """SAC's behaviour policy (`sac_common.behaviour_action`) as the rollout's `policy_fn`, with
+  params `(actor_params, explore)`: the command in [-1, 1], also returned as the extras that the
+  task buffer stores (the controller maps it to control actions)."""
+
+  def policy(params, obs, key):
+    actor_params, explore = params
+    normalized = sac_common.behaviour_action(actor, actor_params, obs, key, explore)
+    return normalized, normalized
+
+  return policy
+
+
+def episode_statistics(
+  traj, carry: two_rate_streams.CostCarry
+) -> tuple[two_rate_streams.CostCarry, dict[str, Array]]:
+  """The episode return and length sums of a collected stream (decision- or control-rate) and
+  its episodes' costs and violations; `carry` (with the rollout's final environment carry) goes
+  on with the costs of the unfinished episodes."""
   if isinstance(traj, rollout.EndDecisionTrajectory):
-    return {
+    returns = {
       **two_rate_streams.control_episode_statistics(traj),
       "task_decisions": traj.valid.sum().astype(jnp.float32),
     }
-  return rollout.rollout_statistics(traj.decision)
+  else:
+    returns = rollout.rollout_statistics(traj.decision)
+  carry, cost_metrics = two_rate_streams.episode_cost_statistics(traj.control, carry)
+  return carry, {**returns, **cost_metrics}
 
 
 def collect_two_rate(
@@ -202,3 +313,63 @@ def task_actions(traj, low: tuple, high: tuple, config) -> Array:
   low = jnp.asarray(low, jnp.float32).reshape(1, 1, -1)
   high = jnp.asarray(high, jnp.float32).reshape(1, 1, -1)
   return jnp.clip(2.0 * (executed - low) / (high - low) - 1.0, -1.0, 1.0)
+
+
+def init_buffers(carry, action_dim: int, config) -> tuple[replay.ReplayBuffer, replay.ReplayBuffer]:
+  """The empty task and risk buffers, of `buffer_size` decisions and `risk_buffer_size` control
+  steps, their items shaped after the first environment of the rollout's `carry`."""
+  task_item, risk_item = two_rate_streams.example_transitions(
+    jax.tree.map(lambda x: x[0], carry.obs), action_dim
+  )
+  return replay.init(task_item, config.buffer_size), replay.init(risk_item, config.risk_buffer_size)
+
+
+def store(
+  task_buffer: replay.ReplayBuffer,
+  risk_buffer: replay.ReplayBuffer,
+  traj,
+  controller,
+  low: tuple,
+  high: tuple,
+  config,
+) -> tuple[replay.ReplayBuffer, replay.ReplayBuffer]:
+  """A collected stream into the buffers: its decisions into the task buffer (option (b): only
+  the valid decision slots), every control step into the risk buffer with the controller's
+  nominal next action (for a SARSA target)."""
+  items, valid = two_rate_streams.decision_transitions(
+    traj,
+    task_actions(traj, low, high, config),
+    task_rewards(traj, config.intervention_penalty),
+  )
+  if valid is None:
+    task_buffer = replay.add(task_buffer, items)
+  else:
+    task_buffer = replay.add_masked(task_buffer, items, valid)
+  risk_buffer = replay.add(
+    risk_buffer,
+    two_rate_streams.control_transitions(
+      traj.control, two_rate_streams.commands_in_force(traj), controller
+    ),
+  )
+  return task_buffer, risk_buffer
+
+
+def smdp_sac_batch(
+  batch: two_rate_streams.DecisionTransition, gamma: float
+) -> sac_common.Transition:
+  """The SAC batch whose discount γ·(1 − terminated) equals the SMDP discount γ^n·(1 − terminated).
+
+  SAC discounts with γ·(1 − terminated); the float `terminated' = 1 − γ^(n−1)·(1 − terminated)`
+  makes that γ^n·(1 − terminated) for a decision of n control steps (Sutton, Precup, Singh,
+  "Between MDPs and semi-MDPs", 1999: SMDP Q-learning). For n = 1 it is `terminated` exactly.
+  """
+  continuation = jnp.power(gamma, batch.num_substeps.astype(jnp.float32) - 1.0) * (
+    1.0 - batch.terminated.astype(jnp.float32)
+  )
+  return sac_common.Transition(
+    obs=batch.obs,
+    action=batch.action,
+    reward=batch.reward,
+    terminated=1.0 - continuation,
+    next_obs=batch.next_obs,
+  )

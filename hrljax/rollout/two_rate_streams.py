@@ -37,6 +37,27 @@ class ControlTransition(NamedTuple):
   next_action: Array  # float32 [|A|]: the controller's nominal action at next_obs
 
 
+def example_transitions(
+  obs: PyTree, action_dim: int
+) -> tuple[DecisionTransition, ControlTransition]:
+  """A zero item of each stream for one environment's observation `obs` (unbatched): what
+  `replay.init` sizes the decision-rate and the control-rate buffers from."""
+  action = jnp.zeros((action_dim,), jnp.float32)
+  scalar, no = jnp.zeros((), jnp.float32), jnp.zeros((), bool)
+  decision = DecisionTransition(
+    obs=obs,
+    action=action,
+    reward=scalar,
+    terminated=no,
+    next_obs=obs,
+    num_substeps=jnp.zeros((), jnp.int32),
+  )
+  control = ControlTransition(
+    obs=obs, action=action, cost=scalar, terminated=no, next_obs=obs, next_action=action
+  )
+  return decision, control
+
+
 def decision_transitions(
   traj, action: Array, reward: Array
 ) -> tuple[DecisionTransition, Optional[Array]]:

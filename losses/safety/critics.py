@@ -214,6 +214,7 @@ def sqrl_actor_penalty(
   logit: Array,
   *,
   target_safety: float = 0.1,
+  hinge: bool = False,
   stop_penalty_gradient: bool = False,
 ) -> Array:
   """SQRL actor penalty ``lambda * (sigmoid(logit) - eps)``, ``lambda = exp(log_lambda)``.
@@ -226,6 +227,9 @@ def sqrl_actor_penalty(
     log_lambda: float scalar, the multiplier variable (reference ``initial_log_lambda = 0``).
     logit: float scalar, safety-critic logit at the policy action.
     target_safety: eps (reference TARGET_SAFETY 0.1), a float in (0, 1).
+    hinge: True gives ``lambda * max(sigmoid(logit) - eps, 0)``, which pushes only the actions
+      whose failure probability exceeds eps (with a positive lambda the linear form also pulls
+      the safe ones further down).
     stop_penalty_gradient: False (default) is the paper's form: the actor is pushed towards
       lower failure probability. True reproduces the reference code at HEAD, which wraps the
       whole penalty in a stop-gradient so it sends no gradient to the actor.
@@ -235,8 +239,11 @@ def sqrl_actor_penalty(
   checks.number(
     "target_safety", target_safety, low=0.0, high=1.0, low_open=True, high_open=True, arrays=True
   )
+  checks.boolean("hinge", hinge)
   checks.boolean("stop_penalty_gradient", stop_penalty_gradient)
   penalty = jnp.exp(jax.lax.stop_gradient(log_lambda)) * (jax.nn.sigmoid(logit) - target_safety)
+  if hinge:
+    penalty = jnp.maximum(penalty, 0.0)
   return jax.lax.stop_gradient(penalty) if stop_penalty_gradient else penalty
 
 

@@ -285,7 +285,7 @@ def test_end_decision_reflex_on_every_step_ends_every_decision(credit, decisions
   stored = jax.tree.map(lambda x: np.asarray(x[:size]), state.task_buffer.storage)
   np.testing.assert_array_equal(stored.num_substeps, lengths)
   # The SMDP discount of each stored decision is γ^n (n = its control steps).
-  batch = recovery_rl.smdp_sac_batch(stored, config.gamma)
+  batch = two_rate_common.smdp_sac_batch(stored, config.gamma)
   np.testing.assert_allclose(
     1.0 - np.asarray(batch.terminated), config.gamma ** (np.asarray(lengths) - 1.0), rtol=1e-6
   )

@@ -52,7 +52,7 @@ def test_smdp_batch_discounts_with_gamma_to_the_number_of_substeps():
     next_obs=jnp.zeros((3, 1)),
     num_substeps=jnp.asarray([1, 3, 2], jnp.int32),
   )
-  sac_batch = recovery_rl.smdp_sac_batch(batch, 0.9)
+  sac_batch = two_rate_common.smdp_sac_batch(batch, 0.9)
   # SACAgent.update discounts with gamma * (1 - terminated): 0.9, 0.9^3, 0 (terminated).
   np.testing.assert_allclose(
     0.9 * (1.0 - np.asarray(sac_batch.terminated)), [0.9, 0.729, 0.0], rtol=1e-6
