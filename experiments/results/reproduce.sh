@@ -42,6 +42,24 @@ python -m experiments.train --config=experiments/configs/qmix_simple_spread.py \
 python -m experiments.summarize runs/marl/vdn_simple_spread_lr5e-4 runs/marl/qmix_simple_spread \
     runs/marl/vdn_simple_spread --metric=episode_return --last=0.1
 
+# GMAH (the gmah agent) on the same task and budget, seeds 0-2 (experiments/results/MULTI_AGENT.md):
+# team return over the last 10% of updates -35.1 (QMIX mixer), -35.0 (VDN mixer), -34.6 (no mixer,
+# the ablation) against flat VDN's -43.2; above -43.2 on every seed from 120k steps on.
+python -m experiments.train --config=experiments/configs/gmah_simple_spread.py \
+    --workdir=runs/gmah_ss --config.seeds=0,1,2
+python -m experiments.train --config=experiments/configs/gmah_simple_spread.py \
+    --workdir=runs/gmah_ss_vdn --config.mixer=vdn --config.seeds=0,1,2
+python -m experiments.train --config=experiments/configs/gmah_simple_spread.py \
+    --workdir=runs/gmah_ss_none --config.mixer=none --config.seeds=0,1,2
+for window in 40000:80000 80000:120000 120000:160000 200000:240000; do
+  python -m experiments.summarize runs/marl/vdn_simple_spread_lr5e-4 runs/marl/qmix_simple_spread \
+      runs/gmah_ss runs/gmah_ss_vdn runs/gmah_ss_none --metric=episode_return --steps="$window" \
+      --eval=none
+done
+python -m experiments.summarize runs/marl/vdn_simple_spread_lr5e-4 runs/marl/qmix_simple_spread \
+    runs/gmah_ss runs/gmah_ss_vdn runs/gmah_ss_none --metric=episode_return --last=0.1 \
+    --eval=eval_return
+
 # Option-critic on four rooms, the flagship run (README, experiments/results/OPTIONS.md): 12.3
 # steps to the goal at evaluation, mean option duration 5.9.
 make run
