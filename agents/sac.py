@@ -39,7 +39,14 @@ from flax import struct
 
 from hrljax import envs, replay, rollout, training
 from hrljax.agents import sac_common
-from hrljax.agents.sac_common import SACAgent, Transition, behaviour_action, make_networks
+from hrljax.agents.sac_common import (
+  SACAgent,
+  Transition,
+  behaviour_action,
+  make_networks,
+  sampled_updates,
+  when,
+)
 from hrljax.networks.continuous import action_bound_tuples, rescale_action
 from hrljax.rollout import rollout_statistics
 from hrljax.training import Learner
@@ -115,11 +122,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     return rescale_action(normalized, low, high), normalized
 
   def gradient_updates(agent: SACAgent, buffer: replay.ReplayBuffer, key: Array):
-    def one(agent, key):
-      return agent.update(replay.sample(buffer, key, config.batch_size))
-
-    agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, config.updates_per_step))
-    return agent, jax.tree.map(jnp.mean, metrics)
+    update = lambda agent, batch, _: agent.update(batch)
+    return sampled_updates(update, agent, buffer, key, config.batch_size, config.updates_per_step)
 
   def step(state: RunnerState) -> tuple[RunnerState, dict[str, Array]]:
     key, rollout_key, update_key = jax.random.split(state.key, 3)
@@ -144,15 +148,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     )
     buffer = replay.add(state.buffer, items)
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
-    metric_shapes = jax.eval_shape(gradient_updates, state.agent, buffer, update_key)[1]
-    agent, metrics = jax.lax.cond(
-      learning,
-      gradient_updates,
-      lambda agent, *_: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
-      state.agent,
-      buffer,
-      update_key,
-    )
+    agent, metrics = when(learning, gradient_updates, state.agent, buffer, update_key)
     metrics.update(rollout_statistics(traj))
     return RunnerState(
       agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1
