@@ -363,9 +363,7 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       agent, metrics = jax.lax.scan(lambda a, d: a.actor_step(d), agent, actor_dialogues)
       return agent, jax.tree.map(jnp.mean, metrics)
 
-    metric_shapes = jax.eval_shape(train, agent)[1]
-    skip = lambda agent: (agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes))
-    agent, actor_metrics = jax.lax.cond(train_actor, train, skip, agent)
+    agent, actor_metrics = training.when(train_actor, train, agent)
     metrics = jax.tree.map(jnp.mean, critic_metrics)
     metrics.update(actor_metrics)
     return agent, metrics

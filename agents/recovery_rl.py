@@ -455,12 +455,12 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     )
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
     updates = task_updates if config.task_risk_penalty == "off" else penalised_task_updates
-    agent, metrics = sac_common.when(
+    agent, metrics = training.when(
       learning, updates, state.agent, task_buffer, update_key, reflex_on
     )
     first = learning & (state.update * steps_per_update < config.learning_starts)
     count = config.risk_updates_per_step + jnp.where(first, config.risk_pretrain_updates, 0)
-    agent, safety_metrics = sac_common.when(
+    agent, safety_metrics = training.when(
       learning, safety_updates, agent, risk_buffer, jax.random.fold_in(update_key, 1), count
     )
     metrics.update(safety_metrics)

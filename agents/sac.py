@@ -45,7 +45,6 @@ from hrljax.agents.sac_common import (
   behaviour_action,
   make_networks,
   sampled_updates,
-  when,
 )
 from hrljax.networks.continuous import action_bound_tuples, rescale_action
 from hrljax.rollout import rollout_statistics
@@ -148,7 +147,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     )
     buffer = replay.add(state.buffer, items)
     learning = (state.update + 1) * steps_per_update >= config.learning_starts
-    agent, metrics = when(learning, gradient_updates, state.agent, buffer, update_key)
+    agent, metrics = training.when(learning, gradient_updates, state.agent, buffer, update_key)
     metrics.update(rollout_statistics(traj))
     return RunnerState(
       agent=agent, buffer=buffer, env=carry, key=key, update=state.update + 1

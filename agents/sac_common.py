@@ -27,7 +27,7 @@ from flax import struct
 from ml_collections import config_dict
 
 from hrljax import config_checks as checks
-from hrljax import envs, replay
+from hrljax import envs, replay, training
 from hrljax.losses import soft_actor_critic as soft_ac
 from hrljax.networks.continuous import (
   QEnsemble,
@@ -388,20 +388,6 @@ def behaviour_action(
 UpdateFn = Callable[[PyTree, PyTree, Array], tuple[PyTree, dict]]
 
 
-def zeros_like_shapes(shapes: PyTree) -> PyTree:
-  """Zeros of the shapes and dtypes of a `jax.eval_shape` result."""
-  return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-
-
-def when(predicate: Array, update_fn: Callable, agent: PyTree, *args) -> tuple[PyTree, dict]:
-  """`update_fn(agent, *args) -> (agent, metrics)` where the traced bool `predicate` holds, else
-  the agent unchanged with zero metrics of the same shapes: the updates that wait for
-  `learning_starts`."""
-  shapes = jax.eval_shape(update_fn, agent, *args)[1]
-  skip = lambda *_: (agent, zeros_like_shapes(shapes))
-  return jax.lax.cond(predicate, update_fn, skip, agent, *args)
-
-
 def sampled_updates(
   update_fn: UpdateFn,
   agent: PyTree,
@@ -440,5 +426,5 @@ def counted_updates(
     agent, metrics = update_fn(agent, replay.sample(buffer, sample_key, batch_size), update_key)
     return agent, jax.tree.map(jnp.add, sums, metrics)
 
-  agent, sums = jax.lax.fori_loop(0, count, one, (agent, zeros_like_shapes(metric_shapes)))
+  agent, sums = jax.lax.fori_loop(0, count, one, (agent, training.zeros_like_shapes(metric_shapes)))
   return agent, jax.tree.map(lambda x: x / jnp.maximum(count, 1), sums)

@@ -18,7 +18,7 @@ import ml_collections
 import optax
 
 from hrljax import config_checks as checks
-from hrljax import envs, replay
+from hrljax import envs, replay, training
 from hrljax.losses import value_based
 from hrljax.networks.mixers import QMixHypernetwork
 from hrljax.types import Array, PyTree
@@ -128,12 +128,7 @@ def gradient_steps_after_warmup(
     agent, metrics = jax.lax.scan(one, agent, jax.random.split(key, config.updates_per_step))
     return agent, jax.tree.map(jnp.mean, metrics)
 
-  metric_shapes = jax.eval_shape(gradient_steps, agent, buffer, key)[1]
-
-  def wait(agent, *_):
-    return agent, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
-
-  return jax.lax.cond(learning, gradient_steps, wait, agent, buffer, key)
+  return training.when(learning, gradient_steps, agent, buffer, key)
 
 
 def sample_batches(buffer, key: Array, batch_size: int) -> PyTree:

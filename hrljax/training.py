@@ -181,6 +181,20 @@ def whole_run(learner: Learner) -> Callable[[jax.Array], tuple[Any, dict]]:
   return train
 
 
+def zeros_like_shapes(shapes: Any) -> Any:
+  """Zeros of the shapes and dtypes of a `jax.eval_shape` result."""
+  return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def when(predicate: jax.Array, update_fn: Callable, state: Any, *args) -> tuple[Any, dict]:
+  """`update_fn(state, *args) -> (state, metrics)` where the traced bool `predicate` holds, else
+  `state` unchanged with zero metrics of the same shapes (`lax.cond` needs both branches to
+  return one structure): updates that wait for `learning_starts` or a warm-up."""
+  metric_shapes = jax.eval_shape(update_fn, state, *args)[1]
+  skip = lambda state, *_: (state, zeros_like_shapes(metric_shapes))
+  return jax.lax.cond(predicate, update_fn, skip, state, *args)
+
+
 class TrainingDiverged(RuntimeError):
   """A metric or a parameter became NaN or infinite."""
 
@@ -266,8 +280,7 @@ def _chunk_fn(step: Callable, example_state: Any) -> Callable:
       state, metrics = step(state)
       return state, jax.tree.map(jnp.add, sums, metrics)
 
-    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
-    return jax.lax.fori_loop(0, num_updates, body, (state, zeros))
+    return jax.lax.fori_loop(0, num_updates, body, (state, zeros_like_shapes(metric_shapes)))
 
   return chunk
 
