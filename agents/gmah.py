@@ -1,33 +1,28 @@
 """GMAH: per-agent subgoals every c steps, a goal-conditioned low level, high-level values mixed.
 
 Xu et al., "Subgoal-based multi-agent hierarchical reinforcement learning" (GMAH), IEEE TSMC
-2025, arXiv:2408.11416: each agent's high-level policy picks a subgoal, a goal-conditioned low
-level reaches it on an intrinsic subgoal-reaching reward, and a QMIX-style monotonic mixer (their
-goal-mixing network) combines the agents' high-level values Q_i(o_i, g_i) into Q_tot, trained on
-the team reward. The authors' mixer is not released; here it is QMIX's (Rashid et al. 2018,
-arXiv:1803.11485), `value_based.monotonic_mix`, or VDN's sum (Sunehag et al. 2017,
-arXiv:1706.05296), over the options of the semi-MDP (Sutton, Precup, Singh 1999):
+2025, arXiv:2408.11416: each agent's high level picks a subgoal, a goal-conditioned low level
+reaches it on an intrinsic reward, and a monotonic mixer (their goal-mixing network, not in their
+release) combines the agents' high-level values Q_i(o_i, g_i) into Q_tot, trained on the team
+reward. The mixer is QMIX's (Rashid et al. 2018, arXiv:1803.11485, `value_based.monotonic_mix`)
+or VDN's sum (Sunehag et al. 2017, arXiv:1706.05296), over the options of the semi-MDP (Sutton,
+Precup, Singh 1999), with `value_based.smdp_target` over the option's k ≤ c team rewards (k < c
+when the episode ends first; a termination drops the bootstrap):
 
-  high level: y = Σ_{i<k} γ^i r_{t+i} + γ^k·Q̄_tot(s_{t+k}, ḡ),  ḡ_j = argmax_g Q_j(o_j, g; θ),
+  high: y = Σ_{i<k} γ^i r_{t+i} + γ^k·Q̄_tot(s_{t+k}, ḡ),  ḡ_j = argmax_g Q_j(o_j, g; θ) (double Q),
 
-`value_based.smdp_target` over the k ≤ c team rewards of the option (k < c when the episode ends
-first; a termination inside it drops the bootstrap), Q̄_tot from the target networks, the TD loss
-`value_based.qmix_loss` (QMIX) or DQN's loss on the sum (VDN). `mixer="none"` is the ablation:
-independent per-agent SMDP Q-learning, y_j = Σ γ^i r_{t+i} + γ^k·Q̄_j(o_j', ḡ_j) on the team reward.
+and `value_based.qmix_loss` (QMIX) or DQN's loss on the sum (VDN). `mixer="none"` is the
+ablation: independent per-agent SMDP Q-learning, y_j = Σ γ^i r_{t+i} + γ^k·Q̄_j(o'_j, ḡ_j).
 
-  low level: y = r^g_{t} + γ_g·Q̄(o_{t+1}, g, ā),  r^g_t = −‖p(landmark g) − p(agent)‖ at t+1,
+  low: y = r^g_t + γ_g·Q̄(o_{t+1}, g, ā),  r^g_t = −‖p(landmark g) − p(agent)‖ after the step,
 
-DQN (double Q) on the subgoal-reaching reward, the subgoal held fixed (h-DQN's intrinsic critic,
-Kulkarni et al. 2016, arXiv:1604.06057).
-
-On MPE simple_spread (`hrljax.envs.mpe`) a subgoal is one of the landmarks, whose positions
-relative to the agent are in its observation (JaxMARL's layout: velocity, position, the L
-landmark offsets, the other agents' offsets, communication). Both levels share one network across
-agents with the agent's one-hot id appended (`DiscreteQNetwork` over subgoals,
-`GoalConditionedQNetwork` over actions, fed the chosen landmark's one-hot and offset). All agents
-choose their subgoals together, every c steps or when the episode ends; `Learner.step` collects
-`num_envs * num_steps` team steps into two replay buffers (steps and finished options) and makes
-`updates_per_step` gradient steps on both levels; evaluation is greedy at both levels.
+double DQN with the subgoal held fixed (h-DQN's intrinsic critic, Kulkarni et al. 2016,
+arXiv:1604.06057). On MPE simple_spread (`hrljax.envs.mpe`) a subgoal is a landmark, whose offset
+from the agent is in its observation. Both levels share one network across agents with one-hot
+agent ids (`DiscreteQNetwork` over subgoals; `GoalConditionedQNetwork` over moves, fed the
+landmark's one-hot and offset). The agents choose subgoals together, every c steps or when the
+episode ends; `Learner.step` collects `num_envs * num_steps` team steps into two replay buffers
+(steps, finished options) and makes `updates_per_step` gradient steps on both levels.
 """
 
 from typing import NamedTuple
@@ -41,7 +36,7 @@ from flax import struct
 
 from hrljax import config_checks as checks
 from hrljax import replay, rollout, training
-from hrljax.agents import value_common
+from hrljax.agents import common, value_common
 from hrljax.agents.value_common import mixer_state, with_agent_ids
 from hrljax.losses import value_based
 from hrljax.networks.discrete_q import DiscreteQNetwork, GoalConditionedQNetwork
@@ -163,10 +158,7 @@ class OptionCarry(struct.PyTreeNode):
   """The environments and the options running in them (leading axis: environments)."""
 
   env: EnvCarry
-  goal: Array  # int32 [E, N]
-  start_obs: Array  # [E, N, d]
-  rewards: Array  # [E, C]
-  discounts: Array  # [E, C]
+  option: HighTransition  # [E]: the running options, as far as they have run
   length: Array  # int32 [E]: steps of the running option; 0: new subgoals due
 
 
@@ -174,25 +166,17 @@ def init_options(env: EnvCarry, option_length: int) -> OptionCarry:
   """No option running: every environment chooses subgoals at its next step."""
   num_envs, num_agents = env.obs.shape[:2]
   zeros = jnp.zeros((num_envs, option_length), jnp.float32)
-  return OptionCarry(
-    env=env,
-    goal=jnp.zeros((num_envs, num_agents), jnp.int32),
-    start_obs=env.obs,
-    rewards=zeros,
-    discounts=zeros,
-    length=jnp.zeros((num_envs,), jnp.int32),
-  )
+  goal = jnp.zeros((num_envs, num_agents), jnp.int32)
+  option = HighTransition(env.obs, goal, zeros, zeros, zeros.astype(bool), env.obs)
+  return OptionCarry(env=env, option=option, length=jnp.zeros((num_envs,), jnp.int32))
 
 
 def start_options(carry: OptionCarry, chosen_goal: Array) -> OptionCarry:
   """Where no option runs, the chosen subgoals start one at the current observation."""
   new = carry.length == 0
-  return carry.replace(
-    goal=jnp.where(new[:, None], chosen_goal, carry.goal),
-    start_obs=jnp.where(new[:, None, None], carry.env.obs, carry.start_obs),
-    rewards=jnp.where(new[:, None], 0.0, carry.rewards),
-    discounts=jnp.where(new[:, None], 0.0, carry.discounts),
-  )
+  fresh = init_options(carry.env, carry.option.rewards.shape[-1]).option._replace(goal=chosen_goal)
+  pick = lambda a, b: jnp.where(new.reshape(new.shape + (1,) * (a.ndim - 1)), a, b)
+  return carry.replace(option=jax.tree.map(pick, fresh, carry.option))
 
 
 def advance_options(
@@ -200,25 +184,18 @@ def advance_options(
 ) -> tuple[OptionCarry, HighTransition, Array]:
   """Records a step's team reward in the running options; an option ends after c steps or when
   its episode ends. Returns the carry, the options as they stand (`[E]`) and which ended."""
-  option_length = carry.rewards.shape[-1]
-  at = jnp.arange(option_length)[None] == carry.length[:, None]
-  rewards = jnp.where(at, step.reward[:, None], carry.rewards)
+  steps = jnp.arange(carry.option.rewards.shape[-1])[None]
+  at = steps == carry.length[:, None]
   discount = gamma * (1.0 - step.terminated.astype(jnp.float32))
-  discounts = jnp.where(at, discount[:, None], carry.discounts)
-  length = carry.length + 1
-  ended = (length == option_length) | step.done
-  option = HighTransition(
-    obs=carry.start_obs,
-    goal=carry.goal,
-    rewards=rewards,
-    discounts=discounts,
-    mask=jnp.arange(option_length)[None] < length[:, None],
+  option = carry.option._replace(
+    rewards=jnp.where(at, step.reward[:, None], carry.option.rewards),
+    discounts=jnp.where(at, discount[:, None], carry.option.discounts),
+    mask=steps <= carry.length[:, None],
     next_obs=step.next_obs,
   )
-  carry = carry.replace(
-    env=env, rewards=rewards, discounts=discounts, length=jnp.where(ended, 0, length)
-  )
-  return carry, option, ended
+  length = carry.length + 1
+  ended = (length == steps.shape[-1]) | step.done
+  return carry.replace(env=env, option=option, length=jnp.where(ended, 0, length)), option, ended
 
 
 class GMAHAgent(struct.PyTreeNode):
@@ -259,11 +236,14 @@ class GMAHAgent(struct.PyTreeNode):
       }
 
     params = init(key)
-    tx = value_common.make_optimizer(config)
+    # each level clipped and stepped on its own: the labels are a prefix of the parameters
+    tx = optax.multi_transform(
+      {level: value_common.make_optimizer(config) for level in params}, {k: k for k in params}
+    )
     return cls(
       params=params,
       target_params=params,
-      opt_state={level: tx.init(params[level]) for level in params},
+      opt_state=tx.init(params),
       num_updates=jnp.zeros((), jnp.int32),
       high_network=high,
       low_network=low,
@@ -343,19 +323,13 @@ class GMAHAgent(struct.PyTreeNode):
       return low + high, {"low_loss": low, "high_loss": high, **low_metrics, **high_metrics}
 
     grads, metrics = jax.grad(loss, has_aux=True)(self.params, batches)
-    params, opt_state = {}, {}
-    for level in self.params:
-      updates, opt_state[level] = self.tx.update(
-        grads[level], self.opt_state[level], self.params[level]
-      )
-      params[level] = optax.apply_updates(self.params[level], updates)
+    agent = common.apply_gradients(self, grads)
     num_updates = self.num_updates + 1
     target_params, update_now = value_common.update_target(
-      params, self.target_params, num_updates, self.config
+      agent.params, self.target_params, num_updates, self.config
     )
     metrics["target_updates"] = update_now.astype(jnp.float32)
-    agent = self.replace(params=params, opt_state=opt_state, target_params=target_params)
-    return agent.replace(num_updates=num_updates), metrics
+    return agent.replace(target_params=target_params, num_updates=num_updates), metrics
 
 
 class RunnerState(struct.PyTreeNode):
@@ -379,16 +353,16 @@ def make_collector(env, env_params, config):
     (high_noise, low_noise), keys = inputs
     q_high = agent.high_values(agent.params, carry.env.obs)
     carry = start_options(carry, value_common.epsilon_greedy(q_high, *high_noise, eps))
-    q_low = agent.low_values(agent.params, carry.env.obs, carry.goal)
+    q_low = agent.low_values(agent.params, carry.env.obs, carry.option.goal)
     action = value_common.epsilon_greedy(q_low, *low_noise, eps)
     env_carry, step = rollout.step_with_keys(env, env_params, carry.env, action, keys)
-    low = LowTransition(carry.env.obs, carry.goal, action, step.terminated, step.next_obs)
-    pursued = jax.nn.one_hot(carry.goal, q_high.shape[-1]).max(axis=-2).mean(axis=-1)  # [E]
+    low = LowTransition(carry.env.obs, carry.option.goal, action, step.terminated, step.next_obs)
+    pursued = jax.nn.one_hot(carry.option.goal, q_high.shape[-1]).max(axis=-2)  # [E, L]
     carry, option, ended = advance_options(carry, env_carry, step, config.gamma)
-    return carry, (low, option, ended, step, pursued)
+    return carry, (low, option, ended, step, pursued.mean(axis=-1))
 
   def collect(agent: GMAHAgent, carry: OptionCarry, key: Array, eps: Array, num_steps: int):
-    num_envs, num_agents = carry.goal.shape
+    num_envs, num_agents = carry.option.goal.shape
     shape = (num_steps, num_envs, num_agents)
     high_key, low_key, env_key = jax.random.split(key, 3)
     noise = (
