@@ -137,19 +137,22 @@ def test_the_subgoal_reward_is_minus_the_distance_to_the_chosen_landmark():
 
 def test_options_end_after_c_steps_or_at_the_episode_end():
   """Two environments, c = 3: the first runs full options; the second's episode ends (a time
-  limit) at its second step, which ends its option there and starts a new one at the next step."""
+  limit) at its second step, which ends its option there and starts a new one at the next step;
+  its episode terminates at step 4, whose discount is then 0."""
   carry = gmah.init_options(env_carry(num_envs=2), C)
   ended_at, lengths = [], []
   for t in range(6):
     chosen = jnp.full((2, N), t, jnp.int32)
     carry = gmah.start_options(carry, chosen)
-    step = fake_step(reward=float(t + 1), truncated=np.array([False, t == 1]))
+    step = fake_step(float(t + 1), truncated=[False, t == 1], terminated=[False, t == 4])
     carry, option, ended = gmah.advance_options(carry, carry.env, step, 0.9)
     ended_at.append(np.asarray(ended))
     lengths.append(np.asarray(option.mask).sum(-1))
     if t == 1:
       np.testing.assert_array_equal(option.rewards[1, :2], [1.0, 2.0])
       np.testing.assert_allclose(option.discounts[1, :2], [0.9, 0.9])
+    if t == 4:
+      np.testing.assert_allclose(option.discounts[1], [0.9, 0.9, 0.0])
     if t == 2:
       np.testing.assert_array_equal(option.goal[0], 0)  # chosen at step 0, kept for c steps
       np.testing.assert_array_equal(option.goal[1], 2)  # a new option from step 2
@@ -165,13 +168,14 @@ def env_carry(num_envs: int) -> EnvCarry:
   return EnvCarry(None, jnp.zeros((num_envs, N, D)), zeros, zeros.astype(jnp.int32))
 
 
-def fake_step(reward: float, truncated):
+def fake_step(reward: float, truncated: list, terminated: list) -> Transition:
+  """An environment step of every environment with the given ends; only what options read."""
   num_envs = len(truncated)
   return Transition(
     obs=None,
     action=None,
     reward=jnp.full((num_envs,), reward),
-    terminated=jnp.zeros((num_envs,), bool),
+    terminated=jnp.asarray(terminated),
     truncated=jnp.asarray(truncated),
     next_obs=jnp.zeros((num_envs, N, D)),
     policy_extras=None,
