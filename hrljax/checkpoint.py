@@ -13,6 +13,7 @@ saved as JSON beside the state.
 """
 
 import os
+import shutil
 from typing import Any, Callable, Optional
 
 import jax
@@ -41,6 +42,17 @@ def probe_writable(directory: str) -> None:
     ) from error
 
 
+def remove_half_written_saves(directory: str) -> None:
+  """Removes the temporary directories of saves that never finished (a killed run's), before
+  the directory is used. Done here, synchronously, rather than by orbax's own cleanup, which runs
+  in a background thread of every manager opened on the directory: two managers (a run and a
+  reader of its latest step, or the processes of one run) would remove the same tree at once
+  and one of them fail. Concurrent removals here are harmless: what another removed is skipped."""
+  for name in os.listdir(directory):
+    if ocp.path.atomicity_types.TMP_DIR_SUFFIX in name:
+      shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+
 def _stored_shape(leaf: Any) -> tuple:
   """The shape `leaf` is written with: a typed PRNG key is stored as its raw key data."""
   if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # abstract leaves too (eval_shape)
@@ -54,9 +66,8 @@ class Checkpointer:
   def __init__(self, directory: str, max_to_keep: int = 2):
     self.directory = os.path.abspath(directory)
     probe_writable(self.directory)
-    options = ocp.CheckpointManagerOptions(
-      max_to_keep=max_to_keep, create=True, cleanup_tmp_directories=True
-    )
+    remove_half_written_saves(self.directory)
+    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
     # Handlers named up front, so that a fresh manager can read a checkpoint's metadata.
     handlers = {"state": ocp.StandardCheckpointHandler(), "metadata": ocp.JsonCheckpointHandler()}
     self._manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
