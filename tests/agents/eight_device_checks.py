@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 
 from hrljax import distributed, envs, training
-from hrljax.agents import archer, option_critic, ppo, sac
+from hrljax.agents import archer, dqn, gmah, option_critic, ppo, qmix, sac
 from hrljax.agents import group_relative as gr
 from hrljax.logging import read_jsonl
 
@@ -282,6 +282,61 @@ def ppo_shuffle_shards_check() -> dict:
   return out
 
 
+# Tiny value-based runs learning from the first step with SGD, two gradient steps per Learner
+# step and a target copy every two (`value_based_check`).
+VALUE_BASED = {
+  "num_envs": 8,
+  "num_steps": 2,
+  "updates_per_step": 2,
+  "total_timesteps": 8 * 2 * 3,
+  "learning_starts": 0,
+  "batch_size": 16,
+  "buffer_size": 32,
+  "hidden_sizes": (16,),
+  "optimizer": "sgd",
+  "learning_rate": 0.05,
+  "target_update_interval": 2,
+}
+MULTI_AGENT = {"mixer_embed_dim": 8, "hypernet_hidden": 8}
+
+
+def float_leaves(tree) -> list:
+  """The floating-point leaves of `tree` as float64 host arrays (typed keys and counters left
+  out)."""
+  return [
+    np.asarray(x, np.float64)
+    for x in jax.tree.leaves(tree)
+    if jax.dtypes.issubdtype(x.dtype, jax.numpy.floating)
+  ]
+
+
+def value_based_check(agent, overrides: dict) -> dict:
+  """Per-environment state sharded, replay buffers replicated: the whole run state (agent,
+  targets, optimizer state, buffers, environments) and the metrics after three Learner steps on
+  1 and on 8 devices."""
+  config = agent.get_config()
+  config.update(overrides)
+  learner = agent.make_learner(config)
+  leaves, sharded = {}, None
+  for devices in (1, 8):
+    mesh = distributed.make_mesh(devices)
+    state = learner.init(jax.random.key(0))
+    before = float_leaves(state.agent)
+    shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field)
+    state = distributed.place(state, shardings)
+    step = distributed.jit_step(learner.step, shardings, donate=False)
+    for _ in range(3):
+      state, metrics = step(state)
+    leaves[devices] = float_leaves((state, metrics))
+    sharded = str(jax.tree.leaves(getattr(state, learner.sharded_field))[0].sharding.spec)
+  change = max(float(np.max(np.abs(a - b))) for a, b in zip(float_leaves(state.agent), before))
+  return {
+    "diff": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1], leaves[8])),
+    "change": change,
+    "sharded": sharded,
+  }
+
+
 def guarded(check, *args) -> dict:
   """`check(*args)`, or its traceback under "error"."""
   try:
@@ -298,6 +353,11 @@ if __name__ == "__main__":
     "gigpo": guarded(gigpo_check),
     "option_critic": guarded(option_critic_check, sys.argv[1]),
     "ppo_shuffle_shards": guarded(ppo_shuffle_shards_check),
+    "dqn": guarded(value_based_check, dqn, VALUE_BASED),
+    "qmix": guarded(value_based_check, qmix, {**VALUE_BASED, **MULTI_AGENT}),
+    "gmah": guarded(
+      value_based_check, gmah, {**VALUE_BASED, **MULTI_AGENT, "low_hidden_sizes": (16,)}
+    ),
   }
   sys.stdout.flush()
   print(json.dumps(out))

@@ -1,6 +1,6 @@
 """The agents on a mesh of 8 fake CPU devices give what they give on 1: ArCHer, SAC, GiGPO,
-option-critic and PPO's per-device shuffle, all in one subprocess (`eight_device_checks`: one
-Python and JAX start for all). The tests of each agent on one device are in its own file."""
+option-critic, PPO's per-device shuffle and the value-based DQN, QMIX and GMAH, all in one
+subprocess (`eight_device_checks`: one Python and JAX start for all). The tests of each agent on one device are in its own file."""
 
 import json
 import os
@@ -110,3 +110,14 @@ def test_ppo_with_a_shard_per_device_moves_no_batch_between_devices_and_matches_
   assert sharded < out["param_elements"] + out["batch_elements"], out
   assert out["param_change"] > 1e-4
   assert out["param_diff"] < 1e-5, out
+
+
+@pytest.mark.parametrize("agent", ["dqn", "qmix", "gmah"])
+def test_value_based_agents_on_eight_devices_match_one_device_with_sgd(checks, agent):
+  """Per-environment state sharded over 8 devices, replay buffers replicated: the whole run state
+  (parameters, targets, optimizer state, buffers) and the metrics equal the one-device run's
+  after three Learner steps of two SGD steps each, targets copied every two."""
+  out = check(checks, agent)
+  assert out["sharded"] == "P('data',)"  # the per-environment state is split
+  assert out["change"] > 1e-3  # the updates did move the parameters
+  assert out["diff"] < 1e-4, out
