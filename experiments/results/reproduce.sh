@@ -59,6 +59,10 @@ done
 python -m experiments.summarize runs/marl/vdn_simple_spread_lr5e-4 runs/marl/qmix_simple_spread \
     runs/gmah_ss runs/gmah_ss_vdn runs/gmah_ss_none --metric=episode_return --last=0.1 \
     --eval=eval_return
+# The subgoals of one greedy episode of a trained team (MULTI_AGENT.md, "What the hierarchy does").
+python -m experiments.train --config=experiments/configs/gmah_simple_spread.py \
+    --workdir=runs/gmah_pic --config.seeds=0
+python -m experiments.plot_subgoals runs/gmah_pic --episode_seed=0
 
 # Option-critic on four rooms, the flagship run (README, experiments/results/OPTIONS.md): 12.3
 # steps to the goal at evaluation, mean option duration 5.9.
