@@ -4,14 +4,12 @@ line, and the one-line errors."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from experiments import ogbench_curves
+from tests.script_in_process import run_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG = b"\x89PNG\r\n\x1a\n"
 MEDIUM = "pointmaze-medium-navigate-v0"
 GIANT = "pointmaze-giant-navigate-v0"
@@ -122,26 +120,20 @@ def test_unrecorded_metric_names_the_flag_and_the_known_ones():
 
 
 def run_cli(*args):
-  return subprocess.run(
-    [sys.executable, "-m", "experiments.ogbench_curves", *args],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
+  return run_module("experiments.ogbench_curves", *args)
 
 
 def test_command_line_writes_the_png_and_the_table_and_names_an_unreadable_run(tmp_path, capsys):
-  """The command line in a subprocess (absl's entry point); an unreadable run stops `main` before
-  any flag is read, so that refusal is checked in this process."""
+  """The command line (absl's entry point, the module run as `__main__` in this process); an
+  unreadable run stops `main` before any flag is read, so that refusal is checked on `main`."""
   workdirs = [
     write_run(tmp_path / agent, agent, MEDIUM, [(2500, 5, [seed(0.0)]), (5000, 20, [seed(s)])])
     for agent, s in (("ota", 0.4), ("hiql", 0.2))
   ]
   out = tmp_path / "curves.png"
   result = run_cli(*workdirs, f"--out={out}", "--table")
-  assert result.returncode == 0, result.stderr[-2000:]
-  lines = result.stdout.strip().splitlines()
+  assert result.code == 0, result.err[-2000:]
+  lines = result.out.strip().splitlines()
   assert "| ota medium | 5,000 | 20 | 40 | 40 |" in lines
   assert "| hiql medium | 2,500 | 5 | 0 | 0 |" in lines
   assert lines[-1] == str(out)

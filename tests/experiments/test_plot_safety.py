@@ -5,8 +5,6 @@ table, the scatter PNG from the command line, and the episode path of a restored
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +16,8 @@ from experiments import plot_safety
 from hrljax import envs
 from hrljax.agents import recovery_rl
 from hrljax.checkpoint import Checkpointer
+from tests.script_in_process import run_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -127,23 +125,12 @@ def test_command_line_prints_the_table_and_writes_the_scatter(tmp_path):
     ),
   ]
   out = tmp_path / "scatter.png"
-  result = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.plot_safety",
-      "--runs=" + ",".join(runs),
-      f"--out={out}",
-      "--cost_limit=5",
-    ],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=120,
+  result = run_module(
+    "experiments.plot_safety", "--runs=" + ",".join(runs), f"--out={out}", "--cost_limit=5"
   )
-  assert result.returncode == 0, result.stderr
+  assert result.code == 0, result.err
   rows = {
-    line.split("|")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("| ")
+    line.split("|")[1].strip(): line for line in result.out.splitlines() if line.startswith("| ")
   }
   assert "| 2 | 2.9 ± 0 | 8 ± 1 |" in rows["sac"]  # cost mean 8, population std 1
   assert "| 1 | 2.9 ± 0 | 0 ± 0 |" in rows["recovery_rl"]

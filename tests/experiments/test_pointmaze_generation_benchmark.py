@@ -7,13 +7,12 @@ timings are printed by the benchmark, never asserted here.
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from hrljax.data import pointmaze
+from tests.script_in_process import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
@@ -71,23 +70,15 @@ def test_bad_sizes_and_names_raise_naming_the_argument(kwargs, message):
 
 
 def test_cli_prints_one_json_line():
-  result = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.benchmarks.pointmaze_generation",
-      "--episodes=1",
-      "--steps=20",
-      "--reps=1",
-      "--env=pointmaze-giant-navigate-v0",
-    ],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=600,
+  result = run_module(
+    "experiments.benchmarks.pointmaze_generation",
+    "--episodes=1",
+    "--steps=20",
+    "--reps=1",
+    "--env=pointmaze-giant-navigate-v0",
   )
-  assert result.returncode == 0, result.stderr[-2000:]
-  (line,) = result.stdout.strip().splitlines()
+  assert result.code == 0, result.err[-2000:]
+  (line,) = result.out.strip().splitlines()
   record = json.loads(line)
   assert record["env"] == "pointmaze-giant-navigate-v0" and record["identical_arrays"]
   assert record["ratio_median"] > 0

@@ -5,16 +5,14 @@ records."""
 import json
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 
 from experiments import plot_safety, safety_table
 from experiments import train as train_cli
 from tests.experiments import preset_smoke
+from tests.script_in_process import run_module
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_OFF_POLICY = dict(
   hidden_sizes=(16,),
   risk_hidden_sizes=(16,),
@@ -114,24 +112,18 @@ def test_rows_agree_with_plot_safety_on_the_same_runs(runs):
 
 
 def test_command_line_prints_the_json_line_and_the_markdown_row(runs):
-  run = lambda *args: subprocess.run(
-    [sys.executable, "-m", "experiments.safety_table", *args],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
+  run = lambda *args: run_module("experiments.safety_table", *args)
   result = run(runs["ppo_lagrangian"])
-  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.code == 0, result.err[-2000:]
   assert same_json(
-    json.loads(result.stdout.strip().splitlines()[-1]),
+    json.loads(result.out.strip().splitlines()[-1]),
     safety_table.table_row([runs["ppo_lagrangian"]]),
   )
   markdown = run("--markdown", runs["ppo_lagrangian"])
-  assert markdown.stdout.startswith("| ppo_lagrangian (seeds 3) | ")
+  assert markdown.out.startswith("| ppo_lagrangian (seeds 3) | ")
   assert safety_table.table_row([runs["recovery_rl"]])["label"] == "recovery_rl"
   missing = run(os.path.join(runs["ppo_lagrangian"], "nowhere"))
-  assert missing.returncode == 2 and "no config.json" in missing.stderr
+  assert missing.code == 2 and "no config.json" in missing.err
 
 
 def records(violations, returns, costs, episodes, seed=0, every=1):

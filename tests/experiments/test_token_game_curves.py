@@ -1,18 +1,16 @@
 """Tests of `experiments.token_game_curves`, the reader of token-game run directories: each run's
 curve from its per-seed evaluation records, the bar crossings and ratios, the printed tables and
-the PNG (in a subprocess), and the errors. (That the token agents evaluate on fixed games, so a
-policy held still gives a flat curve: test_archer.py.)"""
+the PNG (the command line, run in this process), and the errors. (That the token agents evaluate
+on fixed games, so a policy held still gives a flat curve: test_archer.py.)"""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from experiments import token_game_curves as curves
+from tests.script_in_process import run_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -90,36 +88,30 @@ def test_one_seed_runs_without_a_seed_field_count_as_seed_0(tmp_path):
 
 
 def run(*args):
-  return subprocess.run(
-    [sys.executable, "-m", "experiments.token_game_curves", *args],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  return run_module("experiments.token_game_curves", *args)
 
 
 def test_command_line_prints_the_tables_and_draws_the_png(tmp_path):
   ppo, archer = write_run(tmp_path / "ppo", PPO), write_run(tmp_path / "archer", ARCHER, 256)
   png = tmp_path / "both.png"
   result = run(ppo, archer, "--labels=PPO,ArCHer", "--bars=0.85,0.9", f"--png={png}")
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert "PPO: updates | utterances / seed | seeds 0 / 1 | mean" in result.stdout
-  assert "| 15 | 1,920 | 1.000 / 1.000 | 1.000 |" in result.stdout
-  assert "| 0.9 | 1,280 (stays) | 4,096 (stays) | 0.31 |" in result.stdout
+  assert result.code == 0, result.err[-3000:]
+  assert "PPO: updates | utterances / seed | seeds 0 / 1 | mean" in result.out
+  assert "| 15 | 1,920 | 1.000 / 1.000 | 1.000 |" in result.out
+  assert "| 0.9 | 1,280 (stays) | 4,096 (stays) | 0.31 |" in result.out
   assert png.read_bytes()[:8] == PNG_MAGIC
   # The errors: one line each.
   nothing = run()
-  assert nothing.returncode == 2 and "expected one or more run directories" in nothing.stderr
+  assert nothing.code == 2 and "expected one or more run directories" in nothing.err
   missing = run(str(tmp_path / "absent"))
-  assert missing.returncode == 2 and "no metrics file at" in missing.stderr
+  assert missing.code == 2 and "no metrics file at" in missing.err
   labels = run(ppo, archer, "--labels=PPO")
-  assert labels.returncode == 2 and "--labels: expected 2 labels, got 1" in labels.stderr
+  assert labels.code == 2 and "--labels: expected 2 labels, got 1" in labels.err
   bars = run(ppo, "--bars=2")
-  assert bars.returncode == 2 and "--bars: expected numbers in [0, 1]" in bars.stderr
+  assert bars.code == 2 and "--bars: expected numbers in [0, 1]" in bars.err
   empty = write_run(tmp_path / "empty", [])
   no_eval = run(empty)
-  assert no_eval.returncode == 2 and "no evaluation record" in no_eval.stderr
+  assert no_eval.code == 2 and "no evaluation record" in no_eval.err
 
 
 @pytest.mark.parametrize("y", ["eval_return", "eval_length"])

@@ -1,7 +1,8 @@
 """End-to-end tests of `python -m experiments.train` and `experiments.plot`: in subprocesses where
-the process is the point (absl's entry point, a SIGKILL, the plot command), the other command
-lines in this process (`tests.train_in_process.cli`: the driver's `parse_flags` then `main`).
-The installed console scripts are tested from a wheel (tests/test_wheel.py)."""
+the process is the point (the driver's absl entry point, a SIGKILL), the other command lines in
+this process (`tests.train_in_process.cli`: the driver's `parse_flags` then `main`; the plot
+command run as `__main__` by `tests.script_in_process.run_module`). The installed console scripts
+are tested from a wheel (tests/test_wheel.py)."""
 
 import json
 import os
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 from hrljax.logging import WALL_CLOCK_FIELDS, read_jsonl
+from tests.script_in_process import run_module
 from tests.train_in_process import cli
 from tests.tiny_ppo import TINY_PPO_OVERRIDES
 
@@ -73,17 +75,10 @@ def test_smoke_run_logs_checkpoints_evaluates_and_plots(smoke_run, tmp_path):
   for field in ("env_steps", "wall_time", "env_steps_per_second", "loss", "episode_return"):
     assert field in records[0]
   assert json.load(open(workdir / "config.json"))["num_steps"] == 32
-  plot = run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.plot",
-      str(workdir),
-      str(workdir),
-      f"--out={tmp_path / 'curve.png'}",
-    ]
+  plot = run_module(
+    "experiments.plot", str(workdir), str(workdir), f"--out={tmp_path / 'curve.png'}"
   )
-  assert plot.returncode == 0, plot.stderr
+  assert plot.code == 0, plot.err
   assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
