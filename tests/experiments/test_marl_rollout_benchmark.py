@@ -6,8 +6,6 @@ import os
 
 import pytest
 
-pytest.importorskip("jaxmarl")
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
   "marl_rollout_benchmark", os.path.join(ROOT, "experiments", "benchmarks", "marl_rollout.py")
