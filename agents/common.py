@@ -1,6 +1,6 @@
-"""Pieces agents share: one optimizer step, minibatch epochs, network init, and PPO's
-hyperparameters, network, batch (per-environment GAE, flattened) and optimizer (the PPO-based
-agents: `ppo`, `ppo_lagrangian`).
+"""Pieces agents share: one optimizer step, minibatch epochs, network init, the group-relative
+outcome advantages of a config, and PPO's hyperparameters, network, batch (per-environment GAE,
+flattened) and optimizer (the PPO-based agents: `ppo`, `ppo_lagrangian`).
 
 An agent here is a `flax.struct.PyTreeNode` with fields `params`, `opt_state`, `tx` (an
 `optax.GradientTransformation`) and, for shuffled minibatches, `key`.
@@ -16,6 +16,7 @@ import optax
 
 from hrljax import config_checks as checks
 from hrljax import envs
+from hrljax.losses import group_relative as gr
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import ActorCritic
 from hrljax.types import Array, Batch, PyTree
@@ -109,6 +110,21 @@ def shard_minibatches(x: Array, perms: Array, num_minibatches: int) -> Array:
 def init_params(network: nn.Module, key: Array, observation_shape: tuple[int, ...]) -> PyTree:
   """Parameters of `network` for a batch of one float32 observation of `observation_shape`."""
   return network.init(key, jnp.zeros((1,) + tuple(observation_shape), jnp.float32))
+
+
+def outcome_advantages(returns: Array, group_ids: Array, config) -> Array:
+  """Group-relative advantages `[N]` of episode returns (`gr.outcome_advantages`) with the
+  config fields `num_groups`, `estimator`, `grpo_scale`, `advantage_eps` and `singleton_mode` of
+  the group-relative agents (`group_relative`, `token_grpo`)."""
+  return gr.outcome_advantages(
+    returns,
+    group_ids,
+    config.num_groups,
+    config.estimator,
+    scale=config.grpo_scale,
+    eps=config.advantage_eps,
+    singleton_mode=config.singleton_mode,
+  )
 
 
 def per_environment_gae(

@@ -286,19 +286,6 @@ def _minibatch_step(
 # ----------------------------------------------------------------------------------------------
 
 
-def episode_advantages(returns: Array, group_ids: Array, config) -> Array:
-  """Outcome advantages `[N]` of the episode returns for the non-GiGPO estimators."""
-  return gr.outcome_advantages(
-    returns,
-    group_ids,
-    config.num_groups,
-    config.estimator,
-    scale=config.grpo_scale,
-    eps=config.advantage_eps,
-    singleton_mode=config.singleton_mode,
-  )
-
-
 def step_advantages(episodes: rollout.GroupedEpisodes, config) -> tuple[Array, dict[str, Array]]:
   """Advantages `[T, N]` of every step of grouped episodes (0 outside the episodes), and metrics.
 
@@ -311,7 +298,7 @@ def step_advantages(episodes: rollout.GroupedEpisodes, config) -> tuple[Array, d
   group_ids = episodes.group_ids
   if config.estimator != "gigpo":
     returns = jnp.where(valid, transitions.reward, 0.0).sum(axis=0)
-    advantage = episode_advantages(returns, group_ids, config)
+    advantage = common.outcome_advantages(returns, group_ids, config)
     advantage = jnp.where(valid, advantage[None, :], 0.0)
     return advantage, {"advantage_abs_mean": pg.masked_mean(jnp.abs(advantage), valid)}
 

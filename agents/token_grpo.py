@@ -132,23 +132,10 @@ class UtteranceBatch(NamedTuple):
   mask: Array  # [R, L] bool: a read token of an utterance of the dialogue
 
 
-def episode_advantages(returns: Array, group_ids: Array, config) -> Array:
-  """Group-relative advantages `[N]` of the dialogues' returns."""
-  return gr.outcome_advantages(
-    returns,
-    group_ids,
-    config.num_groups,
-    config.estimator,
-    scale=config.grpo_scale,
-    eps=config.advantage_eps,
-    singleton_mode=config.singleton_mode,
-  )
-
-
 def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[UtteranceBatch, Array]:
   """Episode advantages on every read token of the episode's utterances; flat rows."""
   summary = rollout.summarize_episodes(episodes)
-  advantage = episode_advantages(summary.episode_return, episodes.group_ids, config)
+  advantage = common.outcome_advantages(summary.episode_return, episodes.group_ids, config)
   transitions = episodes.transitions
   utterance = tc.flatten_steps(transitions.action)
   valid = tc.flatten_steps(episodes.valid)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hrljax import envs, rollout
-from hrljax.agents import token_grpo
+from hrljax.agents import common, token_grpo
 from hrljax.agents import token_common as tc
 from hrljax.config_checks import ConfigError
 from hrljax.envs import token_game
@@ -100,7 +100,7 @@ def test_make_batch_broadcasts_group_advantages_to_read_tokens():
 )
 def test_other_estimators(estimator, expected):
   config = tiny_config(estimator=estimator)
-  got = token_grpo.episode_advantages(
+  got = common.outcome_advantages(
     jnp.array([1.0, 0.0, 1.0, 0.0]), jnp.array([0, 0, 1, 1], jnp.int32), config
   )
   np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)
