@@ -17,7 +17,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from hrljax import distributed, envs, training
+from hrljax import distributed, envs, replay, training
 from hrljax.agents import archer, dqn, gmah, option_critic, ppo, qmix, sac
 from hrljax.agents import group_relative as gr
 from hrljax.logging import read_jsonl
@@ -92,58 +92,6 @@ def archer_check() -> dict:
   return {
     "diff": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1], leaves[8])),
     "change": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1][: len(before)], before)),
-    "specs": specs[8],
-  }
-
-
-def sac_check() -> dict:
-  """Env carry sharded, replay buffer replicated: buffer, parameters and metrics after three
-  Learner steps on 1 and on 8 devices."""
-  config = sac.get_config()
-  config.update(
-    {
-      "num_envs": 8,
-      "num_steps": 2,
-      "updates_per_step": 2,
-      "total_timesteps": 8 * 2 * 3,
-      "learning_starts": 0,
-      "batch_size": 16,
-      "buffer_size": 32,
-      "hidden_sizes": (16,),
-      "optimizer": "sgd",
-      "actor_learning_rate": 0.05,
-      "critic_learning_rate": 0.05,
-      "alpha_learning_rate": 0.05,
-    }
-  )
-  learner = sac.make_learner(config)
-  leaves, specs = {}, {}
-  for devices in (1, 8):
-    mesh = distributed.make_mesh(devices)
-    state = learner.init(jax.random.key(0))
-    before = jax.device_get(state.agent)
-    shardings = distributed.data_parallel_shardings(state, mesh, learner.sharded_field)
-    state = distributed.place(state, shardings)
-    step = distributed.jit_step(learner.step, shardings, donate=False)
-    for _ in range(3):
-      state, metrics = step(state)
-    leaves[devices] = float64_leaves(
-      (
-        state.agent.actor_params,
-        state.agent.critic_params,
-        state.agent.log_alpha,
-        state.buffer.storage,
-        metrics,
-      )
-    )
-    specs[devices] = (
-      str(jax.tree.leaves(state.env)[0].sharding.spec),
-      str(jax.tree.leaves(state.buffer)[0].sharding.spec),
-    )
-  before = float64_leaves((before.actor_params, before.critic_params, before.log_alpha))
-  return {
-    "diff": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1], leaves[8])),
-    "change": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1], before)),
     "specs": specs[8],
   }
 
@@ -282,8 +230,8 @@ def ppo_shuffle_shards_check() -> dict:
   return out
 
 
-# Tiny value-based runs learning from the first step with SGD, two gradient steps per Learner
-# step and a target copy every two (`value_based_check`).
+# Tiny off-policy runs learning from the first step with SGD, two gradient steps per Learner
+# step (value-based: a target copy every two) (`off_policy_check`).
 VALUE_BASED = {
   "num_envs": 8,
   "num_steps": 2,
@@ -298,6 +246,12 @@ VALUE_BASED = {
   "target_update_interval": 2,
 }
 MULTI_AGENT = {"mixer_embed_dim": 8, "hypernet_hidden": 8}
+SAC = {
+  **{k: v for k, v in VALUE_BASED.items() if k not in ("learning_rate", "target_update_interval")},
+  "actor_learning_rate": 0.05,
+  "critic_learning_rate": 0.05,
+  "alpha_learning_rate": 0.05,
+}
 
 
 def float_leaves(tree) -> list:
@@ -310,10 +264,10 @@ def float_leaves(tree) -> list:
   ]
 
 
-def value_based_check(agent, overrides: dict) -> dict:
+def off_policy_check(agent, overrides: dict) -> dict:
   """Per-environment state sharded, replay buffers replicated: the whole run state (agent,
   targets, optimizer state, buffers, environments) and the metrics after three Learner steps on
-  1 and on 8 devices."""
+  1 and on 8 devices; the partition specs of the sharded field and of every replay buffer."""
   config = agent.get_config()
   config.update(overrides)
   learner = agent.make_learner(config)
@@ -329,11 +283,14 @@ def value_based_check(agent, overrides: dict) -> dict:
       state, metrics = step(state)
     leaves[devices] = float_leaves((state, metrics))
     sharded = str(jax.tree.leaves(getattr(state, learner.sharded_field))[0].sharding.spec)
+    buffers = [b for b in vars(state).values() if isinstance(b, replay.ReplayBuffer)]
+    replicated = sorted({str(jax.tree.leaves(b)[0].sharding.spec) for b in buffers})
   change = max(float(np.max(np.abs(a - b))) for a, b in zip(float_leaves(state.agent), before))
   return {
     "diff": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves[1], leaves[8])),
     "change": change,
     "sharded": sharded,
+    "replicated": replicated,
   }
 
 
@@ -349,14 +306,14 @@ if __name__ == "__main__":
   out = {
     "devices": jax.device_count(),
     "archer": guarded(archer_check),
-    "sac": guarded(sac_check),
+    "sac": guarded(off_policy_check, sac, SAC),
     "gigpo": guarded(gigpo_check),
     "option_critic": guarded(option_critic_check, sys.argv[1]),
     "ppo_shuffle_shards": guarded(ppo_shuffle_shards_check),
-    "dqn": guarded(value_based_check, dqn, VALUE_BASED),
-    "qmix": guarded(value_based_check, qmix, {**VALUE_BASED, **MULTI_AGENT}),
+    "dqn": guarded(off_policy_check, dqn, VALUE_BASED),
+    "qmix": guarded(off_policy_check, qmix, {**VALUE_BASED, **MULTI_AGENT}),
     "gmah": guarded(
-      value_based_check, gmah, {**VALUE_BASED, **MULTI_AGENT, "low_hidden_sizes": (16,)}
+      off_policy_check, gmah, {**VALUE_BASED, **MULTI_AGENT, "low_hidden_sizes": (16,)}
     ),
   }
   sys.stdout.flush()

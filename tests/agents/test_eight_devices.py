@@ -56,10 +56,11 @@ def test_archer_eight_devices_match_one_device_with_sgd(checks):
 
 
 def test_sac_eight_devices_match_one_device_with_sgd(checks):
-  """Env carry sharded over 8 devices, replay buffer replicated: same buffer, params and metrics
-  as on one device after three Learner steps (SGD, so a wrong gradient scale would show)."""
+  """Env carry sharded over 8 devices, replay buffer replicated: the whole run state (buffer,
+  params, optimizer state) and metrics as on one device after three Learner steps (SGD, so a
+  wrong gradient scale would show)."""
   out = check(checks, "sac")
-  assert out["specs"] == ["P('data',)", "P()"]  # env carry split, buffer replicated
+  assert (out["sharded"], out["replicated"]) == ("P('data',)", ["P()"])
   assert out["change"] > 1e-3  # the updates did move the parameters
   assert out["diff"] < 1e-4, out
 
@@ -119,5 +120,6 @@ def test_value_based_agents_on_eight_devices_match_one_device_with_sgd(checks, a
   after three Learner steps of two SGD steps each, targets copied every two."""
   out = check(checks, agent)
   assert out["sharded"] == "P('data',)"  # the per-environment state is split
+  assert out["replicated"] == ["P()"]  # every replay buffer on every device
   assert out["change"] > 1e-3  # the updates did move the parameters
   assert out["diff"] < 1e-4, out
