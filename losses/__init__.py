@@ -94,6 +94,7 @@ FAMILIES = {
     "spa_progress_loss",
     "gated_reward_accumulation",
     "foresight_rewards",
+    "two_level_advantages",
     "uniform_policy_value",
     "rover_rewards",
     "rover_loss",

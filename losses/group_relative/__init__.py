@@ -31,6 +31,8 @@ Modules, one concept each (every public name is re-exported here, so
 * ``gtpo``, ``llds``, ``alol``, ``p3o``, ``cgpo``: GTPO (Simoni et al.), LLDS, A-LoL, P3O and
   CGPO's CRPG / CRRAFT, one method each.
 * ``step_credit``: SALT, SPA-RL, G-RA and Hi-Agent step credit from outcome rewards.
+* ``two_level``: Hi-Agent's two-level group statistics (subgoals per state, actions per
+  subgoal) over ragged groups.
 * ``rover``, ``pacs``, ``unlikeliness``, ``rank_grpo``: ROVER, PACS, the unlikeliness reward
   and Rank-GRPO, one method each.
 """
@@ -104,6 +106,8 @@ from hrljax.losses.group_relative.step_credit import spa_progress_loss
 from hrljax.losses.group_relative.step_credit import spa_step_rewards
 from hrljax.losses.group_relative.step_returns import discounted_grid_returns
 from hrljax.losses.group_relative.step_returns import discounted_step_returns
+from hrljax.losses.group_relative.two_level import TwoLevelAdvantages
+from hrljax.losses.group_relative.two_level import two_level_advantages
 from hrljax.losses.group_relative.unlikeliness import UnlikelinessAdvantages
 from hrljax.losses.group_relative.unlikeliness import group_ranks
 from hrljax.losses.group_relative.unlikeliness import unlikeliness_advantages
@@ -178,6 +182,9 @@ __all__ = (
   "GatedRewards",
   "gated_reward_accumulation",
   "foresight_rewards",
+  # Hi-Agent's two-level groups (subgoals per state, actions per subgoal).
+  "TwoLevelAdvantages",
+  "two_level_advantages",
   # ROVER.
   "uniform_policy_value",
   "rover_rewards",

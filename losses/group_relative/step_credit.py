@@ -259,7 +259,12 @@ def foresight_rewards(
   formula. Known: the abstract (multi-step control reformulated as a sequence of single-step
   subgoals; a critic-free, GRPO-based "foresight advantage function" that "leverages execution
   feedback from the low-level model to guide high-level optimization") and a review's account
-  that the reformulation brings GRPO's sampling from ``G^n`` paths to ``n * G``.
+  that the reformulation brings GRPO's sampling from ``G^n`` paths to ``n * G``. A second
+  search (the same sources plus public issue threads and documentation pages, with the method's
+  symbols: reasoning model, action model, format reward, execution feedback) found the same
+  abstract on several mirrors and one AI-written review that adds only a MAXQ-style recursive
+  value decomposition ``V_i(s) = V_g(s) + C_i(s, g)`` as the paper's motivation; it states no
+  foresight advantage either, so no equation number can be cited.
 
   Open: how the execution feedback enters (added to the reward, as here, or to the normalised
   advantage), its weight, and what the format term is. The rule chosen: judge each of the
@@ -267,6 +272,7 @@ def foresight_rewards(
   to the subgoal's format reward with weight ``lam``, then call :func:`grpo_advantages` with
   one group per state; the low-level policy gets its own groups (the actions sampled for one
   subgoal). It is linear in ``lam`` and ``lam = 0`` is plain GRPO on the format reward.
+  :func:`two_level_advantages` computes both levels' group statistics from it.
 
   Args:
     format_rewards: float ``[G]`` (or any shape) format reward of each subgoal.

@@ -803,6 +803,23 @@ GROUP_RELATIVE_CASES = {
     bad={"lam": -1.0},
     why="elementwise, any shape",
   ),
+  "group_relative.two_level_advantages": Case(
+    gr.two_level_advantages,
+    {
+      "format_rewards": "f:M",
+      "state_ids": "i<G:M",
+      "execution_success": "u:N",
+      "low_rewards": "f:N",
+      "subgoal_ids": "i<M:N",
+      "subgoal_valid": "v:M",
+      "action_valid": "v:N",
+    },
+    kw={"num_states": "$G"},
+    groups={"ids": "state_ids", "num": "num_states", "valid": "subgoal_valid"},
+    # both levels' advantages: a NaN in a low-level reward reaches only the second
+    output=lambda out: jnp.concatenate([out.subgoal_advantages, out.action_advantages]),
+    bad={"lam": -1.0, "scale": "nope", "eps": -1.0, "singleton_mode": "nope", "num_states": 0},
+  ),
   "group_relative.gtpo_loss": Case(
     gr.gtpo_loss,
     {
