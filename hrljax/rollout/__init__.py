@@ -3,6 +3,8 @@
 * `plain`: `N` environments stepped `T` steps in one `lax.scan` (`rollout`), greedy `evaluate`,
   episode statistics.
 * `grouped`: `G` tasks x `K` samples, one whole episode per sample (GRPO, GiGPO, RLOO).
+* `two_level`: `G` subgoals per decision state x `K` low-level segments per subgoal, every
+  segment branched from the same saved state (Hi-Agent; used as a module, `rollout.two_level`).
 * `two_rate`: a policy deciding every `K` control steps, a controller and a per-control-step
   safety layer (Bresa, Recovery RL); `two_rate_streams`: the replay transitions and episode cost
   statistics agents read from its trajectories (used as a module, `rollout.two_rate_streams`).

@@ -44,6 +44,22 @@ GROUPED = {
   "hidden_sizes": (16,),
 }
 
+# Hi-Agent: GROUPED's tasks, widths, passes and budget (4 updates of 2 tasks x 2 decisions x
+# 2 subgoals x 2 segments x 2 steps); tests/agents/test_hi_agent.py uses the same sizes.
+HI_AGENT = {
+  **FOUR_ROOMS,
+  "num_groups": GROUPED["num_groups"],
+  "num_decisions": 2,
+  "num_subgoals": 2,
+  "num_segments": 2,
+  "segment_steps": 2,
+  "subgoal_radius": 1,
+  "total_timesteps": GROUPED["total_timesteps"],
+  "update_epochs": GROUPED["update_epochs"],
+  "num_minibatches": GROUPED["num_minibatches"],
+  "hidden_sizes": GROUPED["hidden_sizes"],
+}
+
 # Off-policy safety runs: a few Learner steps of 2 environments (Bresa: K = 10 control steps per
 # decision, so 4 Learner steps of 2 x 10).
 OFF_POLICY = {
@@ -200,6 +216,7 @@ SMOKE = {
   ),
   "grpo_fourrooms": (GROUPED, None),
   "gigpo_fourrooms": (GROUPED, None),
+  "hi_agent_fourrooms": (HI_AGENT, None),
   "ppo_doorkey": (
     {
       **FOUR_ROOMS,
@@ -298,6 +315,7 @@ GROUPS = {
     "gmah_simple_spread",
     "grpo_fourrooms",
     "gigpo_fourrooms",
+    "hi_agent_fourrooms",
     "ppo_doorkey",
     "option_critic_doorkey",
   ],
