@@ -141,6 +141,28 @@ python -m experiments.summarize runs/gigpo_fourrooms runs/grpo_fourrooms --metri
 # advantages" row, experiments/benchmarks/README.md): speed-ups and the largest difference.
 python -m experiments.benchmarks.advantages
 
+# Hi-Agent's two-level agent (agent `hi_agent`) vs GiGPO and GRPO on the same task and budget
+# (2.1M env steps, every branch counted), seeds 0-2, evaluation every 32 updates with 256
+# episodes (experiments/results/HI_AGENT.md): final evaluation success IQM 0.488 (Hi-Agent) vs
+# 0.884 (GiGPO) and 0.738 (GRPO); ablation `subgoal_reached` 0.099; variant K=2, D=16 0.449.
+for preset in hi_agent gigpo grpo; do
+  python -m experiments.train --config=experiments/configs/${preset}_fourrooms.py \
+      --workdir=runs/hi_agent/${preset} --config.seeds=0,1,2 --config.log_every=1 \
+      --config.eval_every=32 --config.eval_episodes=256
+done
+python -m experiments.train --config=experiments/configs/hi_agent_fourrooms.py \
+    --workdir=runs/hi_agent/hi_agent_subgoal_reached --config.execution_success=subgoal_reached \
+    --config.seeds=0,1,2 --config.log_every=1 --config.eval_every=32 --config.eval_episodes=256
+python -m experiments.train --config=experiments/configs/hi_agent_fourrooms.py \
+    --workdir=runs/hi_agent/hi_agent_k2_d16 --config.num_segments=2 --config.num_decisions=16 \
+    --config.seeds=0,1,2 --config.log_every=1 --config.eval_every=32 --config.eval_episodes=256
+python -m experiments.summarize runs/hi_agent/gigpo runs/hi_agent/grpo runs/hi_agent/hi_agent \
+    runs/hi_agent/hi_agent_subgoal_reached runs/hi_agent/hi_agent_k2_d16 \
+    --metric=episode_length --last=0.1 --eval=eval_return,eval_length --statistic=iqm
+python -m experiments.steps_to_threshold runs/hi_agent/gigpo runs/hi_agent/grpo \
+    runs/hi_agent/hi_agent runs/hi_agent/hi_agent_k2_d16 --metric=eval_return --at_least=0.5 \
+    --statistic=iqm
+
 # ---------------------------------------------------------------------------------------------
 # Offline goal-conditioned agents on OGBench's point mazes (experiments/results/OGBENCH.md,
 # README "Measured results": medium at 5,000 updates, giant OTA vs HIQL). Every run:
@@ -375,4 +397,3 @@ python -m experiments.train --config=experiments/configs/archer_smollm2_game.py 
 
 # SmolLM2 sampling and one GRPO step vs transformers / TRL (README; LLM.md "Result")
 make bench-llm
-
