@@ -397,3 +397,4 @@ python -m experiments.train --config=experiments/configs/archer_smollm2_game.py 
 
 # SmolLM2 sampling and one GRPO step vs transformers / TRL (README; LLM.md "Result")
 make bench-llm
+
