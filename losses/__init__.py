@@ -228,6 +228,13 @@ FAMILIES = {
     "actor_loss",
     "temperature_loss",
   ),
+  # PULSE's latent skills: KL to the learned prior, latent smoothness, distillation, residual skill
+  "latent_skills": (
+    "gaussian_kl",
+    "ar_smoothness",
+    "residual_skill",
+    "distillation_loss",
+  ),
   # value-based: (double) DQN target and loss, QMIX's monotonic mixer and its TD loss, SMDP target
   "value_based": (
     "q_learning_target",

@@ -120,6 +120,36 @@ python -m experiments.benchmarks.throughput --config=experiments/configs/ppo_car
 # 2 local processes vs 1 (experiments/benchmarks/SCALING.md).
 python -m experiments.benchmarks.scaling
 
+# ---- latent skills (agent `latent_skills`, losses `hrljax.losses.latent_skills`) --------------
+
+# PULSE-style distillation from a PPO expert on four rooms, seeds 0-2 (experiments/results/
+# SKILLS.md): greedy success 1.0 and 13.34 / 14.31 / 13.19 steps to the goal, the expert's on
+# every seed; then the goal moved to (11, 8): environment steps to a greedy evaluation of at most
+# 25 steps, latent high level 163,840 / 153,600 / 143,360 vs PPO from scratch 92,160 on every seed
+# (a_hi's starting std e^-1: 235,520 / 215,040 / 215,040; e^-2: never in 300k steps).
+python -m experiments.train --config=experiments/configs/ppo_fourrooms.py \
+    --workdir=runs/skills/expert --config.seeds=0 --config.total_timesteps=600000
+python -m experiments.train --config=experiments/configs/latent_skills_distill_fourrooms.py \
+    --workdir=runs/skills/distill --config.seeds=0,1,2
+python -m experiments.summarize runs/skills/distill --metric=episode_length --last=0.1
+python -m experiments.train --config=experiments/configs/latent_skills_fourrooms.py \
+    --workdir=runs/skills/high_level --config.seeds=0,1,2
+python -m experiments.train --config=experiments/configs/ppo_fourrooms_moved.py \
+    --workdir=runs/skills/ppo_moved --config.seeds=0,1,2
+for v in -1 -2; do
+  python -m experiments.train --config=experiments/configs/latent_skills_fourrooms.py \
+      --workdir=runs/skills/high_level_logstd$v --config.seeds=0,1,2 --config.a_hi_log_std_init=$v
+done
+python -m experiments.train --config=experiments/configs/latent_skills_distill_fourrooms.py \
+    --workdir=runs/skills/distill_1update --config.seeds=0 --config.total_timesteps=512 \
+    --config.log_every=1 --config.eval_every=0 --config.checkpoint_every=1
+python -m experiments.train --config=experiments/configs/latent_skills_fourrooms.py \
+    --workdir=runs/skills/high_level_untrained --config.seeds=0,1,2 \
+    --config.skill_run=runs/skills/distill_1update
+python -m experiments.steps_to_threshold runs/skills/ppo_moved runs/skills/high_level \
+    runs/skills/high_level_logstd-1 runs/skills/high_level_logstd-2 \
+    runs/skills/high_level_untrained --metric=eval_length --at_most=25 --statistic=iqm
+
 # ---- group-relative (agent `group_relative`, losses `hrljax.losses.group_relative`) ----------
 
 # GiGPO vs GRPO, four rooms with a random start and goal per task, same budget (2.1M env steps),

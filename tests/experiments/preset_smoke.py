@@ -232,6 +232,43 @@ SMOKE = {
     {**FOUR_ROOMS, "total_timesteps": 16 * 8 * 4, "hidden_sizes": (16,)},
     None,
   ),
+  "latent_skills_distill_fourrooms": (
+    {
+      **FOUR_ROOMS,
+      "total_timesteps": 4 * 8 * 4,
+      "num_envs": 4,
+      "num_steps": 8,
+      "latent_dim": 2,
+      "skill_hidden_sizes": (16,),
+      "distill_epochs": 1,
+      "num_minibatches": 2,
+    },
+    None,
+  ),
+  "latent_skills_fourrooms": (
+    {
+      **FOUR_ROOMS,
+      "total_timesteps": 4 * 8 * 4,
+      "num_envs": 4,
+      "num_steps": 8,
+      "update_epochs": 1,
+      "num_minibatches": 2,
+      "hidden_sizes": (16,),
+    },
+    None,
+  ),
+  "ppo_fourrooms_moved": (  # also the expert of the latent-skills presets (`tiny_skill_run`)
+    {
+      **FOUR_ROOMS,
+      "total_timesteps": 4 * 8 * 4,
+      "num_envs": 4,
+      "num_steps": 8,
+      "update_epochs": 1,
+      "num_minibatches": 2,
+      "hidden_sizes": (16,),
+    },
+    None,
+  ),
   "sac_pendulum": ({**OFF_POLICY}, None),
   "sac_pointhazard": (OFF_POLICY, None),
   "recovery_rl_pointhazard": ({**OFF_POLICY, **RISK}, None),
@@ -302,6 +339,11 @@ SMOKE = {
 OFFLINE_PRESETS = {"gcivl_pointmaze", "hiql_pointmaze", "ota_pointmaze", "hilp_pointmaze"}
 # Mixtures of frozen experts: trained on the experts of `tiny_expert_runs`.
 EXPERT_MIXTURE_PRESETS = {"macro_mixture_fourrooms"}
+# latent skills: the distillation needs a trained PPO run, the high level a distillation run
+SKILL_PRESETS = {
+  "latent_skills_distill_fourrooms": "expert_run",
+  "latent_skills_fourrooms": "skill_run",
+}
 # One test file per group, so that the test workers (one file each at a time) share the load.
 GROUPS = {
   "online": [
@@ -318,6 +360,9 @@ GROUPS = {
     "hi_agent_fourrooms",
     "ppo_doorkey",
     "option_critic_doorkey",
+    "latent_skills_distill_fourrooms",
+    "latent_skills_fourrooms",
+    "ppo_fourrooms_moved",
   ],
   "safety_on_policy": [
     "ppo_pointhazard",
@@ -354,6 +399,8 @@ TRACED = {
   "ppo_doorkey": "ppo_cartpole",
   "option_critic_doorkey": "option_critic_fourrooms",
   "dqn_fourrooms": "dqn_cartpole",
+  "latent_skills_fourrooms": "latent_skills_distill_fourrooms",
+  "ppo_fourrooms_moved": "ppo_cartpole",
 }
 
 
@@ -372,6 +419,8 @@ def smoke_config(preset, request):
     config.dataset_path = request.getfixturevalue("random_walk_path")
   if preset in EXPERT_MIXTURE_PRESETS:
     config.expert_runs = tiny_expert_runs(request)
+  if preset in SKILL_PRESETS:
+    config[SKILL_PRESETS[preset]] = tiny_skill_run(request, SKILL_PRESETS[preset])
   return config
 
 
@@ -381,6 +430,26 @@ def tiny_expert_runs(request) -> tuple:
   workdir = str(request.getfixturevalue("tmp_path_factory").mktemp("experts") / "expert")
   train_cli.experiment(smoke_config("dqn_fourrooms", request), workdir)
   return (workdir, workdir)
+
+
+_SKILL_RUNS: dict = {}  # test session's base temp -> {"expert_run": ..., "skill_run": ...}
+
+
+def tiny_skill_run(request, field: str) -> str:
+  """The workdir a latent-skills preset reads: `"expert_run"`, a smoke run of
+  ppo_fourrooms_moved (the expert: any trained PPO run on four rooms will do), or
+  `"skill_run"`, a smoke run of the distillation from it (the skill model); each trained once
+  per test session, when first asked for."""
+  factory = request.getfixturevalue("tmp_path_factory")
+  runs = _SKILL_RUNS.setdefault(factory.getbasetemp(), {})
+  if "expert_run" not in runs:
+    runs["expert_run"] = str(factory.mktemp("skills") / "expert")
+    train_cli.experiment(smoke_config("ppo_fourrooms_moved", request), runs["expert_run"])
+  if field == "skill_run" and field not in runs:
+    workdir = str(factory.mktemp("skills") / "distill")
+    train_cli.experiment(smoke_config("latent_skills_distill_fourrooms", request), workdir)
+    runs[field] = workdir
+  return runs[field]
 
 
 def smoke_test(preset, tmp_path, request):

@@ -49,6 +49,7 @@ import hrljax.losses
 from hrljax.losses import goal_conditioned as gc
 from hrljax.losses import group_relative as gr
 from hrljax.losses import hierarchical_critics as hc
+from hrljax.losses import latent_skills as lsk
 from hrljax.losses import options as op
 from hrljax.losses import policy_gradient as pg
 from hrljax.losses import safety as sf
@@ -1563,11 +1564,42 @@ VALUE_BASED_CASES = {
 }
 
 
+# ==================================================================================== latent_skills
+# Cases of hrljax.losses.latent_skills: one per public function; add the new ones here.
+LATENT_SKILLS_CASES = {
+  "latent_skills.gaussian_kl": Case(
+    lsk.gaussian_kl,
+    {"q_mean": "f:B,D", "q_log_std": "f:B,D", "p_mean": "f:B,D", "p_log_std": "f:B,D"},
+  ),
+  "latent_skills.ar_smoothness": Case(
+    lsk.ar_smoothness, {"mean_t": "f:T,D", "done_t": "b:T", "valid_t": "v:T"}
+  ),
+  "latent_skills.residual_skill": Case(
+    lsk.residual_skill, {"prior_mean": "f:B,D", "a_hi": "f:B,D"}
+  ),
+  "latent_skills.distillation_loss": Case(
+    lsk.distillation_loss,
+    {
+      "decoder_logits_t": "f:T,A",
+      "expert_action_t": "i<A:T",
+      "q_mean_t": "f:T,D",
+      "q_log_std_t": "f:T,D",
+      "p_mean_t": "f:T,D",
+      "p_log_std_t": "f:T,D",
+      "done_t": "b:T",
+      "valid_t": "v:T",
+    },
+    bad={"kl_coef": -1.0, "ar_coef": float("nan")},
+  ),
+}
+
+
 # Every case, keyed "<family>.<function>".
 CASES = {
   **GOAL_CONDITIONED_CASES,
   **GROUP_RELATIVE_CASES,
   **HIERARCHICAL_CRITICS_CASES,
+  **LATENT_SKILLS_CASES,
   **OPTIONS_CASES,
   **POLICY_GRADIENT_CASES,
   **SAFETY_CASES,
