@@ -60,7 +60,7 @@ def test_gaussian_kl_gradient_reaches_both_distributions_and_not_the_prior_mean_
     return ls.gaussian_kl(prior_mean + residual, log_sq, prior_mean, log_sp).sum()
 
   args = (f32([[0.5, -1.0]]), f32([[0.2, 0.3]]), f32([[-0.3, 0.1]]), f32([[0.4, -0.2]]))
-  grads = jax.grad(kl, argnums=(0, 1, 2, 3))(*args)
+  grads = jax.jit(jax.grad(kl, argnums=(0, 1, 2, 3)))(*args)
   # A residual posterior's KL depends on the prior mean only through the gap: zero gradient.
   np.testing.assert_allclose(grads[0], 0.0, atol=1e-7)
   for g in grads[1:]:
@@ -84,12 +84,12 @@ def test_ar_smoothness_never_reads_an_invalid_step_and_is_zero_without_pairs():
   mean = f32([[0.0], [1.0], [np.nan]])
   valid = jnp.asarray([True, True, False])
   done = jnp.zeros(3, bool)
-  loss, _ = ls.ar_smoothness(mean, done, valid)
-  grad = jax.grad(lambda m: ls.ar_smoothness(m, done, valid)[0])(mean)
+  loss, _ = jax.jit(ls.ar_smoothness)(mean, done, valid)
+  grad = jax.jit(jax.grad(lambda m: ls.ar_smoothness(m, done, valid)[0]))(mean)
   np.testing.assert_allclose(loss, 1.0)
   assert np.all(np.isfinite(np.asarray(grad)))
   np.testing.assert_allclose(grad[:, 0], [-2.0, 2.0, 0.0])
-  loss, extras = ls.ar_smoothness(f32([[1.0], [3.0]]), jnp.asarray([True, False]))
+  loss, extras = jax.jit(ls.ar_smoothness)(f32([[1.0], [3.0]]), jnp.asarray([True, False]))
   assert float(loss) == 0.0 and float(extras.count) == 0.0
 
 
@@ -143,9 +143,9 @@ def test_distillation_loss_is_nll_plus_weighted_kl_plus_weighted_smoothness(fn):
 
 def test_distillation_loss_gradient_lowers_the_nll_of_the_expert_action():
   x = distillation_inputs()
-  grad = jax.grad(lambda logits: ls.distillation_loss(**{**x, "decoder_logits_t": logits})[0])(
-    x["decoder_logits_t"]
-  )
+  grad = jax.jit(
+    jax.grad(lambda logits: ls.distillation_loss(**{**x, "decoder_logits_t": logits})[0])
+  )(x["decoder_logits_t"])
   chosen = np.asarray(grad)[np.arange(4), np.asarray(x["expert_action_t"])]
   assert np.all(chosen < 0)  # descending raises the expert action's logit
   np.testing.assert_allclose(np.asarray(grad).sum(-1), 0.0, atol=1e-7)
@@ -154,12 +154,13 @@ def test_distillation_loss_gradient_lowers_the_nll_of_the_expert_action():
 def test_distillation_loss_never_reads_invalid_steps():
   x = distillation_inputs()
   valid = jnp.asarray([True, True, True, False])
-  reference, ref_extras = ls.distillation_loss(**x, valid_t=valid)
+  distill = jax.jit(ls.distillation_loss)
+  reference, ref_extras = distill(**x, valid_t=valid)
   poisoned = dict(x)
   for name in ("decoder_logits_t", "q_mean_t", "q_log_std_t", "p_mean_t", "p_log_std_t"):
     poisoned[name] = x[name].at[3].set(jnp.nan)
   poisoned["expert_action_t"] = x["expert_action_t"].at[3].set(2)
-  loss, extras = ls.distillation_loss(**poisoned, valid_t=valid)
+  loss, extras = distill(**poisoned, valid_t=valid)
   np.testing.assert_allclose(loss, reference, rtol=1e-6)
   np.testing.assert_allclose(extras.nll, ref_extras.nll, rtol=1e-6)
   assert float(extras.count) == 3.0 and float(extras.nll[3]) == 0.0
@@ -169,7 +170,9 @@ def test_distillation_loss_never_reads_invalid_steps():
       **{**poisoned, "decoder_logits_t": logits, "q_mean_t": q_mean}, valid_t=valid
     )[0]
 
-  grads = jax.grad(total, argnums=(0, 1))(poisoned["decoder_logits_t"], poisoned["q_mean_t"])
+  grads = jax.jit(jax.grad(total, argnums=(0, 1)))(
+    poisoned["decoder_logits_t"], poisoned["q_mean_t"]
+  )
   for g in grads:
     assert np.all(np.isfinite(np.asarray(g)))
     np.testing.assert_array_equal(np.asarray(g)[3], 0.0)
