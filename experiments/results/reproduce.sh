@@ -126,7 +126,8 @@ python -m experiments.benchmarks.scaling
 # SKILLS.md): greedy success 1.0 and 13.34 / 14.31 / 13.19 steps to the goal, the expert's on
 # every seed; then the goal moved to (11, 8): environment steps to a greedy evaluation of at most
 # 25 steps, latent high level 163,840 / 153,600 / 143,360 vs PPO from scratch 92,160 on every seed
-# (a_hi's starting std e^-1: 235,520 / 215,040 / 215,040; e^-2: never in 300k steps).
+# (a_hi's starting std e^0.5: 163,840 / 174,080 / 163,840; e^-1: 235,520 / 215,040 / 215,040;
+# e^-2: never in 300k steps).
 python -m experiments.train --config=experiments/configs/ppo_fourrooms.py \
     --workdir=runs/skills/expert --config.seeds=0 --config.total_timesteps=600000
 python -m experiments.train --config=experiments/configs/latent_skills_distill_fourrooms.py \
@@ -136,7 +137,7 @@ python -m experiments.train --config=experiments/configs/latent_skills_fourrooms
     --workdir=runs/skills/high_level --config.seeds=0,1,2
 python -m experiments.train --config=experiments/configs/ppo_fourrooms_moved.py \
     --workdir=runs/skills/ppo_moved --config.seeds=0,1,2
-for v in -1 -2; do
+for v in 0.5 -1 -2; do
   python -m experiments.train --config=experiments/configs/latent_skills_fourrooms.py \
       --workdir=runs/skills/high_level_logstd$v --config.seeds=0,1,2 --config.a_hi_log_std_init=$v
 done
@@ -147,7 +148,7 @@ python -m experiments.train --config=experiments/configs/latent_skills_fourrooms
     --workdir=runs/skills/high_level_untrained --config.seeds=0,1,2 \
     --config.skill_run=runs/skills/distill_1update
 python -m experiments.steps_to_threshold runs/skills/ppo_moved runs/skills/high_level \
-    runs/skills/high_level_logstd-1 runs/skills/high_level_logstd-2 \
+    runs/skills/high_level_logstd0.5 runs/skills/high_level_logstd-1 runs/skills/high_level_logstd-2 \
     runs/skills/high_level_untrained --metric=eval_length --at_most=25 --statistic=iqm
 
 # ---- group-relative (agent `group_relative`, losses `hrljax.losses.group_relative`) ----------
