@@ -33,7 +33,7 @@ if SINGLE_THREAD_EIGEN not in os.environ.get("XLA_FLAGS", ""):
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.fast_compile import default_compile  # noqa: E402
+from tests.fast_compile import bitwise_compile, default_compile  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 # The same settings when a plugin imported JAX before this file set the variables.
@@ -90,14 +90,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _optimised_programs_for_optimised_and_bitwise_tests(request):
-  """An `optimised` or `bitwise` test compiles with XLA's default options even when the run's
-  XLA_FLAGS are the fast-compile ones (`tests/fast_compile.py`): `make test` runs every test in one
-  pass with those flags. Other learning tests keep the fast options: measured on this machine,
+  """An `optimised` test compiles with XLA's default options, a `bitwise` one with the bitwise
+  options (LLVM at -O3, `tests/fast_compile.py`), even when the run's XLA_FLAGS are the
+  fast-compile ones: `make test` runs every test in one pass with those flags. Other learning tests keep the fast options: measured on this machine,
   their compile time saved outweighs the slower run (option-critic, PPO, the safety agents, the
   transformer's overfit), while DQN's, GiGPO's and SAC's runs are long enough that optimised
   code pays (`optimised`)."""
-  if request.node.get_closest_marker("optimised") or request.node.get_closest_marker("bitwise"):
+  if request.node.get_closest_marker("optimised"):
     with default_compile():
+      yield
+  elif request.node.get_closest_marker("bitwise"):
+    with bitwise_compile():
       yield
   else:
     yield

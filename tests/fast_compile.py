@@ -7,7 +7,8 @@ default flags' in the last bits of transcendental functions (at -O0, tanh(12) is
 float32, not 1.0), so a test compares two computations of the same options, never one against a
 program compiled with the default flags bit for bit. `FAST_COMPILE_FLAGS` is the same for a
 subprocess (through `XLA_FLAGS`); `python tests/fast_compile.py` prints them (`make test` runs
-every test with them; the `optimised` and `bitwise` tests compile inside `default_compile`).
+every test with them; the `optimised` tests compile inside `default_compile`, the `bitwise` ones
+inside `bitwise_compile`).
 """
 
 import contextlib
@@ -37,13 +38,25 @@ def fast_jit(fun, **kwargs):
   return jax.jit(fun, compiler_options=FAST_COMPILE, **kwargs)
 
 
-@contextlib.contextmanager
-def default_compile():
-  """Every program compiled inside is built with `DEFAULT_COMPILE`, whatever XLA_FLAGS says.
+# For the `bitwise` tests: two differently built programs that compute the same values (SAC and
+# Bresa with its reflex off, the look-ahead and the per-step reflex) agree bit for bit when LLVM
+# optimises (level 3); at -O0, or at -O1, they differ in the last bits. LLVM's expensive passes and
+# XLA's fusion emitters change nothing there and cost compile time: without them these programs
+# compile in about half the time of `DEFAULT_COMPILE`.
+BITWISE_COMPILE = {
+  "xla_backend_optimization_level": 3,
+  "xla_llvm_disable_expensive_passes": True,
+  "xla_cpu_use_fusion_emitters": False,
+}
 
-  For the `optimised` tests (long runs, where optimised code pays) and the `bitwise` ones (two
-  differently built programs agree bit for bit only when both are optimised) in a test run whose
-  XLA_FLAGS are `FAST_COMPILE_FLAGS`. The options reach every compilation, the ones `jax.jit`
+
+@contextlib.contextmanager
+def default_compile(options=None):
+  """Every program compiled inside is built with `options` (`DEFAULT_COMPILE` when None), whatever
+  XLA_FLAGS says.
+
+  For the `optimised` tests (long runs, where optimised code pays) and, with `BITWISE_COMPILE`
+  (`bitwise_compile`), the `bitwise` ones in a test run whose XLA_FLAGS are `FAST_COMPILE_FLAGS`. The options reach every compilation, the ones `jax.jit`
   makes inside library code included, through the function that builds XLA's compile options
   (`jax._src.compiler.get_compile_options`, which takes per-program overrides of XLA_FLAGS:
   `jax.jit(..., compiler_options=...)` passes them the same way). JAX's caches are cleared on
@@ -54,8 +67,8 @@ def default_compile():
   original = compiler.get_compile_options
 
   def with_default_options(*args, env_options_overrides=None, **kwargs):
-    options = {**DEFAULT_COMPILE, **(env_options_overrides or {})}
-    return original(*args, env_options_overrides=options, **kwargs)
+    overrides = {**(options or DEFAULT_COMPILE), **(env_options_overrides or {})}
+    return original(*args, env_options_overrides=overrides, **kwargs)
 
   jax.clear_caches()
   compiler.get_compile_options = with_default_options
@@ -64,6 +77,11 @@ def default_compile():
   finally:
     compiler.get_compile_options = original
     jax.clear_caches()
+
+
+def bitwise_compile():
+  """`default_compile(BITWISE_COMPILE)`: for tests that compare two programs bit for bit."""
+  return default_compile(BITWISE_COMPILE)
 
 
 if __name__ == "__main__":

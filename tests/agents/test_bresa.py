@@ -12,7 +12,7 @@ import pytest
 from hrljax import envs, rollout
 from hrljax.agents import recovery_rl, sac, two_rate_common
 from hrljax.networks.continuous import rescale_action
-from tests.fast_compile import default_compile
+from tests.fast_compile import bitwise_compile
 
 
 def tiny(config, **overrides):
@@ -144,14 +144,14 @@ def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
 @pytest.fixture(scope="module")
 def two_rate_runs():
   """K = 10, 4 learner steps, the reflex on with ε = 1 (a sigmoid risk never exceeds it), twice;
-  and the same run with the reflex off. Compiled with XLA's default options: the `bitwise` tests
+  and the same run with the reflex off. Compiled with the `bitwise` options (`tests/fast_compile.py`): the `bitwise` tests
   compare these runs with each other and with runs of their own."""
   config = tiny_bresa(total_timesteps=80, learning_starts=40, risk_epsilon=1.0)
   learner = recovery_rl.make_learner(config)
   off_learner = recovery_rl.make_learner(
     tiny_bresa(total_timesteps=80, learning_starts=40, reflex=False)
   )
-  with default_compile():
+  with bitwise_compile():
     return config, learner, run(learner, 0), run(learner, 0), run(off_learner, 0)
 
 

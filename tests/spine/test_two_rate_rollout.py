@@ -258,7 +258,7 @@ def lookahead_rollout():
 
 @pytest.mark.bitwise
 def test_lookahead_reflex_reproduces_the_per_step_reflex_exactly():
-  # Seeds 0-2 in one test: a `bitwise` test compiles inside `default_compile`, which clears JAX's
+  # Seeds 0-2 in one test: a `bitwise` test compiles inside `bitwise_compile`, which clears JAX's
   # caches on entry and exit, so a test per seed would trace and lower both programs again.
   for seed in range(3):
     check_lookahead_against_the_per_step_reflex(seed)
