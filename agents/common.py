@@ -155,6 +155,31 @@ def ppo_batch(obs: PyTree, action: Array, log_prob: Array, value: Array, advanta
   )
 
 
+def ppo_objective(
+  params: PyTree, network: nn.Module, batch: Batch, config
+) -> tuple[Array, dict[str, Array]]:
+  """The PPO objective on one minibatch (`policy_gradient.ppo_loss`), advantages normalised
+  over the minibatch first if `config.normalize_advantages`."""
+  dist, value = network.apply(params, batch.obs)
+  advantage = batch.advantage
+  if config.normalize_advantages:
+    advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+  loss, parts = pg.ppo_loss(
+    dist.log_prob(batch.action),
+    batch.log_prob,
+    advantage,
+    value,
+    batch.value,
+    batch.target,
+    dist.entropy(),
+    clip_epsilon=config.clip_epsilon,
+    clip_value=config.clip_value,
+    value_coef=config.value_coef,
+    entropy_coef=config.entropy_coef,
+  )
+  return loss, {"loss": loss, **parts._asdict()}
+
+
 def actor_critic(env_spec: envs.EnvSpec, config) -> ActorCritic:
   """PPO's actor-critic (separate torsos for the policy and the value) from `add_ppo_fields`'
   `hidden_sizes` and `activation`."""

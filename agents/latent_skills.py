@@ -51,11 +51,10 @@ from hrljax import config_checks as checks
 from hrljax import envs, load, rollout, training
 from hrljax.agents import common
 from hrljax.losses import latent_skills as ls
-from hrljax.losses import policy_gradient as pg
 from hrljax.networks import ActorCritic, policy_noise
 from hrljax.networks.latent_skills import LatentActorCritic, LatentSkillModel
 from hrljax.training import Learner
-from hrljax.types import Array, Batch, EnvCarry, PyTree
+from hrljax.types import Array, EnvCarry, PyTree
 
 SWEEPABLE = ("learning_rate",)  # config.sweep: the high level's PPO rate (common.ppo_optimizer)
 MODES = ("distill", "high_level")
@@ -378,30 +377,6 @@ class HighLevelState(struct.PyTreeNode):
   update: Array  # int32
 
 
-def high_level_objective(
-  params: PyTree, network: LatentActorCritic, batch: Batch, config
-) -> tuple[Array, dict[str, Array]]:
-  """PPO's objective (`policy_gradient.ppo_loss`) with a_hi as the action."""
-  dist, value = network.apply(params, batch.obs)
-  advantage = batch.advantage
-  if config.normalize_advantages:
-    advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-  loss, parts = pg.ppo_loss(
-    dist.log_prob(batch.action),
-    batch.log_prob,
-    advantage,
-    value,
-    batch.value,
-    batch.target,
-    dist.entropy(),
-    clip_epsilon=config.clip_epsilon,
-    clip_value=config.clip_value,
-    value_coef=config.value_coef,
-    entropy_coef=config.entropy_coef,
-  )
-  return loss, {"loss": loss, **parts._asdict()}
-
-
 def decode_action(skills: Skills, obs: PyTree, a_hi: Array, gumbel: Optional[Array]) -> Array:
   """The environment's action for the high-level action a_hi: the decoder at z = μ_p(s) + a_hi,
   sampled with the Gumbel noise `gumbel`, or its mode when `gumbel` is None."""
@@ -454,7 +429,7 @@ def _high_level_learner(config, env, env_params, env_spec, skills: Skills) -> Le
     return action, (a_hi, dist.log_prob(a_hi), value)
 
   def minibatch_step(agent, minibatch):
-    return common.gradient_step(agent, high_level_objective, agent.network, minibatch, config)
+    return common.gradient_step(agent, common.ppo_objective, agent.network, minibatch, config)
 
   def step(state: HighLevelState) -> tuple[HighLevelState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)

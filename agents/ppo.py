@@ -27,7 +27,6 @@ from flax import struct
 
 from hrljax import envs, rollout, training
 from hrljax.agents import common
-from hrljax.losses import policy_gradient as pg
 from hrljax.networks import ActorCritic, policy_noise, sample_with_noise
 from hrljax.training import Learner
 from hrljax.types import Array, Batch, EnvCarry, PyTree
@@ -91,33 +90,8 @@ def num_updates(config) -> int:
   return training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
 
 
-def ppo_objective(
-  params: PyTree, network: nn.Module, batch: Batch, config
-) -> tuple[Array, dict[str, Array]]:
-  """The PPO objective on one minibatch (`policy_gradient.ppo_loss`), advantages normalised
-  over the minibatch first if `config.normalize_advantages`."""
-  dist, value = network.apply(params, batch.obs)
-  advantage = batch.advantage
-  if config.normalize_advantages:
-    advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-  loss, parts = pg.ppo_loss(
-    dist.log_prob(batch.action),
-    batch.log_prob,
-    advantage,
-    value,
-    batch.value,
-    batch.target,
-    dist.entropy(),
-    clip_epsilon=config.clip_epsilon,
-    clip_value=config.clip_value,
-    value_coef=config.value_coef,
-    entropy_coef=config.entropy_coef,
-  )
-  return loss, {"loss": loss, **parts._asdict()}
-
-
 def _minibatch_step(agent: PPOAgent, minibatch: Batch) -> tuple[PPOAgent, dict[str, Array]]:
-  return common.gradient_step(agent, ppo_objective, agent.network, minibatch, agent.config)
+  return common.gradient_step(agent, common.ppo_objective, agent.network, minibatch, agent.config)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -175,7 +175,7 @@ def _loss_batch(num=8):
 def test_loss_uses_the_combined_advantage():
   """The policy term equals PPO's on the hand-combined advantage (A_r standardised, A_c
   centred, (A_r - lam A_c) / (1 + lam)); lam gets no gradient; with lam = 0 it is PPO's."""
-  from hrljax.agents import ppo
+  from hrljax.agents import common
 
   agent = make_agent()
   batch = _loss_batch()
@@ -189,7 +189,7 @@ def test_loss_uses_the_combined_advantage():
   loss_config = ml_collections.FrozenConfigDict(
     {**agent.config.as_configdict().to_dict(), "normalize_advantages": False}
   )
-  expected, _ = ppo.ppo_objective(
+  expected, _ = common.ppo_objective(
     agent.params["actor_critic"],
     agent.network,
     batch.reward._replace(advantage=jnp.asarray(combined, jnp.float32)),
@@ -207,7 +207,7 @@ def test_loss_uses_the_combined_advantage():
     )[0]
   )(lam)
   assert float(grad_lam) == 0.0
-  ppo_total, _ = ppo.ppo_objective(
+  ppo_total, _ = common.ppo_objective(
     agent.params["actor_critic"], agent.network, batch.reward, agent.config
   )
   zero_total, zero_metrics = pl.ppo_lagrangian_objective(
