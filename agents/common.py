@@ -1,6 +1,7 @@
-"""Pieces agents share: one optimizer step, minibatch epochs, network init, the group-relative
-outcome advantages of a config, and PPO's hyperparameters, network, batch (per-environment GAE,
-flattened) and optimizer (the PPO-based agents: `ppo`, `ppo_lagrangian`).
+"""Pieces agents share: one optimizer step, minibatch epochs, network init; the group-relative
+agents' outcome advantages, config checks and clipped surrogate of a config; and PPO's
+hyperparameters, network, batch (per-environment GAE, flattened) and optimizer (the PPO-based
+agents: `ppo`, `ppo_lagrangian`).
 
 An agent here is a `flax.struct.PyTreeNode` with fields `params`, `opt_state`, `tx` (an
 `optax.GradientTransformation`) and, for shuffled minibatches, `key`.
@@ -124,6 +125,48 @@ def outcome_advantages(returns: Array, group_ids: Array, config) -> Array:
     scale=config.grpo_scale,
     eps=config.advantage_eps,
     singleton_mode=config.singleton_mode,
+  )
+
+
+GRPO_SCALES = ("group", "batch", "none")  # std of the group-relative z-score
+SINGLETON_MODES = ("zero", "raw")  # advantage of a one-row group
+
+
+def validate_group_relative_fields(
+  config, sizes: tuple[str, ...] = (), non_negatives: tuple[str, ...] = ()
+) -> None:
+  """Raises `ConfigError` naming the first field that cannot run among those the critic-free
+  group-relative agents share (`group_relative`, `token_grpo`, `hi_agent`): the positive sizes
+  (the agent's `sizes` after `num_groups`), Adam and clipping, the non-negative coefficients (the
+  agent's `non_negatives` first), and the z-score's `grpo_scale` and `singleton_mode`."""
+  checks.positive_int(
+    config,
+    "total_timesteps",
+    "num_groups",
+    *sizes,
+    "update_epochs",
+    "num_minibatches",
+    "eval_episodes",
+    "rollout_unroll",
+  )
+  checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
+  checks.non_negative(
+    config, *non_negatives, "clip_epsilon", "clip_epsilon_high", "entropy_coef", "advantage_eps"
+  )
+  checks.one_of(config, "grpo_scale", GRPO_SCALES)
+  checks.one_of(config, "singleton_mode", SINGLETON_MODES)
+
+
+def clipped_surrogate(log_prob: Array, batch: Any, config) -> tuple[Array, pg.SurrogateExtras]:
+  """`pg.clipped_surrogate_loss` of `log_prob` against a batch's behaviour `log_prob`, with its
+  `advantage` and `mask`, clipped at the config's `clip_epsilon` / `clip_epsilon_high`."""
+  return pg.clipped_surrogate_loss(
+    log_prob,
+    batch.log_prob,
+    batch.advantage,
+    epsilon=config.clip_epsilon,
+    epsilon_high=config.clip_epsilon_high,
+    mask=batch.mask,
   )
 
 

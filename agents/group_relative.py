@@ -64,8 +64,6 @@ from hrljax.types import Array, PyTree
 ESTIMATORS = (*gr.OUTCOME_ESTIMATORS, "gigpo")
 GIGPO_NORMS = ("mean", "mean_std")
 EPISODE_STAT_WEIGHTINGS = ("trajectory", "step")
-GRPO_SCALES = ("group", "batch", "none")
-SINGLETON_MODES = ("zero", "raw")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -113,27 +111,9 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(
-    config,
-    "total_timesteps",
-    "num_groups",
-    "group_size",
-    "num_envs",
-    "num_steps",
-    "update_epochs",
-    "num_minibatches",
-    "eval_episodes",
-    "rollout_unroll",
-  )
-  checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
-  checks.non_negative(
-    config,
-    "clip_epsilon",
-    "clip_epsilon_high",
-    "kl_coef",
-    "entropy_coef",
-    "advantage_eps",
-    "observation_one_hot",
+  non_negatives = ("kl_coef", "observation_one_hot")
+  common.validate_group_relative_fields(
+    config, ("group_size", "num_envs", "num_steps"), non_negatives
   )
   checks.in_unit_interval(config, "gamma")
   if not isinstance(config.omega, (int, float)) or isinstance(config.omega, bool):
@@ -141,8 +121,6 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "estimator", ESTIMATORS)
   checks.one_of(config, "gigpo_norm", GIGPO_NORMS)
   checks.one_of(config, "episode_stat_weighting", EPISODE_STAT_WEIGHTINGS)
-  checks.one_of(config, "grpo_scale", GRPO_SCALES)
-  checks.one_of(config, "singleton_mode", SINGLETON_MODES)
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   checks.one_of(config, "optimizer", ("adam", "sgd"))
@@ -244,14 +222,7 @@ def policy_loss(
   config = agent.config
   dist = agent.network.apply(params, batch.obs)
   log_prob = dist.log_prob(batch.action)
-  surrogate, extras = pg.clipped_surrogate_loss(
-    log_prob,
-    batch.log_prob,
-    batch.advantage,
-    epsilon=config.clip_epsilon,
-    epsilon_high=config.clip_epsilon_high,
-    mask=batch.mask,
-  )
+  surrogate, extras = common.clipped_surrogate(log_prob, batch, config)
 
   def agg(x):
     return pg.aggregate(x, batch.mask, config.loss_aggregation)[0]

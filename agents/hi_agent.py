@@ -94,27 +94,9 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` (a ValueError) naming the first field that cannot run."""
-  checks.positive_int(
-    config,
-    "total_timesteps",
-    "num_groups",
-    "num_decisions",
-    "num_subgoals",
-    "num_segments",
-    "segment_steps",
-    "subgoal_radius",
-    "update_epochs",
-    "num_minibatches",
-    "eval_episodes",
-    "rollout_unroll",
-  )
-  checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
-  checks.non_negative(
-    config, "lam", "clip_epsilon", "clip_epsilon_high", "entropy_coef", "advantage_eps"
-  )
+  sizes = ("num_decisions", "num_subgoals", "num_segments", "segment_steps", "subgoal_radius")
+  common.validate_group_relative_fields(config, sizes, non_negatives=("lam",))
   checks.one_of(config, "execution_success", EXECUTION_SUCCESS)
-  checks.one_of(config, "grpo_scale", ("group", "batch", "none"))
-  checks.one_of(config, "singleton_mode", ("zero", "raw"))
   if config.env_name != "FourRooms-misc":
     raise checks.ConfigError(
       f"config.env_name: expected 'FourRooms-misc' (subgoals are its cells), got "
@@ -236,14 +218,7 @@ def level_loss(network, params, batch: LevelBatch, config) -> tuple[Array, Array
   """Clipped surrogate of one level, token-mean over its valid rows, and its entropy."""
   dist = network.apply(params, batch.obs)
   log_prob = dist.log_prob(batch.action)
-  surrogate, extras = pg.clipped_surrogate_loss(
-    log_prob,
-    batch.log_prob,
-    batch.advantage,
-    epsilon=config.clip_epsilon,
-    epsilon_high=config.clip_epsilon_high,
-    mask=batch.mask,
-  )
+  surrogate, extras = common.clipped_surrogate(log_prob, batch, config)
   loss = pg.masked_mean(surrogate, batch.mask)  # token mean over the level's rows
   entropy = pg.masked_mean(dist.entropy(), batch.mask)
   clip_fraction = pg.masked_mean(extras.clipped, batch.mask)

@@ -48,8 +48,6 @@ from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
 ESTIMATORS = gr.OUTCOME_ESTIMATORS
-GRPO_SCALES = ("group", "batch", "none")
-SINGLETON_MODES = ("zero", "raw")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -84,24 +82,8 @@ def get_config() -> ml_collections.ConfigDict:
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
-  checks.positive_int(
-    config,
-    "total_timesteps",
-    "num_groups",
-    "group_size",
-    "num_envs",
-    "update_epochs",
-    "num_minibatches",
-    "eval_episodes",
-    "rollout_unroll",
-  )
-  checks.positive(config, "learning_rate", "max_grad_norm", "adam_eps")
-  checks.non_negative(
-    config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "entropy_coef", "advantage_eps"
-  )
+  common.validate_group_relative_fields(config, ("group_size", "num_envs"), ("kl_coef",))
   checks.one_of(config, "estimator", ESTIMATORS)
-  checks.one_of(config, "grpo_scale", GRPO_SCALES)
-  checks.one_of(config, "singleton_mode", SINGLETON_MODES)
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   checks.one_of(config, "optimizer", tc.OPTIMIZERS)
@@ -200,14 +182,7 @@ def token_grpo_objective(
   logp, entropy = tc.token_log_probs_and_entropy(
     agent.policy, params, batch.dialogue, batch.utterance, config.temperature
   )
-  surrogate, extras = pg.clipped_surrogate_loss(
-    logp,
-    batch.log_prob,
-    batch.advantage,
-    epsilon=config.clip_epsilon,
-    epsilon_high=config.clip_epsilon_high,
-    mask=batch.mask,
-  )
+  surrogate, extras = common.clipped_surrogate(logp, batch, config)
 
   def agg(x):
     return pg.aggregate(x, batch.mask, config.loss_aggregation)[0]
