@@ -174,6 +174,49 @@ def load_skills(workdir: str) -> Skills:
 
 
 # ----------------------------------------------------------------------------------------------
+# Either mode's run: its state, `init` and the greedy evaluation beside a baseline.
+# ----------------------------------------------------------------------------------------------
+
+
+class RunState(struct.PyTreeNode):
+  agent: PyTree  # the mode's agent: `SkillAgent` (distill) or `HighLevelAgent` (high level)
+  env: EnvCarry  # sharded along the mesh's data axis
+  key: Array
+  update: Array  # int32
+
+
+def _learner(config, env, env_params, num_updates, create_agent, step, greedy, baseline) -> Learner:
+  """The `Learner` of a mode: `init` resets `num_envs` environments beside `create_agent(key)`,
+  `evaluate` runs `greedy` on the agent's parameters and, on the same episodes, `baseline =
+  (name, policy, params)`, whose statistics are reported as `eval_{name}_*`."""
+  name, baseline_policy, baseline_params = baseline
+
+  def init(key: Array) -> RunState:
+    agent_key, env_key, key = jax.random.split(key, 3)
+    agent = create_agent(agent_key)
+    carry = rollout.reset(env, env_params, env_key, config.num_envs)
+    return RunState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
+
+  def evaluate(state: RunState, key: Array) -> dict[str, Array]:
+    episodes, max_steps = config.eval_episodes, env_params.max_steps_in_episode
+    result = rollout.evaluate(env, env_params, greedy, state.agent.params, key, episodes, max_steps)
+    other = rollout.evaluate(
+      env, env_params, baseline_policy, baseline_params, key, episodes, max_steps
+    )
+    result.update({f"eval_{name}_{k[len('eval_') :]}": v for k, v in other.items()})
+    return result
+
+  return Learner(
+    init=init,
+    step=step,
+    evaluate=evaluate,
+    num_updates=num_updates,
+    env_steps_per_update=config.num_envs * config.num_steps,
+    sharded_field="env",
+  )
+
+
+# ----------------------------------------------------------------------------------------------
 # Distillation.
 # ----------------------------------------------------------------------------------------------
 
@@ -203,13 +246,6 @@ class SkillAgent(struct.PyTreeNode):
     z_key, a_key = jax.random.split(key)
     z = mean + jnp.exp(log_std) * jax.random.normal(z_key, mean.shape)
     return self.model.apply(self.params, obs, z, method=LatentSkillModel.decode).sample(seed=a_key)
-
-
-class DistillState(struct.PyTreeNode):
-  agent: SkillAgent
-  env: EnvCarry  # sharded along the mesh's data axis
-  key: Array
-  update: Array  # int32
 
 
 def distillation_objective(
@@ -255,17 +291,12 @@ def distillation_objective(
   }
 
 
-def _distill_learner(config, env, env_params, env_spec, expert: FrozenPolicy) -> Learner:
-  steps_per_update = config.num_envs * config.num_steps
-  num_updates = training.num_updates(config.total_timesteps, steps_per_update)
+def _distill_learner(
+  config, env, env_params, env_spec, num_updates, expert: FrozenPolicy
+) -> Learner:
   greedy_expert = config.expert_action == "greedy"
   num_actions = env_spec.action_dim
-
-  def init(key: Array) -> DistillState:
-    agent_key, env_key, key = jax.random.split(key, 3)
-    agent = SkillAgent.create(agent_key, env_spec, config)
-    carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    return DistillState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
+  model = skill_model(env_spec, config)
 
   def noise(key, num_steps):
     keys = jax.random.split(key, 3)
@@ -293,7 +324,7 @@ def _distill_learner(config, env, env_params, env_spec, expert: FrozenPolicy) ->
 
     return policy
 
-  def step(state: DistillState) -> tuple[DistillState, dict[str, Array]]:
+  def step(state: RunState) -> tuple[RunState, dict[str, Array]]:
     key, rollout_key, loss_key = jax.random.split(state.key, 3)
     agent = state.agent
     carry, traj = rollout.rollout(
@@ -321,37 +352,19 @@ def _distill_learner(config, env, env_params, env_spec, expert: FrozenPolicy) ->
     metrics["kl_coef"] = kl_coef
     metrics["student_agreement"] = jnp.mean((traj.action == traj.policy_extras).astype(jnp.float32))
     metrics.update(rollout.rollout_statistics(traj))
-    new_state = DistillState(agent=agent, env=carry, key=key, update=state.update + 1)
+    new_state = RunState(agent=agent, env=carry, key=key, update=state.update + 1)
     return new_state, metrics
 
-  def evaluate(state: DistillState, key: Array) -> dict[str, Array]:
-    model = state.agent.model
+  def student(params, obs, _):
+    mean, _ = model.apply(params, obs, method=LatentSkillModel.prior)
+    return model.apply(params, obs, mean, method=LatentSkillModel.decode).mode(), None
 
-    def student(params, obs, _):
-      mean, _ = model.apply(params, obs, method=LatentSkillModel.prior)
-      return model.apply(params, obs, mean, method=LatentSkillModel.decode).mode(), None
+  def teacher(params, obs, _):
+    return expert.network.apply(params, obs, method=ActorCritic.policy).mode(), None
 
-    def teacher(params, obs, _):
-      return expert.network.apply(params, obs, method=ActorCritic.policy).mode(), None
-
-    episodes, max_steps = config.eval_episodes, env_params.max_steps_in_episode
-    result = rollout.evaluate(
-      env, env_params, student, state.agent.params, key, episodes, max_steps
-    )
-    expert_result = rollout.evaluate(
-      env, env_params, teacher, expert.params, key, episodes, max_steps
-    )
-    result.update({f"eval_expert_{k[len('eval_') :]}": v for k, v in expert_result.items()})
-    return result
-
-  return Learner(
-    init=init,
-    step=step,
-    evaluate=evaluate,
-    num_updates=num_updates,
-    env_steps_per_update=steps_per_update,
-    sharded_field="env",
-  )
+  create_agent = lambda key: SkillAgent.create(key, env_spec, config)
+  baseline = ("expert", teacher, expert.params)
+  return _learner(config, env, env_params, num_updates, create_agent, step, student, baseline)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -370,13 +383,6 @@ class HighLevelAgent(struct.PyTreeNode):
   tx: optax.GradientTransformation = struct.field(pytree_node=False)
 
 
-class HighLevelState(struct.PyTreeNode):
-  agent: HighLevelAgent
-  env: EnvCarry  # sharded along the mesh's data axis
-  key: Array
-  update: Array  # int32
-
-
 def decode_action(skills: Skills, obs: PyTree, a_hi: Array, gumbel: Optional[Array]) -> Array:
   """The environment's action for the high-level action a_hi: the decoder at z = μ_p(s) + a_hi,
   sampled with the Gumbel noise `gumbel`, or its mode when `gumbel` is None."""
@@ -388,7 +394,7 @@ def decode_action(skills: Skills, obs: PyTree, a_hi: Array, gumbel: Optional[Arr
   return dist.mode() if gumbel is None else jnp.argmax(dist.logits + gumbel, axis=-1)
 
 
-def _high_level_learner(config, env, env_params, env_spec, skills: Skills) -> Learner:
+def _high_level_learner(config, env, env_params, env_spec, num_updates, skills: Skills) -> Learner:
   if skills.model.num_actions != env_spec.action_dim:
     raise ValueError(
       f"skill_run: expected a skill model of {env_spec.action_dim} actions, got "
@@ -402,18 +408,13 @@ def _high_level_learner(config, env, env_params, env_spec, skills: Skills) -> Le
     observation_ndim=len(env_spec.observation_shape),
     log_std_init=config.a_hi_log_std_init,
   )
-  steps_per_update = config.num_envs * config.num_steps
-  num_updates = training.num_updates(config.total_timesteps, steps_per_update)
   sample_decoder = config.decoder_action == "sample"
 
-  def init(key: Array) -> HighLevelState:
-    agent_key, env_key, key = jax.random.split(key, 3)
-    params_key, shuffle_key = jax.random.split(agent_key)
+  def create_agent(key: Array) -> HighLevelAgent:
+    params_key, shuffle_key = jax.random.split(key)
     params = common.init_params(network, params_key, env_spec.observation_shape)
     tx = common.ppo_optimizer(config, num_updates)
-    agent = HighLevelAgent(params, tx.init(params), shuffle_key, network, tx)
-    carry = rollout.reset(env, env_params, env_key, config.num_envs)
-    return HighLevelState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
+    return HighLevelAgent(params, tx.init(params), shuffle_key, network, tx)
 
   def noise(key, num_steps):
     hi_key, dec_key = jax.random.split(key)
@@ -431,7 +432,7 @@ def _high_level_learner(config, env, env_params, env_spec, skills: Skills) -> Le
   def minibatch_step(agent, minibatch):
     return common.gradient_step(agent, common.ppo_objective, agent.network, minibatch, config)
 
-  def step(state: HighLevelState) -> tuple[HighLevelState, dict[str, Array]]:
+  def step(state: RunState) -> tuple[RunState, dict[str, Array]]:
     key, rollout_key = jax.random.split(state.key)
     carry, traj = rollout.rollout(
       env,
@@ -462,31 +463,18 @@ def _high_level_learner(config, env, env_params, env_spec, skills: Skills) -> Le
     )
     metrics["a_hi_norm"] = jnp.mean(jnp.linalg.norm(a_hi, axis=-1))
     metrics.update(rollout.rollout_statistics(traj))
-    new_state = HighLevelState(agent=agent, env=carry, key=key, update=state.update + 1)
+    new_state = RunState(agent=agent, env=carry, key=key, update=state.update + 1)
     return new_state, metrics
 
-  def evaluate(state: HighLevelState, key: Array) -> dict[str, Array]:
-    def greedy(params, obs, _):
-      return decode_action(skills, obs, network.apply(params, obs)[0].mode(), None), None
+  def greedy(params, obs, _):
+    return decode_action(skills, obs, network.apply(params, obs)[0].mode(), None), None
 
-    def prior_only(params, obs, _):
-      a_hi = jnp.zeros(jax.tree.leaves(obs)[0].shape[:1] + (latent_dim,), jnp.float32)
-      return decode_action(skills, obs, a_hi, None), None
+  def prior_only(params, obs, _):
+    a_hi = jnp.zeros(jax.tree.leaves(obs)[0].shape[:1] + (latent_dim,), jnp.float32)
+    return decode_action(skills, obs, a_hi, None), None
 
-    episodes, max_steps = config.eval_episodes, env_params.max_steps_in_episode
-    result = rollout.evaluate(env, env_params, greedy, state.agent.params, key, episodes, max_steps)
-    prior = rollout.evaluate(env, env_params, prior_only, None, key, episodes, max_steps)
-    result.update({f"eval_prior_{k[len('eval_') :]}": v for k, v in prior.items()})
-    return result
-
-  return Learner(
-    init=init,
-    step=step,
-    evaluate=evaluate,
-    num_updates=num_updates,
-    env_steps_per_update=steps_per_update,
-    sharded_field="env",
-  )
+  baseline = ("prior", prior_only, None)
+  return _learner(config, env, env_params, num_updates, create_agent, step, greedy, baseline)
 
 
 def make_learner(
@@ -501,12 +489,13 @@ def make_learner(
   config = ml_collections.FrozenConfigDict(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   env_spec = envs.spec(env, env_params)
+  num_updates = training.num_updates(config.total_timesteps, config.num_envs * config.num_steps)
   if config.mode == "distill":
     expert = load_expert(config.expert_run) if expert is None else expert
-    return _distill_learner(config, env, env_params, env_spec, expert)
+    return _distill_learner(config, env, env_params, env_spec, num_updates, expert)
   if config.mode == "high_level":
     skills = load_skills(config.skill_run) if skills is None else skills
-    return _high_level_learner(config, env, env_params, env_spec, skills)
+    return _high_level_learner(config, env, env_params, env_spec, num_updates, skills)
   raise ValueError(f"config.mode: expected one of {MODES}, got {config.mode!r}")
 
 
