@@ -180,10 +180,16 @@ def evaluate(
   reset_key, run_key = jax.random.split(key)
   carry = reset(env, env_params, reset_key, num_episodes)
   _, transitions = rollout(env, env_params, policy_fn, params, carry, run_key, max_steps)
+  return _first_episode_statistics(transitions, max_steps)
+
+
+def _first_episode_statistics(transitions: Transition, max_steps: int) -> dict[str, Array]:
+  """`evaluate`'s statistics of `[max_steps, N]` transitions: mean and std of the return and
+  mean length of each environment's first episode (partial if it never ends)."""
   done = transitions.done
   first = jnp.argmax(done, axis=0)  # first done step per env (0 if never: handled below)
   ever = done.any(axis=0)
-  env_index = jnp.arange(num_episodes)
+  env_index = jnp.arange(done.shape[1])
   returns = jnp.where(
     ever, transitions.episode_return[first, env_index], transitions.reward.sum(axis=0)
   )

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.rollout.grouped import first_episode_mask
-from hrljax.rollout.plain import reset, rollout, step
+from hrljax.rollout.plain import _first_episode_statistics, reset, rollout, step
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 # high_fn(params, obs [N], key) -> (subgoal [N, ...], extras); low_fn(params, obs [N],
@@ -215,16 +215,4 @@ def evaluate(
   since = jnp.zeros((num_episodes,), jnp.int32)
   keys = jax.random.split(run_key, max_steps)
   _, transitions = jax.lax.scan(one_step, (carry, subgoals, since), keys)
-  done = transitions.done
-  first = jnp.argmax(done, axis=0)
-  ever = done.any(axis=0)
-  env_index = jnp.arange(num_episodes)
-  returns = jnp.where(
-    ever, transitions.episode_return[first, env_index], transitions.reward.sum(axis=0)
-  )
-  lengths = jnp.where(ever, transitions.episode_length[first, env_index], max_steps)
-  return {
-    "eval_return": returns.mean(),
-    "eval_return_std": returns.std(),
-    "eval_length": lengths.astype(jnp.float32).mean(),
-  }
+  return _first_episode_statistics(transitions, max_steps)
