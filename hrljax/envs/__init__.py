@@ -96,9 +96,16 @@ def available() -> list[str]:
 def make(name: str, **kwargs):
   """Returns `(env, env_params)` for a gymnax or hrljax environment name.
 
-  `kwargs` override fields of the environment's default params (e.g. `max_steps_in_episode`).
+  `kwargs` override fields of the environment's default params (e.g. `max_steps_in_episode`),
+  except `snapshot_reset`, whose options wrap the environment in
+  `hrljax.envs.snapshot_reset.SnapshotResetWrapper` (episodes that start from teacher states).
   Raises ValueError naming the environment or field when either is unknown.
   """
+  if "snapshot_reset" in kwargs:
+    from hrljax.envs import snapshot_reset
+
+    options = kwargs.pop("snapshot_reset")
+    return snapshot_reset.wrap(name, *make(name, **kwargs), options)
   if name in _OWN_ENVIRONMENTS:
     return _OWN_ENVIRONMENTS[name](**kwargs)
   if name not in gymnax.registered_envs:
