@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test docs venv bench bench-llm bench-gigpo clean
+.PHONY: run test docs venv bench bench-llm bench-gigpo bench-device device-wheels clean
 
 # The installs go through uv (from PyPI): the same pinned versions as pip's, in a fraction of the
 # time (about 20 s instead of 110 s here). pip stays in the venv for the tests that build a wheel.
@@ -61,6 +61,26 @@ bench-gigpo:
 	$(MAKE) $(STAMP) $(REF_VENV)/.installed
 	$(PY) -m experiments.benchmarks.advantages --reference=verl_agent \
 		--reference_path=$(VERL_AGENT) --reference_python=$(REF_VENV)/bin/python
+
+# The accelerator suite (experiments/benchmarks/device.py). On a GPU machine with no registry:
+# `make bench-device` with the machine's python3 (its JAX has CUDA); anywhere:
+# `make bench-device ARGS=--smoke` for tiny sizes. Its missing dependencies travel as wheels in
+# .device/wheels, which `make device-wheels` downloads here (CPython DEVICE_PYTHON on x86-64
+# Linux), with the peers' code copied from checkouts: PUREJAXRL=<purejaxrl checkout>
+# OGBENCH=<ogbench checkout>. Carry .device to the machine.
+DEVICE_PYTHON ?= 3.12
+WHEELS ?= .device/wheels
+BENCH_PY = $(if $(wildcard $(PY)),$(PY),python3)
+bench-device:
+	$(BENCH_PY) -m experiments.benchmarks.device $(ARGS)
+
+device-wheels: $(STAMP)
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(DEVICE_PYTHON) \
+		--implementation cp --abi cp$(subst .,,$(DEVICE_PYTHON)) --abi abi3 --abi none \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-r experiments/benchmarks/device_requirements.txt -d $(WHEELS)
+	if [ -n "$(PUREJAXRL)" ]; then mkdir -p .device/purejaxrl && cp -r $(PUREJAXRL)/purejaxrl .device/purejaxrl/; fi
+	if [ -n "$(OGBENCH)" ]; then mkdir -p .device/ogbench && cp -r $(OGBENCH)/impls .device/ogbench/; fi
 
 clean:
 	rm -rf $(VENV) $(REF_VENV) runs site .pytest_cache .jax_cache

@@ -58,6 +58,7 @@ SLOW_FILES_FIRST = (
   "tests/spine/test_multidevice.py",
   "tests/agents/test_task_risk_penalty.py",
   "tests/experiments/test_configs_token_game.py",
+  "tests/experiments/test_device_benchmark.py",
   "tests/losses/test_group_relative.py",
   "tests/agents/test_sac.py",
   "tests/spine/test_two_rate_rollout.py",

@@ -173,7 +173,14 @@ def start_worker() -> subprocess.Popen:
     f"--seed={FLAGS.seed}",
   ]
   env = dict(os.environ)
-  env.pop("PYTHONPATH", None)
+  # Dependencies installed elsewhere stay on the path; this repository does not (OGBench's
+  # `agents` and `utils` would clash with its names).
+  repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  kept = [
+    p for p in env.pop("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != repository
+  ]
+  if kept:
+    env["PYTHONPATH"] = os.pathsep.join(kept)
   return subprocess.Popen(
     args,
     cwd=FLAGS.reference_path,
