@@ -92,8 +92,10 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
 
   With more than one device the batch may be sharded, and `any(done)` over a sharded axis is an
   all-reduce at every step (across processes, a network round trip per step: measured 20x slower
-  on 2 local processes, `experiments/benchmarks/SCALING.md`). There the resets are computed for
-  every environment and selected, as gymnax does, which needs no communication.
+  on 2 local processes, `experiments/benchmarks/SCALING.md`). On a GPU or TPU a conditional reads
+  its predicate back to the host at every step and splits the step's fused kernels. In both cases
+  the resets are computed for every environment and selected, as gymnax does; the values are the
+  same either way.
   """
   step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
   obs_st, state_st, reward, terminated, _ = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
@@ -109,7 +111,7 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
     )
     return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
 
-  if jax.device_count() > 1:
+  if jax.device_count() > 1 or jax.default_backend() != "cpu":
     obs, state = with_resets(None)
   else:
     obs, state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
