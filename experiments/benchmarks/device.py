@@ -11,7 +11,9 @@ beside them, only where the machine lacks them. The peers' code is read from che
 in `.device/` too (nothing of them is in this repository).
 
 Each benchmark runs in a process of its own, under a time limit, so that a crash or an
-out-of-memory error stops only that one and each starts with the whole device. Every benchmark is
+out-of-memory error stops only that one and each starts with the whole device. `--smoke` runs
+them one after another in the suite's own process instead: at its tiny sizes a fresh
+interpreter's imports would be most of the time. Every benchmark is
 one of the side-by-side scripts of this folder:
 
 - `ppo_2048`, `ppo_256`: `throughput.py`, PPO on CartPole-v1 (PureJaxRL's settings) at 2,048 and
@@ -27,16 +29,20 @@ Prints one JSON line per benchmark ({"benchmark", "status", "seconds", "records"
 JSON lines}) after a line describing the platform, and writes them all to `<out>/summary.json`.
 """
 
+import contextlib
 import glob
 import importlib.metadata
 import importlib.util
 import json
 import os
+import io
 import platform
 import re
+import runpy
 import subprocess
 import sys
 import time
+import traceback
 from typing import Callable, NamedTuple, Optional
 
 from absl import app, flags
@@ -216,6 +222,45 @@ def run_benchmark(benchmark: Benchmark, env: dict, timeout: int) -> dict:
   return result
 
 
+def run_in_this_process(benchmark: Benchmark) -> dict:
+  """One benchmark run in this process (`--smoke`: tiny sizes, where a fresh interpreter's
+  imports would take most of the time), its output captured; the flags it defines are removed
+  after it, for the next one to define its own."""
+  module, *args = benchmark.args
+  before = set(FLAGS)
+  stdout, stderr = io.StringIO(), io.StringIO()
+  start = time.perf_counter()
+  status = "ok"
+  argv, cwd = sys.argv, os.getcwd()
+  try:
+    os.chdir(ROOT)
+    sys.argv = [module, *args]
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+      runpy.run_module(f"experiments.benchmarks.{module}", run_name="__main__", alter_sys=True)
+  except SystemExit as done:
+    if done.code not in (None, 0):
+      status = f"exit {done.code if isinstance(done.code, int) else 1}"
+      stderr.write(f"{done.code}\n")
+  except Exception:  # reported in the benchmark's stderr_tail
+    status = "exit 1"
+    stderr.write(traceback.format_exc())
+  finally:
+    sys.argv = argv
+    os.chdir(cwd)
+    for name in set(FLAGS) - before:
+      delattr(FLAGS, name)
+  result = {
+    "benchmark": benchmark.name,
+    "status": status,
+    "seconds": round(time.perf_counter() - start, 1),
+    "command": " ".join(["python", "-m", f"experiments.benchmarks.{module}", *args]),
+    "records": json_lines(stdout.getvalue()),
+  }
+  if status != "ok":
+    result["stderr_tail"] = stderr.getvalue()[-2000:]
+  return result
+
+
 def platform_record() -> dict:
   """What the numbers were measured on."""
   import jax
@@ -277,7 +322,10 @@ def main(argv) -> None:
     if FLAGS.only and benchmark.name not in FLAGS.only:
       continue
     print(f"{benchmark.name}: running", file=sys.stderr, flush=True)
-    result = run_benchmark(benchmark, env, FLAGS.timeout)
+    if FLAGS.smoke:
+      result = run_in_this_process(benchmark)
+    else:
+      result = run_benchmark(benchmark, env, FLAGS.timeout)
     records.append(result)
     print(json.dumps(result), flush=True)
     write_summary(records, FLAGS.out)  # after each one: a suite stopped midway keeps what ran
