@@ -170,6 +170,18 @@ SMOKE = {
     },
     None,
   ),
+  "ippo_simple_spread": (
+    {
+      "total_timesteps": 2 * 4 * 2,
+      "num_envs": 2,
+      "num_steps": 4,
+      "update_epochs": 1,
+      "num_minibatches": 2,
+      "hidden_sizes": (8,),
+      "eval_episodes": 2,
+    },
+    None,
+  ),
   "gmah_simple_spread": (
     {
       "total_timesteps": 2 * 2 * 4,
@@ -354,6 +366,7 @@ GROUPS = {
     "dqn_fourrooms",
     "macro_mixture_fourrooms",
     "qmix_simple_spread",
+    "ippo_simple_spread",
     "gmah_simple_spread",
     "grpo_fourrooms",
     "gigpo_fourrooms",
