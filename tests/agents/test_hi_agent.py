@@ -1,7 +1,8 @@
 """Tests of hrljax.agents.hi_agent and its rollout (hrljax.rollout.two_level): config checks, the
-shortest-path table, branching from saved states, the two levels' batches, one update and
-determinism (the evaluation runs in the preset's smoke run, tests/experiments/preset_smoke.py). One tiny learner (the smoke sizes of the preset), compiled once
-for the module."""
+shortest-path table, branching from saved states, the two levels' batches, one update,
+determinism, and what each level learns in 40 small updates (the evaluation runs in the
+preset's smoke run, tests/experiments/preset_smoke.py). One tiny learner (the smoke sizes of the
+preset), compiled once for the module."""
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +14,7 @@ from hrljax import envs
 from hrljax.agents import hi_agent
 from hrljax.rollout import two_level
 from tests.experiments.preset_smoke import HI_AGENT
+from tests.fast_compile import fast_jit
 
 
 def tiny_config(**overrides):
@@ -155,3 +157,22 @@ def test_the_batches_of_both_levels(run):
   # group z-scores: each decision state's subgoal advantages sum to zero
   sums = np.asarray(high.advantage).reshape(-1, 2).sum(-1)
   np.testing.assert_allclose(sums, 0.0, atol=1e-5)
+
+
+@pytest.mark.learning
+def test_both_levels_learn_what_they_are_rewarded_for():
+  """40 updates of 8 tasks x 4 decisions x 4 subgoals x 2 segments of 4 steps (41k environment
+  steps, the preset otherwise): the high level learns the format part of the foresight reward
+  (open cells) and the low level learns to reach its subgoals. Measured on seeds 0-5, first 8
+  updates / last 8: open subgoals 0.70-0.76 / 0.94-0.98, segments ending on their subgoal
+  0.044-0.053 / 0.12-0.23; with a learning rate of 1e-9, 0.64 / 0.66 and 0.037 / 0.040. The
+  task itself (the execution rate, the evaluation's success) does not move at this size: the
+  study's curve needs about 0.5M environment steps to go from 0.18 to 0.35 success."""
+  config = hi_agent_fourrooms.get_config()
+  config.update(num_groups=8, num_decisions=4, num_segments=2, total_timesteps=40 * 1024)
+  _, metrics = fast_jit(hi_agent.make_train(config))(jax.random.key(0))
+  open_rate = np.asarray(metrics["subgoal_format_rate"])
+  reached = np.asarray(metrics["subgoal_reached_rate"])
+  assert open_rate.shape == reached.shape == (40,)
+  assert open_rate[:8].mean() < 0.8 and open_rate[-8:].mean() > 0.9, open_rate
+  assert reached[-8:].mean() > max(0.1, 2 * reached[:8].mean()), reached
