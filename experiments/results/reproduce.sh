@@ -151,7 +151,7 @@ python -m experiments.benchmarks.scaling
 # every seed; then the goal moved to (11, 8): environment steps to a greedy evaluation of at most
 # 25 steps, latent high level 163,840 / 153,600 / 143,360 vs PPO from scratch 92,160 on every seed
 # (a_hi's starting std e^0.5: 163,840 / 174,080 / 163,840; e^-1: 235,520 / 215,040 / 215,040;
-# e^-2: never in 300k steps).
+# e^-2: never in 300k steps); option-critic from scratch 133,120 / 153,600 / 143,360.
 python -m experiments.train --config=experiments/configs/ppo_fourrooms.py \
     --workdir=runs/skills/expert --config.seeds=0 --config.total_timesteps=600000
 python -m experiments.train --config=experiments/configs/latent_skills_distill_fourrooms.py \
@@ -171,9 +171,16 @@ python -m experiments.train --config=experiments/configs/latent_skills_distill_f
 python -m experiments.train --config=experiments/configs/latent_skills_fourrooms.py \
     --workdir=runs/skills/high_level_untrained --config.seeds=0,1,2 \
     --config.skill_run=runs/skills/distill_1update
+python -m experiments.train --config=experiments/configs/option_critic_fourrooms.py \
+    --workdir=runs/skills/option_critic_moved --config.seeds=0,1,2 --config.total_timesteps=300000 \
+    --config.env_kwargs.goal="(11, 8)" --config.eval_every=80 --config.log_every=80 \
+    --config.checkpoint_every=800
 python -m experiments.steps_to_threshold runs/skills/ppo_moved runs/skills/high_level \
     runs/skills/high_level_logstd0.5 runs/skills/high_level_logstd-1 runs/skills/high_level_logstd-2 \
-    runs/skills/high_level_untrained --metric=eval_length --at_most=25 --statistic=iqm
+    runs/skills/high_level_untrained runs/skills/option_critic_moved --metric=eval_length \
+    --at_most=25 --statistic=iqm
+# The skills' picture (SKILLS.md): 30 of 32 prior-sampled episodes reach the east doorway.
+python -m experiments.plot_skills runs/skills/distill --out=skills.png
 
 # ---- group-relative (agent `group_relative`, losses `hrljax.losses.group_relative`) ----------
 
@@ -217,6 +224,8 @@ python -m experiments.summarize runs/hi_agent/gigpo runs/hi_agent/grpo runs/hi_a
 python -m experiments.steps_to_threshold runs/hi_agent/gigpo runs/hi_agent/grpo \
     runs/hi_agent/hi_agent runs/hi_agent/hi_agent_k2_d16 --metric=eval_return --at_least=0.5 \
     --statistic=iqm
+# The subgoals of one greedy episode (HI_AGENT.md): the goal reached at step 61 of 64.
+python -m experiments.plot_hi_agent runs/hi_agent/hi_agent --episode_seed=2 --out=subgoals.png
 
 # ---------------------------------------------------------------------------------------------
 # Offline goal-conditioned agents on OGBench's point mazes (experiments/results/OGBENCH.md,
