@@ -19,8 +19,8 @@ __version__ = "0.1.0"  # the one place it is written: pyproject.toml and the whe
 class _OnFirstUse(types.ModuleType):
   """Stands in for a module until something reads one of its attributes, which imports the real
   module (it takes this one's place in `sys.modules`) and reads the attribute there. The
-  attributes the import system reads (`__spec__`, `__name__`) are this object's own, so
-  `import name` binds it without importing anything."""
+  attributes the import system reads (`__spec__`, `__name__`) and `__file__` are this object's
+  own, so `import name` binds it without importing anything."""
 
   def __getattr__(self, attribute: str):
     name = self.__name__
@@ -52,6 +52,7 @@ def _load_on_first_use(name: str) -> None:
     return
   stand_in = _OnFirstUse(name)
   stand_in.__spec__ = spec
+  stand_in.__file__ = spec.origin  # read by tools that scan sys.modules (hypothesis's plugin)
   sys.modules[name] = stand_in
   parent, _, child = name.rpartition(".")
   if parent:  # `import matplotlib.pyplot as plt` reads it as the package's attribute
