@@ -124,8 +124,9 @@ def install_carried_wheels(
       f"error: --wheels: expected wheels of {sorted(absent)} in {wheels!r} (this Python lacks "
       f"them): run `make device-wheels` where a package registry is reachable, and carry .device"
     )
-  command = [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
-  subprocess.run(command + ["--target", target, *files], check=True)
+  # This pip, run for `python` (`--python`: that interpreter needs no pip of its own).
+  command = [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-index"]
+  subprocess.run(command + ["--no-deps", "--target", target, *files], check=True)
   return sorted(missing)
 
 
