@@ -44,7 +44,7 @@ def step_with_keys(
 ) -> tuple[EnvCarry, Transition]:
   """`step` with one key per environment given (`[N]`), e.g. split for a whole rollout at once."""
   if _uses_base_step(env):
-    obs, env_state, reward, terminated, truncated, final_obs = _batched_auto_reset_step(
+    obs, env_state, reward, terminated, truncated, final_obs, _ = _batched_auto_reset_step(
       env, env_params, carry.env_state, action, keys
     )
   else:
@@ -83,7 +83,9 @@ def _uses_base_step(env) -> bool:
 
 
 def _batched_auto_reset_step(env, env_params, env_state, action, keys):
-  """gymnax's `Environment.step` for a batch, resetting only when some environment is done.
+  """gymnax's `Environment.step` for a batch, resetting only when some environment is done:
+  `(obs, state, reward, terminated, truncated, obs_st, info)`, where `obs_st` and `info` are
+  `step_env`'s (the observation and info at the step, before any reset).
 
   gymnax computes a reset for every environment at every step and then selects it where the
   episode ended. Here the batch first steps (`step_env`); the resets run only if at least one
@@ -98,7 +100,7 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
   same either way.
   """
   step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-  obs_st, state_st, reward, terminated, _ = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
+  obs_st, state_st, reward, terminated, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
     step_keys, env_state, action, env_params
   )
   truncated = jax.vmap(env.is_truncated, in_axes=(0, None))(state_st, env_params)
@@ -115,7 +117,7 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
     obs, state = with_resets(None)
   else:
     obs, state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
-  return obs, state, reward, terminated, truncated, obs_st
+  return obs, state, reward, terminated, truncated, obs_st, info
 
 
 def rollout(

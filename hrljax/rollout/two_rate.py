@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.rollout.grouped import _check_positive_int
-from hrljax.rollout.plain import PolicyFn, _uses_base_step, tree_index
+from hrljax.rollout.plain import PolicyFn, _batched_auto_reset_step, _uses_base_step, tree_index
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 
@@ -120,22 +120,9 @@ def step_with_info(
   gymnax's own `step`, the info is `step_env`'s (the values at the step, before any reset).
   """
   if _uses_base_step(env):
-    step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-    obs_st, state_st, reward, terminated, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
-      step_keys, carry.env_state, action, env_params
+    obs, env_state, reward, terminated, truncated, final_obs, info = _batched_auto_reset_step(
+      env, env_params, carry.env_state, action, keys
     )
-    truncated = jax.vmap(env.is_truncated, in_axes=(0, None))(state_st, env_params)
-    done = terminated | truncated
-
-    def with_resets(_):
-      obs_re, state_re = jax.vmap(env.reset_env, in_axes=(0, None))(reset_keys, env_params)
-      pick = lambda reset_leaf, step_leaf: jnp.where(
-        done.reshape(done.shape + (1,) * (step_leaf.ndim - 1)), reset_leaf, step_leaf
-      )
-      return jax.tree.map(pick, obs_re, obs_st), jax.tree.map(pick, state_re, state_st)
-
-    obs, env_state = jax.lax.cond(jnp.any(done), with_resets, lambda _: (obs_st, state_st), None)
-    final_obs = obs_st
   else:
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
       env.step, in_axes=(0, 0, 0, None)
