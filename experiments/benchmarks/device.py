@@ -196,6 +196,23 @@ def json_lines(text: str) -> list:
   return records
 
 
+def benchmark_result(
+  benchmark: Benchmark, status: str, seconds: float, stdout: str, stderr: str
+) -> dict:
+  """A benchmark's summary line: its JSON lines, and the end of its stderr if it failed."""
+  module, *args = benchmark.args
+  result = {
+    "benchmark": benchmark.name,
+    "status": status,
+    "seconds": round(seconds, 1),
+    "command": " ".join(["python", "-m", f"experiments.benchmarks.{module}", *args]),
+    "records": json_lines(stdout),
+  }
+  if status != "ok":
+    result["stderr_tail"] = stderr[-2000:]
+  return result
+
+
 def run_benchmark(benchmark: Benchmark, env: dict, timeout: int) -> dict:
   """One benchmark in its own process: its JSON lines, or the end of its stderr if it failed."""
   module, *args = benchmark.args
@@ -211,16 +228,7 @@ def run_benchmark(benchmark: Benchmark, env: dict, timeout: int) -> dict:
     status = f"timeout after {timeout} s"
     stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
     stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else expired.stderr or ""
-  result = {
-    "benchmark": benchmark.name,
-    "status": status,
-    "seconds": round(time.perf_counter() - start, 1),
-    "command": " ".join(["python", "-m", f"experiments.benchmarks.{module}", *args]),
-    "records": json_lines(stdout),
-  }
-  if status != "ok":
-    result["stderr_tail"] = stderr[-2000:]
-  return result
+  return benchmark_result(benchmark, status, time.perf_counter() - start, stdout, stderr)
 
 
 def run_in_this_process(benchmark: Benchmark) -> dict:
@@ -250,16 +258,9 @@ def run_in_this_process(benchmark: Benchmark) -> dict:
     os.chdir(cwd)
     for name in set(FLAGS) - before:
       delattr(FLAGS, name)
-  result = {
-    "benchmark": benchmark.name,
-    "status": status,
-    "seconds": round(time.perf_counter() - start, 1),
-    "command": " ".join(["python", "-m", f"experiments.benchmarks.{module}", *args]),
-    "records": json_lines(stdout.getvalue()),
-  }
-  if status != "ok":
-    result["stderr_tail"] = stderr.getvalue()[-2000:]
-  return result
+  return benchmark_result(
+    benchmark, status, time.perf_counter() - start, stdout.getvalue(), stderr.getvalue()
+  )
 
 
 def platform_record() -> dict:
