@@ -2,6 +2,10 @@
 # make test : build .venv if missing, then the test suite.
 # make docs : build .venv if missing, then the documentation site into site/.
 PYTHON ?= python3
+# Python caches each module's bytecode beside its source (__pycache__). An environment that sets
+# PYTHONDONTWRITEBYTECODE makes every new interpreter parse and compile all it imports again: about
+# 6 s of CPU for one that builds an agent, paid by each of the test suite's subprocesses.
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

@@ -16,7 +16,6 @@ from hrljax.agents.value_common import mixer_state
 from hrljax.config_checks import ConfigError
 from hrljax.types import EnvCarry, Transition
 
-pytest.importorskip("jaxmarl")
 ENV, ENV_PARAMS = envs.make("MPE_simple_spread_v3")
 SPEC = envs.spec(ENV, ENV_PARAMS)
 N, D = SPEC.observation_shape

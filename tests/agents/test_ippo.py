@@ -15,7 +15,6 @@ from hrljax.config_checks import ConfigError
 from hrljax.networks import ActorCritic
 from hrljax.types import Transition
 
-pytest.importorskip("jaxmarl")
 ENV, ENV_PARAMS = envs.make("MPE_simple_spread_v3")
 SPEC = envs.spec(ENV, ENV_PARAMS)
 N, D = SPEC.observation_shape

@@ -12,7 +12,6 @@ from hrljax.agents import qmix
 from hrljax.config_checks import ConfigError
 from hrljax.losses import value_based
 
-pytest.importorskip("jaxmarl")
 ENV_NAME = "MPE_simple_spread_v3"
 ENV, ENV_PARAMS = envs.make(ENV_NAME)
 SPEC = envs.spec(ENV, ENV_PARAMS)
