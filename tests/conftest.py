@@ -34,8 +34,10 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.fast_compile import bitwise_compile, default_compile  # noqa: E402
+from tests.gc_settings import relax_gc  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+relax_gc()
 # The same settings when a plugin imported JAX before this file set the variables.
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update(

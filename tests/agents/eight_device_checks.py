@@ -21,6 +21,7 @@ from hrljax import distributed, envs, replay, training
 from hrljax.agents import archer, dqn, gmah, option_critic, ppo, qmix, sac
 from hrljax.agents import group_relative as gr
 from hrljax.logging import read_jsonl
+from tests.gc_settings import relax_gc
 
 
 def max_abs_diff(a, b) -> float:
@@ -303,6 +304,7 @@ def guarded(check, *args) -> dict:
 
 
 if __name__ == "__main__":
+  relax_gc()
   out = {
     "devices": jax.device_count(),
     "archer": guarded(archer_check),

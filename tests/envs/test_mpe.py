@@ -42,7 +42,6 @@ def scripted(params, obs, key):
 @pytest.fixture(scope="module")
 def run():
   """`(env, params, trajectory, team reward of one step, JaxMARL's per-agent rewards)`."""
-  pytest.importorskip("jaxmarl")
   env, params = envs.make(NAME)
 
   @jax.jit
@@ -64,7 +63,6 @@ def run():
 
 
 def test_registered_spec_and_agent_axis():
-  pytest.importorskip("jaxmarl")
   assert NAME in envs.available()
   env, params = envs.make(NAME)
   spec = envs.spec(env, params)
@@ -135,7 +133,6 @@ def test_missing_package_is_one_line(monkeypatch):
 
 
 def test_bad_arguments():
-  pytest.importorskip("jaxmarl")
   with pytest.raises(ValueError, match="env_kwargs: MPE_simple_spread_v3 has no parameter 'size'"):
     envs.make(NAME, size=3)
   with pytest.raises(ValueError, match="name: expected one of"):

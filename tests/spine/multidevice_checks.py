@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 
 from hrljax import distributed
 from hrljax.agents import ppo
+from tests.gc_settings import relax_gc
 from tests.train_in_process import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -124,6 +125,7 @@ def command_lines(workdir: str) -> dict:
 
 
 if __name__ == "__main__":
+  relax_gc()
   out = {}
   out.update(ppo_sgd_update_difference())
   out.update(shard_map_gradient_scaling())
