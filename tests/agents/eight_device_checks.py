@@ -18,9 +18,10 @@ import ml_collections
 import numpy as np
 
 from hrljax import distributed, envs, replay, training
-from hrljax.agents import archer, dqn, gmah, option_critic, ppo, qmix, sac
+from hrljax.agents import archer, dqn, gmah, ippo, macro_mixture, option_critic, ppo, qmix, sac
 from hrljax.agents import group_relative as gr
 from hrljax.logging import read_jsonl
+from hrljax.networks.discrete_q import DiscreteQNetwork
 from tests.gc_settings import relax_gc
 
 
@@ -247,6 +248,25 @@ VALUE_BASED = {
   "target_update_interval": 2,
 }
 MULTI_AGENT = {"mixer_embed_dim": 8, "hypernet_hidden": 8}
+IPPO = {
+  "num_envs": 8,
+  "num_steps": 2,
+  "total_timesteps": 8 * 2 * 3,
+  "update_epochs": 2,
+  "num_minibatches": 2,
+  "hidden_sizes": (8,),
+  "optimizer": "sgd",
+  "learning_rate": 0.05,
+  "anneal_lr": False,
+}
+MIXTURE = {
+  **{k: v for k, v in VALUE_BASED.items() if k not in ("hidden_sizes", "num_steps")},
+  "env_kwargs": {"max_steps_in_episode": 20},
+  "expert_runs": ("unused",),  # the experts are passed to make_learner
+  "memory_size": 8,
+  "num_neighbours": 2,
+  "hyper_hidden_size": 8,
+}
 SAC = {
   **{k: v for k, v in VALUE_BASED.items() if k not in ("learning_rate", "target_update_interval")},
   "actor_learning_rate": 0.05,
@@ -266,12 +286,16 @@ def float_leaves(tree) -> list:
 
 
 def off_policy_check(agent, overrides: dict) -> dict:
+  """`learner_check` of `agent`'s learner with its default config and `overrides`."""
+  config = agent.get_config()
+  config.update(overrides)
+  return learner_check(agent.make_learner(config))
+
+
+def learner_check(learner) -> dict:
   """Per-environment state sharded, replay buffers replicated: the whole run state (agent,
   targets, optimizer state, buffers, environments) and the metrics after three Learner steps on
   1 and on 8 devices; the partition specs of the sharded field and of every replay buffer."""
-  config = agent.get_config()
-  config.update(overrides)
-  learner = agent.make_learner(config)
   leaves, sharded = {}, None
   for devices in (1, 8):
     mesh = distributed.make_mesh(devices)
@@ -293,6 +317,27 @@ def off_policy_check(agent, overrides: dict) -> dict:
     "sharded": sharded,
     "replicated": replicated,
   }
+
+
+def ippo_check() -> dict:
+  """IPPO (on-policy, every agent of every environment a row of the batch): three Learner steps
+  of a rollout and 2 epochs x 2 minibatches of SGD, whole-batch shuffle."""
+  config = ippo.get_config()
+  config.update(IPPO)
+  return learner_check(ippo.make_learner(config))
+
+
+def macro_mixture_check() -> dict:
+  """MacroHFT's hyper-agent over three frozen random DQN experts on four rooms (SGD)."""
+  config = macro_mixture.get_config()
+  config.update(MIXTURE)
+  env, env_params = envs.make(config.env_name)
+  spec = envs.spec(env, env_params)
+  network = DiscreteQNetwork(num_actions=spec.action_dim, hidden_sizes=(8,))
+  obs = jax.numpy.zeros((1,) + tuple(spec.observation_shape))
+  params = [network.init(k, obs) for k in jax.random.split(jax.random.key(5), 3)]
+  experts = macro_mixture.stack_experts(network, params)
+  return learner_check(macro_mixture.make_learner(config, experts))
 
 
 def guarded(check, *args) -> dict:
@@ -317,6 +362,8 @@ if __name__ == "__main__":
     "gmah": guarded(
       off_policy_check, gmah, {**VALUE_BASED, **MULTI_AGENT, "low_hidden_sizes": (16,)}
     ),
+    "ippo": guarded(ippo_check),
+    "macro_mixture": guarded(macro_mixture_check),
   }
   sys.stdout.flush()
   print(json.dumps(out))

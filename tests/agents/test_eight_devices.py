@@ -1,5 +1,6 @@
 """The agents on a mesh of 8 fake CPU devices give what they give on 1: ArCHer, SAC, GiGPO,
-option-critic, PPO's per-device shuffle and the value-based DQN, QMIX and GMAH, all in one
+option-critic, PPO's per-device shuffle, IPPO, the value-based DQN, QMIX and GMAH and MacroHFT's
+mixture of experts, all in one
 subprocess (`eight_device_checks`: one Python and JAX start for all). The tests of each agent on one device are in its own file."""
 
 import json
@@ -122,4 +123,25 @@ def test_value_based_agents_on_eight_devices_match_one_device_with_sgd(checks, a
   assert out["sharded"] == "P('data',)"  # the per-environment state is split
   assert out["replicated"] == ["P()"]  # every replay buffer on every device
   assert out["change"] > 1e-3  # the updates did move the parameters
+  assert out["diff"] < 1e-4, out
+
+
+def test_ippo_on_eight_devices_matches_one_device_with_sgd(checks):
+  """Environments sharded over 8 devices: the whole run state and the metrics equal the
+  one-device run's after three updates of 2 epochs x 2 minibatches of SGD (the whole-batch
+  shuffle, so every device computes the one-device update)."""
+  out = check(checks, "ippo")
+  assert out["sharded"] == "P('data',)"
+  assert out["change"] > 1e-3
+  assert out["diff"] < 1e-4, out
+
+
+def test_macro_mixture_on_eight_devices_matches_one_device_with_sgd(checks):
+  """The hyper-agent over frozen experts: per-environment state sharded, replay buffer and
+  episodic memory replicated; the whole run state and the metrics equal the one-device run's
+  after three Learner steps of two SGD steps each."""
+  out = check(checks, "macro_mixture")
+  assert out["sharded"] == "P('data',)"
+  assert out["replicated"] and set(out["replicated"]) == {"P()"}, out
+  assert out["change"] > 1e-3
   assert out["diff"] < 1e-4, out
