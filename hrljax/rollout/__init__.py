@@ -38,6 +38,7 @@ from hrljax.rollout.plain import (
   rollout,
   rollout_statistics,
   step,
+  step_with_info,
   step_with_keys,
   tree_index,
 )
@@ -51,7 +52,6 @@ from hrljax.rollout.two_rate import (
   TwoRateTrajectory,
   no_safety_layer,
   reflex_safety_fn,
-  step_with_info,
   two_rate_rollout,
   two_rate_rollout_end_decision,
 )

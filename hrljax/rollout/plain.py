@@ -43,8 +43,20 @@ def step_with_keys(
   env, env_params, carry: EnvCarry, action: Array, keys: Array
 ) -> tuple[EnvCarry, Transition]:
   """`step` with one key per environment given (`[N]`), e.g. split for a whole rollout at once."""
+  carry, transition, _ = step_with_info(env, env_params, carry, action, keys)
+  return carry, transition
+
+
+def step_with_info(
+  env, env_params, carry: EnvCarry, action: Array, keys: Array
+) -> tuple[EnvCarry, Transition, dict]:
+  """`step_with_keys` that also returns the environment's `info` dict (leaves `[N, ...]`).
+
+  For environments that use gymnax's own `step`, the info is `step_env`'s (the values at the
+  step, before any reset).
+  """
   if _uses_base_step(env):
-    obs, env_state, reward, terminated, truncated, final_obs, _ = _batched_auto_reset_step(
+    obs, env_state, reward, terminated, truncated, final_obs, info = _batched_auto_reset_step(
       env, env_params, carry.env_state, action, keys
     )
   else:
@@ -73,7 +85,7 @@ def step_with_keys(
     running_return=jnp.where(done, 0.0, episode_return),
     running_length=jnp.where(done, 0, episode_length),
   )
-  return carry, transition
+  return carry, transition, info
 
 
 def _uses_base_step(env) -> bool:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.rollout.grouped import _check_positive_int
-from hrljax.rollout.plain import PolicyFn, _batched_auto_reset_step, _uses_base_step, tree_index
+from hrljax.rollout.plain import PolicyFn, step_with_info, tree_index
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 
@@ -108,48 +108,6 @@ def no_safety_layer(safety_params, obs, proposed_action, key, latched):
   """The identity safety layer: executes the proposed action, never intervenes."""
   del safety_params, obs, key, latched
   return proposed_action, jnp.zeros(proposed_action.shape[:1], bool)
-
-
-def step_with_info(
-  env, env_params, carry: EnvCarry, action: Array, keys: Array
-) -> tuple[EnvCarry, Transition, dict]:
-  """`step_with_keys` that also returns the environment's `info` dict (leaves `[N, ...]`).
-
-  Numerically identical to `step_with_keys` (same key use, same auto-reset), so that a two-rate
-  rollout with K = 1 and no safety layer reproduces `rollout` exactly. For environments that use
-  gymnax's own `step`, the info is `step_env`'s (the values at the step, before any reset).
-  """
-  if _uses_base_step(env):
-    obs, env_state, reward, terminated, truncated, final_obs, info = _batched_auto_reset_step(
-      env, env_params, carry.env_state, action, keys
-    )
-  else:
-    obs, env_state, reward, terminated, truncated, info = jax.vmap(
-      env.step, in_axes=(0, 0, 0, None)
-    )(keys, carry.env_state, action, env_params)
-    final_obs = info["final_observation"]
-  reward = reward.astype(jnp.float32)
-  done = terminated | truncated
-  episode_return = carry.running_return + reward
-  episode_length = carry.running_length + 1
-  transition = Transition(
-    obs=carry.obs,
-    action=action,
-    reward=reward,
-    terminated=terminated,
-    truncated=truncated,
-    next_obs=final_obs,
-    policy_extras=None,
-    episode_return=episode_return,
-    episode_length=episode_length,
-  )
-  carry = EnvCarry(
-    env_state=env_state,
-    obs=obs,
-    running_return=jnp.where(done, 0.0, episode_return),
-    running_length=jnp.where(done, 0, episode_length),
-  )
-  return carry, transition, info
 
 
 def _select_envs(active: Array, new: PyTree, old: PyTree) -> PyTree:
