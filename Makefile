@@ -36,15 +36,12 @@ run: $(STAMP)
 
 # One pass. Most tests spend their time compiling tiny programs: the run's XLA_FLAGS are XLA:CPU's
 # fast-compile flags (tests/fast_compile.py; about half the compile time). The `optimised` learning
-# tests (long runs, where optimised code pays) and the tests that compare two differently built
-# programs bit for bit (`bitwise`) compile with XLA's default options (tests/conftest.py), and the
-# slowest files start first so that the workers finish together. One worker more than the cores
-# (TEST_WORKERS): a worker waiting on a subprocess, a checkpoint write or a timeout leaves its core
-# to another.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# tests (long runs, where optimised code pays) and the tests that compare two differently built programs
+# bit for bit (`bitwise`) compile with other options (tests/conftest.py), and the slowest files
+# start first so that both workers finish together.
 test: $(STAMP)
 	$(PY) -m ruff format --check --quiet . || (echo 'run: $(PY) -m ruff format .' && false)
-	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	XLA_FLAGS="$$($(PY) tests/fast_compile.py)" $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.throughput --config=experiments/configs/ppo_cartpole.py

@@ -33,7 +33,7 @@ if SINGLE_THREAD_EIGEN not in os.environ.get("XLA_FLAGS", ""):
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.fast_compile import bitwise_compile, default_compile  # noqa: E402
+from tests.fast_compile import bitwise_compile, learning_compile  # noqa: E402
 from tests.gc_settings import relax_gc  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -93,14 +93,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _optimised_programs_for_optimised_and_bitwise_tests(request):
-  """An `optimised` test compiles with XLA's default options, a `bitwise` one with the bitwise
-  options (LLVM at -O3, `tests/fast_compile.py`), even when the run's XLA_FLAGS are the
-  fast-compile ones: `make test` runs every test in one pass with those flags. Other learning tests keep the fast options: measured on this machine,
-  their compile time saved outweighs the slower run (option-critic, PPO, the safety agents, the
-  transformer's overfit), while DQN's, GiGPO's and SAC's runs are long enough that optimised
-  code pays (`optimised`)."""
+  """An `optimised` test compiles with `LEARNING_COMPILE` (LLVM at -O1), a `bitwise` one with the
+  bitwise options (LLVM at -O3, `tests/fast_compile.py`), even when the run's XLA_FLAGS are the
+  fast-compile ones: `make test` runs every test in one pass with those flags. Measured on this
+  machine, the other learning tests are faster with the fast options (option-critic, Bresa,
+  Recovery RL, Hi-Agent, the transformer's overfit), while the runs of DQN, GiGPO, SAC, PPO and
+  PPO-Lagrangian are long enough that optimised code pays (`optimised`)."""
   if request.node.get_closest_marker("optimised"):
-    with default_compile():
+    with learning_compile():
       yield
   elif request.node.get_closest_marker("bitwise"):
     with bitwise_compile():

@@ -376,6 +376,26 @@ def parse_options(options: Any) -> dict:
   return parsed
 
 
+def configure(
+  config, path: str, anneal_env_steps: int, start_probability: float = 0.5, schedule: str = "linear"
+) -> None:
+  """Turns snapshot resets on in an experiment config (an `ml_collections.ConfigDict` with
+  `env_kwargs` and `num_envs`): teacher states from `path`, p0 = `start_probability`, annealed by
+  `schedule` over `config.snapshot_anneal = anneal_env_steps` environment steps summed over the
+  environments. The wrapper counts each environment's own steps, so its `anneal_steps` is a
+  reference to `snapshot_anneal // num_envs`, which follows either field set on the command line.
+  """
+  config.snapshot_anneal = anneal_env_steps
+  config.env_kwargs[OPTION] = {
+    "path": path,
+    "start_probability": start_probability,
+    "schedule": schedule,
+  }
+  config.env_kwargs[OPTION].anneal_steps = config.get_ref("snapshot_anneal") // config.get_ref(
+    "num_envs"
+  )
+
+
 def wrap(name: str, env, env_params, options: Any) -> tuple[SnapshotResetWrapper, Any]:
   """`(SnapshotResetWrapper, env_params)` of `env` with the options of
   `env_kwargs.snapshot_reset`: `path` (.npz of teacher states), `start_probability` p0,

@@ -312,6 +312,7 @@ BASELINE_EVAL_COST = 9.0
 
 
 @pytest.mark.learning
+@pytest.mark.optimised
 @pytest.mark.parametrize("name", ["ppo_lagrangian_pointhazard", "ppo_pid_lagrangian_pointhazard"])
 def test_lagrangian_configs_cut_violations_and_keep_the_return(name, experiment_config):
   """The full `<name>.py` config (d = 1, 240k steps), seed 0 from the CLI's keys, against the
@@ -324,9 +325,9 @@ def test_lagrangian_configs_cut_violations_and_keep_the_return(name, experiment_
   4,599, return 2.924 / 2.913 / 2.882, cost 0 (the detour around the central hazard). With d = 5
   (the previous configs) both stayed on the straight path: 25,000-47,000 violating steps, cost 8-9.
 
-  This test compiles with the fast options of `tests/fast_compile.py` (a shorter compile
-  outweighs the slower run here); they change the last bits of transcendental functions, so
-  the run is not bit for bit the measured one, and it passes there too.
+  This test compiles with `LEARNING_COMPILE` (`optimised`: LLVM at -O1, which here costs less in
+  compile time than it saves in the run); it changes the last bits of transcendental functions,
+  so the run is not bit for bit the measured one, and it passes there too.
   """
   config = experiment_config(name)
   learner = pl.make_learner(config)

@@ -197,3 +197,26 @@ def test_tiny_ppo_run_with_snapshot_resets_from_its_config(tmp_path, monkeypatch
   out = str(tmp_path / "collected.npz")
   assert snapshot_states.collect(str(tmp_path), out, num_envs=2, num_steps=4, seed=0) == 8
   assert sr.validate_states(sr.load_states(out, env, params, ENV), env, params) == 8
+
+
+@pytest.mark.parametrize(
+  ("preset", "anneal"), [("ppo_fourrooms", 100_000), ("sac_pendulum", 10_000)]
+)
+def test_a_presets_argument_turns_snapshot_resets_on(preset, anneal):
+  """`--config=experiments/configs/<preset>.py:TEACHER.npz`: `snapshot_reset.configure` with p0
+  0.5, linear, `anneal_steps` the environment-step anneal over the environments (and following
+  `num_envs` and `snapshot_anneal` when they change, as on the command line)."""
+  import importlib
+
+  module = importlib.import_module(f"experiments.configs.{preset}")
+  assert sr.OPTION not in module.get_config().env_kwargs
+  config = module.get_config("teacher.npz")
+  options = sr.parse_options(config.env_kwargs.snapshot_reset)
+  assert options == {
+    "path": "teacher.npz",
+    "start_probability": 0.5,
+    "schedule": "linear",
+    "anneal_steps": anneal // config.num_envs,
+  }
+  config.num_envs, config.snapshot_anneal = 4, 1_000
+  assert config.env_kwargs.snapshot_reset.anneal_steps == 250
