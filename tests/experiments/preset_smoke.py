@@ -1,9 +1,12 @@
 """The smoke runs of the presets in `experiments/configs/`, shared by the `test_configs_*` files.
 
 One preset per agent trains through the driver; a preset whose agent another preset already
-trains there (`TRACED`) is validated and traced instead: its learner's init, one step and the
+trains there, or whose agent's own test runs the learner (a whole run, or init and steps: test
+ids in `TRACED`), is validated and traced instead: its learner's init, one step and the
 evaluation, abstractly (`jax.eval_shape`), which finds every config, shape and dtype error of
-its code path without paying for a compilation. Each preset runs with tiny overrides (network widths, budgets, dataset and game sizes) through
+its code path without paying for a compilation; and, where no preset of its agent trains, a
+checkpoint of its run state (zeros of the traced shapes) is saved and restored as the driver
+does. Each preset runs with tiny overrides (network widths, budgets, dataset and game sizes) through
 `experiments.train.experiment`, the function behind `python -m experiments.train`: validation,
 the agent's learner, `training.run`, logging, checkpointing and the final evaluation. The
 overrides keep every run to a few seconds of compiled work; they change sizes, never the code path.
@@ -16,6 +19,7 @@ import os
 import jax
 
 from experiments import train as train_cli
+from hrljax import checkpoint
 from hrljax.logging import read_jsonl
 
 CONFIG_DIR = os.path.join(
@@ -400,13 +404,18 @@ GROUPS = {
   ],
   "smollm2": ["archer_smollm2_game", "grpo_smollm2_arithmetic"],
 }
-# preset -> the preset that trains the same agent through the driver
+# preset -> the preset that trains the same agent through the driver, or the test that runs the
+# agent's learner (`path::test`)
 TRACED = {
   "ppo_fourrooms": "ppo_cartpole",
   "ppo_pointhazard": "ppo_lagrangian_pointhazard",
   "grpo_fourrooms": "gigpo_fourrooms",
-  "sac_pointhazard": "recovery_rl_pointhazard",
-  "recovery_rl_lagrangian_pointhazard": "recovery_rl_pointhazard",
+  "sac_pointhazard": "tests/experiments/test_safety_table.py::"
+  "test_off_policy_row_has_training_and_evaluation_numbers_per_seed",  # agent recovery_rl
+  "recovery_rl_pointhazard": "tests/experiments/test_safety_table.py::"
+  "test_off_policy_row_has_training_and_evaluation_numbers_per_seed",  # through the driver
+  "recovery_rl_lagrangian_pointhazard": "tests/experiments/test_safety_table.py::"
+  "test_off_policy_row_has_training_and_evaluation_numbers_per_seed",
   "bresa_pointhazard": "bresa_lagrangian_pointhazard",
   "ppo_pid_lagrangian_pointhazard": "ppo_lagrangian_pointhazard",
   "ppo_doorkey": "ppo_cartpole",
@@ -414,6 +423,12 @@ TRACED = {
   "dqn_fourrooms": "dqn_cartpole",
   "latent_skills_fourrooms": "latent_skills_distill_fourrooms",
   "ppo_fourrooms_moved": "ppo_cartpole",
+  "archer_token_game": "tests/agents/test_archer.py::test_replayed_transitions_keep_terminated_and_the_true_successor",
+  "token_grpo_token_game": "tests/agents/test_token_grpo.py::test_short_run_changes_params_and_stays_finite",
+  "token_filtered_bc_token_game": "tests/agents/test_token_filtered_bc.py::"
+  "test_short_run_stays_finite_and_counts_utterances",
+  "gmah_simple_spread": "tests/agents/test_gmah.py::test_a_tiny_run_is_one_program_with_finite_metrics",
+  "qmix_simple_spread": "tests/agents/test_qmix.py::test_a_tiny_vdn_run_is_one_program_with_finite_metrics",
 }
 
 
@@ -475,7 +490,9 @@ def smoke_test(preset, tmp_path, request):
 
 def trace_preset(preset, request):
   """Validates `preset` as the driver does and traces its learner: a step keeps the run state's
-  structure, shapes and dtypes, and the step's and the evaluation's metrics are scalars."""
+  structure, shapes and dtypes, and the step's and the evaluation's metrics are scalars; where no
+  preset of its agent trains (`TRACED` names a test), a run state of its shapes goes through a
+  checkpoint and back."""
   config = smoke_config(preset, request)
   agent, _ = train_cli.prepare(config)
   learner = agent.make_learner(config)
@@ -488,6 +505,27 @@ def trace_preset(preset, request):
   evaluation = jax.eval_shape(learner.evaluate, state, key)
   assert metrics and evaluation, preset
   assert all(v.shape == () for v in jax.tree.leaves((metrics, evaluation))), preset
+  if "::" in TRACED[preset]:
+    checkpoint_round_trip(state, request.getfixturevalue("tmp_path"))
+
+
+def checkpoint_round_trip(shapes, directory) -> None:
+  """A run state of `shapes` (zeros; typed keys from key 0) saved by the driver's `Checkpointer`
+  and restored into the same structure, shapes and dtypes."""
+
+  def concrete(leaf):
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+      return jax.random.split(jax.random.key(0), leaf.shape) if leaf.shape else jax.random.key(0)
+    return jax.numpy.zeros(leaf.shape, leaf.dtype)
+
+  state = jax.tree.map(concrete, shapes)
+  checkpointer = checkpoint.Checkpointer(str(directory / "checkpoints"))
+  checkpointer.save(0, state)
+  restored = checkpointer.restore(state)
+  checkpointer.close()
+  assert jax.tree.structure(restored) == jax.tree.structure(state)
+  for before, after in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
+    assert (before.shape, before.dtype) == (after.shape, after.dtype)
 
 
 def train_preset(preset, tmp_path, request):

@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 
 from hrljax.losses import goal_conditioned as gc
 
@@ -109,6 +108,8 @@ GAMMA, ALPHA = 0.9, 0.5
 def test_tabular_dual_minimiser_gives_a_feasible_visitation_without_duality_gap(divergence):
   """At the minimiser V*, d = d^O·t*(δ/α) satisfies the Bellman-flow constraints and
   E_d[r] − α·D_f(d ‖ d^O) equals the dual value (strong duality); both fail away from V*."""
+  import scipy.optimize  # here, not at module level: collection would import it on every worker
+
   s = np.repeat(np.arange(3), 2)
   nxt, rew = NEXT.reshape(-1), REWARD.reshape(-1)
 

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 
 from hrljax.losses import safety
 
@@ -629,6 +628,8 @@ def _random_polytopes(seed, batch, m, d):
 
 def _reference_projection(u, A, b):
   """Independent QP solve (SciPy SLSQP, float64) of min |x - u|^2 s.t. A x + b >= 0."""
+  import scipy.optimize  # here, not at module level: collection would import it on every worker
+
   result = scipy.optimize.minimize(
     lambda x: np.sum((x - u) ** 2),
     x0=np.zeros_like(u),

@@ -1,13 +1,16 @@
-"""The interquartile mean and the bootstrap interval against direct computations."""
+"""The interquartile mean and the bootstrap interval against direct computations (scipy is imported
+by the tests that use it: at module level, every test worker would pay about 2 s for it while
+collecting)."""
 
 import numpy as np
 import pytest
-from scipy import stats as scipy_stats
 
 from hrljax import stats
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
+  from scipy import stats as scipy_stats
+
   assert stats.iqm(np.arange(1, 9)) == 4.5  # mean of 3, 4, 5, 6
   values = np.random.default_rng(0).normal(size=(12, 3))
   np.testing.assert_allclose(stats.iqm(values), scipy_stats.trim_mean(values, 0.25, axis=0))
@@ -15,6 +18,8 @@ def test_iqm_is_the_mean_of_the_middle_half():
 
 def reference_interval(values, statistic, confidence, reps, seed):
   """The percentile bootstrap written out draw by draw (the same draws as the library's)."""
+  from scipy import stats as scipy_stats
+
   if statistic == "iqm":
     fn = lambda v: scipy_stats.trim_mean(v, 0.25, axis=0)  # noqa: E731
   else:
@@ -37,6 +42,8 @@ def test_bootstrap_interval_equals_the_draw_by_draw_computation(statistic):
 def test_bootstrap_interval_of_the_mean_matches_scipy_s_percentile_bootstrap_in_width():
   """Different draws, same method: scipy's percentile bootstrap gives an interval of about the
   same width (5 % at 20,000 resamples)."""
+  from scipy import stats as scipy_stats
+
   values = np.random.default_rng(2).normal(size=40)
   low, high = stats.bootstrap_interval(values, "mean", 0.95, reps=20_000)
   ref = scipy_stats.bootstrap(
