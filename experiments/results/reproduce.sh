@@ -314,6 +314,27 @@ python -m experiments.benchmarks.hiql_throughput --reference_path="$OGBENCH/impl
 python -m experiments.benchmarks.pointmaze_generation --env=pointmaze-medium-navigate-v0 \
     --episodes=1 --steps=1001 --reps=3
 
+# Snapshot resets for PPO on four rooms (GROUP_RELATIVE.md): environment steps to a greedy
+# evaluation of at most 25 steps, IQM over seeds 0-2: 81,920 without resets, 81,920 at p0 = 0.5,
+# 71,680 at p0 = 1.0 (the teacher: runs/skills/expert of the latent-skills block).
+python -m experiments.snapshot_states --run=runs/skills/expert --out=runs/snapshot/teacher.npz \
+    --num_envs=16 --num_steps=256
+SNAPSHOT_RUN="--config.seeds=0,1,2 --config.total_timesteps=300000 --config.log_every=5 \
+    --config.eval_every=5 --config.checkpoint_every=50"
+python -m experiments.train --config=experiments/configs/ppo_fourrooms.py \
+    --workdir=runs/snapshot/ppo $SNAPSHOT_RUN
+python -m experiments.train --config=experiments/configs/ppo_fourrooms.py:runs/snapshot/teacher.npz \
+    --workdir=runs/snapshot/ppo_snapshot_p05 $SNAPSHOT_RUN
+python -m experiments.train --config=experiments/configs/ppo_fourrooms.py:runs/snapshot/teacher.npz \
+    --workdir=runs/snapshot/ppo_snapshot_p1 $SNAPSHOT_RUN \
+    --config.env_kwargs.snapshot_reset.start_probability=1.0
+for t in 100 50 25; do
+  python -m experiments.steps_to_threshold runs/snapshot/ppo runs/snapshot/ppo_snapshot_p05 \
+      runs/snapshot/ppo_snapshot_p1 --metric=eval_length --at_most=$t --statistic=iqm
+done
+python -m experiments.steps_to_threshold runs/snapshot/ppo runs/snapshot/ppo_snapshot_p05 \
+    runs/snapshot/ppo_snapshot_p1 --metric=eval_return --at_least=0.9 --statistic=iqm
+
 # ---- safety: PointHazard-v0 (experiments/results/SAFETY.md; README's PointHazard rows) ----
 # Every run trains its seeds side by side in one program; `experiments.safety_table <dirs>` prints
 # the table's numbers (violating steps in training, last-10% training return/cost, evaluation).
