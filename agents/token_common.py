@@ -204,8 +204,9 @@ def init_policy_params(
 
 
 def token_mask(utterance: Array) -> Array:
-  """The tokens the game reads, bool `[B, L]` (through the first END/PAD)."""
-  return jax.vmap(token_game.utterance_token_mask)(utterance)
+  """The tokens the game reads, bool `[..., L]` (through the first END/PAD)."""
+  rows = utterance.reshape(-1, utterance.shape[-1])
+  return jax.vmap(token_game.utterance_token_mask)(rows).reshape(utterance.shape)
 
 
 def sampling_policy(policy: transformer.CausalTransformer, utterance_len: int, temperature):

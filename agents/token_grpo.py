@@ -5,7 +5,10 @@ Models", arXiv:2402.03300, section 4.1.2 (outcome supervision: every token of a 
 `(R_i − mean_g R) / std_g R`) and Eq. 3 (clipped surrogate plus a KL penalty to a reference
 policy, estimator k3 of Eq. 4). Here a "response" is a whole multi-turn dialogue of the token game
 and its tokens are every token of every utterance the policy spoke that the game read. The
-advantages are `hrljax.losses.group_relative` (`grpo`, `dr_grpo` or `rloo`), the surrogate, KL,
+advantages are `hrljax.losses.group_relative` (`grpo`, `dr_grpo`, `rloo`, or `unlikeliness`: GRPO of
+the reward scaled down for the likelier won dialogues of a group, He et al., "Rewarding the
+Unlikely: Lifting GRPO Beyond Distribution Sharpening", arXiv 2506.02355; a dialogue is one
+response, its likelihood the mean behaviour log-prob of every token it spoke), the surrogate, KL,
 entropy and aggregation `hrljax.losses.policy_gradient`. The policy and its behaviour-cloned warm
 start are ArCHer's (`agents/token_common.py`); the KL reference is that warm start.
 
@@ -47,7 +50,7 @@ from hrljax.networks import transformer
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
-ESTIMATORS = gr.OUTCOME_ESTIMATORS
+ESTIMATORS = gr.OUTCOME_ESTIMATORS + ("unlikeliness",)
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -63,6 +66,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.grpo_scale = "group"
   config.singleton_mode = "zero"
   config.advantage_eps = 1e-6
+  config.unlikeliness_beta = 0.25  # estimator="unlikeliness": the rank penalty (authors' script)
   config.clip_epsilon = 0.2
   config.clip_epsilon_high = 0.2
   config.kl_coef = 0.01  # to the BC warm start; 0 disables the reference forward pass
@@ -84,6 +88,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   common.validate_group_relative_fields(config, ("group_size", "num_envs"), ("kl_coef",))
   checks.one_of(config, "estimator", ESTIMATORS)
+  beta = config.unlikeliness_beta
+  if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
+    raise checks.ConfigError(f"config.unlikeliness_beta: expected a number in [0, 1], got {beta!r}")
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   checks.one_of(config, "optimizer", tc.OPTIMIZERS)
@@ -114,10 +121,33 @@ class UtteranceBatch(NamedTuple):
   mask: Array  # [R, L] bool: a read token of an utterance of the dialogue
 
 
+def episode_advantages(episodes: rollout.GroupedEpisodes, config) -> Array:
+  """The advantage `[N]` of each game: `config.estimator` of the games' returns in their groups."""
+  returns = rollout.summarize_episodes(episodes).episode_return
+  if config.estimator != "unlikeliness":
+    return common.outcome_advantages(returns, episodes.group_ids, config)
+  transitions = episodes.transitions
+  read = tc.token_mask(transitions.action) & episodes.valid[..., None]  # [T, N, L]
+
+  def per_game(x):  # [T, N, L] -> [N, T * L]: a game's spoken tokens as one response
+    return jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1)
+
+  return gr.unlikeliness_advantages(
+    returns,
+    per_game(transitions.policy_extras),
+    per_game(read),
+    episodes.group_ids,
+    config.num_groups,
+    beta=config.unlikeliness_beta,
+    scale=config.grpo_scale,
+    eps=config.advantage_eps,
+    singleton_mode=config.singleton_mode,
+  ).advantages
+
+
 def make_batch(episodes: rollout.GroupedEpisodes, config) -> tuple[UtteranceBatch, Array]:
   """Episode advantages on every read token of the episode's utterances; flat rows."""
-  summary = rollout.summarize_episodes(episodes)
-  advantage = common.outcome_advantages(summary.episode_return, episodes.group_ids, config)
+  advantage = episode_advantages(episodes, config)
   transitions = episodes.transitions
   utterance = tc.flatten_steps(transitions.action)
   valid = tc.flatten_steps(episodes.valid)

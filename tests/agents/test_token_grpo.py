@@ -106,6 +106,32 @@ def test_other_estimators(estimator, expected):
   np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)
 
 
+def test_unlikeliness_ranks_won_games_by_the_mean_log_prob_of_every_token_they_spoke():
+  """One group of 4 games: mean read-token log-probs -0.5 (won), -3 (lost), -1 (won), -2 (lost);
+  unread tokens (a guess's padding, game 0's step after its end) hold -100 and are not read. The
+  least likely game has rank 0, so the likelier win keeps less: R' = 1 - 0.25 * 3/4 for game 0,
+  1 - 0.25 * 2/4 for game 2 (a port ranking the other way gives 1 and 1 - 0.25 / 4)."""
+  config = tiny_config(estimator="unlikeliness", num_groups=1, group_size=4)
+  _, env_params = envs.make(config.env_name, **config.env_kwargs)
+  episodes = _episodes(env_params)
+  read = tc.token_mask(episodes.transitions.action) & episodes.valid[..., None]
+  logp = jnp.where(read, jnp.array([-0.5, -3.0, -1.0, -2.0])[None, :, None], -100.0)
+  episodes = episodes._replace(
+    transitions=episodes.transitions._replace(policy_extras=logp),
+    group_ids=jnp.zeros(4, jnp.int32),
+  )
+  got = token_grpo.episode_advantages(episodes, config)
+  shaped = np.array([1 - 0.25 * 3 / 4, 0.0, 1 - 0.25 * 2 / 4, 0.0])
+  expected = (shaped - shaped.mean()) / (shaped.std(ddof=1) + 1e-6)
+  np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5)
+  grpo = token_grpo.episode_advantages(episodes, tiny_config(num_groups=1, group_size=4))
+  plain = token_grpo.episode_advantages(
+    episodes,
+    tiny_config(estimator="unlikeliness", unlikeliness_beta=0.0, num_groups=1, group_size=4),
+  )
+  np.testing.assert_allclose(np.asarray(plain), np.asarray(grpo), rtol=1e-6)  # beta 0 is GRPO
+
+
 @pytest.fixture(scope="module")
 def setup():
   config = tiny_config()
@@ -171,6 +197,7 @@ def test_same_warm_start_as_archer(setup):
     ("grpo_scale", "global", "config.grpo_scale"),
     ("total_timesteps", 11, "config.total_timesteps"),
     ("kl_coef", -1.0, "config.kl_coef"),
+    ("unlikeliness_beta", 1.5, "config.unlikeliness_beta"),
   ],
 )
 def test_config_errors_name_the_field(field, value, match):
