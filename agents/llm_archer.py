@@ -18,7 +18,15 @@ Networks, and why:
     the small critic sees the same state, and the game's transition depends on the utterance
     only through its parse, so Q over parsed utterances is the Q of the environment's MDP. It
     also costs no LLM forward pass, so ArCHer's many critic steps per iteration stay cheap on a
-    CPU (a head on the LLM's hidden state would need a 135M-parameter forward pass per batch).
+    CPU (a head on the LLM's hidden state would need a 135M-parameter forward pass per batch);
+  * or, with `critic_trunk="llm"`, a pretrained critic as in the paper: twin Q/V heads
+    (`transformer.FeatureCritic`) on the residual stream of the actor's own frozen base model cut
+    to its first `critic_llm_layers` layers (`llama.hidden_states`, no adapters). V reads the
+    last token of the state's text (the prompt without the chat template), Q the last token of
+    that text followed by the parsed utterance's text (`text_tasks.render_utterance`), so Q is
+    still over the game's utterances. The trunk is frozen, so the features of a transition are
+    computed once, when it is collected (state, state-utterance and successor), and the replay
+    buffer holds features: a critic step is a step of the heads only.
 
 One iteration:
   1. every one of `num_envs` parallel games gets one line from the LLM (one jitted `generate`
@@ -68,6 +76,7 @@ from hrljax.networks import llama, transformer
 from hrljax.types import Array, EnvCarry, PyTree
 
 ENV_NAME = "TokenGame-v0"
+CRITIC_TRUNKS = ("scratch", "llm")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -104,6 +113,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.num_critics = 2
   config.q_target_heads = "per_head"  # reference
   config.v_target_heads = "per_head"
+  config.critic_trunk = "scratch"  # or "llm": heads on the frozen actor base's first layers
+  config.critic_llm_layers = 4  # critic_trunk="llm": layers of the base model the features pass
+  config.critic_head_hidden_sizes = (64, 64)  # critic_trunk="llm": widths of the head MLPs
   config.critic_utterance_encoding = "separate"
   config.critic_d_model = 32
   config.critic_num_layers = 1
@@ -128,8 +140,28 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     "critic_d_model",
     "critic_num_layers",
     "num_heads",
+    "critic_llm_layers",
   )
   tc.non_negative_int(config, "warmup_iters", "eval_episodes")
+  checks.one_of(config, "critic_trunk", CRITIC_TRUNKS)
+  sizes = config.critic_head_hidden_sizes
+  if not (
+    isinstance(sizes, tuple)
+    and sizes
+    and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in sizes)
+  ):
+    raise checks.ConfigError(
+      f"config.critic_head_hidden_sizes: expected a tuple of ints > 0, got {sizes!r}"
+    )
+  if (
+    config.critic_trunk == "llm"
+    and config.num_layers
+    and config.critic_llm_layers > config.num_layers
+  ):
+    raise checks.ConfigError(
+      f"config.critic_llm_layers: expected at most config.num_layers ({config.num_layers}), "
+      f"got {config.critic_llm_layers}"
+    )
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.non_negative(config, "valid_move_bonus")
@@ -177,28 +209,63 @@ class ActorBatch(NamedTuple):
   prompt_mask: Array  # bool [N, P]
   response: Array  # int32 [N, T]
   response_mask: Array  # bool [N, T]
+  state_features: Optional[Array] = None  # [N, F] critic_trunk="llm": features of the states
+  state_action_features: Optional[Array] = None  # [N, F] ... of the states and utterances
+
+
+class FeatureTransition(NamedTuple):
+  """An utterance-level transition as the frozen trunk's features (`critic_trunk="llm"`)."""
+
+  state: Array  # [F] features of s
+  state_action: Array  # [F] features of (s, a)
+  reward: Array
+  next_state: Array  # [F] features of s'
+  terminated: Array
+
+
+def make_critic(env_params: token_game.EnvParams, config):
+  """The critic of `config.critic_trunk`: heads on trunk features, or the from-scratch one."""
+  if config.critic_trunk == "llm":
+    return transformer.FeatureCritic(tuple(config.critic_head_hidden_sizes), config.num_critics)
+  return tc.make_critic(env_params, config)
+
+
+def critic_output(critic, params: PyTree, batch: ActorBatch) -> transformer.CriticOutput:
+  """Q and V `[E, N]` of the actor batch's states and utterances."""
+  if isinstance(critic, transformer.FeatureCritic):
+    return critic.apply(params, batch.state_features, batch.state_action_features)
+  return critic.apply(params, batch.dialogue, batch.utterance, tc.token_mask(batch.utterance))
 
 
 def critic_objective(
   critic_params: PyTree,
   target_params: PyTree,
-  critic: transformer.UtteranceCritic,
-  batch: tc.UtteranceTransition,
+  critic,
+  batch,
   config,
 ) -> tuple[Array, hc.CriticExtras]:
-  """ArCHer's critic loss on a replay batch; a_π of the V-target is the replayed utterance."""
-  mask = tc.token_mask(batch.utterance)
-  q_pi_tgt = critic.apply(
-    target_params,
-    batch.dialogue,
-    batch.utterance,
-    mask,
-    method=transformer.UtteranceCritic.q_values,
-  )
-  v_next_tgt = critic.apply(
-    target_params, batch.next_dialogue, method=transformer.UtteranceCritic.values
-  )
-  out = critic.apply(critic_params, batch.dialogue, batch.utterance, mask)
+  """ArCHer's critic loss on a replay batch (`tc.UtteranceTransition`, or `FeatureTransition`
+  for the feature critic); a_π of the V-target is the replayed utterance."""
+  if isinstance(critic, transformer.FeatureCritic):
+    features = transformer.FeatureCritic
+    q_pi_tgt = critic.apply(
+      target_params, batch.state, batch.state_action, method=features.q_values
+    )
+    v_next_tgt = critic.apply(target_params, batch.next_state, method=features.values)
+    out = critic.apply(critic_params, batch.state, batch.state_action)
+  else:
+    mask = tc.token_mask(batch.utterance)
+    q_pi_tgt = critic.apply(
+      target_params,
+      batch.dialogue,
+      batch.utterance,
+      mask,
+      method=transformer.UtteranceCritic.q_values,
+    )
+    v_next_tgt = critic.apply(
+      target_params, batch.next_dialogue, method=transformer.UtteranceCritic.values
+    )
+    out = critic.apply(critic_params, batch.dialogue, batch.utterance, mask)
   return hc.archer_critic_loss(
     out.q,
     out.v,
@@ -217,12 +284,12 @@ def actor_objective(
   params: PyTree,
   model_config: llama.LlamaConfig,
   critic_params: PyTree,
-  critic: transformer.UtteranceCritic,
+  critic,
   batch: ActorBatch,
   temperature,
 ) -> tuple[Array, hc.ActorExtras]:
   """ArCHer's token-level loss: −mean_B A(s, a)·Σ_h log π(a_h | s, a_<h) over the LLM's tokens."""
-  out = critic.apply(critic_params, batch.dialogue, batch.utterance, tc.token_mask(batch.utterance))
+  out = critic_output(critic, critic_params, batch)
   token_logp = llm_common.batch_logprobs(model_config, params, lora, batch, temperature=temperature)
   return hc.archer_actor_loss(token_logp, batch.response_mask, out.q, out.v)
 
@@ -231,7 +298,7 @@ CriticSettings = llm_common.config_settings(
   "CriticSettings",
   "critic_updates batch_size tau gamma q_target_heads v_target_heads critic_learning_rate "
   "optimizer max_grad_norm critic_d_model critic_num_layers num_heads num_critics "
-  "critic_utterance_encoding critic_readout critic_causal",
+  "critic_utterance_encoding critic_readout critic_causal critic_trunk critic_head_hidden_sizes",
 )
 
 
@@ -245,7 +312,7 @@ def make_critic_update(env_params: token_game.EnvParams, config):
 
 @functools.lru_cache(maxsize=8)
 def _make_critic_update(env_params: token_game.EnvParams, config: CriticSettings):
-  critic = tc.make_critic(env_params, config)
+  critic = make_critic(env_params, config)
   tx = tc.make_optimizer(config.optimizer, config.critic_learning_rate, config.max_grad_norm)
 
   @jax.jit
@@ -287,7 +354,7 @@ def make_actor_update(
   temperature: float,
 ):
   """`actor_update(state, params, batch) -> (state, metrics)`: one LoRA step, jitted (cached)."""
-  critic = tc.make_critic(env_params, critic_settings)
+  critic = make_critic(env_params, critic_settings)
   tx = tc.make_optimizer(optimizer, learning_rate, max_grad_norm)
 
   @jax.jit
@@ -317,6 +384,79 @@ def make_actor_update(
 
 
 @functools.lru_cache(maxsize=8)
+def make_trunk_features(model_config: llama.LlamaConfig, num_layers: int):
+  """`features(params, tokens, mask, state_index) -> (h_s, h_sa)`, jitted (cached): the base
+  model's residual stream after `num_layers` layers at `state_index` and at the last slot."""
+
+  @jax.jit
+  def features(params, tokens, mask, state_index):
+    hidden = llama.hidden_states(model_config, params, tokens, mask, num_layers)
+    at_state = jnp.take_along_axis(hidden, state_index[:, None, None], axis=1)[:, 0]
+    return at_state, hidden[:, -1]
+
+  return features
+
+
+def critic_text_inputs(
+  prompts: list, moves: list, width: int, pad_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Rows of prompt ids followed by move ids, left-padded to `width`: int32 tokens `[B, W]`,
+  bool mask `[B, W]`, and the slot of each prompt's last token `[B]` (a causal model's state
+  there is the prompt's alone)."""
+  tokens = np.full((len(prompts), width), pad_id, np.int32)
+  mask = np.zeros((len(prompts), width), bool)
+  state_index = np.zeros(len(prompts), np.int32)
+  for row, (prompt, move) in enumerate(zip(prompts, moves, strict=True)):
+    ids = list(prompt) + list(move)
+    if len(ids) > width:
+      raise ValueError(
+        f"width: expected at least {len(ids)} tokens of prompt and move, got {width}"
+      )
+    tokens[row, width - len(ids) :] = ids
+    mask[row, width - len(ids) :] = True
+    state_index[row] = width - len(move) - 1
+  return tokens, mask, state_index
+
+
+def critic_text_width(tokenizer, env_params: token_game.EnvParams, include_table: bool) -> int:
+  """Token slots for the longest state text (a full dialogue of turns not understood, the longest
+  answers) followed by the longest utterance text, rounded up to the prompt bucket."""
+  dialogue_len = token_game.max_dialogue_len(env_params)
+  prompts = []
+  for turns in range(env_params.max_turns + 1):
+    obs = np.full((dialogue_len,), token_game.PAD, np.int32)
+    obs[0] = token_game.BOS
+    obs[1 : 1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
+    prompts.append(text_tasks.game_prompt(obs, env_params, include_table))
+  longest = max(len(_encode(tokenizer, text)) for text in prompts)
+  move = max(len(_encode(tokenizer, _move_text(u, env_params))) for u in _all_moves(env_params))
+  return llm_prompts.round_up(longest + move, llm_common.PROMPT_BUCKET)
+
+
+def _encode(tokenizer, text: str) -> list:
+  return tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def _move_text(utterance, env_params: token_game.EnvParams) -> str:
+  return "\nMove: " + text_tasks.render_utterance(utterance, env_params)
+
+
+def _all_moves(env_params: token_game.EnvParams) -> list:
+  """Every utterance the game can parse, and one it cannot."""
+  vocab = token_game.vocabulary(env_params)
+  length = env_params.utterance_len
+  pad = [token_game.PAD] * length
+  moves = [([token_game.INVALID] + pad)[:length]]
+  for a in range(env_params.num_attributes):
+    for v in range(env_params.num_values):
+      ask = [token_game.ASK, vocab.attribute_start + a, vocab.value_start + v, token_game.END]
+      moves.append((ask + pad)[:length])
+  for i in range(env_params.num_items):
+    moves.append(([token_game.GUESS, vocab.item_start + i, token_game.END] + pad)[:length])
+  return [np.asarray(m, np.int32) for m in moves]
+
+
+@functools.lru_cache(maxsize=8)
 def make_env_step(env_params: token_game.EnvParams):
   """`step(carry, utterances [N, L], key) -> (carry, Transition)`, jitted, auto-resetting."""
   env = token_game.TokenGame(env_params)
@@ -338,7 +478,18 @@ class LLMArcher:
     self.config = ml_collections.FrozenConfigDict(config)
     self.env, self.env_params = envs.make(config.env_name, **config.env_kwargs)
     self.lm = llm_common.language_model(config, lm)
-    self.critic = tc.make_critic(self.env_params, self.config)
+    self.critic = make_critic(self.env_params, self.config)
+    self.feature_critic = config.critic_trunk == "llm"
+    if self.feature_critic:
+      if config.critic_llm_layers > self.lm.config.num_layers:
+        raise checks.ConfigError(
+          f"config.critic_llm_layers: expected at most the model's {self.lm.config.num_layers} "
+          f"layers, got {config.critic_llm_layers}"
+        )
+      self._trunk_features = make_trunk_features(self.lm.config, config.critic_llm_layers)
+      self.critic_width = critic_text_width(
+        self.lm.tokenizer, self.env_params, config.include_table
+      )
     self.critic_tx = tc.make_optimizer(
       config.optimizer, config.critic_learning_rate, config.max_grad_norm
     )
@@ -368,16 +519,25 @@ class LLMArcher:
     key = jax.random.key(seed)
     lora_key, critic_key, env_key, key = jax.random.split(key, 4)
     lora = llama.init_lora(self.lm.config, lora_key)
-    critic_params = self.critic.init(
-      critic_key, tc.first_dialogue(self.env_params), tc.first_utterance(self.env_params)
-    )
+    if self.feature_critic:
+      features = jnp.zeros((1, self.lm.config.dim), jnp.float32)
+      critic_params = self.critic.init(critic_key, features, features)
+      example = FeatureTransition(
+        features[0], features[0], jnp.zeros((), jnp.float32), features[0], jnp.zeros((), bool)
+      )
+      buffer = replay.init(example, self.config.buffer_size)
+    else:
+      critic_params = self.critic.init(
+        critic_key, tc.first_dialogue(self.env_params), tc.first_utterance(self.env_params)
+      )
+      buffer = tc.empty_buffer(self.env_params, self.config.buffer_size)
     return TrainState(
       lora=lora,
       actor_opt_state=self.actor_tx.init(lora),
       critic_params=critic_params,
       target_critic_params=critic_params,
       critic_opt_state=self.critic_tx.init(critic_params),
-      buffer=tc.empty_buffer(self.env_params, self.config.buffer_size),
+      buffer=buffer,
       env=rollout.reset(self.env, self.env_params, env_key, self.config.num_envs),
       key=key,
       update=jnp.zeros((), jnp.int32),
@@ -407,6 +567,25 @@ class LLMArcher:
     fields = llm_common.response_fields(responses)
     return jax.tree.map(jnp.asarray, ActorBatch(dialogues, utterances, **fields)), lines
 
+  def critic_features(
+    self, dialogues: np.ndarray, utterances: Optional[np.ndarray] = None
+  ) -> tuple[Array, Array]:
+    """The frozen trunk's features `[N, F]` of the states' texts and, with `utterances`, of each
+    state's text followed by its utterance's (without, the second output repeats the first)."""
+    tokenizer, params = self.lm.tokenizer, self.env_params
+    prompts = [
+      _encode(tokenizer, text_tasks.game_prompt(d, params, self.config.include_table))
+      for d in np.asarray(dialogues)
+    ]
+    if utterances is None:
+      moves = [[] for _ in prompts]
+    else:
+      moves = [_encode(tokenizer, _move_text(u, params)) for u in np.asarray(utterances)]
+    tokens, mask, state_index = critic_text_inputs(
+      prompts, moves, self.critic_width, self.lm.pad_id
+    )
+    return self._trunk_features(self.lm.params, tokens, mask, state_index)
+
   def collect(self, state: TrainState) -> tuple[TrainState, ActorBatch, dict, list[str]]:
     """Every game hears one line; the transitions go to the replay buffer."""
     key, speak_key, env_key = jax.random.split(state.key, 3)
@@ -414,16 +593,24 @@ class LLMArcher:
     carry, traj = self._step_env(state.env, batch.utterance, env_key)
     valid = np.asarray(batch.utterance[:, 0] != token_game.INVALID)
     reward = traj.reward + self.config.valid_move_bonus * jnp.asarray(valid, traj.reward.dtype)
-    buffer = replay.add(
-      state.buffer,
-      tc.UtteranceTransition(
+    if self.feature_critic:
+      state_features, state_action_features = self.critic_features(traj.obs, traj.action)
+      next_features, _ = self.critic_features(traj.next_obs)
+      batch = batch._replace(
+        state_features=state_features, state_action_features=state_action_features
+      )
+      transition = FeatureTransition(
+        state_features, state_action_features, reward, next_features, traj.terminated
+      )
+    else:
+      transition = tc.UtteranceTransition(
         dialogue=traj.obs,
         utterance=traj.action,
         reward=reward,
         next_dialogue=traj.next_obs,
         terminated=traj.terminated,
-      ),
-    )
+      )
+    buffer = replay.add(state.buffer, transition)
     done = np.asarray(traj.terminated | traj.truncated)
     returns = np.asarray(traj.episode_return)
     stats = {

@@ -296,6 +296,7 @@ class Llama(nn.Module):
     *,
     last_only: bool = False,
     logits_from: int = 0,
+    hidden_only: bool = False,
   ) -> Tuple[Array, Optional[KVCache]]:
     """Runs the decoder on `T` new tokens.
 
@@ -314,6 +315,8 @@ class Llama(nn.Module):
         V]`; static int in `[0, T)`): a policy gradient on a response needs the response's
         positions, and the output projection and its log-softmax are the largest `[B, T, V]`
         arrays of a training step (TRL's `logits_to_keep` does the same).
+      hidden_only: return the residual stream after the last layer, `[B, T, dim]` (before the
+        final norm), instead of the logits (`hidden_states`).
 
     Returns:
       logits float32 `[B, T, V]` (or `[B, 1, V]`) and the updated cache (None without one).
@@ -382,6 +385,8 @@ class Llama(nn.Module):
       length=cfg.num_layers,
     )(cfg, use_lora, name="layers")
     x, new_layer_caches = layers(x, layer_caches, positions, mask, write_index)
+    if hidden_only:
+      return x.astype(jnp.float32), None
 
     if last_only:
       x = x[:, -1:]
@@ -430,6 +435,37 @@ def forward(
     last_only=last_only,
     logits_from=logits_from,
   )
+
+
+def first_layers(params: PyTree, num_layers: int) -> PyTree:
+  """The base weights of the model cut to its first `num_layers` layers (the embedding, those
+  layers' slices of the stacked weights, the final norm): the weights of `smollm2_config(n)`."""
+  _require_positive_int("num_layers", num_layers)
+  stacked = jax.tree.leaves(params["layers"])[0].shape[0]
+  if num_layers > stacked:
+    raise ValueError(f"num_layers: expected at most the model's {stacked} layers, got {num_layers}")
+  return {**params, "layers": jax.tree.map(lambda leaf: leaf[:num_layers], params["layers"])}
+
+
+def hidden_states(
+  config: LlamaConfig, params: PyTree, tokens: Array, attn_mask: Array, num_layers: int
+) -> Array:
+  """The base model's residual stream after its first `num_layers` layers, float32
+  `[B, T, dim]`, for left- or right-padded `tokens` (positions from `attn_mask`); no adapters.
+
+  The features of a critic on a frozen pretrained trunk (ArCHer's utterance critic is a
+  pretrained RoBERTa with value heads: Zhou et al., arXiv 2402.19446)."""
+  truncated = dataclasses.replace(config, num_layers=num_layers, lora_rank=0)
+  hidden, _ = Llama(truncated).apply(
+    {"params": first_layers(params, num_layers)},
+    tokens,
+    positions_from_mask(attn_mask),
+    attn_mask,
+    None,
+    False,
+    hidden_only=True,
+  )
+  return hidden
 
 
 def _dummy_inputs():

@@ -581,6 +581,49 @@ class UtteranceCritic(nn.Module):
     return self.v_heads(self._dialogue_features(dialogue))
 
 
+class FeatureCritic(nn.Module):
+  """Twin Q(s, a) and V(s) heads on features of a frozen pretrained trunk (ArCHer's critic is a
+  pretrained language model with value heads: Zhou et al., arXiv 2402.19446).
+
+  Per-batch. `h_s` are the trunk's features of the state's text and `h_sa` those of the state's
+  text followed by the utterance's (last token of each, `llama.hidden_states`); both pass one
+  shared LayerNorm (a language model's residual stream is far from unit scale), then
+  `Q_e = MLP_e([h_s; h_sa])` and `V_e = MLP'_e(h_s)`, ensemble-first `[E, B]` as
+  `hrljax.losses.hierarchical_critics` expects. The trunk is not part of this module: its
+  features are computed once per transition and only the heads train.
+
+  Attributes:
+    head_hidden_sizes: hidden widths of every head MLP.
+    num_critics: ensemble size E (ArCHer: 2).
+  """
+
+  head_hidden_sizes: Sequence[int] = (64, 64)
+  num_critics: int = 2
+
+  def setup(self):
+    _check_positive_int("num_critics", self.num_critics)
+    self.norm = nn.LayerNorm()
+    self.q_heads = _ensemble(self.head_hidden_sizes, self.num_critics)
+    self.v_heads = _ensemble(self.head_hidden_sizes, self.num_critics)
+
+  def __call__(self, state_features: Array, state_action_features: Array) -> CriticOutput:
+    """Q_e(s, a) and V_e(s), each float32 `[E, B]`, of features float `[B, F]`."""
+    chex.assert_rank([state_features, state_action_features], 2)
+    chex.assert_equal_shape([state_features, state_action_features])
+    return CriticOutput(
+      q=self.q_values(state_features, state_action_features), v=self.values(state_features)
+    )
+
+  def q_values(self, state_features: Array, state_action_features: Array) -> Array:
+    """Q_e(s, a) float32 `[E, B]`."""
+    joint = jnp.concatenate([self.norm(state_features), self.norm(state_action_features)], -1)
+    return self.q_heads(joint)
+
+  def values(self, state_features: Array) -> Array:
+    """V_e(s) float32 `[E, B]`."""
+    return self.v_heads(self.norm(state_features))
+
+
 def critic_params_from_policy(critic_params, policy_params):
   """`critic_params` of an `UtteranceCritic` with the encoder replaced by a copy of the trunk of
   a `CausalTransformer`'s `policy_params` (the heads stay as initialised).

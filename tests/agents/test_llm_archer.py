@@ -51,6 +51,9 @@ def small_config(**overrides):
     ("warmup_iters", -1, "config.warmup_iters"),
     ("env_name", "CartPole-v1", "config.env_name"),
     ("valid_move_bonus", -0.1, "config.valid_move_bonus"),
+    ("critic_trunk", "roberta", "config.critic_trunk"),
+    ("critic_head_hidden_sizes", (64, 0), "config.critic_head_hidden_sizes"),
+    ("critic_llm_layers", 0, "config.critic_llm_layers"),
   ],
 )
 def test_validate_config_rejects(field, value, match):
@@ -153,7 +156,10 @@ def test_run_logs_and_resumes_exactly(tiny_lm, tmp_path):
   assert history == [{"update": 1, "changes": {"num_updates": {"from": 1, "to": 2}}}]
 
 
-def test_one_archer_iteration_on_the_truncated_smollm2():
+def test_one_archer_iteration_on_the_truncated_smollm2_with_its_pretrained_critic():
+  """SmolLM2 cut to two layers acts; the critic's heads read its own first layer (pretrained
+  weights, frozen): one iteration with an actor step moves the adapters and the heads and leaves
+  the model's weights, hence the stored features, unchanged."""
   config = small_config(
     num_layers=2,
     lora_rank=4,
@@ -163,6 +169,8 @@ def test_one_archer_iteration_on_the_truncated_smollm2():
     max_new_tokens=6,
     lenient_parsing=True,
     valid_move_bonus=0.25,
+    critic_trunk="llm",
+    critic_llm_layers=1,
   )
   agent = llm_archer.LLMArcher(config)
   assert agent.lm.config.num_layers == 2
@@ -170,13 +178,17 @@ def test_one_archer_iteration_on_the_truncated_smollm2():
   state = agent.init(0)
   lora_before = jax.tree.map(np.array, state.lora)
   critic_before = jax.tree.map(np.array, state.critic_params)
+  # The critic holds heads only: far fewer weights than one layer of the model.
+  layer = sum(x[0].size for x in jax.tree.leaves(agent.lm.params["layers"]))
+  assert sum(x.size for x in jax.tree.leaves(critic_before)) < layer / 4
   batch, lines = agent.speak(state.lora, state.env.obs, jax.random.key(0))
   assert batch.prompt_tokens.shape[1] == agent.prompt_width and len(lines) == 4
   new_state, metrics = agent.step(state)
   assert int(new_state.update) == 1
   assert int(new_state.buffer.size) == config.num_envs
+  stored = new_state.buffer.storage
   # Stored rewards: the game's (0 or 1) plus the bonus exactly on the understood lines.
-  rewards = np.asarray(new_state.buffer.storage.reward[: config.num_envs])
+  rewards = np.asarray(stored.reward[: config.num_envs])
   assert np.all(np.isin(np.round(rewards, 6), [0.0, 0.25, 1.0, 1.25]))
   assert np.mean(np.round(rewards % 1.0, 6) == 0.25) == metrics["valid_move_fraction"]
   assert np.isfinite(metrics["critic_loss"]) and np.isfinite(metrics["actor_loss"])
@@ -190,6 +202,30 @@ def test_one_archer_iteration_on_the_truncated_smollm2():
       np.asarray(new_state.lora["layers"][name]["b"]) != lora_before["layers"][name]["b"]
     ), name
   jax.tree.map(np.testing.assert_array_equal, agent.lm.params, params_before)
+  # The stored features are the frozen first layer's, of the states the games were in: the same
+  # as computed again now; V's slot (the prompt's last token) is the prompt's own state.
+  dialogue = np.asarray(state.env.obs)
+  again, _ = agent.critic_features(dialogue)
+  np.testing.assert_allclose(np.asarray(stored.state[:4]), np.asarray(again), atol=1e-4)
+  prompt = agent.lm.tokenizer.encode(
+    text_tasks.game_prompt(dialogue[0], agent.env_params, True), add_special_tokens=False
+  ).ids
+  alone = llama.hidden_states(
+    agent.lm.config, agent.lm.params, jnp.asarray([prompt]), jnp.ones((1, len(prompt)), bool), 1
+  )
+  np.testing.assert_allclose(np.asarray(stored.state[0]), np.asarray(alone[0, -1]), atol=1e-4)
+  assert np.abs(np.asarray(stored.state_action[:4]) - np.asarray(stored.state[:4])).max() > 1e-3
+
+
+def test_critic_text_inputs_align_each_prompt_and_move_at_the_end():
+  tokens, mask, state_index = llm_archer.critic_text_inputs(
+    [[5, 6, 7], [8]], [[9, 10], []], width=6, pad_id=0
+  )
+  np.testing.assert_array_equal(tokens, [[0, 5, 6, 7, 9, 10], [0, 0, 0, 0, 0, 8]])
+  np.testing.assert_array_equal(mask, tokens != 0)
+  np.testing.assert_array_equal(state_index, [3, 5])
+  with pytest.raises(ValueError, match="width"):
+    llm_archer.critic_text_inputs([[1, 2, 3]], [[4]], width=3, pad_id=0)
 
 
 def test_prompts_never_exceed_the_fixed_width(tiny_lm):

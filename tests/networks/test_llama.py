@@ -264,6 +264,35 @@ def test_left_padding_does_not_change_logits(tiny_params):
   assert np.isfinite(got).all()
 
 
+def test_hidden_states_are_the_residual_stream_the_logits_read(tiny_params):
+  """All layers, then the final norm and the tied embedding, give `forward`'s logits (left
+  padding included)."""
+  tokens = jax.random.randint(jax.random.key(3), (2, 7), 0, TINY.vocab_size, jnp.int32)
+  mask = jnp.arange(7)[None, :] >= jnp.array([[0], [2]])
+  hidden = jax.jit(llama.hidden_states, static_argnums=(0, 4))(
+    TINY, tiny_params, tokens, mask, TINY.num_layers
+  )
+  h = np.asarray(hidden, np.float64)
+  norm = (
+    np.asarray(tiny_params["norm"]["scale"])
+    * h
+    / np.sqrt(np.mean(h**2, axis=-1, keepdims=True) + TINY.norm_eps)
+  )
+  logits = norm @ np.asarray(tiny_params["embed"]["embedding"], np.float64).T
+  expected = _logits(TINY, tiny_params, tokens, mask)
+  np.testing.assert_allclose(
+    np.where(mask[..., None], logits, 0),
+    np.where(mask[..., None], expected, 0),
+    rtol=1e-4,
+    atol=1e-4,
+  )
+  first = llama.first_layers(tiny_params, 1)  # the weights of the one-layer model
+  assert jax.tree.leaves(first["layers"])[0].shape[0] == 1
+  assert jax.tree.structure(first) == jax.tree.structure(tiny_params)
+  with pytest.raises(ValueError, match="num_layers"):
+    llama.first_layers(tiny_params, 3)
+
+
 def _prompt(seed):
   """A [2, 6] prompt; the generate tests share its shape (and N = 5) to share compiles."""
   return jax.random.randint(jax.random.key(seed), (2, 6), 0, TINY.vocab_size, jnp.int32)
