@@ -100,6 +100,13 @@ def test_one_update_keeps_the_state_and_gives_finite_metrics(run):
   assert all(jax.tree.leaves(changed))  # both levels' parameters moved
 
 
+def test_the_greedy_evaluation_gives_finite_scalars(run):
+  """The learner's evaluation (the preset's smoke run traces it; this runs it)."""
+  evaluation = jax.jit(run["learner"].evaluate)(run["next_state"], jax.random.key(1))
+  assert evaluation and all(np.shape(v) == () for v in evaluation.values())
+  assert all(np.isfinite(float(v)) for v in evaluation.values()), evaluation
+
+
 def test_the_same_state_gives_the_same_update(run):
   again_state, again = run["step"](run["state"])
   for name, value in run["metrics"].items():

@@ -409,7 +409,10 @@ GROUPS = {
 TRACED = {
   "ppo_fourrooms": "ppo_cartpole",
   "ppo_pointhazard": "ppo_lagrangian_pointhazard",
-  "grpo_fourrooms": "gigpo_fourrooms",
+  "grpo_fourrooms": "tests/agents/test_group_relative_agent.py::test_gigpo_learns_fourrooms",
+  "gigpo_fourrooms": "tests/agents/test_group_relative_agent.py::test_gigpo_learns_fourrooms",
+  "hi_agent_fourrooms": "tests/agents/test_hi_agent.py::"
+  "test_both_levels_learn_what_they_are_rewarded_for",
   "sac_pointhazard": "tests/experiments/test_safety_table.py::"
   "test_off_policy_row_has_training_and_evaluation_numbers_per_seed",  # agent recovery_rl
   "recovery_rl_pointhazard": "tests/experiments/test_safety_table.py::"
