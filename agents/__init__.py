@@ -27,6 +27,7 @@ AGENTS = (
   "token_ppo",
   "token_filtered_bc",
   "token_grpo",
+  "token_offline",
   "llm_grpo",
   "llm_archer",
 )
@@ -59,11 +60,12 @@ HEADLINE_METRICS = {
   "token_ppo": ("episode_return", "episode_length"),
   "token_filtered_bc": ("episode_return", "kept_fraction"),
   "token_grpo": ("episode_return", "kl_to_reference"),
+  "token_offline": ("loss", "eval_return"),
   "llm_grpo": ("reward", "correct", "formatted"),
   "llm_archer": ("episode_return", "valid_move_fraction"),
 }
 # Trained from a fixed dataset: their step count is of dataset samples, not environment steps.
-OFFLINE_AGENTS = ("gcivl", "hiql", "ota", "hilp")
+OFFLINE_AGENTS = ("gcivl", "hiql", "ota", "hilp", "token_offline")
 
 
 def get(name: str):

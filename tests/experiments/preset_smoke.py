@@ -335,6 +335,15 @@ SMOKE = {
     {**TOKEN_GAME, "num_groups": 2, "group_size": 4, "num_minibatches": 2},
     None,
   ),
+  "token_offline_token_game": (
+    {
+      **{k: v for k, v in TOKEN_GAME.items() if k != "total_timesteps"},
+      "dataset_episodes": 8,
+      "num_updates": 2,
+      "batch_size": 8,
+    },
+    None,
+  ),
   "archer_smollm2_game": (
     {
       **LLM,
@@ -401,6 +410,7 @@ GROUPS = {
     "token_ppo_token_game",
     "token_filtered_bc_token_game",
     "token_grpo_token_game",
+    "token_offline_token_game",
   ],
   "smollm2": ["archer_smollm2_game", "grpo_smollm2_arithmetic"],
 }
@@ -428,6 +438,8 @@ TRACED = {
   "ppo_fourrooms_moved": "ppo_cartpole",
   "archer_token_game": "tests/agents/test_archer.py::test_replayed_transitions_keep_terminated_and_the_true_successor",
   "token_grpo_token_game": "tests/agents/test_token_grpo.py::test_short_run_changes_params_and_stays_finite",
+  "token_offline_token_game": "tests/agents/test_token_offline.py::"
+  "test_short_run_moves_the_policy_and_keeps_the_reference",
   "token_filtered_bc_token_game": "tests/agents/test_token_filtered_bc.py::"
   "test_short_run_stays_finite_and_counts_utterances",
   "gmah_simple_spread": "tests/agents/test_gmah.py::test_a_tiny_run_is_one_program_with_finite_metrics",
