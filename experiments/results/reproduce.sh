@@ -335,6 +335,46 @@ done
 python -m experiments.steps_to_threshold runs/snapshot/ppo runs/snapshot/ppo_snapshot_p05 \
     runs/snapshot/ppo_snapshot_p1 --metric=eval_return --at_least=0.9 --statistic=iqm
 
+# Snapshot resets for SAC on Pendulum (GROUP_RELATIVE.md): steps to a greedy return of -400,
+# IQM over seeds 0-2: 4,333 without resets, 4,000 at p0 = 0.5; final returns equal.
+python -m experiments.train --config=experiments/configs/sac_pendulum.py \
+    --workdir=runs/snapshot/sac_teacher --config.seeds=0
+python -m experiments.snapshot_states --run=runs/snapshot/sac_teacher \
+    --out=runs/snapshot/sac_teacher.npz --num_envs=16 --num_steps=200
+SAC_RUN="--config.seeds=0,1,2 --config.eval_every=1000 --config.eval_episodes=8"
+python -m experiments.train --config=experiments/configs/sac_pendulum.py:runs/snapshot/sac_teacher.npz \
+    --workdir=runs/snapshot/sac_snapshot_p05 $SAC_RUN
+python -m experiments.train --config=experiments/configs/sac_pendulum.py \
+    --workdir=runs/snapshot/sac $SAC_RUN
+for t in -1000 -400 -200; do
+  python -m experiments.steps_to_threshold runs/snapshot/sac runs/snapshot/sac_snapshot_p05 \
+      --metric=eval_return --at_least=$t --statistic=iqm
+done
+
+# GRPO-family estimators on the token game from a weak start (GROUP_RELATIVE.md): final greedy
+# success, IQM over seeds 0-2: GRPO 0.600, Dr. GRPO 0.714, RLOO 0.706, unlikeliness 0.690.
+for e in grpo dr_grpo rloo unlikeliness; do
+  python -m experiments.train --config=experiments/configs/token_grpo_token_game.py \
+      --workdir=runs/tg_est/$e --config.seeds=0,1,2 --config.estimator=$e \
+      --config.bc_random_question_prob=1.0 --config.log_every=10 --config.eval_every=20
+done
+python -m experiments.summarize runs/tg_est/grpo runs/tg_est/dr_grpo runs/tg_est/rloo \
+    runs/tg_est/unlikeliness --metric=episode_return --eval=eval_return --statistic=iqm
+
+# f-DVL vs GCIVL vs HIQL on the medium point maze, 5,000 updates, seeds 0-2 (GROUP_RELATIVE.md):
+# success 0.133 / 0.093 / 0.183 (needs data/pointmaze-medium-navigate-v0.npz, above)
+DUAL_RUN="--config.seeds=0,1,2 --config.num_updates=5000 --config.log_every=250 \
+    --config.checkpoint_every=2500 --config.eval_every=2500 --config.periodic_eval_episodes=5 \
+    --config.eval_episodes=20"
+python -m experiments.train --config=experiments/configs/gcivl_pointmaze.py \
+    --workdir=runs/dualrl/medium_fdvl_tv_5k $B $DUAL_RUN --config.value_loss=fdvl
+python -m experiments.train --config=experiments/configs/gcivl_pointmaze.py \
+    --workdir=runs/dualrl/medium_ivl_5k $B $DUAL_RUN
+python -m experiments.train --config=experiments/configs/hiql_pointmaze.py \
+    --workdir=runs/dualrl/medium_hiql_5k $B $DUAL_RUN
+python -m experiments.summarize runs/dualrl/medium_fdvl_tv_5k runs/dualrl/medium_ivl_5k \
+    runs/dualrl/medium_hiql_5k --metric=value_loss --eval=success
+
 # ---- safety: PointHazard-v0 (experiments/results/SAFETY.md; README's PointHazard rows) ----
 # Every run trains its seeds side by side in one program; `experiments.safety_table <dirs>` prints
 # the table's numbers (violating steps in training, last-10% training return/cost, evaluation).
