@@ -361,6 +361,16 @@ done
 python -m experiments.summarize runs/tg_est/grpo runs/tg_est/dr_grpo runs/tg_est/rloo \
     runs/tg_est/unlikeliness --metric=episode_return --eval=eval_return --statistic=iqm
 
+# Offline BC, filtered BC and A-LoL on logged token-game dialogues (GROUP_RELATIVE.md): final
+# greedy success, IQM over seeds 0-2: BC 0.395, filtered BC 0.682, A-LoL 0.279 (uniform rows 0.345)
+for o in bc filtered_bc alol; do
+  python -m experiments.train --config=experiments/configs/token_offline_token_game.py \
+      --workdir=runs/offline_tg/$o --config.seeds=0,1,2 --config.objective=$o
+done
+python -m experiments.train --config=experiments/configs/token_offline_token_game.py \
+    --workdir=runs/offline_tg/alol_uniform --config.seeds=0,1,2 --config.objective=alol \
+    --config.priority_sampling=False
+
 # f-DVL vs GCIVL vs HIQL on the medium point maze, 5,000 updates, seeds 0-2 (GROUP_RELATIVE.md):
 # success 0.133 / 0.093 / 0.183 (needs data/pointmaze-medium-navigate-v0.npz, above)
 DUAL_RUN="--config.seeds=0,1,2 --config.num_updates=5000 --config.log_every=250 \
