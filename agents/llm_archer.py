@@ -153,15 +153,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(
       f"config.critic_head_hidden_sizes: expected a tuple of ints > 0, got {sizes!r}"
     )
-  if (
-    config.critic_trunk == "llm"
-    and config.num_layers
-    and config.critic_llm_layers > config.num_layers
-  ):
-    raise checks.ConfigError(
-      f"config.critic_llm_layers: expected at most config.num_layers ({config.num_layers}), "
-      f"got {config.critic_llm_layers}"
-    )
+  if config.num_layers:  # a truncated model: its depth is known before it is loaded
+    check_critic_llm_layers(config, config.num_layers)
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.in_unit_interval(config, "gamma", "tau")
   checks.non_negative(config, "valid_move_bonus")
@@ -221,6 +214,15 @@ class FeatureTransition(NamedTuple):
   reward: Array
   next_state: Array  # [F] features of s'
   terminated: Array
+
+
+def check_critic_llm_layers(config: ml_collections.ConfigDict, model_layers: int) -> None:
+  """The pretrained critic's trunk (`critic_trunk="llm"`) cannot be deeper than the model."""
+  if config.critic_trunk == "llm" and config.critic_llm_layers > model_layers:
+    raise checks.ConfigError(
+      f"config.critic_llm_layers: expected at most the model's {model_layers} layers, "
+      f"got {config.critic_llm_layers}"
+    )
 
 
 def make_critic(env_params: token_game.EnvParams, config):
@@ -421,13 +423,8 @@ def critic_text_inputs(
 def critic_text_width(tokenizer, env_params: token_game.EnvParams, include_table: bool) -> int:
   """Token slots for the longest state text (a full dialogue of turns not understood, the longest
   answers) followed by the longest utterance text, rounded up to the prompt bucket."""
-  dialogue_len = token_game.max_dialogue_len(env_params)
-  prompts = []
-  for turns in range(env_params.max_turns + 1):
-    obs = np.full((dialogue_len,), token_game.PAD, np.int32)
-    obs[0] = token_game.BOS
-    obs[1 : 1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
-    prompts.append(text_tasks.game_prompt(obs, env_params, include_table))
+  # max_turns + 1: the state after the last turn (a successor's V) is a critic input too.
+  prompts = llm_prompts.longest_dialogue_texts(env_params, include_table, env_params.max_turns + 1)
   longest = max(len(_encode(tokenizer, text)) for text in prompts)
   move = max(len(_encode(tokenizer, _move_text(u, env_params))) for u in _all_moves(env_params))
   return llm_prompts.round_up(longest + move, llm_common.PROMPT_BUCKET)
@@ -481,11 +478,7 @@ class LLMArcher:
     self.critic = make_critic(self.env_params, self.config)
     self.feature_critic = config.critic_trunk == "llm"
     if self.feature_critic:
-      if config.critic_llm_layers > self.lm.config.num_layers:
-        raise checks.ConfigError(
-          f"config.critic_llm_layers: expected at most the model's {self.lm.config.num_layers} "
-          f"layers, got {config.critic_llm_layers}"
-        )
+      check_critic_llm_layers(config, self.lm.config.num_layers)
       self._trunk_features = make_trunk_features(self.lm.config, config.critic_llm_layers)
       self.critic_width = critic_text_width(
         self.lm.tokenizer, self.env_params, config.include_table

@@ -44,6 +44,20 @@ def phrase_patterns(tokenizer, phrases: Sequence[str]) -> tuple[np.ndarray, np.n
   return patterns, np.array([len(x) for x in encoded], np.int32)
 
 
+def longest_dialogue_texts(
+  env_params: token_game.EnvParams, include_table: bool, turns: int
+) -> list[str]:
+  """The `text_tasks.game_prompt` of the longest dialogue of 0, 1, ..., `turns - 1` turns: each
+  turn a move that was not understood, answered with the longest answer text."""
+  texts = []
+  for done in range(turns):
+    obs = np.full((token_game.max_dialogue_len(env_params),), token_game.PAD, np.int32)
+    obs[0] = token_game.BOS
+    obs[1 : 1 + 3 * done] = [token_game.INVALID, token_game.END, token_game.INVALID] * done
+    texts.append(text_tasks.game_prompt(obs, env_params, include_table))
+  return texts
+
+
 def longest_game_prompt(
   tokenizer,
   env_params: token_game.EnvParams,
@@ -57,11 +71,8 @@ def longest_game_prompt(
   actor update at one compiled shape. The longest dialogue a policy can still speak after is
   `max_turns - 1` turns that were not understood (the longest answer text).
   """
-  widths = []
-  for turns in range(env_params.max_turns):
-    obs = np.full((token_game.max_dialogue_len(env_params),), token_game.PAD, np.int32)
-    obs[0] = token_game.BOS
-    obs[1 : 1 + 3 * turns] = [token_game.INVALID, token_game.END, token_game.INVALID] * turns
-    text = text_tasks.game_prompt(obs, env_params, include_table)
-    widths.append(len(llm_weights.chat_prompt(tokenizer, text, system=system or None)))
+  widths = [
+    len(llm_weights.chat_prompt(tokenizer, text, system=system or None))
+    for text in longest_dialogue_texts(env_params, include_table, env_params.max_turns)
+  ]
   return round_up(max(widths), bucket)

@@ -63,6 +63,16 @@ def test_validate_config_rejects(field, value, match):
     llm_archer.validate_config(config)
 
 
+def test_a_pretrained_critic_deeper_than_the_truncated_model_is_refused():
+  config = llm_archer.get_config()
+  config.update(critic_trunk="llm", num_layers=2, critic_llm_layers=3)
+  with pytest.raises(
+    config_checks.ConfigError,
+    match=r"config\.critic_llm_layers: expected at most the model's 2 layers, got 3",
+  ):
+    llm_archer.validate_config(config)
+
+
 def test_validate_config_game_size_and_devices():
   config = llm_archer.get_config()
   llm_archer.validate_config(config)
