@@ -1,4 +1,5 @@
-"""Offline training of the token-game policy on logged dialogues: BC, filtered BC and A-LoL.
+"""Offline training of the token-game policy on logged dialogues: BC, filtered BC, A-LoL and
+offline ArCHer.
 
 The logged data: `dataset_episodes` games of the scripted questioner (`token_common.scripted_rollout`
 with questions drawn at random with probability `dataset_random_question_prob`), drawn once from the
@@ -18,9 +19,19 @@ also A-LoL's frozen reference policy π_ref. One Learner step is one Adam step o
   * "alol": A-LoL (Baheti, Lu, Brahman, Le Bras, Sap, Riedl, arXiv 2305.14718;
     `group_relative.alol_loss`): the whole utterance is one action, A = R − V(x), clamped at 0,
     weighted by the detached sequence ratio π_θ(y|x) / π_ref(y|x) clipped to [1 − ε, 1 + ε]
-    (`alol_variant` gives A-LoL seq, ref-free or KL). With `priority_sampling` rows are drawn
-    with probability ∝ A+ (the authors' `good_priority` sampling), so no step is spent on rows
-    whose advantage is clamped away.
+    (`alol_variant` gives A-LoL seq, ref-free or KL, the last with `alol_kl_coef`). With
+    `priority_sampling` rows are drawn with probability ∝ A+ (the authors' `good_priority`
+    sampling), so no step is spent on rows whose advantage is clamped away;
+  * "archer": offline ArCHer (Zhou, Zanette, Pan, Levine, Kumar, arXiv 2402.19446, its offline
+    experiments): the twin utterance critic of the online agent (`token_common.make_critic`)
+    trained by IQL (`hierarchical_critics.offline_archer_critic_loss`: Q regresses on
+    r + γ(1 − terminated)·V̄(s'), V on the expectile `expectile` of the target critic's Q at the
+    logged utterance) and the policy by advantage-weighted regression on the logged utterance
+    (`offline_archer_actor_loss`, weight exp(β·A) with β = `awr_inv_temp`, A = min Q − min V of
+    the online critic before its step, unclipped unless `awr_max_weight` > 0). One Learner step
+    is one critic step (then the Polyak step of the target critic, rate `tau`) and one actor step
+    on the same uniform batch. The critic is learned, unlike A-LoL's V: R and V are the
+    critic's, not the logged returns'.
 
 V(x) is the empirical mean return of the logged utterances spoken after the same dialogue (rows
 with equal dialogues share an id, `group_relative.anchor_state_ids`): the logging policy's
@@ -50,8 +61,8 @@ from hrljax.networks import transformer
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
 
-OBJECTIVES = ("bc", "filtered_bc", "alol")
-ALOL_VARIANTS = ("alol", "alol_seq", "ref_free")
+OBJECTIVES = ("bc", "filtered_bc", "alol", "archer")
+ALOL_VARIANTS = ("alol", "alol_seq", "ref_free", "kl")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -59,7 +70,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = training.run_config(log_every=100, checkpoint_every=1_000)
   config.agent = "token_offline"
   tc.add_config_fields(config)
-  config.objective = "alol"  # "bc", "filtered_bc" or "alol"
+  config.objective = "alol"  # "bc", "filtered_bc", "alol" or "archer"
   config.dataset_episodes = 1_024  # logged games
   config.dataset_random_question_prob = 1.0  # the logging questioner's random questions
   config.success_return = 1.0  # a game with this return or more is won ("filtered_bc")
@@ -68,9 +79,20 @@ def get_config() -> ml_collections.ConfigDict:
   config.learning_rate = 1e-4
   config.optimizer = "adam"  # or "sgd"
   config.max_grad_norm = 1.0
-  config.alol_variant = "alol"  # or "alol_seq", "ref_free"
+  config.alol_variant = "alol"  # or "alol_seq", "ref_free", "kl"
   config.alol_epsilon = 0.9  # the ratio's clip (authors' ppo_clip)
+  config.alol_kl_coef = 0.1  # alol_variant "kl": coefficient of log π_θ(y|x) − log π_ref(y|x)
   config.priority_sampling = True  # A-LoL: rows drawn with probability ∝ A+
+  # Offline ArCHer (objective "archer"); the reference's values where they transfer.
+  tc.add_critic_fields(config, d_model=64, num_layers=2)
+  config.q_target_heads = "per_head"  # reference
+  config.v_target_heads = "per_head"
+  config.gamma = 0.99  # reference (Twenty Questions)
+  config.tau = 0.05  # reference Polyak rate
+  config.expectile = 0.9  # reference
+  config.awr_inv_temp = 1.0  # β of exp(β·A) (reference inv_temp)
+  config.awr_max_weight = 0.0  # > 0: clip of exp(β·A); 0: no clip (reference)
+  config.critic_learning_rate = 1e-4  # reference 1e-5 fine-tunes RoBERTa; from scratch here
   config.eval_episodes = 128  # greedy games per evaluation
   return config
 
@@ -83,6 +105,17 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "objective", OBJECTIVES)
   checks.one_of(config, "alol_variant", ALOL_VARIANTS)
   checks.one_of(config, "priority_sampling", (True, False))
+  checks.positive(config, "alol_kl_coef", "critic_learning_rate")
+  checks.non_negative(config, "awr_inv_temp", "awr_max_weight")
+  checks.in_unit_interval(config, "gamma", "tau")
+  checks.one_of(config, "q_target_heads", hc.HEAD_MODES)
+  checks.one_of(config, "v_target_heads", hc.HEAD_MODES)
+  expectile = config.expectile
+  if (
+    isinstance(expectile, bool) or not isinstance(expectile, (int, float)) or not 0 < expectile < 1
+  ):
+    raise checks.ConfigError(f"config.expectile: expected a number in (0, 1), got {expectile!r}")
+  tc.validate_critic_fields(config)
   checks.one_of(config, "optimizer", tc.OPTIMIZERS)
   epsilon = config.alol_epsilon
   if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon <= 1:
@@ -104,6 +137,9 @@ class LoggedUtterances(NamedTuple):
 
   dialogue: Array  # int32 [R, D] x: the dialogue before the utterance
   utterance: Array  # int32 [R, L] y
+  reward: Array  # [R] the game's reward for the utterance (0 on rows after the game)
+  next_dialogue: Array  # int32 [R, D] the dialogue after the utterance and its answer
+  terminated: Array  # bool [R] the utterance ended its game (a guess; not a cut at max_turns)
   returns: Array  # [R] return-to-go of the utterance in its game (γ = 1)
   won: Array  # bool [R] the utterance's game was won
   value: Array  # [R] mean return of the rows with the same dialogue (the logging policy's V)
@@ -128,7 +164,15 @@ def logged_utterances(key: Array, env, env_params, config) -> LoggedUtterances:
   count = jax.ops.segment_sum(valid.astype(jnp.float32), ids, num_rows)
   value = jnp.where(valid, total[ids] / jnp.maximum(count[ids], 1.0), 0.0)
   return LoggedUtterances(
-    dialogue, tc.flatten_steps(traj.action), returns, tc.flatten_steps(won), value, valid
+    dialogue=dialogue,
+    utterance=tc.flatten_steps(traj.action),
+    reward=tc.flatten_steps(reward),
+    next_dialogue=tc.flatten_steps(traj.next_obs),
+    terminated=tc.flatten_steps(traj.terminated),
+    returns=returns,
+    won=tc.flatten_steps(won),
+    value=value,
+    valid=valid,
   )
 
 
@@ -150,7 +194,8 @@ def sampling_logits(data: LoggedUtterances, config) -> Array:
 
 
 class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
-  """The policy, the frozen reference (the BC start), the optimizer state and a key."""
+  """The policy, the frozen reference (the BC start), the optimizer state and a key; with the
+  "archer" objective also the critic, its target and its optimizer state (None otherwise)."""
 
   policy_params: PyTree
   ref_params: PyTree
@@ -160,6 +205,11 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   tx: optax.GradientTransformation = struct.field(pytree_node=False)
   utterance_len: int = struct.field(pytree_node=False)
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
+  critic_params: PyTree = None
+  target_critic_params: PyTree = None
+  critic_opt_state: PyTree = None
+  critic: transformer.UtteranceCritic | None = struct.field(pytree_node=False, default=None)
+  critic_tx: optax.GradientTransformation | None = struct.field(pytree_node=False, default=None)
 
   def update(self, data: LoggedUtterances, logits: Array) -> tuple["OfflineAgent", dict]:
     """One step of the objective on `batch_size` rows drawn with log-weights `logits`."""
@@ -167,6 +217,9 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     key, sample_key = jax.random.split(self.key)
     index = jax.random.categorical(sample_key, logits, shape=(config.batch_size,))
     batch = jax.tree.map(lambda x: x[index], data)
+    if config.objective == "archer":
+      agent, metrics = self.replace(key=key).archer_update(batch)
+      return agent, metrics
     mask = tc.token_mask(batch.utterance)
 
     def loss_fn(params):
@@ -187,6 +240,7 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
         valid=batch.valid,
         variant=config.alol_variant,
         epsilon=config.alol_epsilon,
+        kl_coef=config.alol_kl_coef if config.alol_variant == "kl" else None,
       )
       return loss, {
         "advantage": jnp.mean(extras.advantages),
@@ -201,6 +255,99 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       policy_params=optax.apply_updates(self.policy_params, updates), opt_state=opt_state, key=key
     )
     return agent, {"loss": loss, **metrics}
+
+  def archer_update(self, batch: LoggedUtterances) -> tuple["OfflineAgent", dict]:
+    """Offline ArCHer on one batch: the critic's IQL step (and the target's Polyak step), then
+    the policy's AWR step weighted by the pre-step online critic's advantages."""
+    config = self.config
+    mask = tc.token_mask(batch.utterance)
+    target_q = self.critic.apply(
+      self.target_critic_params,
+      batch.dialogue,
+      batch.utterance,
+      mask,
+      method=transformer.UtteranceCritic.q_values,
+    )
+    target_v_next = self.critic.apply(
+      self.target_critic_params, batch.next_dialogue, method=transformer.UtteranceCritic.values
+    )
+
+    def critic_loss(params):
+      out = self.critic.apply(params, batch.dialogue, batch.utterance, mask)
+      loss, extras = hc.offline_archer_critic_loss(
+        out.q,
+        out.v,
+        target_v_next,
+        target_q,
+        batch.reward.astype(jnp.float32),
+        batch.terminated,
+        config.gamma,
+        config.expectile,
+        q_target_heads=config.q_target_heads,
+        v_target_heads=config.v_target_heads,
+        valid=batch.valid,
+      )
+      return loss, (extras, out)
+
+    (loss, (extras, out)), grads = jax.value_and_grad(critic_loss, has_aux=True)(self.critic_params)
+    critic_params, target_params, critic_opt_state = tc.critic_step(
+      self.critic_tx,
+      self.critic_params,
+      self.target_critic_params,
+      self.critic_opt_state,
+      grads,
+      config.tau,
+    )
+    q, v = jax.lax.stop_gradient((out.q, out.v))
+
+    def actor_loss(params):
+      logp = transformer.utterance_log_probs(self.policy, params, batch.dialogue, batch.utterance)
+      return hc.offline_archer_actor_loss(
+        logp,
+        mask,
+        q,
+        v,
+        config.awr_inv_temp,
+        config.awr_max_weight or None,
+        valid=batch.valid,
+      )
+
+    (actor_loss_value, actor_extras), grads = jax.value_and_grad(actor_loss, has_aux=True)(
+      self.policy_params
+    )
+    updates, opt_state = self.tx.update(grads, self.opt_state, self.policy_params)
+    agent = self.replace(
+      policy_params=optax.apply_updates(self.policy_params, updates),
+      opt_state=opt_state,
+      critic_params=critic_params,
+      target_critic_params=target_params,
+      critic_opt_state=critic_opt_state,
+    )
+    valid = batch.valid.astype(jnp.float32)
+    count = jnp.maximum(jnp.sum(valid), 1.0)
+    return agent, {
+      **tc.critic_metrics(loss, extras, batch),
+      "loss": actor_loss_value,
+      "advantage": jnp.sum(actor_extras.advantage * valid) / count,
+      "awr_weight": jnp.sum(actor_extras.weight * valid) / count,
+      "sequence_log_prob": jnp.sum(actor_extras.sequence_log_prob * valid) / count,
+    }
+
+
+def with_critic(agent: OfflineAgent, key: Array, env_params) -> OfflineAgent:
+  """`agent` with offline ArCHer's twin critic (`config.critic_init`: random, or its encoder
+  from the BC start's trunk), the target critic a copy of it, and the critic's optimizer."""
+  config = agent.config
+  critic = tc.make_critic(env_params, config)
+  params = tc.init_critic_params(key, critic, env_params, agent.policy_params, config.critic_init)
+  critic_tx = tc.make_optimizer(config.optimizer, config.critic_learning_rate, config.max_grad_norm)
+  return agent.replace(
+    critic_params=params,
+    target_critic_params=params,
+    critic_opt_state=critic_tx.init(params),
+    critic=critic,
+    critic_tx=critic_tx,
+  )
 
 
 class RunnerState(struct.PyTreeNode):
@@ -234,6 +381,8 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       utterance_len=env_params.utterance_len,
       config=config,
     )
+    if config.objective == "archer":
+      agent = with_critic(agent, jax.random.fold_in(agent_key, 1), env_params)
     data = logged_utterances(data_key, env, env_params, config)
     return RunnerState(agent, data, key, eval_key, jnp.zeros((), jnp.int32))
 

@@ -3,7 +3,8 @@
 The logging policy is the scripted questioner asking random questions (`dataset_random_question_prob`
 1.0: about 59% of its games are won), 1,024 logged games; every objective starts from the BC
 start cloned from the same questioner (`bc_random_question_prob` 1.0), which is A-LoL's
-reference. `--config.objective=bc`, `filtered_bc` or `alol` (default). Table and commands:
+reference. `--config.objective=bc`, `filtered_bc`, `alol` (default) or `archer` (offline
+ArCHer: an IQL utterance critic and an advantage-weighted actor). Table and commands:
 `experiments/results/GROUP_RELATIVE.md`.
 """
 
