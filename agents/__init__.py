@@ -21,6 +21,7 @@ AGENTS = (
   "hiql",
   "ota",
   "hilp",
+  "smore",
   "ppo_lagrangian",
   "recovery_rl",
   "archer",
@@ -54,6 +55,7 @@ HEADLINE_METRICS = {
   "hiql": ("value_loss", "high_actor_loss", "low_actor_loss", "success"),
   "ota": ("high_value_loss", "value_loss", "low_actor_loss", "success"),
   "hilp": ("representation_loss", "skill_value_loss", "skill_actor_loss", "success"),
+  "smore": ("score_loss", "value_loss", "actor_loss", "success"),
   "ppo_lagrangian": ("episode_return", "episode_cost", "lagrange_multiplier", "intervention_rate"),
   "recovery_rl": ("episode_return", "episode_cost", "intervention_rate", "task_risk_nu"),
   "archer": ("episode_return", "eval_return", "q_gap"),
@@ -65,7 +67,7 @@ HEADLINE_METRICS = {
   "llm_archer": ("episode_return", "valid_move_fraction"),
 }
 # Trained from a fixed dataset: their step count is of dataset samples, not environment steps.
-OFFLINE_AGENTS = ("gcivl", "hiql", "ota", "hilp", "token_offline")
+OFFLINE_AGENTS = ("gcivl", "hiql", "ota", "hilp", "smore", "token_offline")
 
 
 def get(name: str):

@@ -41,7 +41,7 @@ ENV_KWARG_PARSERS = {
   int: (flags.IntegerParser(), "an integer"),
   float: (flags.FloatParser(), "a number"),
 }
-OGBENCH_AGENTS = ("gcivl", "hiql", "ota", "hilp")  # OGBench's simulator evaluates them
+OGBENCH_AGENTS = ("gcivl", "hiql", "ota", "hilp", "smore")  # OGBench's simulator evaluates them
 LLM_AGENTS = ("llm_grpo", "llm_archer")  # SmolLM2: GGUF weights and a BPE tokenizer
 WANDB_MODES = ("online", "offline", "disabled")
 

@@ -299,6 +299,7 @@ SMOKE = {
   "hiql_pointmaze": ({**OFFLINE, "subgoal_steps": 5}, None),
   "ota_pointmaze": ({**OFFLINE, "subgoal_steps": 5}, None),
   "hilp_pointmaze": ({**OFFLINE, "skill_dim": 4}, None),
+  "smore_pointmaze": ({**OFFLINE, "score_hidden_sizes": (8,)}, None),
   "archer_token_game": (
     {
       **TOKEN_GAME,
@@ -361,7 +362,13 @@ SMOKE = {
     None,
   ),
 }
-OFFLINE_PRESETS = {"gcivl_pointmaze", "hiql_pointmaze", "ota_pointmaze", "hilp_pointmaze"}
+OFFLINE_PRESETS = {
+  "gcivl_pointmaze",
+  "hiql_pointmaze",
+  "ota_pointmaze",
+  "hilp_pointmaze",
+  "smore_pointmaze",
+}
 # Mixtures of frozen experts: trained on the experts of `tiny_expert_runs`.
 EXPERT_MIXTURE_PRESETS = {"macro_mixture_fourrooms"}
 # latent skills: the distillation needs a trained PPO run, the high level a distillation run
@@ -438,6 +445,8 @@ TRACED = {
   "ppo_fourrooms_moved": "ppo_cartpole",
   "archer_token_game": "tests/agents/test_archer.py::test_replayed_transitions_keep_terminated_and_the_true_successor",
   "token_grpo_token_game": "tests/agents/test_token_grpo.py::test_short_run_changes_params_and_stays_finite",
+  "smore_pointmaze": "tests/agents/test_smore.py::"
+  "test_learner_steps_are_deterministic_act_in_bounds_and_evaluate",
   "token_offline_token_game": "tests/agents/test_token_offline.py::"
   "test_short_run_moves_the_policy_and_keeps_the_reference",
   "token_filtered_bc_token_game": "tests/agents/test_token_filtered_bc.py::"
