@@ -84,7 +84,10 @@ def sample_smore_batch(
 ) -> dict:
   """`batch_size` data samples (`goal_sampler.sample_gc_batch`: transitions with value goals)
   and `batch_size` goal transitions under the keys `goal_*`: uniform transitions whose goal is
-  their own next state (the code's "HER goal entry" samples)."""
+  their own next state. The code's "HER_goal_entry_distribution" takes the transition into a
+  future state of a random trajectory (probability 0.8) or into a state that reached a dataset
+  goal; OGBench's data carries no goals, and the transition into a future state of a uniform
+  (trajectory, time) is close to a uniform transition."""
   data_key, goal_key = jax.random.split(key)
   batch = goal_sampler.sample_gc_batch(data_key, data, batch_size, config)
   idx = goal_sampler.uniform_indices(goal_key, batch_size, data.traj_end.shape[0])
