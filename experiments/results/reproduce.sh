@@ -361,18 +361,26 @@ done
 python -m experiments.summarize runs/tg_est/grpo runs/tg_est/dr_grpo runs/tg_est/rloo \
     runs/tg_est/unlikeliness --metric=episode_return --eval=eval_return --statistic=iqm
 
-# Offline BC, filtered BC and A-LoL on logged token-game dialogues (GROUP_RELATIVE.md): final
-# greedy success, IQM over seeds 0-2: BC 0.395, filtered BC 0.682, A-LoL 0.279 (uniform rows 0.345)
-for o in bc filtered_bc alol; do
+# Offline BC, filtered BC, A-LoL and offline ArCHer on logged token-game dialogues
+# (GROUP_RELATIVE.md): final greedy success, IQM over seeds 0-2: BC 0.395, filtered BC 0.682,
+# A-LoL 0.279 (uniform rows 0.345, KL variant 0.375), offline ArCHer 0.523 (β = 10: 0.693)
+for o in bc filtered_bc alol archer; do
   python -m experiments.train --config=experiments/configs/token_offline_token_game.py \
       --workdir=runs/offline_tg/$o --config.seeds=0,1,2 --config.objective=$o
 done
 python -m experiments.train --config=experiments/configs/token_offline_token_game.py \
     --workdir=runs/offline_tg/alol_uniform --config.seeds=0,1,2 --config.objective=alol \
     --config.priority_sampling=False
+python -m experiments.train --config=experiments/configs/token_offline_token_game.py \
+    --workdir=runs/offline_tg/alol_kl --config.seeds=0,1,2 --config.objective=alol \
+    --config.alol_variant=kl
+python -m experiments.train --config=experiments/configs/token_offline_token_game.py \
+    --workdir=runs/offline_tg/archer_beta10 --config.seeds=0,1,2 --config.objective=archer \
+    --config.awr_inv_temp=10.0 --config.awr_max_weight=100.0
 
-# f-DVL vs GCIVL vs HIQL on the medium point maze, 5,000 updates, seeds 0-2 (GROUP_RELATIVE.md):
-# success 0.133 / 0.093 / 0.183 (needs data/pointmaze-medium-navigate-v0.npz, above)
+# f-DVL vs GCIVL vs HIQL vs SMORe on the medium point maze, 5,000 updates, seeds 0-2
+# (GROUP_RELATIVE.md): success 0.133 / 0.093 / 0.183 / SMORE_MEAN (needs
+# data/pointmaze-medium-navigate-v0.npz, above)
 DUAL_RUN="--config.seeds=0,1,2 --config.num_updates=5000 --config.log_every=250 \
     --config.checkpoint_every=2500 --config.eval_every=2500 --config.periodic_eval_episodes=5 \
     --config.eval_episodes=20"
@@ -382,8 +390,10 @@ python -m experiments.train --config=experiments/configs/gcivl_pointmaze.py \
     --workdir=runs/dualrl/medium_ivl_5k $B $DUAL_RUN
 python -m experiments.train --config=experiments/configs/hiql_pointmaze.py \
     --workdir=runs/dualrl/medium_hiql_5k $B $DUAL_RUN
+python -m experiments.train --config=experiments/configs/smore_pointmaze.py \
+    --workdir=runs/dualrl/medium_smore_5k $B $DUAL_RUN --config.score_hidden_sizes="(256,256)"
 python -m experiments.summarize runs/dualrl/medium_fdvl_tv_5k runs/dualrl/medium_ivl_5k \
-    runs/dualrl/medium_hiql_5k --metric=value_loss --eval=success
+    runs/dualrl/medium_hiql_5k runs/dualrl/medium_smore_5k --metric=value_loss --eval=success
 
 # ---- safety: PointHazard-v0 (experiments/results/SAFETY.md; README's PointHazard rows) ----
 # Every run trains its seeds side by side in one program; `experiments.safety_table <dirs>` prints
