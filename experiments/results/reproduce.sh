@@ -379,7 +379,7 @@ python -m experiments.train --config=experiments/configs/token_offline_token_gam
     --config.awr_inv_temp=10.0 --config.awr_max_weight=100.0
 
 # f-DVL vs GCIVL vs HIQL vs SMORe on the medium point maze, 5,000 updates, seeds 0-2
-# (GROUP_RELATIVE.md): success 0.133 / 0.093 / 0.183 / SMORE_MEAN (needs
+# (GROUP_RELATIVE.md): success 0.133 / 0.093 / 0.183 / 0.067 (needs
 # data/pointmaze-medium-navigate-v0.npz, above)
 DUAL_RUN="--config.seeds=0,1,2 --config.num_updates=5000 --config.log_every=250 \
     --config.checkpoint_every=2500 --config.eval_every=2500 --config.periodic_eval_episodes=5 \
