@@ -8,7 +8,10 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
   * DAPO (Yu et al., arXiv 2503.14476): `clip_epsilon_high=0.28` (clip-higher, Eq. 10),
     `loss_aggregation="token_mean"` (Eq. 12), `dynamic_sampling=True` (Eq. 11's filter);
   * HICRA (Wang et al., arXiv 2509.03646): `hicra_alpha > 0` amplifies the advantages of the tokens
-    of `hicra_phrases` ("planning" phrases) via `group_relative.hicra_advantages`.
+    of `hicra_phrases` ("planning" phrases) via `group_relative.hicra_advantages`;
+  * the unlikeliness reward (He et al., arXiv 2506.02355): `estimator="unlikeliness"`, GRPO
+    advantages of the rewards scaled by 1 − β·rank/G, the rank of each response's mean
+    behaviour token log-prob in its group, least likely first (`unlikeliness_beta` = β).
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
     `hint_warmup_updates` on (6 of the default 40 updates; the released script uses 50 steps),
@@ -72,6 +75,7 @@ from hrljax.networks import llama
 from hrljax.types import Array, PyTree
 
 HINT_LEVELS = text_tasks.HINT_LEVELS
+ESTIMATORS = gr.OUTCOME_ESTIMATORS + ("unlikeliness",)
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -94,7 +98,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.clip_epsilon_high = 0.2  # DAPO clip-higher: 0.28
   config.kl_coef = 0.04  # paper β; Dr. GRPO and DAPO use 0
   config.kl_estimator = "k3"  # paper Eq. 4
-  config.estimator = "grpo"  # or "dr_grpo", "rloo"
+  config.estimator = "grpo"  # or "dr_grpo", "rloo", "unlikeliness"
+  config.unlikeliness_beta = 0.25  # estimator="unlikeliness": the rank penalty (authors' script)
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
@@ -128,11 +133,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   tc.non_negative_int(config, "eval_problems", "eval_seed")
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "advantage_eps")
-  checks.in_unit_interval(config, "hicra_alpha")
+  checks.in_unit_interval(config, "hicra_alpha", "unlikeliness_beta")
   hint_scaffold.validate_config_fields(config)
   prompt_pool.validate_config_fields(config, "num_prompts")
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
-  checks.one_of(config, "estimator", gr.OUTCOME_ESTIMATORS)
+  checks.one_of(config, "estimator", ESTIMATORS)
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   if config.samples_per_prompt < 2:
     raise checks.ConfigError(
@@ -193,13 +198,27 @@ def grpo_token_advantages(
   response_mask: Array,
   patterns: Array,
   pattern_lengths: Array,
+  behaviour_logp: Optional[Array] = None,
 ) -> tuple[Array, Array]:
-  """Token advantages `[B, N]` and the row mask `[B]` kept by the DAPO filter (batch-level)."""
+  """Token advantages `[B, N]` and the row mask `[B]` kept by the DAPO filter (batch-level).
+  `behaviour_logp` `[B, N]`, the sampled tokens' log-probs, is read by the unlikeliness
+  estimator only."""
   num_groups = config.num_prompts
   ids = gr.contiguous_group_ids(num_groups, config.samples_per_prompt)
-  advantages = gr.outcome_advantages(
-    rewards, ids, num_groups, config.estimator, eps=config.advantage_eps
-  )
+  if config.estimator == "unlikeliness":
+    advantages = gr.unlikeliness_advantages(
+      rewards,
+      behaviour_logp,
+      response_mask,
+      ids,
+      num_groups,
+      beta=config.unlikeliness_beta,
+      eps=config.advantage_eps,
+    ).advantages
+  else:
+    advantages = gr.outcome_advantages(
+      rewards, ids, num_groups, config.estimator, eps=config.advantage_eps
+    )
   if config.dynamic_sampling:
     keep = gr.informative_group_mask(rewards, ids, num_groups)[ids]
   else:
@@ -256,7 +275,7 @@ UpdateSettings = llm_common.config_settings(
   "UpdateSettings",
   "num_prompts samples_per_prompt max_new_tokens temperature learning_rate optimizer "
   "max_grad_norm update_epochs clip_epsilon clip_epsilon_high kl_coef kl_estimator estimator "
-  "advantage_eps loss_aggregation dynamic_sampling hicra_alpha",
+  "advantage_eps loss_aggregation dynamic_sampling hicra_alpha unlikeliness_beta",
 )
 
 
@@ -282,10 +301,6 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
   def update(
     state: TrainState, params: PyTree, batch: RolloutBatch, patterns: Array, pattern_lengths: Array
   ) -> tuple[TrainState, dict]:
-    token_advantages, keep = grpo_token_advantages(
-      config, batch.rewards, batch.response, batch.response_mask, patterns, pattern_lengths
-    )
-    loss_mask = batch.response_mask & keep[:, None]
     logprobs = functools.partial(
       llm_common.batch_logprobs,
       model_config,
@@ -297,8 +312,19 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
     if config.kl_coef > 0:
       ref_logp = jax.lax.stop_gradient(logprobs(None, use_lora=False))
     old_logp = None
-    if config.update_epochs > 1:
+    if config.update_epochs > 1 or config.estimator == "unlikeliness":
+      # The adapters the batch was sampled with: the behaviour policy's log-probs.
       old_logp = jax.lax.stop_gradient(logprobs(state.lora))
+    token_advantages, keep = grpo_token_advantages(
+      config,
+      batch.rewards,
+      batch.response,
+      batch.response_mask,
+      patterns,
+      pattern_lengths,
+      old_logp,
+    )
+    loss_mask = batch.response_mask & keep[:, None]
 
     def epoch(state, _):
       (loss, metrics), lora, opt_state, grads = llm_common.gradient_step(

@@ -51,6 +51,7 @@ def small_config(**overrides):
     ("learning_rate", 0.0, "config.learning_rate"),
     ("num_layers", -1, "config.num_layers"),
     ("hicra_alpha", 1.5, "config.hicra_alpha"),
+    ("unlikeliness_beta", 1.5, "config.unlikeliness_beta"),
     ("kl_estimator", "k9", "config.kl_estimator"),
     ("prompt_bucket", 0, "config.prompt_bucket"),
   ],
@@ -127,6 +128,30 @@ def test_dr_grpo_rloo_and_dapo_filter():
   )
   # Leave-one-out: 1 - 0 = 1 and 0 - 1/3.
   np.testing.assert_allclose(adv[:4, 0], [1.0, -1 / 3, -1 / 3, -1 / 3], rtol=1e-6)
+
+
+def test_unlikeliness_scales_the_correct_rewards_by_their_likelihood_rank():
+  """Group 1 is all correct; the mean behaviour log-probs of rows 4-7 are -1, -3, -2, -0.5, so
+  their ranks are 2, 0, 1, 3 (least likely first) and R' = 1 - 0.25 rank / 4 = 0.875, 1, 0.9375,
+  0.8125, normalised in the group; a reversed rank would give row 5 the smallest reward. Group 0's
+  equal log-probs rank by row: its one correct response (row 0) keeps R = 1 (GRPO's row)."""
+  logp = np.zeros((8, 3), np.float32)
+  logp[4:, :2] = np.array([-1.0, -3.0, -2.0, -0.5])[:, None]
+  logp[:, 2] = 5.0  # masked: never read
+  adv, _ = llm_grpo.grpo_token_advantages(
+    _advantage_config(estimator="unlikeliness"),
+    REWARDS,
+    jnp.zeros((8, 3), jnp.int32),
+    MASK,
+    *NO_PATTERN,
+    jnp.asarray(logp),
+  )
+  shaped = np.array([0.875, 1.0, 0.9375, 0.8125])
+  expected = (shaped - shaped.mean()) / (shaped.std(ddof=1) + 1e-6)
+  np.testing.assert_allclose(adv[4:, 0], expected, rtol=1e-5)
+  grpo = np.array([0.75, -0.25, -0.25, -0.25]) / (0.5 + 1e-6)
+  np.testing.assert_allclose(adv[:4, 0], grpo, rtol=1e-6)
+  np.testing.assert_array_equal(adv[:, 2], 0.0)
 
 
 def test_hicra_amplifies_planning_tokens():
@@ -290,7 +315,16 @@ def test_run_writes_metrics_and_resumes_exactly(tiny_lm, tmp_path):
 
 
 def test_one_grpo_step_on_the_truncated_smollm2():
-  config = small_config(num_layers=2, lora_rank=4, lora_alpha=8.0, max_new_tokens=8, kl_coef=0.04)
+  """With the unlikeliness estimator, whose advantages read the behaviour log-probs the update
+  computes (the default estimator's update runs in the driver test above)."""
+  config = small_config(
+    num_layers=2,
+    lora_rank=4,
+    lora_alpha=8.0,
+    max_new_tokens=8,
+    kl_coef=0.04,
+    estimator="unlikeliness",
+  )
   agent = llm_grpo.LLMGRPO(config)
   assert agent.lm.config.num_layers == 2
   params_before = jax.tree.map(np.array, agent.lm.params)
@@ -310,6 +344,7 @@ def test_one_grpo_step_on_the_truncated_smollm2():
   new_state, metrics = agent.update(state, batch)
   assert int(new_state.update) == 1
   assert np.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0
+  assert metrics["advantage_abs"] > 0
   assert abs(metrics["kl"]) < 1e-5  # b = 0 at init: the policy is the reference
   # Every adapter matrix b moves (a gets no gradient while b = 0).
   for name in llama.PROJECTIONS:
