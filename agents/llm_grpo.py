@@ -11,7 +11,12 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
     of `hicra_phrases` ("planning" phrases) via `group_relative.hicra_advantages`;
   * the unlikeliness reward (He et al., arXiv 2506.02355): `estimator="unlikeliness"`, GRPO
     advantages of the rewards scaled by 1 − β·rank/G, the rank of each response's mean
-    behaviour token log-prob in its group, least likely first (`unlikeliness_beta` = β).
+    behaviour token log-prob in its group, least likely first (`unlikeliness_beta` = β);
+  * LLDS (Deng et al., arXiv 2512.04220): `llds_coef > 0` adds `group_relative.llds_loss`, a
+    penalty on the likelihood drops of the tokens with A >= 0 relative to the behaviour policy
+    (`llds_gate`: the authors' "action" gate or the "response" gate). With one epoch on the batch
+    the policy is the behaviour policy at the step, so the penalty and its gradient are 0: it
+    acts from the second of `update_epochs` on.
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
     `hint_warmup_updates` on (6 of the default 40 updates; the released script uses 50 steps),
@@ -76,6 +81,7 @@ from hrljax.types import Array, PyTree
 
 HINT_LEVELS = text_tasks.HINT_LEVELS
 ESTIMATORS = gr.OUTCOME_ESTIMATORS + ("unlikeliness",)
+LLDS_GATES = ("action", "response")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -100,6 +106,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.kl_estimator = "k3"  # paper Eq. 4
   config.estimator = "grpo"  # or "dr_grpo", "rloo", "unlikeliness"
   config.unlikeliness_beta = 0.25  # estimator="unlikeliness": the rank penalty (authors' script)
+  config.llds_coef = 0.0  # LLDS's λ (authors' script: 0.2); 0 = off
+  config.llds_gate = "action"  # or "response"
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
@@ -134,6 +142,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "advantage_eps")
   checks.in_unit_interval(config, "hicra_alpha", "unlikeliness_beta")
+  checks.non_negative(config, "llds_coef")
+  checks.one_of(config, "llds_gate", LLDS_GATES)
   hint_scaffold.validate_config_fields(config)
   prompt_pool.validate_config_fields(config, "num_prompts")
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
@@ -241,7 +251,8 @@ def llm_grpo_objective(
   old_logp: Optional[Array],
   ref_logp: Optional[Array],
 ) -> tuple[Array, dict]:
-  """GRPO's objective (paper Eq. 3) on the batch: clipped surrogate + β·KL, aggregated."""
+  """GRPO's objective (paper Eq. 3) on the batch: clipped surrogate + β·KL, aggregated; plus
+  LLDS's penalty (`llds_coef > 0`) against `old_logp`."""
   logp = llm_common.batch_logprobs(
     model_config, params, lora, batch, temperature=config.temperature
   )
@@ -261,7 +272,14 @@ def llm_grpo_objective(
   loss, agg = pg.aggregate(
     per_token, loss_mask, config.loss_aggregation, constant=float(config.max_new_tokens)
   )
+  llds = jnp.zeros(())
+  if config.llds_coef > 0:
+    llds, _ = gr.llds_loss(
+      logp, old, token_advantages, loss_mask, coef=config.llds_coef, gate=config.llds_gate
+    )
+    loss = loss + llds
   metrics = {
+    "llds": llds,
     "kl": pg.masked_mean(kl, loss_mask),
     "clip_fraction": pg.masked_mean(extras.clipped, loss_mask),
     "ratio": pg.masked_mean(extras.ratio, loss_mask),
@@ -275,7 +293,8 @@ UpdateSettings = llm_common.config_settings(
   "UpdateSettings",
   "num_prompts samples_per_prompt max_new_tokens temperature learning_rate optimizer "
   "max_grad_norm update_epochs clip_epsilon clip_epsilon_high kl_coef kl_estimator estimator "
-  "advantage_eps loss_aggregation dynamic_sampling hicra_alpha unlikeliness_beta",
+  "advantage_eps loss_aggregation dynamic_sampling hicra_alpha unlikeliness_beta llds_coef "
+  "llds_gate",
 )
 
 
@@ -312,7 +331,7 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
     if config.kl_coef > 0:
       ref_logp = jax.lax.stop_gradient(logprobs(None, use_lora=False))
     old_logp = None
-    if config.update_epochs > 1 or config.estimator == "unlikeliness":
+    if config.update_epochs > 1 or config.estimator == "unlikeliness" or config.llds_coef > 0:
       # The adapters the batch was sampled with: the behaviour policy's log-probs.
       old_logp = jax.lax.stop_gradient(logprobs(state.lora))
     token_advantages, keep = grpo_token_advantages(

@@ -14,6 +14,7 @@ import pytest
 
 from hrljax import checkpoint, config_checks, llm_prompts, llm_weights, training
 from hrljax.agents import llm_common, llm_grpo
+from hrljax.losses import group_relative as gr
 from hrljax.networks import llama
 from tests.agents.tiny_llama import TINY, tiny_language_model
 
@@ -52,6 +53,8 @@ def small_config(**overrides):
     ("num_layers", -1, "config.num_layers"),
     ("hicra_alpha", 1.5, "config.hicra_alpha"),
     ("unlikeliness_beta", 1.5, "config.unlikeliness_beta"),
+    ("llds_coef", -0.1, "config.llds_coef"),
+    ("llds_gate", "token", "config.llds_gate"),
     ("kl_estimator", "k9", "config.kl_estimator"),
     ("prompt_bucket", 0, "config.prompt_bucket"),
   ],
@@ -254,6 +257,40 @@ def test_grpo_gradient_is_the_policy_gradient(tiny_lm):
 
   expected = jax.jit(jax.grad(reference))(lora, tiny_lm.params)
   jax.tree.map(lambda g, e: np.testing.assert_allclose(g, e, rtol=2e-4, atol=1e-7), grads, expected)
+
+
+def test_llds_adds_its_penalty_on_the_preserved_tokens_that_lost_likelihood(tiny_lm):
+  """The objective with `llds_coef` = 0.2 is the objective without it plus
+  `llds_loss(logp, old_logp, A, mask)` of the adapters being trained; 0 when they are the
+  behaviour adapters."""
+  batch = _tiny_batch([1.0, 0.0, 0.0, 2.0])
+  behaviour = jax.tree.map(lambda x: x + 0.05, llama.init_lora(TINY, jax.random.key(1)))
+  moved = jax.tree.map(lambda x: x - 0.3, behaviour)
+  logprobs = jax.jit(
+    lambda l: llm_common.batch_logprobs(TINY, tiny_lm.params, l, batch, temperature=1.0)
+  )
+  old_logp = logprobs(behaviour)
+  results = {}
+  for coef in (0.0, 0.2):
+    config = _advantage_config(num_prompts=2, samples_per_prompt=2, kl_coef=0.0, llds_coef=coef)
+    adv, _ = llm_grpo.grpo_token_advantages(
+      config, batch.rewards, batch.response, batch.response_mask, *NO_PATTERN
+    )
+    objective = jax.jit(
+      lambda l, config=config, adv=adv: llm_grpo.llm_grpo_objective(
+        l, tiny_lm.params, TINY, config, batch, adv, batch.response_mask, old_logp, None
+      )
+    )
+    results[coef] = (objective(moved), objective(behaviour), adv)
+  adv = results[0.2][2]
+  expected, _ = gr.llds_loss(logprobs(moved), old_logp, adv, batch.response_mask, coef=0.2)
+  assert float(expected) > 0
+  with_llds, metrics = results[0.2][0]
+  np.testing.assert_allclose(
+    float(with_llds), float(results[0.0][0][0]) + float(expected), rtol=1e-5
+  )
+  np.testing.assert_allclose(float(metrics["llds"]), float(expected), rtol=1e-5)
+  assert float(results[0.2][1][1]["llds"]) == 0.0
 
 
 def test_kl_term_is_zero_at_the_reference_and_positive_away(tiny_lm):
