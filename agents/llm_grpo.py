@@ -123,6 +123,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.task.answer_mode = "strict"
   config.task.system_prompt = ""  # "" = the chat template's default
   config.eval_problems = 32  # greedy evaluation on a fixed held-out stream; 0 = none
+  config.eval_samples = 0  # k > 0: also k samples per held-out problem (pass@k, sampled pass@1)
   config.eval_seed = 1_000_003  # the held-out stream: arithmetic_problems(eval_seed, ...)
   return config
 
@@ -138,7 +139,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     "num_updates",
     "update_epochs",
   )
-  tc.non_negative_int(config, "eval_problems", "eval_seed")
+  tc.non_negative_int(config, "eval_problems", "eval_seed", "eval_samples")
   checks.positive(config, "learning_rate", "max_grad_norm")
   checks.non_negative(config, "clip_epsilon", "clip_epsilon_high", "kl_coef", "advantage_eps")
   checks.in_unit_interval(config, "hicra_alpha", "unlikeliness_beta")
@@ -525,15 +526,27 @@ class LLMGRPO:
     return state, llm_common.scalar_metrics(metrics)
 
   def evaluate(self, lora: PyTree) -> dict:
-    """Greedy replies to `eval_problems` held-out problems: mean reward, correct and format rate."""
+    """Greedy replies to `eval_problems` held-out problems: mean reward, correct and format rate;
+    with `eval_samples` = k > 0 also k replies per problem at the training temperature: the
+    fraction of problems with a correct one among them (`eval_pass_at_k`, the k-sample estimate
+    of pass@k of Chen et al., arXiv 2107.03374, with n = k) and the mean correct rate of the
+    samples (`eval_sampled_correct`, pass@1 of the sampling policy)."""
     problems = self.task.problems(self.config.eval_seed, self.config.eval_problems)
     responses = self.sample(lora, problems, jax.random.key(0), 1, greedy=True).texts
     rewards, correct, formatted = self.rewards(responses, problems, 1)
-    return {
+    metrics = {
       "eval_reward": float(rewards.mean()),
       "eval_correct": float(correct.mean()),
       "eval_formatted": float(formatted.mean()),
     }
+    k = self.config.eval_samples
+    if k:
+      sampled = self.sample(lora, problems, jax.random.key(1), k).texts
+      _, sampled_correct, _ = self.rewards(sampled, problems, k)
+      per_problem = np.asarray(sampled_correct, bool).reshape(len(problems), k)
+      metrics["eval_pass_at_k"] = float(per_problem.any(axis=1).mean())
+      metrics["eval_sampled_correct"] = float(per_problem.mean())
+    return metrics
 
 
 def make_learner(

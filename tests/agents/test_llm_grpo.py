@@ -57,6 +57,7 @@ def small_config(**overrides):
     ("llds_gate", "token", "config.llds_gate"),
     ("kl_estimator", "k9", "config.kl_estimator"),
     ("prompt_bucket", 0, "config.prompt_bucket"),
+    ("eval_samples", -1, "config.eval_samples"),
   ],
 )
 def test_validate_config_rejects(field, value, match):
@@ -328,6 +329,25 @@ def _run(config, workdir, lm):
   resume may raise `num_updates`, a change `config_history.jsonl` records)."""
   learner = llm_grpo.make_learner(config, lm)
   return training.run(learner, config, str(workdir), allow_config_change=True)
+
+
+def test_evaluation_reports_pass_at_k_over_the_samples_of_each_problem(tiny_lm):
+  """`eval_samples` = 2 on 2 held-out problems, the sampled replies scored correct as
+  [[1, 0], [0, 0]] (the tiny model answers nothing right, so the scorer is replaced): pass@2 is
+  1/2 of the problems, the sampled correct rate 1/4; the greedy replies are scored first."""
+  agent = llm_grpo.LLMGRPO(small_config(eval_problems=2, eval_samples=2), tiny_lm)
+  calls = []
+
+  def rewards(texts, problems, samples):
+    calls.append((len(texts), samples))
+    correct = np.array([True, False, False, False]) if samples == 2 else np.zeros(2, bool)
+    return np.zeros(len(texts), np.float32), correct, np.zeros(len(texts), bool)
+
+  agent.rewards = rewards
+  metrics = agent.evaluate(agent.init(0).lora)
+  assert calls == [(2, 1), (4, 2)]
+  assert metrics["eval_pass_at_k"] == 0.5 and metrics["eval_sampled_correct"] == 0.25
+  assert metrics["eval_correct"] == 0.0
 
 
 def test_run_writes_metrics_and_resumes_exactly(tiny_lm, tmp_path):
