@@ -16,7 +16,12 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
     penalty on the likelihood drops of the tokens with A >= 0 relative to the behaviour policy
     (`llds_gate`: the authors' "action" gate or the "response" gate). With one epoch on the batch
     the policy is the behaviour policy at the step, so the penalty and its gradient are 0: it
-    acts from the second of `update_epochs` on.
+    acts from the second of `update_epochs` on;
+  * PACS (Yi et al., arXiv 2509.02522): `objective="pacs"` replaces the clipped surrogate by
+    `group_relative.pacs_loss`, the binary cross-entropy of the group-centred implicit reward
+    β·Σ_t (log π_θ − log π_old) (`pacs_beta`, `pacs_centring`) against the reward read as a label
+    in [0, 1] (the task's weights must keep the reward there, e.g. `task.format_weight=0` for
+    the paper's correctness label); no KL term.
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
     `hint_warmup_updates` on (6 of the default 40 updates; the released script uses 50 steps),
@@ -82,6 +87,7 @@ from hrljax.types import Array, PyTree
 HINT_LEVELS = text_tasks.HINT_LEVELS
 ESTIMATORS = gr.OUTCOME_ESTIMATORS + ("unlikeliness",)
 LLDS_GATES = ("action", "response")
+OBJECTIVES = ("grpo", "pacs")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -108,6 +114,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.unlikeliness_beta = 0.25  # estimator="unlikeliness": the rank penalty (authors' script)
   config.llds_coef = 0.0  # LLDS's λ (authors' script: 0.2); 0 = off
   config.llds_gate = "action"  # or "response"
+  config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs"
+  config.pacs_beta = 1.0  # PACS: scale of the implicit reward (the authors' scripts: 1 and 2)
+  config.pacs_centring = "leave_one_out"  # PACS: the scripts' rloo; or "zscore", "mean", "raw"
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
@@ -145,6 +154,21 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.in_unit_interval(config, "hicra_alpha", "unlikeliness_beta")
   checks.non_negative(config, "llds_coef")
   checks.one_of(config, "llds_gate", LLDS_GATES)
+  checks.one_of(config, "objective", OBJECTIVES)
+  checks.positive(config, "pacs_beta")
+  checks.one_of(config, "pacs_centring", gr.PACS_CENTRINGS)
+  if config.objective == "pacs":
+    best = config.task.correct_weight + config.task.format_weight
+    if best > 1.0:
+      raise checks.ConfigError(
+        f"config.task.format_weight: expected config.task.correct_weight + format_weight <= 1 "
+        f"with config.objective='pacs' (its reward is a label in [0, 1]), got {best}"
+      )
+    if config.kl_coef:
+      raise checks.ConfigError(
+        f"config.kl_coef: expected 0 with config.objective='pacs' (no KL term), got "
+        f"{config.kl_coef}"
+      )
   hint_scaffold.validate_config_fields(config)
   prompt_pool.validate_config_fields(config, "num_prompts")
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
@@ -258,6 +282,8 @@ def llm_grpo_objective(
     model_config, params, lora, batch, temperature=config.temperature
   )
   old = jax.lax.stop_gradient(logp) if old_logp is None else old_logp
+  if config.objective == "pacs":
+    return pacs_objective(config, batch, logp, old, loss_mask)
   per_token, extras = pg.clipped_surrogate_loss(
     logp,
     old,
@@ -290,12 +316,38 @@ def llm_grpo_objective(
   return loss, metrics
 
 
+def pacs_objective(
+  config, batch: RolloutBatch, logp: Array, old_logp: Array, loss_mask: Array
+) -> tuple[Array, dict]:
+  """PACS's loss (`group_relative.pacs_loss`) with the rows the DAPO filter kept; the rewards
+  are the labels."""
+  ids = gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt)
+  loss, extras = gr.pacs_loss(
+    logp,
+    old_logp,
+    loss_mask,
+    batch.rewards,
+    ids,
+    config.num_prompts,
+    valid=jnp.any(loss_mask, axis=1),
+    beta=config.pacs_beta,
+    centring=config.pacs_centring,
+    eps=config.advantage_eps,
+  )
+  return loss, {
+    "kl": jnp.zeros(()),
+    "logp": pg.masked_mean(logp, loss_mask),
+    "pacs_logit_abs": jnp.mean(jnp.abs(extras.logits)),
+    "loss_denominator": extras.denominator,
+  }
+
+
 UpdateSettings = llm_common.config_settings(
   "UpdateSettings",
   "num_prompts samples_per_prompt max_new_tokens temperature learning_rate optimizer "
   "max_grad_norm update_epochs clip_epsilon clip_epsilon_high kl_coef kl_estimator estimator "
   "advantage_eps loss_aggregation dynamic_sampling hicra_alpha unlikeliness_beta llds_coef "
-  "llds_gate",
+  "llds_gate objective pacs_beta pacs_centring",
 )
 
 

@@ -80,7 +80,7 @@ from hrljax.losses.group_relative.normalize import segment_std
 from hrljax.losses.group_relative.p3o import P3oExtras
 from hrljax.losses.group_relative.p3o import p3o_loss
 from hrljax.losses.group_relative.pacs import PacsExtras
-from hrljax.losses.group_relative.pacs import pacs_loss
+from hrljax.losses.group_relative.pacs import PACS_CENTRINGS, pacs_loss
 from hrljax.losses.group_relative.rank_grpo import RankGrpoExtras
 from hrljax.losses.group_relative.rank_grpo import rank_grpo_advantages
 from hrljax.losses.group_relative.rank_grpo import rank_grpo_loss
@@ -192,6 +192,7 @@ __all__ = (
   "rover_loss",
   # PACS.
   "PacsExtras",
+  "PACS_CENTRINGS",
   "pacs_loss",
   # Unlikeliness reward.
   "group_ranks",

@@ -10,6 +10,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from hrljax import checkpoint, config_checks, llm_prompts, llm_weights, training
@@ -58,6 +59,8 @@ def small_config(**overrides):
     ("kl_estimator", "k9", "config.kl_estimator"),
     ("prompt_bucket", 0, "config.prompt_bucket"),
     ("eval_samples", -1, "config.eval_samples"),
+    ("objective", "ppo", "config.objective"),
+    ("pacs_centring", "median", "config.pacs_centring"),
   ],
 )
 def test_validate_config_rejects(field, value, match):
@@ -292,6 +295,41 @@ def test_llds_adds_its_penalty_on_the_preserved_tokens_that_lost_likelihood(tiny
   )
   np.testing.assert_allclose(float(metrics["llds"]), float(expected), rtol=1e-5)
   assert float(results[0.2][1][1]["llds"]) == 0.0
+
+
+def test_pacs_objective_is_the_cross_entropy_of_the_implicit_reward(tiny_lm):
+  """`objective="pacs"`: the loss is `pacs_loss` of the batch's log-probs against the behaviour
+  log-probs with the rewards as labels, and its gradient raises the correct responses."""
+  config = _advantage_config(
+    num_prompts=2, samples_per_prompt=2, kl_coef=0.0, objective="pacs", pacs_beta=2.0
+  )
+  batch = _tiny_batch([1.0, 0.0, 0.0, 1.0])
+  behaviour = jax.tree.map(lambda x: x + 0.05, llama.init_lora(TINY, jax.random.key(1)))
+  moved = jax.tree.map(lambda x: x - 0.1, behaviour)
+  old_logp = llm_common.batch_logprobs(TINY, tiny_lm.params, behaviour, batch, temperature=1.0)
+  adv = jnp.zeros((4, 4))
+
+  def objective(l):
+    return llm_grpo.llm_grpo_objective(
+      l, tiny_lm.params, TINY, config, batch, adv, batch.response_mask, old_logp, None
+    )
+
+  (loss, metrics), grads = jax.jit(jax.value_and_grad(objective, has_aux=True))(moved)
+  logp = llm_common.batch_logprobs(TINY, tiny_lm.params, moved, batch, temperature=1.0)
+  expected, _ = gr.pacs_loss(
+    logp, old_logp, batch.response_mask, batch.rewards, jnp.array([0, 0, 1, 1]), 2, beta=2.0
+  )
+  np.testing.assert_allclose(float(loss), float(expected), rtol=1e-5)
+  assert float(metrics["kl"]) == 0.0 and float(optax.tree.norm(grads)) > 0
+
+
+def test_pacs_needs_rewards_in_the_unit_interval_and_no_kl():
+  with pytest.raises(config_checks.ConfigError, match=r"config\.task\.format_weight"):
+    llm_grpo.validate_config(small_config(objective="pacs", kl_coef=0.0))
+  with pytest.raises(config_checks.ConfigError, match=r"config\.kl_coef"):
+    config = small_config(objective="pacs", kl_coef=0.04)
+    config.task.format_weight = 0.0
+    llm_grpo.validate_config(config)
 
 
 def test_kl_term_is_zero_at_the_reference_and_positive_away(tiny_lm):
