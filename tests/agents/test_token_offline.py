@@ -29,6 +29,8 @@ def tiny_config(**overrides) -> ml_collections.ConfigDict:
     d_model=16,
     num_layers=1,
     num_heads=2,
+    critic_d_model=16,
+    critic_num_layers=1,
     bc_steps=0,
     dataset_episodes=32,
     num_updates=3,
