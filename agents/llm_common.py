@@ -205,8 +205,10 @@ def response_logprobs(
   *,
   temperature=1.0,
   use_lora: bool = True,
-) -> Array:
-  """Teacher-forced `log π(response_t | prompt, response_<t)`, float32 `[B, N]` (0 off the mask).
+  with_entropy: bool = False,
+):
+  """Teacher-forced `log π(response_t | prompt, response_<t)`, float32 `[B, N]` (0 off the mask);
+  with `with_entropy`, also the entropy `[B, N]` of each of those distributions (0 off the mask).
 
   One forward pass on `[prompt (left-padded), response (right-padded)]`; the output projection
   and its log-softmax run on the N positions that predict the response only (a `[B, N, V]`
@@ -230,7 +232,11 @@ def response_logprobs(
   logits = logits[:, :-1] / temperature
   log_probs = jax.nn.log_softmax(logits, axis=-1)
   picked = jnp.take_along_axis(log_probs, response[:, :, None].astype(jnp.int32), axis=-1)[..., 0]
-  return jnp.where(response_mask, picked, 0.0)
+  picked = jnp.where(response_mask, picked, 0.0)
+  if not with_entropy:
+    return picked
+  entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)  # finite logits: no 0·(-inf)
+  return picked, jnp.where(response_mask, entropy, 0.0)
 
 
 def batch_logprobs(
@@ -241,7 +247,8 @@ def batch_logprobs(
   *,
   temperature,
   use_lora: bool = True,
-) -> Array:
+  with_entropy: bool = False,
+):
   """`response_logprobs` of a batch with the fields `prompt_tokens`, `prompt_mask`, `response`
   and `response_mask` (both agents' training batches)."""
   return response_logprobs(
@@ -254,6 +261,7 @@ def batch_logprobs(
     batch.response_mask,
     temperature=temperature,
     use_lora=use_lora,
+    with_entropy=with_entropy,
   )
 
 

@@ -21,7 +21,13 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
     `group_relative.pacs_loss`, the binary cross-entropy of the group-centred implicit reward
     β·Σ_t (log π_θ − log π_old) (`pacs_beta`, `pacs_centring`) against the reward read as a label
     in [0, 1] (the task's weights must keep the reward there, e.g. `task.format_weight=0` for
-    the paper's correctness label); no KL term.
+    the paper's correctness label); no KL term;
+  * GTPO (Simoni et al., arXiv 2508.03772): `objective="gtpo"` replaces it by
+    `group_relative.gtpo_loss` with the loss's defaults (the paper's entropy threshold ln 2):
+    conflict tokens shared by positive and negative completions of a group amplified or skipped,
+    completions whose mean token entropy is above the threshold filtered out, the advantage
+    lowered by 0.1 x that entropy; the advantages are `estimator`'s (the authors' trainer:
+    `dr_grpo`); no KL term, no HICRA.
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
     `hint_warmup_updates` on (6 of the default 40 updates; the released script uses 50 steps),
@@ -87,7 +93,7 @@ from hrljax.types import Array, PyTree
 HINT_LEVELS = text_tasks.HINT_LEVELS
 ESTIMATORS = gr.OUTCOME_ESTIMATORS + ("unlikeliness",)
 LLDS_GATES = ("action", "response")
-OBJECTIVES = ("grpo", "pacs")
+OBJECTIVES = ("grpo", "pacs", "gtpo")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -114,7 +120,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.unlikeliness_beta = 0.25  # estimator="unlikeliness": the rank penalty (authors' script)
   config.llds_coef = 0.0  # LLDS's λ (authors' script: 0.2); 0 = off
   config.llds_gate = "action"  # or "response"
-  config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs"
+  config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs", "gtpo"
   config.pacs_beta = 1.0  # PACS: scale of the implicit reward (the authors' scripts: 1 and 2)
   config.pacs_centring = "leave_one_out"  # PACS: the scripts' rloo; or "zscore", "mean", "raw"
   config.advantage_eps = 1e-6
@@ -164,11 +170,16 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         f"config.task.format_weight: expected config.task.correct_weight + format_weight <= 1 "
         f"with config.objective='pacs' (its reward is a label in [0, 1]), got {best}"
       )
-    if config.kl_coef:
-      raise checks.ConfigError(
-        f"config.kl_coef: expected 0 with config.objective='pacs' (no KL term), got "
-        f"{config.kl_coef}"
-      )
+  if config.objective != "grpo" and config.kl_coef:
+    raise checks.ConfigError(
+      f"config.kl_coef: expected 0 with config.objective={config.objective!r} (no KL term), got "
+      f"{config.kl_coef}"
+    )
+  if config.objective == "gtpo" and config.hicra_alpha:
+    raise checks.ConfigError(
+      f"config.hicra_alpha: expected 0 with config.objective='gtpo' (one advantage per "
+      f"completion), got {config.hicra_alpha}"
+    )
   hint_scaffold.validate_config_fields(config)
   prompt_pool.validate_config_fields(config, "num_prompts")
   checks.one_of(config, "kl_estimator", pg.KL_ESTIMATORS)
@@ -278,6 +289,10 @@ def llm_grpo_objective(
 ) -> tuple[Array, dict]:
   """GRPO's objective (paper Eq. 3) on the batch: clipped surrogate + β·KL, aggregated; plus
   LLDS's penalty (`llds_coef > 0`) against `old_logp`."""
+  if config.objective == "gtpo":
+    return gtpo_objective(
+      model_config, params, lora, config, batch, token_advantages, loss_mask, old_logp
+    )
   logp = llm_common.batch_logprobs(
     model_config, params, lora, batch, temperature=config.temperature
   )
@@ -338,6 +353,45 @@ def pacs_objective(
     "kl": jnp.zeros(()),
     "logp": pg.masked_mean(logp, loss_mask),
     "pacs_logit_abs": jnp.mean(jnp.abs(extras.logits)),
+    "loss_denominator": extras.denominator,
+  }
+
+
+def gtpo_objective(
+  model_config: llama.LlamaConfig,
+  params: PyTree,
+  lora: PyTree,
+  config,
+  batch: RolloutBatch,
+  token_advantages: Array,
+  loss_mask: Array,
+  old_logp: Optional[Array],
+) -> tuple[Array, dict]:
+  """GTPO's loss (`group_relative.gtpo_loss`): the completion advantages (constant over each
+  completion's tokens without HICRA) and the policy's token entropies (no gradient) of the same
+  forward pass as the log-probs."""
+  logp, entropy = llm_common.batch_logprobs(
+    model_config, params, lora, batch, temperature=config.temperature, with_entropy=True
+  )
+  count = jnp.sum(loss_mask, axis=1)
+  advantages = jnp.sum(jnp.where(loss_mask, token_advantages, 0.0), axis=1) / jnp.maximum(count, 1)
+  loss, extras = gr.gtpo_loss(
+    logp,
+    loss_mask,
+    batch.response,
+    advantages,
+    jax.lax.stop_gradient(entropy),
+    gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt),
+    config.num_prompts,
+    old_logp=old_logp,
+    valid=count > 0,
+  )
+  return loss, {
+    "kl": jnp.zeros(()),
+    "logp": pg.masked_mean(logp, loss_mask),
+    "entropy": pg.masked_mean(entropy, loss_mask),
+    "gtpo_kept_fraction": jnp.mean(extras.kept.astype(jnp.float32)),
+    "gtpo_conflict_fraction": pg.masked_mean(extras.conflict.astype(jnp.float32), loss_mask),
     "loss_denominator": extras.denominator,
   }
 

@@ -16,6 +16,7 @@ import pytest
 from hrljax import checkpoint, config_checks, llm_prompts, llm_weights, training
 from hrljax.agents import llm_common, llm_grpo
 from hrljax.losses import group_relative as gr
+from hrljax.losses import policy_gradient as pg
 from hrljax.networks import llama
 from tests.agents.tiny_llama import TINY, tiny_language_model
 
@@ -323,7 +324,50 @@ def test_pacs_objective_is_the_cross_entropy_of_the_implicit_reward(tiny_lm):
   assert float(metrics["kl"]) == 0.0 and float(optax.tree.norm(grads)) > 0
 
 
-def test_pacs_needs_rewards_in_the_unit_interval_and_no_kl():
+def test_gtpo_objective_reads_the_completion_advantages_and_the_token_entropies(tiny_lm):
+  """`objective="gtpo"`: the loss is `gtpo_loss` of the completion advantages and the entropies
+  of the distributions the log-probs come from (checked against the model's full logits)."""
+  config = _advantage_config(
+    num_prompts=2, samples_per_prompt=2, kl_coef=0.0, objective="gtpo", estimator="dr_grpo"
+  )
+  batch = _tiny_batch([1.0, 0.0, 0.0, 1.0])
+  lora = jax.tree.map(lambda x: x + 0.05, llama.init_lora(TINY, jax.random.key(1)))
+  adv, _ = llm_grpo.grpo_token_advantages(
+    config, batch.rewards, batch.response, batch.response_mask, *NO_PATTERN
+  )
+  loss, metrics = jax.jit(
+    lambda l: llm_grpo.llm_grpo_objective(
+      l, tiny_lm.params, TINY, config, batch, adv, batch.response_mask, None, None
+    )
+  )(lora)
+  logp, entropy = llm_common.batch_logprobs(
+    TINY, tiny_lm.params, lora, batch, temperature=1.0, with_entropy=True
+  )
+  tokens = jnp.concatenate([batch.prompt_tokens, batch.response], 1)
+  mask = jnp.concatenate([batch.prompt_mask, batch.response_mask], 1)
+  logits, _ = llama.forward(
+    TINY, tiny_lm.params, lora, tokens, llama.positions_from_mask(mask), mask
+  )
+  reference = pg.categorical_entropy(logits[:, 4:-1])  # the positions predicting the response
+  np.testing.assert_allclose(entropy, np.where(batch.response_mask, reference, 0.0), atol=1e-4)
+  expected, _ = gr.gtpo_loss(
+    logp,
+    batch.response_mask,
+    batch.response,
+    jnp.array([0.5, -0.5, -0.5, 0.5]),
+    entropy,
+    jnp.array([0, 0, 1, 1]),
+    2,
+  )
+  np.testing.assert_allclose(float(loss), float(expected), rtol=1e-5)
+  assert float(metrics["kl"]) == 0.0
+
+
+def test_pacs_and_gtpo_configs_name_what_they_cannot_take():
+  with pytest.raises(config_checks.ConfigError, match=r"config\.hicra_alpha: expected 0"):
+    llm_grpo.validate_config(small_config(objective="gtpo", kl_coef=0.0, hicra_alpha=0.2))
+  with pytest.raises(config_checks.ConfigError, match=r"config\.kl_coef: expected 0"):
+    llm_grpo.validate_config(small_config(objective="gtpo", kl_coef=0.04))
   with pytest.raises(config_checks.ConfigError, match=r"config\.task\.format_weight"):
     llm_grpo.validate_config(small_config(objective="pacs", kl_coef=0.0))
   with pytest.raises(config_checks.ConfigError, match=r"config\.kl_coef"):
