@@ -205,10 +205,10 @@ def response_logprobs(
   *,
   temperature=1.0,
   use_lora: bool = True,
-  with_entropy: bool = False,
+  with_stats: bool = False,
 ):
   """Teacher-forced `log π(response_t | prompt, response_<t)`, float32 `[B, N]` (0 off the mask);
-  with `with_entropy`, also the entropy `[B, N]` of each of those distributions (0 off the mask).
+  with `with_stats`, also the `TokenStats` of each of those distributions (0 off the mask).
 
   One forward pass on `[prompt (left-padded), response (right-padded)]`; the output projection
   and its log-softmax run on the N positions that predict the response only (a `[B, N, V]`
@@ -233,10 +233,18 @@ def response_logprobs(
   log_probs = jax.nn.log_softmax(logits, axis=-1)
   picked = jnp.take_along_axis(log_probs, response[:, :, None].astype(jnp.int32), axis=-1)[..., 0]
   picked = jnp.where(response_mask, picked, 0.0)
-  if not with_entropy:
+  if not with_stats:
     return picked
   entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)  # finite logits: no 0·(-inf)
-  return picked, jnp.where(response_mask, entropy, 0.0)
+  stats = TokenStats(entropy=entropy, vocab_mean_logp=jnp.mean(log_probs, axis=-1))
+  return picked, jax.tree.map(lambda x: jnp.where(response_mask, x, 0.0), stats)
+
+
+class TokenStats(NamedTuple):
+  """Statistics of the distributions a response's tokens were drawn from, `[B, N]` each."""
+
+  entropy: Array  # H(π(·|s_t)) (GTPO's entropy filter)
+  vocab_mean_logp: Array  # mean_a log π(a|s_t), ROVER's uniform-policy value
 
 
 def batch_logprobs(
@@ -247,7 +255,7 @@ def batch_logprobs(
   *,
   temperature,
   use_lora: bool = True,
-  with_entropy: bool = False,
+  with_stats: bool = False,
 ):
   """`response_logprobs` of a batch with the fields `prompt_tokens`, `prompt_mask`, `response`
   and `response_mask` (both agents' training batches)."""
@@ -261,7 +269,7 @@ def batch_logprobs(
     batch.response_mask,
     temperature=temperature,
     use_lora=use_lora,
-    with_entropy=with_entropy,
+    with_stats=with_stats,
   )
 
 

@@ -23,11 +23,17 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
     in [0, 1] (the task's weights must keep the reward there, e.g. `task.format_weight=0` for
     the paper's correctness label); no KL term;
   * GTPO (Simoni et al., arXiv 2508.03772): `objective="gtpo"` replaces it by
-    `group_relative.gtpo_loss` with the loss's defaults (the paper's entropy threshold ln 2):
+    `group_relative.gtpo_loss` with the loss's defaults (`gtpo_entropy_threshold`: the paper's
+    ln 2; the authors' code 0.7):
     conflict tokens shared by positive and negative completions of a group amplified or skipped,
     completions whose mean token entropy is above the threshold filtered out, the advantage
     lowered by 0.1 x that entropy; the advantages are `estimator`'s (the authors' trainer:
-    `dr_grpo`); no KL term, no HICRA.
+    `dr_grpo`); no KL term, no HICRA;
+  * ROVER (He et al., arXiv 2509.24981): `objective="rover"` replaces it by
+    `group_relative.rover_loss` with the loss's defaults: Q_t = log π_θ − log π_old of each token
+    regressed on the mean-centred reward plus the uniform policy's value of the next state
+    (the vocabulary mean of the same log-ratio), both policies' vocabulary means from their
+    forward passes; no KL term.
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
     `hint_warmup_updates` on (6 of the default 40 updates; the released script uses 50 steps),
@@ -69,6 +75,7 @@ Deviations from the paper, each deliberate:
 """
 
 import functools
+import math
 import time
 from typing import NamedTuple, Optional, Sequence
 
@@ -93,7 +100,7 @@ from hrljax.types import Array, PyTree
 HINT_LEVELS = text_tasks.HINT_LEVELS
 ESTIMATORS = gr.OUTCOME_ESTIMATORS + ("unlikeliness",)
 LLDS_GATES = ("action", "response")
-OBJECTIVES = ("grpo", "pacs", "gtpo")
+OBJECTIVES = ("grpo", "pacs", "gtpo", "rover")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -120,9 +127,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.unlikeliness_beta = 0.25  # estimator="unlikeliness": the rank penalty (authors' script)
   config.llds_coef = 0.0  # LLDS's λ (authors' script: 0.2); 0 = off
   config.llds_gate = "action"  # or "response"
-  config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs", "gtpo"
+  config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs", "gtpo", "rover"
   config.pacs_beta = 1.0  # PACS: scale of the implicit reward (the authors' scripts: 1 and 2)
   config.pacs_centring = "leave_one_out"  # PACS: the scripts' rloo; or "zscore", "mean", "raw"
+  config.gtpo_entropy_threshold = math.log(
+    2.0
+  )  # GTPO: completions above it are filtered (code 0.7)
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
@@ -161,7 +171,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.non_negative(config, "llds_coef")
   checks.one_of(config, "llds_gate", LLDS_GATES)
   checks.one_of(config, "objective", OBJECTIVES)
-  checks.positive(config, "pacs_beta")
+  checks.positive(config, "pacs_beta", "gtpo_entropy_threshold")
   checks.one_of(config, "pacs_centring", gr.PACS_CENTRINGS)
   if config.objective == "pacs":
     best = config.task.correct_weight + config.task.format_weight
@@ -286,12 +296,17 @@ def llm_grpo_objective(
   loss_mask: Array,
   old_logp: Optional[Array],
   ref_logp: Optional[Array],
+  old_stats: Optional[llm_common.TokenStats] = None,
 ) -> tuple[Array, dict]:
   """GRPO's objective (paper Eq. 3) on the batch: clipped surrogate + β·KL, aggregated; plus
   LLDS's penalty (`llds_coef > 0`) against `old_logp`."""
   if config.objective == "gtpo":
     return gtpo_objective(
       model_config, params, lora, config, batch, token_advantages, loss_mask, old_logp
+    )
+  if config.objective == "rover":
+    return rover_objective(
+      model_config, params, lora, config, batch, loss_mask, old_logp, old_stats
     )
   logp = llm_common.batch_logprobs(
     model_config, params, lora, batch, temperature=config.temperature
@@ -370,9 +385,10 @@ def gtpo_objective(
   """GTPO's loss (`group_relative.gtpo_loss`): the completion advantages (constant over each
   completion's tokens without HICRA) and the policy's token entropies (no gradient) of the same
   forward pass as the log-probs."""
-  logp, entropy = llm_common.batch_logprobs(
-    model_config, params, lora, batch, temperature=config.temperature, with_entropy=True
+  logp, stats = llm_common.batch_logprobs(
+    model_config, params, lora, batch, temperature=config.temperature, with_stats=True
   )
+  entropy = stats.entropy
   count = jnp.sum(loss_mask, axis=1)
   advantages = jnp.sum(jnp.where(loss_mask, token_advantages, 0.0), axis=1) / jnp.maximum(count, 1)
   loss, extras = gr.gtpo_loss(
@@ -385,6 +401,7 @@ def gtpo_objective(
     config.num_prompts,
     old_logp=old_logp,
     valid=count > 0,
+    entropy_threshold=config.gtpo_entropy_threshold,
   )
   return loss, {
     "kl": jnp.zeros(()),
@@ -396,12 +413,45 @@ def gtpo_objective(
   }
 
 
+def rover_objective(
+  model_config: llama.LlamaConfig,
+  params: PyTree,
+  lora: PyTree,
+  config,
+  batch: RolloutBatch,
+  loss_mask: Array,
+  old_logp: Array,
+  old_stats: llm_common.TokenStats,
+) -> tuple[Array, dict]:
+  """ROVER's loss (`group_relative.rover_loss`) on the rewards, with the vocabulary means of
+  the policy being trained (no gradient through them) and of the behaviour policy."""
+  logp, stats = llm_common.batch_logprobs(
+    model_config, params, lora, batch, temperature=config.temperature, with_stats=True
+  )
+  loss, extras = gr.rover_loss(
+    logp,
+    old_logp,
+    stats.vocab_mean_logp,
+    old_stats.vocab_mean_logp,
+    loss_mask,
+    batch.rewards,
+    gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt),
+    config.num_prompts,
+    valid=jnp.any(loss_mask, axis=1),
+  )
+  return loss, {
+    "kl": jnp.zeros(()),
+    "logp": pg.masked_mean(logp, loss_mask),
+    "loss_denominator": extras.denominator,
+  }
+
+
 UpdateSettings = llm_common.config_settings(
   "UpdateSettings",
   "num_prompts samples_per_prompt max_new_tokens temperature learning_rate optimizer "
   "max_grad_norm update_epochs clip_epsilon clip_epsilon_high kl_coef kl_estimator estimator "
   "advantage_eps loss_aggregation dynamic_sampling hicra_alpha unlikeliness_beta llds_coef "
-  "llds_gate objective pacs_beta pacs_centring",
+  "llds_gate objective pacs_beta pacs_centring gtpo_entropy_threshold",
 )
 
 
@@ -437,8 +487,11 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
     ref_logp = None
     if config.kl_coef > 0:
       ref_logp = jax.lax.stop_gradient(logprobs(None, use_lora=False))
-    old_logp = None
-    if config.update_epochs > 1 or config.estimator == "unlikeliness" or config.llds_coef > 0:
+    old_logp = old_stats = None
+    if config.objective == "rover":
+      # ROVER's behaviour values: the vocabulary means of the adapters that sampled the batch.
+      old_logp, old_stats = jax.lax.stop_gradient(logprobs(state.lora, with_stats=True))
+    elif config.update_epochs > 1 or config.estimator == "unlikeliness" or config.llds_coef > 0:
       # The adapters the batch was sampled with: the behaviour policy's log-probs.
       old_logp = jax.lax.stop_gradient(logprobs(state.lora))
     token_advantages, keep = grpo_token_advantages(
@@ -466,6 +519,7 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
         loss_mask,
         old_logp,
         ref_logp,
+        old_stats,
       )
       metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
       return state.replace(lora=lora, opt_state=opt_state), metrics

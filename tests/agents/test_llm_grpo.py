@@ -340,16 +340,21 @@ def test_gtpo_objective_reads_the_completion_advantages_and_the_token_entropies(
       l, tiny_lm.params, TINY, config, batch, adv, batch.response_mask, None, None
     )
   )(lora)
-  logp, entropy = llm_common.batch_logprobs(
-    TINY, tiny_lm.params, lora, batch, temperature=1.0, with_entropy=True
+  logp, stats = llm_common.batch_logprobs(
+    TINY, tiny_lm.params, lora, batch, temperature=1.0, with_stats=True
   )
+  entropy = stats.entropy
   tokens = jnp.concatenate([batch.prompt_tokens, batch.response], 1)
   mask = jnp.concatenate([batch.prompt_mask, batch.response_mask], 1)
   logits, _ = llama.forward(
     TINY, tiny_lm.params, lora, tokens, llama.positions_from_mask(mask), mask
   )
-  reference = pg.categorical_entropy(logits[:, 4:-1])  # the positions predicting the response
-  np.testing.assert_allclose(entropy, np.where(batch.response_mask, reference, 0.0), atol=1e-4)
+  logits = logits[:, 4:-1]  # the positions predicting the response
+  for got, want in (
+    (entropy, pg.categorical_entropy(logits)),
+    (stats.vocab_mean_logp, gr.uniform_policy_value(logits)),
+  ):
+    np.testing.assert_allclose(got, np.where(batch.response_mask, want, 0.0), atol=1e-4)
   expected, _ = gr.gtpo_loss(
     logp,
     batch.response_mask,
@@ -361,6 +366,49 @@ def test_gtpo_objective_reads_the_completion_advantages_and_the_token_entropies(
   )
   np.testing.assert_allclose(float(loss), float(expected), rtol=1e-5)
   assert float(metrics["kl"]) == 0.0
+
+
+def test_rover_objective_regresses_the_log_ratio_on_the_uniform_backup(tiny_lm):
+  """`objective="rover"`: the loss is `rover_loss` of the trained adapters' log-probs and
+  vocabulary means against the behaviour adapters' (passed as the update passes them)."""
+  config = _advantage_config(num_prompts=2, samples_per_prompt=2, kl_coef=0.0, objective="rover")
+  batch = _tiny_batch([1.0, 0.0, 0.0, 1.0])
+  behaviour = jax.tree.map(lambda x: x + 0.05, llama.init_lora(TINY, jax.random.key(1)))
+  moved = jax.tree.map(lambda x: x - 0.1, behaviour)
+
+  def logprobs(lora):
+    return llm_common.batch_logprobs(
+      TINY, tiny_lm.params, lora, batch, temperature=1.0, with_stats=True
+    )
+
+  old_logp, old_stats = jax.jit(logprobs)(behaviour)
+  loss, _ = jax.jit(
+    lambda l: llm_grpo.llm_grpo_objective(
+      l,
+      tiny_lm.params,
+      TINY,
+      config,
+      batch,
+      jnp.zeros((4, 4)),
+      batch.response_mask,
+      old_logp,
+      None,
+      old_stats,
+    )
+  )(moved)
+  logp, stats = jax.jit(logprobs)(moved)
+  expected, _ = gr.rover_loss(
+    logp,
+    old_logp,
+    stats.vocab_mean_logp,
+    old_stats.vocab_mean_logp,
+    batch.response_mask,
+    batch.rewards,
+    jnp.array([0, 0, 1, 1]),
+    2,
+  )
+  assert float(expected) > 0
+  np.testing.assert_allclose(float(loss), float(expected), rtol=1e-5)
 
 
 def test_pacs_and_gtpo_configs_name_what_they_cannot_take():
