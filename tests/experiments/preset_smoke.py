@@ -445,6 +445,12 @@ TRACED = {
   "ppo_fourrooms_moved": "ppo_cartpole",
   "archer_token_game": "tests/agents/test_archer.py::test_replayed_transitions_keep_terminated_and_the_true_successor",
   "token_grpo_token_game": "tests/agents/test_token_grpo.py::test_short_run_changes_params_and_stays_finite",
+  "ota_pointmaze": "tests/agents/test_ota.py::test_learner_step_is_deterministic_and_acts_like_hiql",
+  "hilp_pointmaze": "tests/agents/test_hilp.py::"
+  "test_update_polyaks_phi_and_critic_with_pre_step_parameters",
+  "sac_pendulum": "tests/agents/test_sac.py::test_sac_learns_pendulum",
+  "token_ppo_token_game": "tests/agents/test_token_ppo.py::"
+  "test_short_run_changes_params_and_stays_finite",
   "smore_pointmaze": "tests/agents/test_smore.py::"
   "test_learner_steps_are_deterministic_act_in_bounds_and_evaluate",
   "token_offline_token_game": "tests/agents/test_token_offline.py::"
