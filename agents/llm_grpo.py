@@ -130,9 +130,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs", "gtpo", "rover"
   config.pacs_beta = 1.0  # PACS: scale of the implicit reward (the authors' scripts: 1 and 2)
   config.pacs_centring = "leave_one_out"  # PACS: the scripts' rloo; or "zscore", "mean", "raw"
-  config.gtpo_entropy_threshold = math.log(
-    2.0
-  )  # GTPO: completions above it are filtered (code 0.7)
+  # GTPO: completions whose mean token entropy is above it are filtered (the code's: 0.7)
+  config.gtpo_entropy_threshold = math.log(2.0)
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
@@ -247,6 +246,11 @@ def rollout_batch(responses: llm_common.Responses, rewards: np.ndarray) -> Rollo
   )
 
 
+def group_ids(config) -> Array:
+  """The group (problem) of each row `[G * K]`: rows are grouped by problem, K consecutive."""
+  return gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt)
+
+
 def grpo_token_advantages(
   config,
   rewards: Array,
@@ -260,7 +264,7 @@ def grpo_token_advantages(
   `behaviour_logp` `[B, N]`, the sampled tokens' log-probs, is read by the unlikeliness
   estimator only."""
   num_groups = config.num_prompts
-  ids = gr.contiguous_group_ids(num_groups, config.samples_per_prompt)
+  ids = group_ids(config)
   if config.estimator == "unlikeliness":
     advantages = gr.unlikeliness_advantages(
       rewards,
@@ -351,7 +355,7 @@ def pacs_objective(
 ) -> tuple[Array, dict]:
   """PACS's loss (`group_relative.pacs_loss`) with the rows the DAPO filter kept; the rewards
   are the labels."""
-  ids = gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt)
+  ids = group_ids(config)
   loss, extras = gr.pacs_loss(
     logp,
     old_logp,
@@ -397,7 +401,7 @@ def gtpo_objective(
     batch.response,
     advantages,
     jax.lax.stop_gradient(entropy),
-    gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt),
+    group_ids(config),
     config.num_prompts,
     old_logp=old_logp,
     valid=count > 0,
@@ -435,7 +439,7 @@ def rover_objective(
     old_stats.vocab_mean_logp,
     loss_mask,
     batch.rewards,
-    gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt),
+    group_ids(config),
     config.num_prompts,
     valid=jnp.any(loss_mask, axis=1),
   )

@@ -57,6 +57,7 @@ from hrljax import envs, rollout, training
 from hrljax.agents import token_common as tc
 from hrljax.losses import group_relative as gr
 from hrljax.losses import hierarchical_critics as hc
+from hrljax.losses import policy_gradient as pg
 from hrljax.networks import transformer
 from hrljax.training import Learner
 from hrljax.types import Array, PyTree
@@ -218,8 +219,7 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     index = jax.random.categorical(sample_key, logits, shape=(config.batch_size,))
     batch = jax.tree.map(lambda x: x[index], data)
     if config.objective == "archer":
-      agent, metrics = self.replace(key=key).archer_update(batch)
-      return agent, metrics
+      return self.replace(key=key).archer_update(batch)
     mask = tc.token_mask(batch.utterance)
 
     def loss_fn(params):
@@ -250,11 +250,14 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       }
 
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(self.policy_params)
+    return self.policy_step(grads).replace(key=key), {"loss": loss, **metrics}
+
+  def policy_step(self, grads: PyTree) -> "OfflineAgent":
+    """The agent after one optimizer step of the policy on `grads`."""
     updates, opt_state = self.tx.update(grads, self.opt_state, self.policy_params)
-    agent = self.replace(
-      policy_params=optax.apply_updates(self.policy_params, updates), opt_state=opt_state, key=key
+    return self.replace(
+      policy_params=optax.apply_updates(self.policy_params, updates), opt_state=opt_state
     )
-    return agent, {"loss": loss, **metrics}
 
   def archer_update(self, batch: LoggedUtterances) -> tuple["OfflineAgent", dict]:
     """Offline ArCHer on one batch: the critic's IQL step (and the target's Polyak step), then
@@ -315,22 +318,17 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     (actor_loss_value, actor_extras), grads = jax.value_and_grad(actor_loss, has_aux=True)(
       self.policy_params
     )
-    updates, opt_state = self.tx.update(grads, self.opt_state, self.policy_params)
-    agent = self.replace(
-      policy_params=optax.apply_updates(self.policy_params, updates),
-      opt_state=opt_state,
+    agent = self.policy_step(grads).replace(
       critic_params=critic_params,
       target_critic_params=target_params,
       critic_opt_state=critic_opt_state,
     )
-    valid = batch.valid.astype(jnp.float32)
-    count = jnp.maximum(jnp.sum(valid), 1.0)
     return agent, {
       **tc.critic_metrics(loss, extras, batch),
       "loss": actor_loss_value,
-      "advantage": jnp.sum(actor_extras.advantage * valid) / count,
-      "awr_weight": jnp.sum(actor_extras.weight * valid) / count,
-      "sequence_log_prob": jnp.sum(actor_extras.sequence_log_prob * valid) / count,
+      "advantage": pg.masked_mean(actor_extras.advantage, batch.valid),
+      "awr_weight": pg.masked_mean(actor_extras.weight, batch.valid),
+      "sequence_log_prob": pg.masked_mean(actor_extras.sequence_log_prob, batch.valid),
     }
 
 
