@@ -33,7 +33,15 @@ advantages and a k3 KL penalty to a reference policy, Eq. 4). Variants, all conf
     `group_relative.rover_loss` with the loss's defaults: Q_t = log π_θ − log π_old of each token
     regressed on the mean-centred reward plus the uniform policy's value of the next state
     (the vocabulary mean of the same log-ratio), both policies' vocabulary means from their
-    forward passes; no KL term.
+    forward passes; no KL term;
+  * CGPO (Xu et al., arXiv 2409.20370): `objective="cgpo"` replaces it by
+    `group_relative.crpg_loss` (CRPG) with a format judge: a reply passes when it ends in the
+    `Answer: N` line, its reward r is the task's reward (with `task.format_weight=0`, the
+    correctness the reward model would score), calibrated as sigmoid(r − r_ref) against the
+    task's reward of the problem's reference reply (`text_tasks.reference_reply`), 0 for a
+    reply the judge rejects; `cgpo_baseline` is the loss's baseline. No KL factor (the loss's
+    optional `kl` needs the reference pass that `kl_coef=0` saves), no Scaf-GRPO (hinted rows
+    carry no verdict).
 Rollout and sampling schemes, both off by default (the default run is unchanged bit for bit):
   * Scaf-GRPO (Zhang, Wu, et al., arXiv 2510.19807): `hints="scaffold"`. From update
     `hint_warmup_updates` on (6 of the default 40 updates; the released script uses 50 steps),
@@ -100,7 +108,8 @@ from hrljax.types import Array, PyTree
 HINT_LEVELS = text_tasks.HINT_LEVELS
 ESTIMATORS = gr.OUTCOME_ESTIMATORS + ("unlikeliness",)
 LLDS_GATES = ("action", "response")
-OBJECTIVES = ("grpo", "pacs", "gtpo", "rover")
+OBJECTIVES = ("grpo", "pacs", "gtpo", "rover", "cgpo")
+CGPO_BASELINES = ("batch", "group", "none")
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -127,11 +136,12 @@ def get_config() -> ml_collections.ConfigDict:
   config.unlikeliness_beta = 0.25  # estimator="unlikeliness": the rank penalty (authors' script)
   config.llds_coef = 0.0  # LLDS's λ (authors' script: 0.2); 0 = off
   config.llds_gate = "action"  # or "response"
-  config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs", "gtpo", "rover"
+  config.objective = "grpo"  # the clipped surrogate (+ β·KL); or "pacs", "gtpo", "rover", "cgpo"
   config.pacs_beta = 1.0  # PACS: scale of the implicit reward (the authors' scripts: 1 and 2)
   config.pacs_centring = "leave_one_out"  # PACS: the scripts' rloo; or "zscore", "mean", "raw"
   # GTPO: completions whose mean token entropy is above it are filtered (the code's: 0.7)
   config.gtpo_entropy_threshold = math.log(2.0)
+  config.cgpo_baseline = "batch"  # CGPO's CRPG baseline (TRL's); or "group", "none"
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
@@ -172,6 +182,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "objective", OBJECTIVES)
   checks.positive(config, "pacs_beta", "gtpo_entropy_threshold")
   checks.one_of(config, "pacs_centring", gr.PACS_CENTRINGS)
+  checks.one_of(config, "cgpo_baseline", CGPO_BASELINES)
+  if config.objective == "cgpo" and config.hints != "off":
+    raise checks.ConfigError(
+      f"config.hints: expected 'off' with config.objective='cgpo' (hinted replies carry no "
+      f"judge verdict), got {config.hints!r}"
+    )
   if config.objective == "pacs":
     best = config.task.correct_weight + config.task.format_weight
     if best > 1.0:
@@ -237,6 +253,9 @@ class RolloutBatch(NamedTuple):
   response: Array  # int32 [B, N]
   response_mask: Array  # bool [B, N]
   rewards: Array  # float32 [B]
+  # CGPO only (None otherwise): the format judge's verdict and the reference reply's reward.
+  passed: Optional[Array] = None  # bool [B]
+  baseline_rewards: Optional[Array] = None  # float32 [B]
 
 
 def rollout_batch(responses: llm_common.Responses, rewards: np.ndarray) -> RolloutBatch:
@@ -318,6 +337,8 @@ def llm_grpo_objective(
   old = jax.lax.stop_gradient(logp) if old_logp is None else old_logp
   if config.objective == "pacs":
     return pacs_objective(config, batch, logp, old, loss_mask)
+  if config.objective == "cgpo":
+    return cgpo_objective(config, batch, logp, loss_mask)
   per_token, extras = pg.clipped_surrogate_loss(
     logp,
     old,
@@ -372,6 +393,30 @@ def pacs_objective(
     "kl": jnp.zeros(()),
     "logp": pg.masked_mean(logp, loss_mask),
     "pacs_logit_abs": jnp.mean(jnp.abs(extras.logits)),
+    "loss_denominator": extras.denominator,
+  }
+
+
+def cgpo_objective(
+  config, batch: RolloutBatch, logp: Array, loss_mask: Array
+) -> tuple[Array, dict]:
+  """CGPO's CRPG loss (`group_relative.crpg_loss`) with the rows the DAPO filter kept: the
+  judge's verdict gates the reward calibrated against the reference reply's."""
+  loss, extras = gr.crpg_loss(
+    logp,
+    loss_mask,
+    batch.rewards,
+    batch.baseline_rewards,
+    batch.passed,
+    group_ids(config),
+    config.num_prompts,
+    valid=jnp.any(loss_mask, axis=1),
+    baseline=config.cgpo_baseline,
+  )
+  return loss, {
+    "kl": jnp.zeros(()),
+    "logp": pg.masked_mean(logp, loss_mask),
+    "cgpo_calibrated": jnp.mean(extras.calibrated),
     "loss_denominator": extras.denominator,
   }
 
@@ -455,7 +500,7 @@ UpdateSettings = llm_common.config_settings(
   "num_prompts samples_per_prompt max_new_tokens temperature learning_rate optimizer "
   "max_grad_norm update_epochs clip_epsilon clip_epsilon_high kl_coef kl_estimator estimator "
   "advantage_eps loss_aggregation dynamic_sampling hicra_alpha unlikeliness_beta llds_coef "
-  "llds_gate objective pacs_beta pacs_centring gtpo_entropy_threshold",
+  "llds_gate objective pacs_beta pacs_centring gtpo_entropy_threshold cgpo_baseline",
 )
 
 
@@ -625,6 +670,9 @@ class LLMGRPO:
     rewards, correct, formatted = self.rewards(responses.texts, problems, k)
     generation = responses.generation
     batch = rollout_batch(responses, rewards)
+    if self.config.objective == "cgpo":
+      baseline = self.task.reference_rewards(problems, k)
+      batch = batch._replace(passed=jnp.asarray(formatted), baseline_rewards=jnp.asarray(baseline))
     all_fail = hint_scaffold.all_fail_groups(correct, self.config.num_prompts, k)
     extra = {"all_fail_fraction": float(all_fail.mean())}
     if self.config.hints == "scaffold":

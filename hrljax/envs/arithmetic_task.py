@@ -44,6 +44,15 @@ class ArithmeticTask(NamedTuple):
     answers = [p.answer for p in problems for _ in range(samples)]
     return text_tasks.arithmetic_rewards(texts, answers, **self._reward_kwargs())
 
+  def reference_rewards(self, problems: Sequence, samples: int) -> np.ndarray:
+    """Float32 `[B]`: the reward of each problem's reference reply (`text_tasks.reference_reply`),
+    repeated for its `samples` rows."""
+    texts = [text_tasks.reference_reply(p) for p in problems]
+    rewards, _, _ = text_tasks.arithmetic_rewards(
+      texts, [p.answer for p in problems], **self._reward_kwargs()
+    )
+    return np.repeat(rewards, samples)
+
   def _problem_kwargs(self) -> dict:
     return {"max_operand": self.max_operand, "operations": tuple(self.operations)}
 

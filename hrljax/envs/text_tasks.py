@@ -197,6 +197,12 @@ def hinted_prompt(problem: ArithmeticProblem, level: int) -> str:
   return f"{problem.question}\nHint: {text}\n{FORMAT_INSTRUCTION}"
 
 
+def reference_reply(problem: ArithmeticProblem) -> str:
+  """A correct, formatted reply to a problem: the computation, then the `Answer: N` line (the
+  reference answer a reward is calibrated against, e.g. CGPO's baseline response)."""
+  return f"{hint(problem, HINT_LEVELS)}\nAnswer: {problem.answer}"
+
+
 def parse_answer(text: str) -> Optional[int]:
   """The integer of a final `Answer: <integer>` line, or None when the format is not followed.
 

@@ -62,6 +62,7 @@ def small_config(**overrides):
     ("eval_samples", -1, "config.eval_samples"),
     ("objective", "ppo", "config.objective"),
     ("pacs_centring", "median", "config.pacs_centring"),
+    ("cgpo_baseline", "mean", "config.cgpo_baseline"),
   ],
 )
 def test_validate_config_rejects(field, value, match):
@@ -409,6 +410,55 @@ def test_rover_objective_regresses_the_log_ratio_on_the_uniform_backup(tiny_lm):
   )
   assert float(expected) > 0
   np.testing.assert_allclose(float(loss), float(expected), rtol=1e-5)
+
+
+def test_cgpo_objective_is_the_policy_gradient_of_the_judged_calibrated_reward(tiny_lm):
+  """`objective="cgpo"`: rewards (1, 0, 0, 1) against a reference reward 1, the third reply
+  rejected by the judge: calibrated (0.5, σ(−1), 0, 0.5), weights minus their batch mean, loss
+  −Σ_i w_i log π(y_i) / #tokens (CRPG) by hand."""
+  config = _advantage_config(num_prompts=2, samples_per_prompt=2, kl_coef=0.0, objective="cgpo")
+  batch = _tiny_batch([1.0, 0.0, 0.0, 1.0])._replace(
+    passed=jnp.array([True, True, False, True]), baseline_rewards=jnp.ones(4)
+  )
+  lora = jax.tree.map(lambda x: x + 0.05, llama.init_lora(TINY, jax.random.key(1)))
+  adv = jnp.zeros((4, 4))
+  loss, metrics = jax.jit(
+    lambda l: llm_grpo.llm_grpo_objective(
+      l, tiny_lm.params, TINY, config, batch, adv, batch.response_mask, None, None
+    )
+  )(lora)
+  calibrated = np.array([0.5, 1 / (1 + np.e), 0.0, 0.5])
+  weights = calibrated - calibrated.mean()
+  logp = llm_common.batch_logprobs(TINY, tiny_lm.params, lora, batch, temperature=1.0)
+  seq_logp = np.asarray(jnp.sum(jnp.where(batch.response_mask, logp, 0), axis=1))
+  expected = -np.sum(weights * seq_logp) / float(batch.response_mask.sum())
+  np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+  np.testing.assert_allclose(float(metrics["cgpo_calibrated"]), calibrated.mean(), rtol=1e-6)
+
+
+def test_cgpo_step_judges_the_format_and_calibrates_against_the_reference_reply(tiny_lm):
+  """The agent's CGPO batch: the judge's verdict is each reply's format, the baseline the task's
+  reward of the problem's reference reply (here 1: `format_weight` 0)."""
+  config = small_config(objective="cgpo", kl_coef=0.0, num_updates=1)
+  config.task.format_weight = 0.0
+  agent = llm_grpo.LLMGRPO(config, tiny_lm)
+  seen = {}
+
+  def update(state, batch):
+    seen["batch"] = batch
+    return state, {}
+
+  agent.update = update
+  agent.rewards = lambda texts, problems, k: (
+    np.zeros(len(texts), np.float32),
+    np.zeros(len(texts), bool),
+    np.array([True, False] * (len(texts) // 2)),
+  )
+  agent.step(agent.init(0))
+  np.testing.assert_array_equal(seen["batch"].passed, [True, False, True, False])
+  np.testing.assert_array_equal(seen["batch"].baseline_rewards, np.ones(4, np.float32))
+  with pytest.raises(config_checks.ConfigError, match=r"config\.hints: expected 'off'"):
+    llm_grpo.validate_config(small_config(objective="cgpo", kl_coef=0.0, hints="scaffold"))
 
 
 def test_pacs_and_gtpo_configs_name_what_they_cannot_take():

@@ -134,6 +134,21 @@ def test_batch_rewards():
     tt.arithmetic_rewards(["a", "b"], [1])
 
 
+def test_reference_reply_scores_the_best_reward_of_its_task():
+  """The reference reply of every problem is correct and formatted: its reward is the task's
+  maximum, repeated for each sample row."""
+  from hrljax.envs import arithmetic_task
+
+  task = arithmetic_task.ArithmeticTask(operations=("add", "sub", "mul"), format_weight=0.25)
+  problems = task.problems(3, 12)
+  for p in problems:
+    assert tt.arithmetic_reward(tt.reference_reply(p), p.answer) == tt.ArithmeticReward(
+      1.5, True, True, p.answer
+    )
+  rewards = task.reference_rewards(problems[:2], 3)
+  np.testing.assert_array_equal(rewards, np.full(6, 1.25, np.float32))
+
+
 @pytest.mark.parametrize(
   "kwargs, match",
   [
