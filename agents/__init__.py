@@ -31,6 +31,7 @@ AGENTS = (
   "token_offline",
   "llm_grpo",
   "llm_archer",
+  "llm_token_ppo",
 )
 
 # The metrics each agent's progress line shows after its update and step count: names of its
@@ -65,6 +66,7 @@ HEADLINE_METRICS = {
   "token_offline": ("loss", "eval_return"),
   "llm_grpo": ("reward", "correct", "formatted"),
   "llm_archer": ("episode_return", "valid_move_fraction"),
+  "llm_token_ppo": ("episode_return", "valid_move_fraction"),
 }
 # Trained from a fixed dataset: their step count is of dataset samples, not environment steps.
 OFFLINE_AGENTS = ("gcivl", "hiql", "ota", "hilp", "smore", "token_offline")

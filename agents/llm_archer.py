@@ -67,15 +67,14 @@ import optax
 from flax import struct
 
 from hrljax import config_checks as checks
-from hrljax import envs, llm_prompts, replay, rollout, training
-from hrljax.agents import llm_common
+from hrljax import llm_prompts, replay, training
+from hrljax.agents import llm_common, text_game_common
 from hrljax.agents import token_common as tc
 from hrljax.envs import text_tasks, token_game
 from hrljax.losses import hierarchical_critics as hc
 from hrljax.networks import llama, transformer
 from hrljax.types import Array, EnvCarry, PyTree
 
-ENV_NAME = "TokenGame-v0"
 CRITIC_TRUNKS = ("scratch", "llm")
 
 
@@ -83,22 +82,9 @@ def get_config() -> ml_collections.ConfigDict:
   """ArCHer hyperparameters: the reference's where they transfer, small sizes for a CPU."""
   config = training.run_config(log_every=1, eval_every=20, checkpoint_every=5)
   config.agent = "llm_archer"
-  config.env_name = ENV_NAME
-  config.env_kwargs = ml_collections.ConfigDict(
-    dict(num_items=4, num_attributes=2, num_values=2, max_turns=3)
-  )
-  config.include_table = True  # the prompt lists every item's properties
-  # A small model rarely writes the 'ask <property> <value>' / 'guess <item>' commands; lenient
-  # parsing also reads the first item or value it names ("pick a color: blue").
-  config.lenient_parsing = False
-  # Shaping added to the game's reward for each understood line (0: the game's reward only);
-  # logged returns and the evaluation's win rate stay the game's.
-  config.valid_move_bonus = 0.0
-  llm_common.add_config_fields(config)
-  config.max_new_tokens = 12  # one short line
-  config.temperature = 1.0  # reference: 1.0
-  config.system_prompt = ""
-  config.num_envs = 8  # parallel games; one line each per iteration
+  # The game, its prompts and sampling: 8 parallel games, one line of at most 12 tokens each per
+  # iteration, temperature 1.0 (the reference's).
+  text_game_common.add_config_fields(config)
   config.num_updates = 60  # iterations
   config.buffer_size = 2_048
   config.batch_size = 64
@@ -122,16 +108,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.critic_readout = "mean"  # encoder features: "mean" over tokens or the "last" token
   config.critic_causal = False  # the policy's causal mask in the critic's encoder
   config.num_heads = 2
-  config.eval_episodes = 16  # greedy games at the start, every eval_every and at the end
   return config
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> None:
   """Raises `ConfigError` naming the first field that cannot run."""
+  text_game_common.validate_config_fields(config, num_devices)
   checks.positive_int(
     config,
-    "max_new_tokens",
-    "num_envs",
     "num_updates",
     "buffer_size",
     "batch_size",
@@ -142,7 +126,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     "num_heads",
     "critic_llm_layers",
   )
-  tc.non_negative_int(config, "warmup_iters", "eval_episodes")
+  tc.non_negative_int(config, "warmup_iters")
   checks.one_of(config, "critic_trunk", CRITIC_TRUNKS)
   sizes = config.critic_head_hidden_sizes
   if not (
@@ -157,21 +141,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     check_critic_llm_layers(config, config.num_layers)
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
   checks.in_unit_interval(config, "gamma", "tau")
-  checks.non_negative(config, "valid_move_bonus")
   checks.one_of(config, "q_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "v_target_heads", hc.HEAD_MODES)
   checks.one_of(config, "critic_utterance_encoding", transformer.UTTERANCE_ENCODINGS)
   checks.one_of(config, "critic_readout", transformer.CRITIC_READOUTS)
   checks.one_of(config, "critic_causal", (True, False))
   tc.check_heads_divide(config, "critic_d_model")
-  llm_common.validate_config_fields(config, num_devices)
-  if config.env_name != ENV_NAME:
-    raise checks.ConfigError(f"config.env_name: expected {ENV_NAME!r}, got {config.env_name!r}")
-  try:
-    _, params = envs.make(config.env_name, **config.env_kwargs)
-    text_tasks.check_text_params(params)
-  except ValueError as error:
-    raise checks.ConfigError(f"config.env_kwargs: {error}") from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -453,13 +428,6 @@ def _all_moves(env_params: token_game.EnvParams) -> list:
   return [np.asarray(m, np.int32) for m in moves]
 
 
-@functools.lru_cache(maxsize=8)
-def make_env_step(env_params: token_game.EnvParams):
-  """`step(carry, utterances [N, L], key) -> (carry, Transition)`, jitted, auto-resetting."""
-  env = token_game.TokenGame(env_params)
-  return jax.jit(lambda carry, action, key: rollout.step(env, env_params, carry, action, key))
-
-
 # ------------------------------------------------------------------------------------------------
 # The agent.
 # ------------------------------------------------------------------------------------------------
@@ -473,8 +441,10 @@ class LLMArcher:
   ):
     validate_config(config)
     self.config = ml_collections.FrozenConfigDict(config)
-    self.env, self.env_params = envs.make(config.env_name, **config.env_kwargs)
     self.lm = llm_common.language_model(config, lm)
+    self.game = text_game_common.TextGame(self.config, self.lm)
+    self.env, self.env_params = self.game.env, self.game.env_params
+    self.prompt_width = self.game.prompt_width
     self.critic = make_critic(self.env_params, self.config)
     self.feature_critic = config.critic_trunk == "llm"
     if self.feature_critic:
@@ -498,14 +468,6 @@ class LLMArcher:
       config.optimizer,
       float(config.max_grad_norm),
       float(config.temperature),
-    )
-    self._step_env = make_env_step(self.env_params)
-    self.prompt_width = llm_prompts.longest_game_prompt(
-      self.lm.tokenizer,
-      self.env_params,
-      config.include_table,
-      config.system_prompt,
-      llm_common.PROMPT_BUCKET,
     )
 
   def init(self, seed: int) -> TrainState:
@@ -531,7 +493,7 @@ class LLMArcher:
       target_critic_params=critic_params,
       critic_opt_state=self.critic_tx.init(critic_params),
       buffer=buffer,
-      env=rollout.reset(self.env, self.env_params, env_key, self.config.num_envs),
+      env=self.game.reset(env_key, self.config.num_envs),
       key=key,
       update=jnp.zeros((), jnp.int32),
     )
@@ -540,25 +502,8 @@ class LLMArcher:
     self, lora: PyTree, dialogues: np.ndarray, key: Array, greedy: bool = False
   ) -> tuple[ActorBatch, list[str]]:
     """One line per game observation `[N, D]`: the LLM's tokens, its text and the parse."""
-    texts = [
-      text_tasks.game_prompt(d, self.env_params, self.config.include_table)
-      for d in np.asarray(dialogues)
-    ]
-    responses = llm_common.sample_for(
-      self.lm,
-      self.config,
-      lora,
-      texts,
-      key,
-      greedy=greedy,
-      system=self.config.system_prompt,
-      min_width=self.prompt_width,
-    )
-    lenient = self.config.lenient_parsing
-    lines = responses.texts
-    utterances = np.stack([text_tasks.parse_move(x, self.env_params, lenient) for x in lines])
-    fields = llm_common.response_fields(responses)
-    return jax.tree.map(jnp.asarray, ActorBatch(dialogues, utterances, **fields)), lines
+    lines, texts = self.game.speak(lora, dialogues, key, greedy=greedy)
+    return ActorBatch(*lines), texts
 
   def critic_features(
     self, dialogues: np.ndarray, utterances: Optional[np.ndarray] = None
@@ -583,9 +528,8 @@ class LLMArcher:
     """Every game hears one line; the transitions go to the replay buffer."""
     key, speak_key, env_key = jax.random.split(state.key, 3)
     batch, lines = self.speak(state.lora, state.env.obs, speak_key)
-    carry, traj = self._step_env(state.env, batch.utterance, env_key)
-    valid = np.asarray(batch.utterance[:, 0] != token_game.INVALID)
-    reward = traj.reward + self.config.valid_move_bonus * jnp.asarray(valid, traj.reward.dtype)
+    carry, traj = self.game.step_env(state.env, batch.utterance, env_key)
+    reward, valid = self.game.shaped_reward(traj.reward, batch.utterance)
     if self.feature_critic:
       state_features, state_action_features = self.critic_features(traj.obs, traj.action)
       next_features, _ = self.critic_features(traj.next_obs)
@@ -604,14 +548,7 @@ class LLMArcher:
         terminated=traj.terminated,
       )
     buffer = replay.add(state.buffer, transition)
-    done = np.asarray(traj.terminated | traj.truncated)
-    returns = np.asarray(traj.episode_return)
-    stats = {
-      "episodes": float(done.sum()),
-      "episode_return_sum": float((returns * done).sum()),
-      "valid_move_fraction": float(valid.mean()),
-      "response_length": float(np.asarray(batch.response_mask).sum(1).mean()),
-    }
+    stats = text_game_common.episode_statistics(traj, valid, batch.response_mask)
     return state.replace(buffer=buffer, env=carry, key=key), batch, stats, lines
 
   def step(self, state: TrainState) -> tuple[TrainState, dict]:
@@ -631,21 +568,7 @@ class LLMArcher:
 
   def evaluate(self, lora: PyTree, episodes: int, seed: int = 0) -> dict:
     """Greedy play of `episodes` fresh games to their end: the win rate and valid-move rate."""
-    carry = rollout.reset(self.env, self.env_params, jax.random.key(seed + 7), episodes)
-    finished = np.zeros(episodes, bool)
-    wins = np.zeros(episodes)
-    valid_moves = []
-    for turn in range(self.env_params.max_turns):
-      batch, _ = self.speak(lora, carry.obs, jax.random.key(turn), greedy=True)
-      carry, traj = self._step_env(carry, batch.utterance, jax.random.key(100 + turn))
-      active = ~finished
-      wins += np.where(active, np.asarray(traj.reward), 0.0)
-      valid_moves.extend(np.asarray(batch.utterance[:, 0] != token_game.INVALID)[active])
-      finished |= np.asarray(traj.terminated | traj.truncated)
-    return {
-      "eval_win_rate": float(wins.mean()),
-      "eval_valid_move_fraction": float(np.mean(valid_moves)),
-    }
+    return self.game.evaluate(lora, episodes, seed)
 
 
 def make_learner(
@@ -657,11 +580,7 @@ def make_learner(
 
   def step(state):
     state, metrics = agent.step(state)
-    episodes = metrics["episodes"]
-    metrics["episode_return"] = (
-      metrics["episode_return_sum"] / episodes if episodes > 0 else float("nan")
-    )
-    return state, metrics
+    return state, text_game_common.with_episode_return(metrics)
 
   return training.HostLearner(
     init=agent.init,

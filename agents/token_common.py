@@ -587,3 +587,23 @@ def min_q(agent, batch: UtteranceTransition) -> Array:
     agent.critic_params, batch.dialogue, batch.utterance, token_mask(batch.utterance)
   )
   return jnp.min(out.q, axis=0)
+
+
+def token_advantages(
+  reward: Array,
+  terminated: Array,
+  done: Array,
+  value: Array,
+  next_dialogue_value: Array,
+  mask: Array,
+  config,
+) -> Array:
+  """Token-level GAE `[T, N, L]` from time-major `[T, N]` / `[T, N, L]` rollout fields (0 on
+  unread tokens): `hierarchical_critics.token_level_advantages` per environment."""
+
+  def one_env(*fields):
+    return hc.token_level_advantages(*fields, config.gamma, config.gae_lambda, config.token_gamma)
+
+  return jax.vmap(one_env, in_axes=1, out_axes=1)(
+    reward.astype(jnp.float32), terminated, done, value, next_dialogue_value, mask
+  )

@@ -123,26 +123,6 @@ def make_value_network(env_params: token_game.EnvParams, config) -> transformer.
   )
 
 
-def token_advantages(
-  reward: Array,
-  terminated: Array,
-  done: Array,
-  value: Array,
-  next_dialogue_value: Array,
-  mask: Array,
-  config,
-) -> Array:
-  """Token-level GAE `[T, N, L]` from time-major `[T, N]` / `[T, N, L]` rollout fields (0 on
-  unread tokens): `hierarchical_critics.token_level_advantages` per environment."""
-
-  def one_env(*fields):
-    return hc.token_level_advantages(*fields, config.gamma, config.gae_lambda, config.token_gamma)
-
-  return jax.vmap(one_env, in_axes=1, out_axes=1)(
-    reward.astype(jnp.float32), terminated, done, value, next_dialogue_value, mask
-  )
-
-
 class TokenBatch(NamedTuple):
   """Utterances of one update, flat `[R = T * N]` rows."""
 
@@ -272,7 +252,7 @@ def make_batch(agent: TokenPPOAgent, traj, config) -> TokenBatch:
     agent.value_params, tc.flatten_steps(traj.next_obs), utterance[:, :1]
   )[:, 0]
   unflat = lambda x: x.reshape((num_steps, num_envs) + x.shape[1:])
-  advantage = token_advantages(
+  advantage = tc.token_advantages(
     traj.reward, traj.terminated, traj.done, unflat(value), unflat(next_value), unflat(mask), config
   )
   advantage = tc.flatten_steps(advantage)

@@ -42,7 +42,11 @@ ENV_KWARG_PARSERS = {
   float: (flags.FloatParser(), "a number"),
 }
 OGBENCH_AGENTS = ("gcivl", "hiql", "ota", "hilp", "smore")  # OGBench's simulator evaluates them
-LLM_AGENTS = ("llm_grpo", "llm_archer")  # SmolLM2: GGUF weights and a BPE tokenizer
+LLM_AGENTS = (
+  "llm_grpo",
+  "llm_archer",
+  "llm_token_ppo",
+)  # SmolLM2: GGUF weights and a BPE tokenizer
 WANDB_MODES = ("online", "offline", "disabled")
 
 

@@ -9,6 +9,7 @@ add_special_tokens=False).ids` (the `tokenizers` library's interface).
 """
 
 from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -64,15 +65,19 @@ def longest_game_prompt(
   include_table: bool,
   system: str,
   bucket: int,
+  turns: Optional[int] = None,
 ) -> int:
   """The token count of the longest `text_tasks.game_prompt`, rounded up to `bucket`.
 
   The prompt grows with the dialogue; padding every prompt to this width keeps `generate` and the
   actor update at one compiled shape. The longest dialogue a policy can still speak after is
-  `max_turns - 1` turns that were not understood (the longest answer text).
+  `max_turns - 1` turns that were not understood (the longest answer text): `turns` =
+  `max_turns` dialogues of 0 .. turns - 1 turns, the default; `max_turns + 1` also covers the
+  state after the last turn (a successor state a value function reads).
   """
+  turns = env_params.max_turns if turns is None else turns
   widths = [
     len(llm_weights.chat_prompt(tokenizer, text, system=system or None))
-    for text in longest_dialogue_texts(env_params, include_table, env_params.max_turns)
+    for text in longest_dialogue_texts(env_params, include_table, turns)
   ]
   return round_up(max(widths), bucket)

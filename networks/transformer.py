@@ -624,6 +624,19 @@ class FeatureCritic(nn.Module):
     return self.v_heads(self.norm(state_features))
 
 
+class FeatureValue(nn.Module):
+  """A value head V(s) on features of a frozen pretrained trunk: LayerNorm (a language model's
+  residual stream is far from unit scale), then an MLP with ReLU and a scalar output. Any
+  leading shape: features `[..., F]` give values float32 `[...]` (e.g. one value per token
+  state of a response, the value function of token-level PPO on a language model)."""
+
+  head_hidden_sizes: Sequence[int] = (64, 64)
+
+  @nn.compact
+  def __call__(self, features: Array) -> Array:
+    return _ScalarMLP(tuple(self.head_hidden_sizes))(nn.LayerNorm()(features))
+
+
 def critic_params_from_policy(critic_params, policy_params):
   """`critic_params` of an `UtteranceCritic` with the encoder replaced by a copy of the trunk of
   a `CausalTransformer`'s `policy_params` (the heads stay as initialised).

@@ -21,6 +21,7 @@ SHARED_AGENT_HELPERS = {
   "common",
   "token_common",
   "llm_common",
+  "text_game_common",
   "sac_common",
   "two_rate_common",
   "value_common",

@@ -52,9 +52,7 @@ def test_token_advantages_apply_the_loss_to_every_environment():
   value = jnp.asarray(rng.normal(size=(4, 2, 4)), jnp.float32)
   next_value = jnp.asarray(rng.normal(size=(4, 2)), jnp.float32)
   config = ml_collections.ConfigDict(dict(gamma=0.9, gae_lambda=0.8, token_gamma=0.9))
-  got = token_ppo.token_advantages(
-    reward, terminated, done, value, next_value, jnp.asarray(mask), config
-  )
+  got = tc.token_advantages(reward, terminated, done, value, next_value, jnp.asarray(mask), config)
   for n in range(2):
     want = hc.token_level_advantages(
       reward[:, n],
