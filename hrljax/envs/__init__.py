@@ -54,6 +54,17 @@ def _four_rooms_transfer(**kwargs):
 register("FourRoomsTransfer-v0", _four_rooms_transfer)
 
 
+def _two_agent_rooms(**kwargs):
+  # Its factory checks the values of its arguments (room indices, the time limit), so it is
+  # registered as it is; observations and actions carry a leading agent axis.
+  from hrljax.envs import two_agent_rooms
+
+  return two_agent_rooms.make_two_agent_rooms(**kwargs)
+
+
+register("TwoAgentFourRooms-v0", _two_agent_rooms)
+
+
 def _minigrid(name: str) -> Callable[..., Any]:
   # xminigrid's MiniGrid tasks (the optional `[gridworld]` extra, imported when one is made).
   def make_minigrid(**kwargs):

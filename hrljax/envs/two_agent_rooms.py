@@ -1,0 +1,232 @@
+"""Two agents in the four-rooms grid, rewarded as a team when both stand in their target rooms.
+
+A cooperative two-agent navigation task with temporally extended structure, for hierarchical
+multi-agent learners such as GMAH (Xu et al., arXiv:2408.11416): the map is the four-rooms grid
+of Sutton, Precup, Singh, "Between MDPs and semi-MDPs: A framework for temporal abstraction in
+reinforcement learning", Artificial Intelligence 112 (1999) (the 13 x 13 map of gymnax's
+`FourRooms-misc`, imported through `hrljax.envs.four_rooms.free_cells`), and each agent must
+cross a hallway and a neighbouring room to reach the room diagonally opposite its start. It is
+hrljax's own task, not a published benchmark. `hrljax.envs` registers it as
+`envs.make("TwoAgentFourRooms-v0", max_steps_in_episode=..., step_cost=..., start_rooms=...,
+target_rooms=...)`.
+
+- Rooms, numbered in row-major order of their first cell: 0 north-west, 1 north-east,
+  2 south-west, 3 south-east; the four hallway cells (the doorways between two rooms) belong to
+  no room. Both are derived from the imported map (`ROOM_MAP`, `HALLWAYS`).
+- Reset: agent i starts in a uniformly drawn cell of room `start_rooms[i]` (default (0, 1):
+  north-west and north-east); its target room is `target_rooms[i]` (default the diagonally
+  opposite room, 3 − start: south-east and south-west).
+- Actions `[2]` int32, one per agent: 0 up, 1 right, 2 down, 3 left (gymnax FourRooms' order),
+  4 stay. Moves are deterministic; a move into a wall leaves the agent where it is; agents may
+  share a cell (no collisions). Actions outside [0, 5) are clipped into it.
+- Team reward (float32 scalar): 1 − `step_cost` at the step after which both agents stand in
+  their target rooms, which terminates the episode; −`step_cost` at every other step
+  (`step_cost` 0 by default: a sparse +1). The episode is truncated after
+  `max_steps_in_episode` steps (default 100).
+- Observation `[2, 12]` float32, row i agent i's: its position (row, col) / 12, the other
+  agent's position (row, col) / 12, the one-hot of its target room (4), the one-hot of the other
+  agent's target room (4). The global state a mixer reads is `obs.reshape(-1)`.
+
+The multi-agent API is that of `hrljax.envs.mpe` (observations `[n_agents, obs_dim]`, actions
+`[n_agents]`, one team reward, terminated and truncated per environment, `env.num_agents`,
+`env.action_space(params)` one agent's space).
+
+Subgoals for hierarchical learners: `SUBGOAL_CELLS`, L = 8 fixed cells, the four room centres
+(in room order; a room's centre is the cell at the rounded-down mean of its cells) then the four
+hallways (row-major); `subgoal_offsets(obs)` `[..., N, L, 2]` gives each cell's position minus
+the agent's, in the observation's units (cells / 12), from the observations alone.
+"""
+
+from collections import deque
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from hrljax.envs.four_rooms import GRID_SIZE, free_cells
+
+ENV_NAME = "TwoAgentFourRooms-v0"
+NUM_AGENTS = 2
+NUM_ROOMS = 4
+ROOM_NAMES = ("north-west", "north-east", "south-west", "south-east")
+# (row, col) steps of the actions: gymnax FourRooms' up, right, down, left, then stay
+MOVES = np.asarray([[-1, 0], [0, 1], [1, 0], [0, -1], [0, 0]], np.int32)
+NUM_ACTIONS = len(MOVES)
+SCALE = float(GRID_SIZE - 1)  # positions are observed as (row, col) / SCALE
+OBS_DIM = 4 + 2 * NUM_ROOMS
+
+
+def _layout() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """`(free [13, 13] bool, room map [13, 13] int32 (−1: wall or hallway), hallways [4, 2])` of
+  the four-rooms map: a hallway is a free cell between two walls (above and below, or left and
+  right); the rooms are the 4-connected components of the other free cells."""
+  free = np.zeros((GRID_SIZE, GRID_SIZE), bool)
+  free[tuple(free_cells().T)] = True
+  walled = lambda r, c, dr, dc: not free[r - dr, c - dc] and not free[r + dr, c + dc]
+  hallways = [(r, c) for r, c in np.argwhere(free) if walled(r, c, 1, 0) or walled(r, c, 0, 1)]
+  room_map = np.full((GRID_SIZE, GRID_SIZE), -1, np.int32)
+  open_ = free.copy()
+  open_[tuple(np.asarray(hallways).T)] = False
+  rooms = 0
+  for start in map(tuple, np.argwhere(open_)):  # row-major: rooms numbered by their first cell
+    if room_map[start] >= 0:
+      continue
+    room_map[start], queue = rooms, deque([start])
+    while queue:
+      r, c = queue.popleft()
+      for dr, dc in MOVES[:4]:
+        cell = (r + dr, c + dc)
+        if open_[cell] and room_map[cell] < 0:
+          room_map[cell] = rooms
+          queue.append(cell)
+    rooms += 1
+  if rooms != NUM_ROOMS or len(hallways) != NUM_ROOMS:
+    raise RuntimeError(f"expected 4 rooms and 4 hallways in the map, got {rooms}, {len(hallways)}")
+  return free, room_map, np.asarray(hallways, np.int32)
+
+
+FREE, ROOM_MAP, HALLWAYS = _layout()
+ROOM_SIZES = np.asarray([(ROOM_MAP == k).sum() for k in range(NUM_ROOMS)], np.int32)
+# [4, max size, 2]: each room's cells in row-major order, padded with its first cell
+ROOM_CELLS = np.stack(
+  [
+    np.concatenate([cells, np.repeat(cells[:1], ROOM_SIZES.max() - len(cells), axis=0)])
+    for cells in (np.argwhere(ROOM_MAP == k).astype(np.int32) for k in range(NUM_ROOMS))
+  ]
+)
+ROOM_CENTRES = np.asarray(
+  [np.floor(np.argwhere(ROOM_MAP == k).mean(axis=0)) for k in range(NUM_ROOMS)], np.int32
+)
+SUBGOAL_CELLS = np.concatenate([ROOM_CENTRES, HALLWAYS])  # [8, 2] (row, col)
+NUM_SUBGOALS = len(SUBGOAL_CELLS)
+
+
+def subgoal_offsets(obs: jax.Array) -> jax.Array:
+  """`[..., N, L, 2]`: each subgoal cell's position minus the agent's, in observation units
+  (cells / 12), from observations `[..., N, 12]` (the agent's own position is `obs[..., :2]`)."""
+  cells = jnp.asarray(SUBGOAL_CELLS / SCALE, obs.dtype)
+  return cells.reshape((1,) * (obs.ndim - 1) + cells.shape) - obs[..., None, :2]
+
+
+def room_of(pos: jax.Array) -> jax.Array:
+  """The room index of (row, col) cells `[..., 2]` (−1 for a hallway or a wall)."""
+  return jnp.asarray(ROOM_MAP)[pos[..., 0], pos[..., 1]]
+
+
+@struct.dataclass
+class EnvState:
+  pos: jax.Array  # [2, 2] int32: (row, col) of each agent
+  target: jax.Array  # [2] int32: each agent's target room
+  time: jax.Array  # int32: steps in the current episode
+
+
+@struct.dataclass
+class EnvParams:
+  max_steps_in_episode: int = 100
+  step_cost: float = 0.0  # subtracted from the team reward at every step
+  start_rooms: jax.Array = struct.field(default_factory=lambda: jnp.asarray([0, 1], jnp.int32))
+  target_rooms: jax.Array = struct.field(default_factory=lambda: jnp.asarray([3, 2], jnp.int32))
+
+
+class TwoAgentFourRooms(environment.Environment):
+  """The two-agent four-rooms task of the module docstring, gymnax's API with an agent axis."""
+
+  num_agents = NUM_AGENTS
+
+  @property
+  def name(self) -> str:
+    return ENV_NAME
+
+  @property
+  def default_params(self) -> EnvParams:
+    return EnvParams()
+
+  @property
+  def num_actions(self) -> int:
+    return NUM_ACTIONS
+
+  def reset_env(self, key: jax.Array, params: EnvParams):
+    rooms = jnp.asarray(params.start_rooms, jnp.int32)
+    sizes = jnp.asarray(ROOM_SIZES)[rooms]
+    index = jax.random.randint(key, (NUM_AGENTS,), 0, sizes)  # per agent in [0, its room's size)
+    pos = jnp.asarray(ROOM_CELLS)[rooms, index]
+    target = jnp.asarray(params.target_rooms, jnp.int32)
+    state = EnvState(pos=pos, target=target, time=jnp.zeros((), jnp.int32))
+    return self.get_obs(state), state
+
+  def step_env(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
+    del key  # deterministic moves
+    action = jnp.clip(jnp.asarray(action, jnp.int32), 0, NUM_ACTIONS - 1)
+    moved = state.pos + jnp.asarray(MOVES)[action]
+    blocked = ~jnp.asarray(FREE)[moved[:, 0], moved[:, 1]]
+    pos = jnp.where(blocked[:, None], state.pos, moved)
+    arrived = jnp.all(room_of(pos) == state.target)
+    reward = arrived.astype(jnp.float32) - jnp.asarray(params.step_cost, jnp.float32)
+    state = EnvState(pos=pos, target=state.target, time=state.time + 1)
+    return jax.lax.stop_gradient(self.get_obs(state)), state, reward, arrived, {}
+
+  def get_obs(self, state: EnvState, params=None, key=None) -> jax.Array:
+    """`[2, 12]`: own position, the other's position (both / 12), own and other's target."""
+    pos = state.pos.astype(jnp.float32) / SCALE
+    target = jax.nn.one_hot(state.target, NUM_ROOMS, dtype=jnp.float32)
+    other = jnp.asarray([1, 0])
+    return jnp.concatenate([pos, pos[other], target, target[other]], axis=-1)
+
+  def action_space(self, params=None) -> spaces.Discrete:
+    """One agent's action space (both agents' are the same)."""
+    return spaces.Discrete(NUM_ACTIONS)
+
+  def observation_space(self, params=None) -> spaces.Box:
+    return spaces.Box(0.0, 1.0, (NUM_AGENTS, OBS_DIM), jnp.float32)
+
+
+def _rooms(name: str, value) -> jax.Array:
+  """`value` as two room indices, or a ValueError naming `name`."""
+  rooms = tuple(value) if isinstance(value, (tuple, list, np.ndarray)) else None
+  if (
+    rooms is None
+    or len(rooms) != NUM_AGENTS
+    or not all(
+      isinstance(r, (int, np.integer)) and not isinstance(r, bool) and 0 <= r < NUM_ROOMS
+      for r in rooms
+    )
+  ):
+    raise ValueError(
+      f"{name}: expected {NUM_AGENTS} room indices in [0, {NUM_ROOMS}) "
+      f"({', '.join(f'{k} {n}' for k, n in enumerate(ROOM_NAMES))}), got {value!r}"
+    )
+  return jnp.asarray(rooms, jnp.int32)
+
+
+def make_two_agent_rooms(**kwargs):
+  """`(env, params)` of the task; `kwargs`: `max_steps_in_episode` (an integer > 0, default
+  100), `step_cost` (a number >= 0, default 0), `start_rooms` (two room indices, default
+  (0, 1)), `target_rooms` (two room indices, default the rooms diagonally opposite the starts).
+  A bad name or value raises a ValueError naming it."""
+  fields = sorted(EnvParams.__dataclass_fields__)
+  unknown = sorted(set(kwargs) - set(fields))
+  if unknown:
+    raise ValueError(
+      f"env_kwargs: {ENV_NAME} has no parameter {unknown[0]!r}; expected one of {fields}"
+    )
+  params = EnvParams()
+  limit = kwargs.get("max_steps_in_episode", params.max_steps_in_episode)
+  if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit <= 0:
+    raise ValueError(f"max_steps_in_episode: expected an integer > 0, got {limit!r}")
+  cost = kwargs.get("step_cost", params.step_cost)
+  if (
+    isinstance(cost, bool)
+    or not isinstance(cost, (int, float, np.number))
+    or not np.isfinite(cost)
+    or cost < 0
+  ):
+    raise ValueError(f"step_cost: expected a finite number >= 0, got {cost!r}")
+  start = _rooms("start_rooms", kwargs.get("start_rooms", (0, 1)))
+  target = kwargs.get("target_rooms")
+  target = NUM_ROOMS - 1 - start if target is None else _rooms("target_rooms", target)
+  params = params.replace(
+    max_steps_in_episode=int(limit), step_cost=float(cost), start_rooms=start, target_rooms=target
+  )
+  return TwoAgentFourRooms(), params
