@@ -14,17 +14,26 @@ when the episode ends first; a termination drops the bootstrap):
 and `value_based.qmix_loss` (QMIX) or DQN's loss on the sum (VDN). `mixer="none"` is the
 ablation: independent per-agent SMDP Q-learning, y_j = Σ γ^i r_{t+i} + γ^k·Q̄_j(o'_j, ḡ_j).
 
-  low: y = r^g_t + γ_g·Q̄(o_{t+1}, g, ā),  r^g_t = −‖p(landmark g) − p(agent)‖ after the step,
+  low: y = r^g_t + γ_g·Q̄(o_{t+1}, g, ā),  r^g_t = −‖p(subgoal g) − p(agent)‖ after the step,
 
 double DQN with the subgoal held fixed (h-DQN's intrinsic critic, Kulkarni et al. 2016,
-arXiv:1604.06057). On MPE simple_spread (`hrljax.envs.mpe`) a subgoal is a landmark, whose offset
-from the agent is in its observation. Both levels share one network across agents with one-hot
+arXiv:1604.06057). A subgoal is one of L positions that the environment's observations locate:
+`SUBGOAL_OFFSETS` maps each environment GMAH runs on to the function giving, from observations
+`[..., N, d]`, the offsets `[..., N, L, 2]` of the L subgoals from each agent. On MPE
+simple_spread (`hrljax.envs.mpe`) the subgoals are the landmarks, whose offsets are in the
+observations (`landmark_offsets`); on the two-agent four rooms (`hrljax.envs.two_agent_rooms`,
+the map of Sutton, Precup, Singh 1999) they are the four room centres and the four hallways
+(`two_agent_rooms.subgoal_offsets`). Both levels share one network across agents with one-hot
 agent ids (`DiscreteQNetwork` over subgoals; `GoalConditionedQNetwork` over moves, fed the
-landmark's one-hot and offset). The agents choose subgoals together, every c steps or when the
+subgoal's one-hot and offset). The agents choose subgoals together, every c steps or when the
 episode ends; `Learner.step` collects `num_envs * num_steps` team steps into two replay buffers
-(steps, finished options) and makes `updates_per_step` gradient steps on both levels.
+(steps, finished options) and makes `updates_per_step` gradient steps on both levels. The
+evaluation plays `eval_episodes` greedy episodes and reports each one's first episode (return,
+length, and `eval_success`: the fraction that terminated, i.e. reached the team's goal in four
+rooms; 0 on MPE, whose episodes only end by their time limit).
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -38,6 +47,7 @@ from hrljax import config_checks as checks
 from hrljax import replay, rollout, training
 from hrljax.agents import common, value_common
 from hrljax.agents.value_common import mixer_state, with_agent_ids
+from hrljax.envs import two_agent_rooms
 from hrljax.losses import value_based
 from hrljax.networks.discrete_q import DiscreteQNetwork, GoalConditionedQNetwork
 from hrljax.training import Learner
@@ -45,7 +55,6 @@ from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 SWEEPABLE = ("learning_rate",)  # config.sweep: injected by value_common.make_optimizer
 MIXERS = ("qmix", "vdn", "none")
-ENV_NAMES = ("MPE_simple_spread_v3",)  # the observation layout `landmark_offsets` reads
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -53,7 +62,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = training.run_config(log_every=500, checkpoint_every=5_000)  # in Learner steps
   config.agent = "gmah"
   config.mixer = "qmix"  # "vdn": Q_tot = Σ_i Q_i; "none": independent per-agent SMDP-Q
-  config.env_name = "MPE_simple_spread_v3"  # subgoals: its landmarks
+  config.env_name = "MPE_simple_spread_v3"  # a name of SUBGOAL_OFFSETS (here the landmarks)
   config.env_kwargs = ml_collections.ConfigDict()  # e.g. num_agents, num_landmarks
   config.option_length = 5  # c: steps per subgoal (fewer when the episode ends first)
   config.total_timesteps = 400_000  # team environment steps
@@ -95,41 +104,57 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.positive_int(config, "option_length")
   checks.in_unit_interval(config, "low_gamma")
   value_common.multi_agent_spec(config)
-  if config.env_name not in ENV_NAMES:
+  if config.env_name not in SUBGOAL_OFFSETS:
     raise checks.ConfigError(
-      f"config.env_name: expected one of {list(ENV_NAMES)} (the subgoals are its landmarks, read "
-      f"from its observation layout), got {config.env_name!r}"
+      f"config.env_name: expected one of {list(SUBGOAL_OFFSETS)} (environments whose subgoals "
+      f"GMAH can locate in the observations: SUBGOAL_OFFSETS), got {config.env_name!r}"
     )
+
+
+OffsetsFn = Callable[[Array], Array]  # observations [..., N, d] -> subgoal offsets [..., N, L, 2]
 
 
 def landmark_offsets(obs: Array) -> Array:
   """`[..., N, L, 2]`: each landmark's position minus the agent's, from simple_spread's
   observations `[..., N, d]` (velocity 2, position 2, L offsets, 2(N−1) agent offsets, 2(N−1)
   communication: L = (d − 4N) / 2)."""
-  num_landmarks = num_subgoals(obs.shape[-2:])
+  num_agents, obs_dim = obs.shape[-2:]
+  num_landmarks = (obs_dim - 4 * num_agents) // 2
   return obs[..., 4 : 4 + 2 * num_landmarks].reshape(obs.shape[:-1] + (num_landmarks, 2))
 
 
-def num_subgoals(obs_shape: tuple) -> int:
-  """L, the landmarks of simple_spread observations of shape `(N, d)`."""
-  num_agents, obs_dim = obs_shape
-  return (obs_dim - 4 * num_agents) // 2
+# environment name -> where its subgoals are, from its observations: the one place GMAH reads an
+# environment's observation layout
+SUBGOAL_OFFSETS: dict[str, OffsetsFn] = {
+  "MPE_simple_spread_v3": landmark_offsets,  # the landmarks
+  two_agent_rooms.ENV_NAME: two_agent_rooms.subgoal_offsets,  # room centres and hallways
+}
 
 
-def goal_offset(obs: Array, goal: Array) -> Array:
-  """`[..., N, 2]`: the offset of each agent's chosen landmark `goal [..., N]`."""
-  return jnp.take_along_axis(landmark_offsets(obs), goal[..., None, None], axis=-2)[..., 0, :]
+def num_subgoals(obs_shape: tuple, subgoal_offsets: OffsetsFn = landmark_offsets) -> int:
+  """L, the subgoals that `subgoal_offsets` finds in observations of shape `(N, d)` (by default
+  the landmarks of simple_spread)."""
+  obs = jax.ShapeDtypeStruct(tuple(obs_shape), jnp.float32)
+  return jax.eval_shape(subgoal_offsets, obs).shape[-2]
 
 
-def goal_features(obs: Array, goal: Array) -> Array:
-  """What the low level reads of its subgoal: the landmark's one-hot and its offset."""
-  one_hot = jax.nn.one_hot(goal, landmark_offsets(obs).shape[-2], dtype=obs.dtype)
-  return jnp.concatenate([one_hot, goal_offset(obs, goal)], axis=-1)
+def goal_offset(obs: Array, goal: Array, subgoal_offsets: OffsetsFn = landmark_offsets) -> Array:
+  """`[..., N, 2]`: the offset of each agent's chosen subgoal `goal [..., N]`."""
+  offsets = subgoal_offsets(obs)
+  return jnp.take_along_axis(offsets, goal[..., None, None], axis=-2)[..., 0, :]
 
 
-def subgoal_reward(next_obs: Array, goal: Array) -> Array:
-  """The low level's reward `[..., N]`: minus the distance to the chosen landmark after the step."""
-  return -jnp.linalg.norm(goal_offset(next_obs, goal), axis=-1)
+def goal_features(obs: Array, goal: Array, subgoal_offsets: OffsetsFn = landmark_offsets) -> Array:
+  """What the low level reads of its subgoal: the subgoal's one-hot and its offset."""
+  one_hot = jax.nn.one_hot(goal, subgoal_offsets(obs).shape[-2], dtype=obs.dtype)
+  return jnp.concatenate([one_hot, goal_offset(obs, goal, subgoal_offsets)], axis=-1)
+
+
+def subgoal_reward(
+  next_obs: Array, goal: Array, subgoal_offsets: OffsetsFn = landmark_offsets
+) -> Array:
+  """The low level's reward `[..., N]`: minus the distance to the chosen subgoal after the step."""
+  return -jnp.linalg.norm(goal_offset(next_obs, goal, subgoal_offsets), axis=-1)
 
 
 class LowTransition(NamedTuple):
@@ -216,8 +241,9 @@ class GMAHAgent(struct.PyTreeNode):
   def create(cls, key: Array, env, env_spec, config) -> "GMAHAgent":
     config = ml_collections.FrozenConfigDict(config)
     num_agents, obs_dim = env_spec.observation_shape
+    offsets = SUBGOAL_OFFSETS[config.env_name]
     high = DiscreteQNetwork(
-      num_subgoals((num_agents, obs_dim)), config.hidden_sizes, config.activation
+      num_subgoals((num_agents, obs_dim), offsets), config.hidden_sizes, config.activation
     )
     low = GoalConditionedQNetwork(env_spec.action_dim, config.low_hidden_sizes, config.activation)
     mixer = value_common.make_mixer(num_agents, config)  # None for "vdn" and "none"
@@ -252,13 +278,18 @@ class GMAHAgent(struct.PyTreeNode):
       config=config,
     )
 
+  @property
+  def subgoal_offsets(self) -> OffsetsFn:
+    """The environment's `SUBGOAL_OFFSETS` entry."""
+    return SUBGOAL_OFFSETS[self.config.env_name]
+
   def high_values(self, params: PyTree, obs: Array) -> Array:
     """Per-agent subgoal values `[..., N, L]` of observations `[..., N, d]`."""
     return self.high_network.apply(params["high"]["agent"], with_agent_ids(obs))
 
   def low_values(self, params: PyTree, obs: Array, goal: Array) -> Array:
     """Per-agent action values `[..., N, A]` under the subgoals `goal [..., N]`."""
-    features = goal_features(obs, goal)
+    features = goal_features(obs, goal, self.subgoal_offsets)
     return self.low_network.apply(params["low"], with_agent_ids(obs), features)
 
   def high_targets(self, batch: HighTransition) -> Array:
@@ -298,7 +329,7 @@ class GMAHAgent(struct.PyTreeNode):
     q = self.low_values(params, batch.obs, goal)
     q_next = self.low_values(self.target_params, batch.next_obs, goal)
     selector = self.low_values(self.params, batch.next_obs, goal) if config.double_q else q_next
-    reward = subgoal_reward(batch.next_obs, goal)
+    reward = subgoal_reward(batch.next_obs, goal, self.subgoal_offsets)
     live = 1.0 - jnp.asarray(batch.terminated, jnp.float32)[:, None]
     discount = jnp.broadcast_to(config.low_gamma * live, reward.shape)
     kwargs = {"loss_type": config.loss_type, "huber_delta": config.huber_delta}
@@ -347,7 +378,7 @@ class RunnerState(struct.PyTreeNode):
 def make_collector(env, env_params, config):
   """`collect(agent, carry, key, eps, num_steps)`: `num_steps` steps of every environment, both
   levels ε-greedy; returns the carry and per step `[T, E]` the low-level items, the options as
-  they stand, which ended, the environment steps and the fraction of landmarks pursued."""
+  they stand, which ended, the environment steps and the fraction of subgoals pursued."""
 
   def one_step(agent: GMAHAgent, eps, carry: OptionCarry, inputs):
     (high_noise, low_noise), keys = inputs
@@ -430,16 +461,23 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     return state.replace(update=state.update + 1), metrics
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
-    """Greedy at both levels: `eval_episodes` whole episodes (MPE's end at their time limit)."""
+    """Greedy at both levels: `eval_episodes` episodes, each environment's first one (MPE's all
+    end at their time limit; four rooms' may terminate earlier, the environment then resets and
+    what follows is left out)."""
     reset_key, run_key = jax.random.split(key)
     carry = rollout.reset(env, env_params, reset_key, config.eval_episodes)
     options = init_options(carry, config.option_length)
     steps = env_params.max_steps_in_episode
     _, (*_, traj, coverage) = collect(state.agent, options, run_key, 0.0, steps)
-    returns = traj.reward.sum(axis=0)
+    # 1 up to and including each environment's first episode end, 0 after it
+    earlier_ends = jnp.cumsum(traj.done, axis=0) - traj.done
+    first = (earlier_ends == 0).astype(jnp.float32)  # [T, E]
+    returns = (traj.reward * first).sum(axis=0)
     return {
       "eval_return": returns.mean(),
       "eval_return_std": returns.std(),
+      "eval_length": first.sum(axis=0).mean(),
+      "eval_success": (traj.terminated & (first > 0)).any(axis=0).astype(jnp.float32).mean(),
       "eval_subgoal_coverage": coverage.mean(),
     }
 

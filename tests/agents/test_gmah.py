@@ -1,7 +1,8 @@
 """Tests of hrljax.agents.gmah: config checks, the subgoal reward, the options' ends, the SMDP
-target of the mixed high level against a hand computation, the independent ablation, and a tiny
-jitted run (the mixer and the SMDP target themselves: tests/losses/test_value_based.py; the
-preset: tests/experiments)."""
+target of the mixed high level against a hand computation, the independent ablation, a tiny
+jitted run, and on the two-agent four rooms the subgoals, a Learner step and an evaluation (the
+mixer and the SMDP target themselves: tests/losses/test_value_based.py; the presets:
+tests/experiments)."""
 
 import functools
 
@@ -14,6 +15,7 @@ from hrljax import envs
 from hrljax.agents import gmah
 from hrljax.agents.value_common import mixer_state
 from hrljax.config_checks import ConfigError
+from hrljax.envs import two_agent_rooms
 from hrljax.types import EnvCarry, Transition
 
 ENV, ENV_PARAMS = envs.make("MPE_simple_spread_v3")
@@ -233,3 +235,51 @@ def test_a_tiny_run_is_one_program_with_finite_metrics():
   np.testing.assert_array_equal(metrics["options"], 2)
   assert int(state.agent.num_updates) == 5
   assert int(state.low_buffer.size) == 36 and int(state.high_buffer.size) == 12
+
+
+# ------------------------------------------------------------------------- the two-agent rooms
+ROOMS = "TwoAgentFourRooms-v0"
+
+
+def test_in_four_rooms_the_subgoals_are_room_centres_and_hallways():
+  """L = 8 subgoal cells; the low level's reward is minus the distance, in observation units
+  (cells / 12), from the agent to its chosen cell."""
+  env, params = envs.make(ROOMS)
+  offsets = gmah.SUBGOAL_OFFSETS[ROOMS]
+  assert gmah.num_subgoals(envs.spec(env, params).observation_shape, offsets) == 8
+  state = two_agent_rooms.EnvState(
+    pos=jnp.asarray([[1, 1], [7, 9]]), target=jnp.asarray([3, 2]), time=jnp.zeros((), jnp.int32)
+  )
+  obs = env.get_obs(state)
+  goal = jnp.asarray([3, 6])  # the south-east centre (9, 9); the hallway (7, 9) itself
+  np.testing.assert_allclose(
+    gmah.subgoal_reward(obs, goal, offsets), [-np.hypot(8, 8) / 12, 0.0], rtol=1e-6, atol=1e-6
+  )
+  features = gmah.goal_features(obs, goal, offsets)
+  np.testing.assert_allclose(features[0], np.r_[np.eye(8)[3], 8 / 12, 8 / 12], rtol=1e-6)
+
+
+def test_a_learner_step_and_an_evaluation_in_four_rooms():
+  """A Learner step of 2 environments x 3 steps (c = 3: both options end, and the first gradient
+  step follows), then a greedy evaluation of 6-step episodes, in one program; without a mixer,
+  the ablation (the preset's QMIX path is traced by its smoke test)."""
+  config = tiny_config(env_name=ROOMS, mixer="none", learning_starts=6, eval_episodes=2)
+  config.env_kwargs.max_steps_in_episode = 6
+  gmah.validate_config(config)
+  learner = gmah.make_learner(config)
+
+  @jax.jit
+  def program(key):
+    state, metrics = learner.step(learner.init(key))
+    return state, metrics, learner.evaluate(state, key)
+
+  state, metrics, evaluation = program(jax.random.key(0))
+  assert state.agent.high_network.num_actions == 8 and int(state.agent.num_updates) == 1
+  assert int(state.low_buffer.size) == 6 and int(state.high_buffer.size) == 2
+  for name in ("low_loss", "high_loss", "subgoal_reward"):
+    assert np.isfinite(float(metrics[name])), name
+  assert float(metrics["low_loss"]) > 0 and -1.5 < float(metrics["subgoal_reward"]) < 0
+  assert set(evaluation) >= {"eval_return", "eval_success", "eval_length"}
+  assert 0 <= float(evaluation["eval_success"]) <= 1 and 1 <= float(evaluation["eval_length"]) <= 6
+  # without a step cost, an episode's return is 1 exactly when it succeeded
+  assert float(evaluation["eval_return"]) == float(evaluation["eval_success"])

@@ -203,6 +203,23 @@ SMOKE = {
     },
     None,
   ),
+  "gmah_two_agent_rooms": (
+    {
+      "total_timesteps": 2 * 2 * 4,
+      "num_envs": 2,
+      "num_steps": 2,
+      "learning_starts": 4,
+      "batch_size": 8,
+      "buffer_size": 32,
+      "target_update_interval": 2,
+      "hidden_sizes": (16,),
+      "low_hidden_sizes": (16,),
+      "mixer_embed_dim": 8,
+      "hypernet_hidden": 8,
+      "eval_episodes": 2,
+    },
+    None,
+  ),
   "dqn_fourrooms": (
     {
       **FOUR_ROOMS,
@@ -361,6 +378,10 @@ SMOKE = {
     {**LLM, "num_prompts": 2, "samples_per_prompt": 2, "eval_problems": 2, "update_epochs": 1},
     None,
   ),
+  "token_ppo_smollm2_game": (
+    {**LLM, "num_envs": 2, "num_steps": 2, "value_llm_layers": 1, "eval_episodes": 2},
+    None,
+  ),
 }
 OFFLINE_PRESETS = {
   "gcivl_pointmaze",
@@ -388,6 +409,7 @@ GROUPS = {
     "qmix_simple_spread",
     "ippo_simple_spread",
     "gmah_simple_spread",
+    "gmah_two_agent_rooms",
     "grpo_fourrooms",
     "gigpo_fourrooms",
     "hi_agent_fourrooms",
@@ -419,7 +441,7 @@ GROUPS = {
     "token_grpo_token_game",
     "token_offline_token_game",
   ],
-  "smollm2": ["archer_smollm2_game", "grpo_smollm2_arithmetic"],
+  "smollm2": ["archer_smollm2_game", "grpo_smollm2_arithmetic", "token_ppo_smollm2_game"],
 }
 # preset -> the preset that trains the same agent through the driver, or the test that runs the
 # agent's learner (`path::test`)
@@ -458,6 +480,8 @@ TRACED = {
   "token_filtered_bc_token_game": "tests/agents/test_token_filtered_bc.py::"
   "test_short_run_stays_finite_and_counts_utterances",
   "gmah_simple_spread": "tests/agents/test_gmah.py::test_a_tiny_run_is_one_program_with_finite_metrics",
+  "gmah_two_agent_rooms": "tests/agents/test_gmah.py::"
+  "test_a_learner_step_and_an_evaluation_in_four_rooms",
   "qmix_simple_spread": "tests/agents/test_qmix.py::test_a_tiny_vdn_run_is_one_program_with_finite_metrics",
 }
 
