@@ -395,23 +395,11 @@ def make_learner(
 ) -> training.HostLearner:
   """A host-driven learner whose `step` is one PPO update (lines are parsed on the host). `lm`
   may pass an already loaded model (tests pass a tiny one)."""
-  agent = LLMTokenPPO(config, lm)
-
-  def step(state):
-    state, metrics = agent.step(state)
-    return state, text_game_common.with_episode_return(metrics)
-
-  return training.HostLearner(
-    init=agent.init,
-    step=step,
-    evaluate=(
-      (lambda state: agent.evaluate(state.lora, config.eval_episodes))
-      if config.eval_episodes
-      else None
-    ),
-    num_updates=config.num_updates,
-    env_steps_per_update=config.num_envs * config.num_steps,
-    progress=lambda record, texts: _progress_line(record, texts, config.num_updates),
+  return text_game_common.host_learner(
+    LLMTokenPPO(config, lm),
+    config,
+    config.num_envs * config.num_steps,
+    lambda record, texts: _progress_line(record, texts, config.num_updates),
   )
 
 

@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 
 from hrljax import config_checks as checks
-from hrljax import envs, llm_prompts, rollout
+from hrljax import envs, llm_prompts, rollout, training
 from hrljax.agents import llm_common
 from hrljax.agents import token_common as tc
 from hrljax.envs import text_tasks, token_game
@@ -193,3 +193,26 @@ def with_episode_return(metrics: dict) -> dict:
     metrics["episode_return_sum"] / episodes if episodes > 0 else float("nan")
   )
   return metrics
+
+
+def host_learner(agent, config, env_steps_per_update: int, progress) -> training.HostLearner:
+  """The driver's learner of a text-game agent (`init(seed)`, `step(state)`, `evaluate(lora,
+  episodes)`): one seed per run, the mean return of the games that ended added to each step's
+  metrics, greedy evaluation of `eval_episodes` games (none at 0)."""
+
+  def step(state):
+    state, metrics = agent.step(state)
+    return state, with_episode_return(metrics)
+
+  return training.HostLearner(
+    init=agent.init,
+    step=step,
+    evaluate=(
+      (lambda state: agent.evaluate(state.lora, config.eval_episodes))
+      if config.eval_episodes
+      else None
+    ),
+    num_updates=config.num_updates,
+    env_steps_per_update=env_steps_per_update,
+    progress=progress,
+  )
