@@ -7,25 +7,39 @@ reinforcement learning", Artificial Intelligence 112 (1999) (the 13 x 13 map of 
 `FourRooms-misc`, imported through `hrljax.envs.four_rooms.free_cells`), and each agent must
 cross a hallway and a neighbouring room to reach the room diagonally opposite its start. It is
 hrljax's own task, not a published benchmark. `hrljax.envs` registers it as
-`envs.make("TwoAgentFourRooms-v0", max_steps_in_episode=..., step_cost=..., start_rooms=...,
-target_rooms=...)`.
+`envs.make("TwoAgentFourRooms-v0", task=..., max_steps_in_episode=..., step_cost=...,
+start_rooms=..., target_rooms=...)`.
+
+Two tasks share the map, the moves and the observation layout (`task`, default "own_rooms"):
+
+- "own_rooms": each agent has its own target room; the team is rewarded once each stands in
+  its own. The team reward splits into one goal per agent: nothing to coordinate.
+- "split": both agents start in the same room and the goal set is two rooms; the team is
+  rewarded once the agents stand in two *different* rooms of the set (both in one goal room is
+  no success). The agents must agree on who goes where: a coordination task.
 
 - Rooms, numbered in row-major order of their first cell: 0 north-west, 1 north-east,
   2 south-west, 3 south-east; the four hallway cells (the doorways between two rooms) belong to
   no room. Both are derived from the imported map (`ROOM_MAP`, `HALLWAYS`).
-- Reset: agent i starts in a uniformly drawn cell of room `start_rooms[i]` (default (0, 1):
-  north-west and north-east); its target room is `target_rooms[i]` (default the diagonally
-  opposite room, 3 − start: south-east and south-west).
+- Reset: agent i starts in a uniformly drawn cell of room `start_rooms[i]` (the two draws are
+  independent, so in one room the agents may start in the same cell). "own_rooms": default
+  (0, 1), north-west and north-east; agent i's target room is `target_rooms[i]` (default the
+  diagonally opposite room, 3 − start: south-east and south-west). "split": default (0, 0),
+  both in the north-west; `target_rooms` is the goal set, two different rooms (default (2, 3),
+  south-west and south-east), the same for both agents.
 - Actions `[2]` int32, one per agent: 0 up, 1 right, 2 down, 3 left (gymnax FourRooms' order),
   4 stay. Moves are deterministic; a move into a wall leaves the agent where it is; agents may
   share a cell (no collisions). Actions outside [0, 5) are clipped into it.
-- Team reward (float32 scalar): 1 − `step_cost` at the step after which both agents stand in
-  their target rooms, which terminates the episode; −`step_cost` at every other step
-  (`step_cost` 0 by default: a sparse +1). The episode is truncated after
-  `max_steps_in_episode` steps (default 100).
+- Team reward (float32 scalar): 1 − `step_cost` at the step after which the team's goal holds,
+  which terminates the episode ("own_rooms": agent i stands in room `target_rooms[i]`, for both
+  i; "split": the agents stand in the two different rooms of the goal set, either way round);
+  −`step_cost` at every other step (`step_cost` 0 by default: a sparse +1). The episode is
+  truncated after `max_steps_in_episode` steps (default 100).
 - Observation `[2, 12]` float32, row i agent i's: its position (row, col) / 12, the other
-  agent's position (row, col) / 12, the one-hot of its target room (4), the one-hot of the other
-  agent's target room (4). The global state a mixer reads is `obs.reshape(-1)`.
+  agent's position (row, col) / 12, then two 4-vectors over the rooms: "own_rooms", the one-hot
+  of its target room and the one-hot of the other agent's; "split", the two-hot of the goal set
+  (1 at both goal rooms) in both (no agent is assigned a room). The global state a mixer reads
+  is `obs.reshape(-1)`.
 
 The multi-agent API is that of `hrljax.envs.mpe` (observations `[n_agents, obs_dim]`, actions
 `[n_agents]`, one team reward, terminated and truncated per environment, `env.num_agents`,
@@ -51,6 +65,8 @@ ENV_NAME = "TwoAgentFourRooms-v0"
 NUM_AGENTS = 2
 NUM_ROOMS = 4
 ROOM_NAMES = ("north-west", "north-east", "south-west", "south-east")
+TASKS = ("own_rooms", "split")
+DEFAULT_ROOMS = {"own_rooms": ((0, 1), None), "split": ((0, 0), (2, 3))}  # (start, target)
 # (row, col) steps of the actions: gymnax FourRooms' up, right, down, left, then stay
 MOVES = np.asarray([[-1, 0], [0, 1], [1, 0], [0, -1], [0, 0]], np.int32)
 NUM_ACTIONS = len(MOVES)
@@ -118,12 +134,13 @@ def room_of(pos: jax.Array) -> jax.Array:
 @struct.dataclass
 class EnvState:
   pos: jax.Array  # [2, 2] int32: (row, col) of each agent
-  target: jax.Array  # [2] int32: each agent's target room
+  target: jax.Array  # [2] int32: each agent's target room ("own_rooms"); the goal set ("split")
   time: jax.Array  # int32: steps in the current episode
 
 
 @struct.dataclass
 class EnvParams:
+  task: str = struct.field(pytree_node=False, default="own_rooms")  # one of TASKS (static)
   max_steps_in_episode: int = 100
   step_cost: float = 0.0  # subtracted from the team reward at every step
   start_rooms: jax.Array = struct.field(default_factory=lambda: jnp.asarray([0, 1], jnp.int32))
@@ -154,7 +171,7 @@ class TwoAgentFourRooms(environment.Environment):
     pos = jnp.asarray(ROOM_CELLS)[rooms, index]
     target = jnp.asarray(params.target_rooms, jnp.int32)
     state = EnvState(pos=pos, target=target, time=jnp.zeros((), jnp.int32))
-    return self.get_obs(state), state
+    return self.get_obs(state, params), state
 
   def step_env(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     del key  # deterministic moves
@@ -162,15 +179,22 @@ class TwoAgentFourRooms(environment.Environment):
     moved = state.pos + jnp.asarray(MOVES)[action]
     blocked = ~jnp.asarray(FREE)[moved[:, 0], moved[:, 1]]
     pos = jnp.where(blocked[:, None], state.pos, moved)
-    arrived = jnp.all(room_of(pos) == state.target)
+    room = room_of(pos)
+    if params.task == "split":  # two different rooms of the goal set (target's two are distinct)
+      arrived = jnp.all(jnp.any(room[:, None] == state.target[None], axis=1)) & (room[0] != room[1])
+    else:
+      arrived = jnp.all(room == state.target)
     reward = arrived.astype(jnp.float32) - jnp.asarray(params.step_cost, jnp.float32)
     state = EnvState(pos=pos, target=state.target, time=state.time + 1)
-    return jax.lax.stop_gradient(self.get_obs(state)), state, reward, arrived, {}
+    return jax.lax.stop_gradient(self.get_obs(state, params)), state, reward, arrived, {}
 
   def get_obs(self, state: EnvState, params=None, key=None) -> jax.Array:
-    """`[2, 12]`: own position, the other's position (both / 12), own and other's target."""
+    """`[2, 12]`: own position, the other's position (both / 12), own and other's target
+    ("split": the goal set's two-hot in both; without `params` the "own_rooms" encoding)."""
     pos = state.pos.astype(jnp.float32) / SCALE
     target = jax.nn.one_hot(state.target, NUM_ROOMS, dtype=jnp.float32)
+    if params is not None and params.task == "split":
+      target = jnp.broadcast_to(target.sum(axis=0), target.shape)
     other = jnp.asarray([1, 0])
     return jnp.concatenate([pos, pos[other], target, target[other]], axis=-1)
 
@@ -201,10 +225,11 @@ def _rooms(name: str, value) -> jax.Array:
 
 
 def make_two_agent_rooms(**kwargs):
-  """`(env, params)` of the task; `kwargs`: `max_steps_in_episode` (an integer > 0, default
-  100), `step_cost` (a number >= 0, default 0), `start_rooms` (two room indices, default
-  (0, 1)), `target_rooms` (two room indices, default the rooms diagonally opposite the starts).
-  A bad name or value raises a ValueError naming it."""
+  """`(env, params)` of the task; `kwargs`: `task` (one of `TASKS`, default "own_rooms"),
+  `max_steps_in_episode` (an integer > 0, default 100), `step_cost` (a number >= 0, default 0),
+  `start_rooms` (two room indices, default (0, 1); "split" (0, 0)), `target_rooms` (two room
+  indices, default the rooms diagonally opposite the starts; "split": the goal set, two
+  different rooms, default (2, 3)). A bad name or value raises a ValueError naming it."""
   fields = sorted(EnvParams.__dataclass_fields__)
   unknown = sorted(set(kwargs) - set(fields))
   if unknown:
@@ -212,6 +237,10 @@ def make_two_agent_rooms(**kwargs):
       f"env_kwargs: {ENV_NAME} has no parameter {unknown[0]!r}; expected one of {fields}"
     )
   params = EnvParams()
+  task = kwargs.get("task", params.task)
+  if not isinstance(task, str) or task not in TASKS:
+    raise ValueError(f"task: expected one of {list(TASKS)}, got {task!r}")
+  default_start, default_target = DEFAULT_ROOMS[task]
   limit = kwargs.get("max_steps_in_episode", params.max_steps_in_episode)
   if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit <= 0:
     raise ValueError(f"max_steps_in_episode: expected an integer > 0, got {limit!r}")
@@ -223,10 +252,19 @@ def make_two_agent_rooms(**kwargs):
     or cost < 0
   ):
     raise ValueError(f"step_cost: expected a finite number >= 0, got {cost!r}")
-  start = _rooms("start_rooms", kwargs.get("start_rooms", (0, 1)))
-  target = kwargs.get("target_rooms")
+  start = _rooms("start_rooms", kwargs.get("start_rooms", default_start))
+  target = kwargs.get("target_rooms", default_target)
   target = NUM_ROOMS - 1 - start if target is None else _rooms("target_rooms", target)
+  if task == "split" and target[0] == target[1]:
+    raise ValueError(
+      f"target_rooms: the split task's goal set must be two different rooms, "
+      f"got {kwargs['target_rooms']!r}"
+    )
   params = params.replace(
-    max_steps_in_episode=int(limit), step_cost=float(cost), start_rooms=start, target_rooms=target
+    task=task,
+    max_steps_in_episode=int(limit),
+    step_cost=float(cost),
+    start_rooms=start,
+    target_rooms=target,
   )
   return TwoAgentFourRooms(), params

@@ -1,6 +1,7 @@
 """The two-agent four rooms (`hrljax.envs.two_agent_rooms`): the layout derived from the map, the
 moves, the team reward and the episode ends on hand-built states, the subgoal offsets against a
-hand computation, a jitted and vmapped rollout, and the factory's errors."""
+hand computation, a jitted and vmapped rollout, the factory's errors, and the split task (both
+start in one room, the team rewarded once they stand in two different rooms of the goal set)."""
 
 import jax
 import jax.numpy as jnp
@@ -188,8 +189,61 @@ def test_a_jitted_vmapped_rollout_stays_on_free_cells():
     ({"start_rooms": "01"}, r"start_rooms: expected 2 room indices"),
     ({"start_rooms": (0, True)}, r"start_rooms: expected 2 room indices"),
     ({"target_rooms": (-1, 2)}, r"target_rooms: expected 2 room indices"),
+    ({"task": "coordinate"}, r"task: expected one of \['own_rooms', 'split'\], got 'coordinate'"),
+    ({"task": None}, r"task: expected one of .*, got None"),
+    (
+      {"task": "split", "target_rooms": (2, 2)},
+      r"target_rooms: the split task's goal set must be two different rooms, got \(2, 2\)",
+    ),
   ],
 )
 def test_bad_arguments_raise_one_line_naming_them(kwargs, message):
   with pytest.raises(ValueError, match=message):
     envs.make(NAME, **kwargs)
+
+
+SPLIT_ENV, SPLIT = envs.make(NAME, task="split")
+
+
+def test_split_task_defaults_reset_in_one_room_and_observes_the_goal_set():
+  assert PARAMS.task == "own_rooms" and SPLIT.task == "split"
+  np.testing.assert_array_equal(SPLIT.start_rooms, [0, 0])
+  np.testing.assert_array_equal(SPLIT.target_rooms, [2, 3])
+  _, params = envs.make(NAME, task="split", start_rooms=(1, 1), target_rooms=(3, 0))
+  np.testing.assert_array_equal(params.start_rooms, [1, 1])
+  np.testing.assert_array_equal(params.target_rooms, [3, 0])
+  reset = jax.jit(jax.vmap(SPLIT_ENV.reset, in_axes=(0, None)))
+  obs, states = reset(jax.random.split(jax.random.key(0), 32), SPLIT)
+  np.testing.assert_array_equal(rooms.room_of(states.pos), 0)  # both in the north-west
+  assert len({tuple(p) for p in np.asarray(states.pos[:, 1])}) > 10
+  # each row: its position, the other's, then the goal set's two-hot twice (no room assigned)
+  pos = np.asarray(states.pos[0], np.float32) / 12
+  two_hot = np.asarray([0, 0, 1, 1], np.float32)
+  np.testing.assert_allclose(obs[0, 0], np.concatenate([pos[0], pos[1], two_hot, two_hot]))
+  np.testing.assert_allclose(obs[0, 1], np.concatenate([pos[1], pos[0], two_hot, two_hot]))
+
+
+def test_split_reward_and_termination_exactly_when_the_agents_take_two_different_goal_rooms():
+  key = jax.random.key(0)
+  goal = (2, 3)
+  cases = [  # (positions before, actions, rewarded)
+    ([(7, 9), (9, 3)], [DOWN, STAY], True),  # into the south-east while the other is south-west
+    ([(9, 3), (7, 9)], [STAY, DOWN], True),  # the other way round
+    ([(9, 9), (9, 3)], [STAY, STAY], True),
+    ([(9, 3), (10, 2)], [STAY, STAY], False),  # both in the south-west
+    ([(9, 9), (10, 10)], [STAY, RIGHT], False),  # both in the south-east
+    ([(8, 9), (9, 3)], [UP, STAY], False),  # back into the hallway (7, 9): in no room
+    ([(3, 3), (9, 3)], [STAY, STAY], False),  # the north-west is not in the goal set
+    ([(3, 9), (9, 9)], [STAY, STAY], False),  # nor the north-east
+  ]
+  for pos, action, rewarded in cases:
+    _, _, reward, terminated, _ = step_env(key, state(pos, target=goal), jnp.asarray(action), SPLIT)
+    assert (float(reward), bool(terminated)) == (float(rewarded), rewarded), (pos, action)
+    assert reward.dtype == jnp.float32
+  # through gymnax's step: the episode ends and restarts in the start room
+  _, new, reward, terminated, truncated, info = step(
+    key, state([(7, 9), (9, 3)], target=goal), jnp.asarray([DOWN, STAY]), SPLIT
+  )
+  assert float(reward) == 1.0 and bool(terminated) and not bool(truncated) and int(new.time) == 0
+  np.testing.assert_array_equal(rooms.room_of(new.pos), [0, 0])
+  np.testing.assert_allclose(info["final_observation"][0, 4:], [0, 0, 1, 1, 0, 0, 1, 1])
