@@ -256,9 +256,27 @@ def batch_logprobs(
   temperature,
   use_lora: bool = True,
   with_stats: bool = False,
+  group_size: int = 1,
 ):
   """`response_logprobs` of a batch with the fields `prompt_tokens`, `prompt_mask`, `response`
-  and `response_mask` (both agents' training batches)."""
+  and `response_mask` (both agents' training batches).
+
+  `group_size = K > 1` says that the rows come in groups of K consecutive rows with one prompt
+  (GRPO's samples of a problem): the prompts then run once per group
+  (`llama.shared_prefix_logprobs`, Prefix Grouper's forward; equal up to float32 rounding).
+  The token statistics (`with_stats`) come from the repeated forward."""
+  if group_size > 1 and not with_stats:
+    return llama.shared_prefix_logprobs(
+      model_config,
+      params,
+      lora,
+      batch.prompt_tokens[::group_size],
+      batch.prompt_mask[::group_size],
+      batch.response,
+      batch.response_mask,
+      use_lora=use_lora,
+      temperature=temperature,
+    )
   return response_logprobs(
     model_config,
     params,

@@ -60,8 +60,10 @@ scoring the model are `agents/llm_common.py`.
 
 One update: G = `num_prompts` problems, K = `samples_per_prompt` samples each (one jitted
 `llama.generate` call on the G*K left-padded prompts), rewards host-side (decode + parse), then one
-jitted step: advantages, `update_epochs` gradient steps on the whole batch. Rewards are scored on
-the host between jitted calls, so `make_learner` returns a `training.HostLearner` (one seed per
+jitted step: advantages, `update_epochs` gradient steps on the whole batch. With `shared_prefix`
+its log-prob passes run each problem's prompt once for its K samples (Prefix Grouper, Liu et
+al., arXiv 2506.05433: `llama.shared_prefix_logprobs`; equal up to float32 rounding). Rewards
+are scored on the host between jitted calls, so `make_learner` returns a `training.HostLearner` (one seed per
 run; logging, evaluation, checkpoints and resume as for a compiled learner). The checkpoint holds
 the adapters, their optimizer state, the update count and the seed: the problems and keys of
 update u are functions of (seed, u), so a resumed run repeats the uninterrupted one; the frozen
@@ -142,6 +144,9 @@ def get_config() -> ml_collections.ConfigDict:
   # GTPO: completions whose mean token entropy is above it are filtered (the code's: 0.7)
   config.gtpo_entropy_threshold = math.log(2.0)
   config.cgpo_baseline = "batch"  # CGPO's CRPG baseline (TRL's); or "group", "none"
+  # Prefix Grouper's forward: each problem's prompt runs once for its K samples in the update's
+  # log-prob passes (equal up to float32 rounding; llama.shared_prefix_logprobs)
+  config.shared_prefix = False
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
   config.dynamic_sampling = False  # DAPO filter: drop groups whose rewards are all equal
@@ -183,6 +188,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.positive(config, "pacs_beta", "gtpo_entropy_threshold")
   checks.one_of(config, "pacs_centring", gr.PACS_CENTRINGS)
   checks.one_of(config, "cgpo_baseline", CGPO_BASELINES)
+  checks.one_of(config, "shared_prefix", (True, False))
+  if config.shared_prefix and config.hints != "off":
+    raise checks.ConfigError(
+      f"config.hints: expected 'off' with config.shared_prefix=True (a hinted row's prompt "
+      f"differs from its group's), got {config.hints!r}"
+    )
   if config.objective == "cgpo" and config.hints != "off":
     raise checks.ConfigError(
       f"config.hints: expected 'off' with config.objective='cgpo' (hinted replies carry no "
@@ -265,6 +276,11 @@ def rollout_batch(responses: llm_common.Responses, rewards: np.ndarray) -> Rollo
   )
 
 
+def prompt_group_size(config) -> int:
+  """K with `shared_prefix` (each problem's prompt runs once for its K samples), else 1."""
+  return config.samples_per_prompt if config.shared_prefix else 1
+
+
 def group_ids(config) -> Array:
   """The group (problem) of each row `[G * K]`: rows are grouped by problem, K consecutive."""
   return gr.contiguous_group_ids(config.num_prompts, config.samples_per_prompt)
@@ -332,7 +348,12 @@ def llm_grpo_objective(
       model_config, params, lora, config, batch, loss_mask, old_logp, old_stats
     )
   logp = llm_common.batch_logprobs(
-    model_config, params, lora, batch, temperature=config.temperature
+    model_config,
+    params,
+    lora,
+    batch,
+    temperature=config.temperature,
+    group_size=prompt_group_size(config),
   )
   old = jax.lax.stop_gradient(logp) if old_logp is None else old_logp
   if config.objective == "pacs":
@@ -500,7 +521,7 @@ UpdateSettings = llm_common.config_settings(
   "num_prompts samples_per_prompt max_new_tokens temperature learning_rate optimizer "
   "max_grad_norm update_epochs clip_epsilon clip_epsilon_high kl_coef kl_estimator estimator "
   "advantage_eps loss_aggregation dynamic_sampling hicra_alpha unlikeliness_beta llds_coef "
-  "llds_gate objective pacs_beta pacs_centring gtpo_entropy_threshold cgpo_baseline",
+  "llds_gate objective pacs_beta pacs_centring gtpo_entropy_threshold cgpo_baseline shared_prefix",
 )
 
 
@@ -532,6 +553,7 @@ def _make_update_fn(model_config: llama.LlamaConfig, config: UpdateSettings):
       params,
       batch=batch,
       temperature=config.temperature,
+      group_size=prompt_group_size(config),
     )
     ref_logp = None
     if config.kl_coef > 0:

@@ -461,6 +461,31 @@ def test_cgpo_step_judges_the_format_and_calibrates_against_the_reference_reply(
     llm_grpo.validate_config(small_config(objective="cgpo", kl_coef=0.0, hints="scaffold"))
 
 
+def test_shared_prefix_update_equals_the_repeated_prompt_update(tiny_lm):
+  """`shared_prefix=True` (each problem's prompt run once for its samples): the same SGD update
+  (KL reference and behaviour passes included) as the repeated forward, to float32 rounding."""
+  batch = _tiny_batch([1.0, 0.0, 0.0, 2.0])
+  grouped = batch.prompt_tokens.at[1].set(batch.prompt_tokens[0]).at[3].set(batch.prompt_tokens[2])
+  masks = batch.prompt_mask.at[1].set(batch.prompt_mask[0]).at[3].set(batch.prompt_mask[2])
+  batch = batch._replace(prompt_tokens=grouped, prompt_mask=masks)
+  results = []
+  for shared in (False, True):
+    config = small_config(
+      optimizer="sgd", learning_rate=0.5, update_epochs=2, kl_coef=0.04, shared_prefix=shared
+    )
+    agent = llm_grpo.LLMGRPO(config, tiny_lm)
+    state = agent.init(0)
+    state = state.replace(lora=jax.tree.map(lambda x: x + 0.05, state.lora))
+    results.append(agent.update(state, batch))
+  (plain, plain_metrics), (shared, shared_metrics) = results
+  moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), plain.lora, shared.lora)
+  assert max(jax.tree.leaves(moved)) < 1e-5
+  np.testing.assert_allclose(shared_metrics["loss"], plain_metrics["loss"], rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(shared_metrics["kl"], plain_metrics["kl"], rtol=1e-3, atol=1e-7)
+  with pytest.raises(config_checks.ConfigError, match=r"config\.hints: expected 'off'"):
+    llm_grpo.validate_config(small_config(shared_prefix=True, hints="scaffold"))
+
+
 def test_pacs_and_gtpo_configs_name_what_they_cannot_take():
   with pytest.raises(config_checks.ConfigError, match=r"config\.hicra_alpha: expected 0"):
     llm_grpo.validate_config(small_config(objective="gtpo", kl_coef=0.0, hicra_alpha=0.2))
