@@ -59,6 +59,12 @@ def define_flags() -> None:
     "Python of a venv with torch, transformers, gguf, accelerate, trl, peft (None: hrljax only).",
   )
   flags.DEFINE_bool(
+    "shared_prefix",
+    False,
+    "hrljax's update runs each problem's prompt once for its K samples "
+    "(llm_grpo's shared_prefix: Prefix Grouper's forward).",
+  )
+  flags.DEFINE_bool(
     "single_thread",
     False,
     "One compute thread per side (see llm_sampling.py): on an oversubscribed "
@@ -73,10 +79,11 @@ def grpo_config(
   lora_rank: int,
   num_layers: int,
   seed: int,
+  shared_prefix: bool = False,
 ):
   """`agents/llm_grpo.py`'s default config with the benchmark's sizes (no evaluation), prompts
   padded to the longest one (`prompt_bucket=1`, as TRL pads), so both sides process the same
-  number of positions."""
+  number of positions; `shared_prefix` as the agent's field."""
   from hrljax.agents import llm_grpo
 
   config = llm_grpo.get_config()
@@ -88,6 +95,7 @@ def grpo_config(
   config.seeds = (seed,)
   config.prompt_bucket = 1
   config.eval_problems = 0
+  config.shared_prefix = shared_prefix
   llm_grpo.validate_config(config)
   return config
 
@@ -265,6 +273,7 @@ def run(
   seed: int = 0,
   reference_python=None,
   single_thread: bool = False,
+  shared_prefix: bool = False,
 ) -> list:
   """Both sides, interleaved step by step; returns the JSON records (ours, [TRL, ratio])."""
   import jax
@@ -274,7 +283,9 @@ def run(
 
   if reps < 1:
     raise ValueError(f"reps: expected an int >= 1, got {reps!r}")
-  config = grpo_config(num_prompts, samples_per_prompt, max_new_tokens, lora_rank, num_layers, seed)
+  config = grpo_config(
+    num_prompts, samples_per_prompt, max_new_tokens, lora_rank, num_layers, seed, shared_prefix
+  )
   agent = make_agent(config)
   state = agent.init(seed)
   problems = agent.problems(seed, 0)
@@ -388,6 +399,7 @@ def main(argv) -> None:
     FLAGS.seed,
     FLAGS.reference_python,
     FLAGS.single_thread,
+    FLAGS.shared_prefix,
   )
   for record in records:
     print(json.dumps(record))
