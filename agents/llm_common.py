@@ -24,7 +24,7 @@ import optax
 from hrljax import config_checks as checks
 from hrljax import llm_prompts, llm_weights
 from hrljax.agents import token_common as tc
-from hrljax.networks import llama
+from hrljax.networks import llama, shared_prefix
 from hrljax.types import Array, PyTree
 
 DTYPES = ("float32", "bfloat16")
@@ -263,10 +263,10 @@ def batch_logprobs(
 
   `group_size = K > 1` says that the rows come in groups of K consecutive rows with one prompt
   (GRPO's samples of a problem): the prompts then run once per group
-  (`llama.shared_prefix_logprobs`, Prefix Grouper's forward; equal up to float32 rounding).
-  The token statistics (`with_stats`) come from the repeated forward."""
+  (`networks.shared_prefix`, Prefix Grouper's forward; equal up to float32 rounding). The
+  token statistics (`with_stats`) come from the repeated forward."""
   if group_size > 1 and not with_stats:
-    return llama.shared_prefix_logprobs(
+    return shared_prefix.shared_prefix_logprobs(
       model_config,
       params,
       lora,

@@ -62,9 +62,9 @@ One update: G = `num_prompts` problems, K = `samples_per_prompt` samples each (o
 `llama.generate` call on the G*K left-padded prompts), rewards host-side (decode + parse), then one
 jitted step: advantages, `update_epochs` gradient steps on the whole batch. With `shared_prefix`
 its log-prob passes run each problem's prompt once for its K samples (Prefix Grouper, Liu et
-al., arXiv 2506.05433: `llama.shared_prefix_logprobs`; equal up to float32 rounding). Rewards
-are scored on the host between jitted calls, so `make_learner` returns a `training.HostLearner` (one seed per
-run; logging, evaluation, checkpoints and resume as for a compiled learner). The checkpoint holds
+al., arXiv 2506.05433: `networks.shared_prefix`; equal up to float32 rounding). Rewards are
+scored on the host between jitted calls, so `make_learner` returns a `training.HostLearner` (one
+seed per run; logging, evaluation, checkpoints and resume as for a compiled learner). The checkpoint holds
 the adapters, their optimizer state, the update count and the seed: the problems and keys of
 update u are functions of (seed, u), so a resumed run repeats the uninterrupted one; the frozen
 base weights are reloaded from the GGUF file.
@@ -145,7 +145,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.gtpo_entropy_threshold = math.log(2.0)
   config.cgpo_baseline = "batch"  # CGPO's CRPG baseline (TRL's); or "group", "none"
   # Prefix Grouper's forward: each problem's prompt runs once for its K samples in the update's
-  # log-prob passes (equal up to float32 rounding; llama.shared_prefix_logprobs)
+  # log-prob passes (equal up to float32 rounding; networks.shared_prefix)
   config.shared_prefix = False
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)

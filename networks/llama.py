@@ -36,10 +36,7 @@ match Hugging Face transformers 5.23 (which undoes the Q/K permutation and uses 
 ~1e-3, it greedily answers "What is the capital of France?" with "...Paris.", and a 2-layer
 truncation matches an independent float64 NumPy forward pass to 1e-4.
 
-Shared-prefix forward (`shared_prefix_logprobs`; Prefix Grouper, arXiv 2506.05433): the `G`
-prompts of a GRPO batch run once, and their `G*K` responses attend to the prompts' cached
-keys/values; equal to the repeated forward's log-probs and gradients up to float32 rounding
-(tests/networks/test_shared_prefix.py).
+The shared-prefix forward of GRPO's groups (Prefix Grouper) is `hrljax.networks.shared_prefix`.
 
 Deviations: none from the architecture. RoPE angles and the attention softmax are computed in
 float32 whatever the compute dtype; logits are returned in float32. `generate` stops early (a
@@ -260,7 +257,7 @@ class _Block(nn.Module):
     return x, new_cache
 
 
-def _check_int_tokens(name: str, tokens: Array) -> None:
+def check_int_tokens(name: str, tokens: Array) -> None:
   if getattr(tokens, "ndim", None) != 2:
     raise ValueError(f"{name}: expected rank 2 [B, T], got shape {getattr(tokens, 'shape', None)}")
   if not jnp.issubdtype(tokens.dtype, jnp.integer):
@@ -269,7 +266,7 @@ def _check_int_tokens(name: str, tokens: Array) -> None:
     raise ValueError(f"{name}: expected at least one token per row, got shape {tokens.shape}")
 
 
-def _check_mask(name: str, mask: Array, shape) -> None:
+def check_mask(name: str, mask: Array, shape) -> None:
   if getattr(mask, "dtype", None) != jnp.bool_:
     raise ValueError(f"{name}: expected dtype bool, got {getattr(mask, 'dtype', None)}")
   if mask.shape != tuple(shape):
@@ -327,7 +324,7 @@ class Llama(nn.Module):
       logits float32 `[B, T, V]` (or `[B, 1, V]`) and the updated cache (None without one).
     """
     cfg = self.config
-    _check_int_tokens("tokens", tokens)
+    check_int_tokens("tokens", tokens)
     batch, length = tokens.shape
     if getattr(positions, "shape", None) != tokens.shape or not jnp.issubdtype(
       positions.dtype, jnp.integer
@@ -336,7 +333,7 @@ class Llama(nn.Module):
         f"positions: expected an integer array of shape {tokens.shape}, got "
         f"{getattr(positions, 'dtype', None)} {getattr(positions, 'shape', None)}"
       )
-    _check_mask("attn_mask", attn_mask, tokens.shape)
+    check_mask("attn_mask", attn_mask, tokens.shape)
     if length > cfg.max_seq_len:
       raise ValueError(
         f"tokens: expected at most max_seq_len={cfg.max_seq_len} tokens per row, got {length}"
@@ -682,8 +679,8 @@ def generate(
     temperature)` (the temperature-1 policy at the default temperature; `token_logprobs`
     recomputes them with gradients), 0 where `mask` is False.
   """
-  _check_int_tokens("prompt_tokens", prompt_tokens)
-  _check_mask("prompt_mask", prompt_mask, prompt_tokens.shape)
+  check_int_tokens("prompt_tokens", prompt_tokens)
+  check_mask("prompt_mask", prompt_mask, prompt_tokens.shape)
   _require_positive_int("max_new_tokens", max_new_tokens)
   total = prompt_tokens.shape[1] + max_new_tokens
   if total > config.max_seq_len:
@@ -730,8 +727,8 @@ def token_logprobs(
   `use_lora=False` (or `lora=None`) gives the reference policy. `temperature` divides the logits
   (1 = the model's policy; pass the sampling temperature to match `generate`'s logprobs).
   """
-  _check_int_tokens("tokens", tokens)
-  _check_mask("mask", mask, tokens.shape)
+  check_int_tokens("tokens", tokens)
+  check_mask("mask", mask, tokens.shape)
   if tokens.shape[1] < 2:
     raise ValueError(f"tokens: expected at least 2 tokens per row, got shape {tokens.shape}")
   if isinstance(temperature, (int, float)) and not (0 < temperature < math.inf):
@@ -742,156 +739,3 @@ def token_logprobs(
   log_probs = jax.nn.log_softmax(logits[:, :-1] / temperature, axis=-1)
   picked = jnp.take_along_axis(log_probs, tokens[:, 1:, None].astype(jnp.int32), axis=-1)[..., 0]
   return jnp.where(mask[:, :-1] & mask[:, 1:], picked, 0.0)
-
-
-def _prefix_cache(
-  config: LlamaConfig,
-  params: PyTree,
-  lora: Optional[PyTree],
-  prefix_tokens: Array,
-  prefix_mask: Array,
-  use_lora: bool,
-) -> Tuple[Array, KVCache]:
-  """One forward pass of the `G` distinct prefixes: the logits of their last slot `[G, V]` and
-  every layer's keys/values `[L, G, P, K, D]` (after RoPE), as a filled `KVCache`.
-
-  The prefill of `generate`: a cache of exactly `P` slots keeps the keys/values of the whole
-  prefix, and the cache path is differentiable, so gradients reach the prefix's projections."""
-  batch, prefix_len = prefix_tokens.shape
-  cache = init_cache(config, batch, prefix_len, dtype=config.dtype)
-  logits, cache = forward(
-    config,
-    params,
-    lora,
-    prefix_tokens.astype(jnp.int32),
-    positions_from_mask(prefix_mask),
-    prefix_mask,
-    cache,
-    use_lora=use_lora,
-    last_only=True,
-  )
-  return logits[:, 0], cache
-
-
-def _grouped_cache(cache: KVCache, group_size: int, suffix_len: int) -> KVCache:
-  """Each group's prefix cache repeated for its `group_size` rows (row i reads group
-  i // group_size), with `suffix_len` empty slots after the prefix for the suffix to fill.
-
-  Only the keys/values are repeated, not the prefix's computation: the suffix's attention to
-  the prefix is per row anyway (the Prefix Grouper's attention split)."""
-
-  def grouped(array: Array) -> Array:  # [L, G, P, K, D] -> [L, G*group_size, P + N, K, D]
-    array = jnp.repeat(array, group_size, axis=1)
-    pad = [(0, 0)] * array.ndim
-    pad[2] = (0, suffix_len)
-    return jnp.pad(array, pad)
-
-  valid = jnp.repeat(cache.valid, group_size, axis=0)
-  valid = jnp.pad(valid, ((0, 0), (0, suffix_len)))  # the suffix's slots are not yet written
-  return KVCache(
-    keys=grouped(cache.keys), values=grouped(cache.values), valid=valid, length=cache.length
-  )
-
-
-def _suffix_positions(prefix_mask: Array, suffix_mask: Array, group_size: int) -> Array:
-  """The suffix's RoPE positions `[G*K, N]`: `positions_from_mask` of the concatenated
-  `[prefix; suffix]` row, sliced to the suffix (so they continue from the prefix's real
-  length, whatever its left padding)."""
-  full_mask = jnp.concatenate([jnp.repeat(prefix_mask, group_size, axis=0), suffix_mask], axis=1)
-  return positions_from_mask(full_mask)[:, prefix_mask.shape[1] :]
-
-
-def _check_shared_prefix_inputs(
-  config: LlamaConfig, prefix_tokens, prefix_mask, suffix_tokens, suffix_mask
-) -> int:
-  """Validates the shapes of `shared_prefix_logprobs`' inputs; returns the group size K."""
-  _check_int_tokens("prefix_tokens", prefix_tokens)
-  _check_mask("prefix_mask", prefix_mask, prefix_tokens.shape)
-  _check_int_tokens("suffix_tokens", suffix_tokens)
-  _check_mask("suffix_mask", suffix_mask, suffix_tokens.shape)
-  num_groups, prefix_len = prefix_tokens.shape
-  rows, suffix_len = suffix_tokens.shape
-  if rows % num_groups:
-    raise ValueError(
-      f"suffix_tokens: expected G*K rows, a multiple of the G={num_groups} prefixes "
-      f"(rows grouped by prefix, row i of group i // K), got {rows}"
-    )
-  if prefix_len + suffix_len > config.max_seq_len:
-    raise ValueError(
-      f"suffix_tokens: prefix length {prefix_len} + suffix length {suffix_len} exceeds "
-      f"config.max_seq_len={config.max_seq_len}"
-    )
-  return rows // num_groups
-
-
-def shared_prefix_logprobs(
-  config: LlamaConfig,
-  params: PyTree,
-  lora: Optional[PyTree],
-  prefix_tokens: Array,
-  prefix_mask: Array,
-  suffix_tokens: Array,
-  suffix_mask: Array,
-  *,
-  use_lora: bool = True,
-  temperature=1.0,
-) -> Array:
-  """Log-probs of `K` suffixes per prefix with each prefix run once, float32 `[G*K, N]`.
-
-  Shared-prefix forward of Prefix Grouper (Liu et al., "Prefix Grouper: Efficient GRPO Training
-  through Shared-Prefix Forward", arXiv 2506.05433): the `G` prefixes (GRPO's prompts) go
-  through the layers once, and the `G*K` suffixes (their sampled responses) then attend to
-  `[their prefix's keys/values; their own causal keys/values]` (the prefix's cache repeated `K`
-  times). Outputs and gradients equal those of `token_logprobs` on the repeated concatenated
-  rows `[prefix_tokens[i // K]; suffix_tokens[i]]` (up to float32 rounding), while the prefix's
-  projections and feed-forward cost `G` rows instead of `G*K`.
-
-  Entry `j` of row `i` is `log pi(suffix_tokens[i, j] | prefix, suffix_tokens[i, :j])` under
-  `softmax(logits / temperature)`: the slice of `token_logprobs` of the concatenated row to the
-  suffix's `N` targets, with its masking (0 unless the target and the slot before it are real;
-  the first target is predicted from the prefix's last slot). Differentiable with respect to
-  `lora` and `params`.
-
-  Args:
-    config, params, lora: the model; `lora=None` or `use_lora=False` gives the reference policy.
-    prefix_tokens: int `[G, P]`, LEFT-padded (every prefix ends at column `P - 1`).
-    prefix_mask: bool `[G, P]`, False on the padding.
-    suffix_tokens: int `[G*K, N]`, rows grouped by prefix (row `i` continues prefix `i // K`),
-      RIGHT-padded.
-    suffix_mask: bool `[G*K, N]`, False on the padding.
-    use_lora: as in `token_logprobs`.
-    temperature: > 0; divides the logits (the sampling temperature, as `token_logprobs`).
-
-  Returns:
-    float32 `[G*K, N]`, 0 off the mask.
-  """
-  group_size = _check_shared_prefix_inputs(
-    config, prefix_tokens, prefix_mask, suffix_tokens, suffix_mask
-  )
-  if isinstance(temperature, (int, float)) and not (0 < temperature < math.inf):
-    raise ValueError(f"temperature: expected a finite float > 0, got {temperature!r}")
-  suffix_len = suffix_tokens.shape[1]
-  last_logits, cache = _prefix_cache(config, params, lora, prefix_tokens, prefix_mask, use_lora)
-  # The cache path of `Llama` writes the suffix after the prefix's P slots and masks each query
-  # to the valid slots at or before its own: [prefix mask; causal suffix mask].
-  suffix_logits, _ = forward(
-    config,
-    params,
-    lora,
-    suffix_tokens.astype(jnp.int32),
-    _suffix_positions(prefix_mask, suffix_mask, group_size),
-    suffix_mask,
-    _grouped_cache(cache, group_size, suffix_len),
-    use_lora=use_lora,
-  )
-  # Target j is predicted by the slot before it: the prefix's last slot for j = 0, suffix slot
-  # j - 1 otherwise (the suffix's own last slot predicts nothing).
-  logits = jnp.concatenate(
-    [jnp.repeat(last_logits, group_size, axis=0)[:, None], suffix_logits[:, :-1]], axis=1
-  )
-  log_probs = jax.nn.log_softmax(logits / temperature, axis=-1)
-  picked = jnp.take_along_axis(log_probs, suffix_tokens[:, :, None].astype(jnp.int32), axis=-1)
-  previous_real = jnp.concatenate(
-    [jnp.repeat(prefix_mask[:, -1:], group_size, axis=0), suffix_mask[:, :-1]], axis=1
-  )
-  return jnp.where(previous_real & suffix_mask, picked[..., 0], 0.0)

@@ -1,11 +1,11 @@
-"""Tests for hrljax.networks.llama.shared_prefix_logprobs (Prefix Grouper, arXiv 2506.05433):
+"""Tests for hrljax.networks.shared_prefix.shared_prefix_logprobs (Prefix Grouper, arXiv 2506.05433):
 the shared-prefix forward equals `token_logprobs` of the repeated concatenated rows."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hrljax.networks import llama
+from hrljax.networks import llama, shared_prefix
 
 from tests.fast_compile import fast_jit
 
@@ -70,7 +70,7 @@ def _repeated_logprobs(params, lora, prefix, prefix_mask, suffix, suffix_mask, u
 
 
 def _shared_logprobs(params, lora, prefix, prefix_mask, suffix, suffix_mask, use_lora=True):
-  return llama.shared_prefix_logprobs(
+  return shared_prefix.shared_prefix_logprobs(
     TINY,
     params,
     lora,
@@ -146,7 +146,7 @@ def test_shared_prefix_logprobs_rejects_hostile_inputs(model):
       suffix_mask=suffix_mask,
     )
     args.update(changes)
-    llama.shared_prefix_logprobs(TINY, params, lora, **args, temperature=temperature)
+    shared_prefix.shared_prefix_logprobs(TINY, params, lora, **args, temperature=temperature)
 
   with pytest.raises(ValueError, match="suffix_tokens: expected G\\*K rows"):
     call(suffix_tokens=suffix[:-1], suffix_mask=suffix_mask[:-1])
