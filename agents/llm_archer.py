@@ -128,15 +128,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   )
   tc.non_negative_int(config, "warmup_iters")
   checks.one_of(config, "critic_trunk", CRITIC_TRUNKS)
-  sizes = config.critic_head_hidden_sizes
-  if not (
-    isinstance(sizes, tuple)
-    and sizes
-    and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in sizes)
-  ):
-    raise checks.ConfigError(
-      f"config.critic_head_hidden_sizes: expected a tuple of ints > 0, got {sizes!r}"
-    )
+  checks.positive_int_tuple(config, "critic_head_hidden_sizes")
   if config.num_layers:  # a truncated model: its depth is known before it is loaded
     check_critic_llm_layers(config, config.num_layers)
   checks.positive(config, "critic_learning_rate", "actor_learning_rate", "max_grad_norm")
@@ -193,11 +185,8 @@ class FeatureTransition(NamedTuple):
 
 def check_critic_llm_layers(config: ml_collections.ConfigDict, model_layers: int) -> None:
   """The pretrained critic's trunk (`critic_trunk="llm"`) cannot be deeper than the model."""
-  if config.critic_trunk == "llm" and config.critic_llm_layers > model_layers:
-    raise checks.ConfigError(
-      f"config.critic_llm_layers: expected at most the model's {model_layers} layers, "
-      f"got {config.critic_llm_layers}"
-    )
+  if config.critic_trunk == "llm":
+    checks.at_most_layers(config, "critic_llm_layers", model_layers)
 
 
 def make_critic(env_params: token_game.EnvParams, config):

@@ -99,26 +99,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   checks.one_of(config, "normalize_advantages", (True, False))
   checks.one_of(config, "loss_aggregation", pg.AGGREGATION_MODES)
   checks.one_of(config, "optimizer", tc.OPTIMIZERS)
-  sizes = config.value_head_hidden_sizes
-  if not (
-    isinstance(sizes, tuple)
-    and sizes
-    and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in sizes)
-  ):
-    raise checks.ConfigError(
-      f"config.value_head_hidden_sizes: expected a tuple of ints > 0, got {sizes!r}"
-    )
+  checks.positive_int_tuple(config, "value_head_hidden_sizes")
   if config.num_layers:  # a truncated model: its depth is known before it is loaded
-    check_value_llm_layers(config, config.num_layers)
-
-
-def check_value_llm_layers(config: ml_collections.ConfigDict, model_layers: int) -> None:
-  """The value head's trunk cannot be deeper than the model."""
-  if config.value_llm_layers > model_layers:
-    raise checks.ConfigError(
-      f"config.value_llm_layers: expected at most the model's {model_layers} layers, "
-      f"got {config.value_llm_layers}"
-    )
+    checks.at_most_layers(config, "value_llm_layers", config.num_layers)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -310,7 +293,7 @@ class LLMTokenPPO:
     validate_config(config)
     self.config = ml_collections.FrozenConfigDict(config)
     self.lm = llm_common.language_model(config, lm)
-    check_value_llm_layers(config, self.lm.config.num_layers)
+    checks.at_most_layers(config, "value_llm_layers", self.lm.config.num_layers)
     self.game = text_game_common.TextGame(self.config, self.lm)
     settings = Settings.of(self.config)
     self.value_net = transformer.FeatureValue(tuple(config.value_head_hidden_sizes))

@@ -38,6 +38,24 @@ def positive_int(config, *fields: str) -> None:
       _fail(field, "an integer > 0", value)
 
 
+def positive_int_tuple(config, *fields: str) -> None:
+  """Non-empty tuples of ints > 0 (layer widths)."""
+  for field in fields:
+    value = config[field]
+    if not (
+      isinstance(value, tuple)
+      and value
+      and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in value)
+    ):
+      _fail(field, "a tuple of ints > 0", value)
+
+
+def at_most_layers(config, field: str, model_layers: int) -> None:
+  """A layer count that cannot exceed the model's `model_layers` (a trunk cut from it)."""
+  if config[field] > model_layers:
+    _fail(field, f"at most the model's {model_layers} layers", config[field])
+
+
 def non_negative_int(config, *fields: str) -> None:
   for field in fields:
     value = config[field]
