@@ -3,7 +3,6 @@ ArCHer iteration end to end on SmolLM2 truncated to its first two layers."""
 
 import json
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -14,14 +13,13 @@ from hrljax import config_checks, training
 from hrljax.agents import llm_archer, llm_common
 from hrljax.envs import text_tasks, token_game
 from hrljax.networks import llama
-from tests.agents.tiny_llama import TINY, tiny_language_model
-
-TINY = dataclasses.replace(TINY, max_seq_len=1024)  # dialogues of several turns
+from tests.agents.tiny_llama import TINY_GAME as TINY
+from tests.agents.tiny_llama import tiny_game_model
 
 
 @pytest.fixture(scope="module")
 def tiny_lm():
-  return tiny_language_model(TINY.max_seq_len)
+  return tiny_game_model()
 
 
 def small_config(**overrides):

@@ -2,8 +2,6 @@
 token-level GAE of a collected batch, and one PPO update on the tiny model. The preset runs
 through the driver on SmolLM2 truncated to one layer in `tests/experiments/test_configs_smollm2`."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,14 +10,13 @@ import pytest
 from hrljax import config_checks
 from hrljax.agents import llm_token_ppo
 from hrljax.networks import llama
-from tests.agents.tiny_llama import TINY, tiny_language_model
-
-TINY = dataclasses.replace(TINY, max_seq_len=1024)  # dialogues of several turns
+from tests.agents.tiny_llama import TINY_GAME as TINY
+from tests.agents.tiny_llama import tiny_game_model
 
 
 @pytest.fixture(scope="module")
 def tiny_lm():
-  return tiny_language_model(TINY.max_seq_len)
+  return tiny_game_model()
 
 
 def small_config(**overrides):

@@ -29,3 +29,12 @@ def tiny_language_model(max_seq_len: int = TINY.max_seq_len) -> llm_common.Langu
   return llm_common.LanguageModel(
     config, params, llm_weights.load_tokenizer(), llm_weights.EOS_ID, llm_weights.PAD_ID
   )
+
+
+# The text token game's prompts hold dialogues of several turns: a longer context.
+TINY_GAME = dataclasses.replace(TINY, max_seq_len=1024)
+
+
+def tiny_game_model() -> llm_common.LanguageModel:
+  """`tiny_language_model` with `TINY_GAME`'s context (the text-game agents' tests)."""
+  return tiny_language_model(TINY_GAME.max_seq_len)
