@@ -161,9 +161,12 @@ def sample_responses(
   system: str = "",
   bucket: int = PROMPT_BUCKET,
   min_width: int = 0,
+  group_size: int = 1,
 ) -> Responses:
-  """One response per prompt text: chat-template encoding, one jitted `llama.generate` call on
-  the left-padded batch, and the decoded responses."""
+  """`group_size` responses per prompt text (rows grouped by prompt): chat-template encoding,
+  one jitted `llama.generate` call on the left-padded batch (each prompt prefilled once for its
+  group), and the decoded responses. The returned prompts are repeated to one row per
+  response."""
   tokens, mask = encode_prompts(lm, prompts, system, bucket=bucket, min_width=min_width)
   generation = llama.generate(
     lm.config,
@@ -177,10 +180,14 @@ def sample_responses(
     greedy=greedy,
     eos_id=lm.eos_id,
     pad_id=lm.pad_id,
+    group_size=group_size,
   )
   generation = jax.tree.map(np.asarray, generation)
   return Responses(
-    tokens, mask, generation, decode_responses(lm, generation.tokens, generation.mask)
+    np.repeat(tokens, group_size, axis=0),
+    np.repeat(mask, group_size, axis=0),
+    generation,
+    decode_responses(lm, generation.tokens, generation.mask),
   )
 
 
@@ -188,7 +195,7 @@ def sample_for(
   lm: LanguageModel, config, lora: PyTree, texts: Sequence[str], key: Array, **options
 ) -> Responses:
   """`sample_responses` with the run's `max_new_tokens` and `temperature` (`options`: `greedy`,
-  `system` and the prompt widths)."""
+  `system`, the prompt widths and `group_size`)."""
   return sample_responses(
     lm, lora, texts, key, config.max_new_tokens, config.temperature, **options
   )

@@ -61,8 +61,9 @@ scoring the model are `agents/llm_common.py`.
 One update: G = `num_prompts` problems, K = `samples_per_prompt` samples each (one jitted
 `llama.generate` call on the G*K left-padded prompts), rewards host-side (decode + parse), then one
 jitted step: advantages, `update_epochs` gradient steps on the whole batch. With `shared_prefix`
-its log-prob passes run each problem's prompt once for its K samples (Prefix Grouper, Liu et
-al., arXiv 2506.05433: `networks.shared_prefix`; equal up to float32 rounding). Rewards are
+each problem's prompt is prefilled once for its K samples (`llama.generate`'s `group_size`) and
+the update's log-prob passes run it once for them (Prefix Grouper, Liu et al., arXiv
+2506.05433: `networks.shared_prefix`; both equal up to float32 rounding). Rewards are
 scored on the host between jitted calls, so `make_learner` returns a `training.HostLearner` (one
 seed per run; logging, evaluation, checkpoints and resume as for a compiled learner). The checkpoint holds
 the adapters, their optimizer state, the update count and the seed: the problems and keys of
@@ -144,8 +145,8 @@ def get_config() -> ml_collections.ConfigDict:
   # GTPO: completions whose mean token entropy is above it are filtered (the code's: 0.7)
   config.gtpo_entropy_threshold = math.log(2.0)
   config.cgpo_baseline = "batch"  # CGPO's CRPG baseline (TRL's); or "group", "none"
-  # Prefix Grouper's forward: each problem's prompt runs once for its K samples in the update's
-  # log-prob passes (equal up to float32 rounding; networks.shared_prefix)
+  # Prefix Grouper's forward: each problem's prompt runs once for its K samples, in sampling and
+  # in the update's log-prob passes (equal up to float32 rounding; networks.shared_prefix)
   config.shared_prefix = False
   config.advantage_eps = 1e-6
   config.loss_aggregation = "seq_mean_token_mean"  # paper Eq. 3 (1/G Σ_i 1/|o_i| Σ_t)
@@ -649,14 +650,23 @@ class LLMGRPO:
   def sample(
     self, lora: PyTree, problems: Sequence, key: Array, samples: int, greedy: bool = False
   ) -> llm_common.Responses:
-    """`samples` responses per problem (rows grouped by problem) and their decoded text."""
-    texts = [text_tasks.arithmetic_prompt(p) for p in problems for _ in range(samples)]
-    return self.sample_texts(lora, texts, key, greedy=greedy)
+    """`samples` responses per problem (rows grouped by problem) and their decoded text. With
+    `shared_prefix`, each problem's prompt is prefilled once for its samples."""
+    texts = [text_tasks.arithmetic_prompt(p) for p in problems]
+    if self.config.shared_prefix:
+      return self.sample_texts(lora, texts, key, greedy=greedy, group_size=samples)
+    repeated = [text for text in texts for _ in range(samples)]
+    return self.sample_texts(lora, repeated, key, greedy=greedy)
 
   def sample_texts(
-    self, lora: PyTree, texts: Sequence[str], key: Array, greedy: bool = False
+    self,
+    lora: PyTree,
+    texts: Sequence[str],
+    key: Array,
+    greedy: bool = False,
+    group_size: int = 1,
   ) -> llm_common.Responses:
-    """One response per user message in `texts`."""
+    """`group_size` responses per user message in `texts`."""
     c = self.config
     return llm_common.sample_for(
       self.lm,
@@ -667,6 +677,7 @@ class LLMGRPO:
       greedy=greedy,
       system=c.task.system_prompt,
       bucket=c.prompt_bucket,
+      group_size=group_size,
     )
 
   def rewards(self, responses: Sequence[str], problems: Sequence, samples: int):

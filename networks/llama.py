@@ -564,7 +564,9 @@ def _choose(logits: Array, key: Array, temperature, greedy: bool) -> Tuple[Array
   return token, logprob[:, 0]
 
 
-@functools.partial(jax.jit, static_argnames=("config", "max_new_tokens", "greedy", "use_lora"))
+@functools.partial(
+  jax.jit, static_argnames=("config", "max_new_tokens", "greedy", "use_lora", "group_size")
+)
 def _generate(
   config,
   params,
@@ -579,12 +581,14 @@ def _generate(
   max_new_tokens,
   greedy,
   use_lora,
+  group_size,
 ):
   # eos_id, pad_id: traced int32 scalars (eos_id -1 = never stop), so they cost no recompile.
-  batch, prompt_len = prompt_tokens.shape
+  num_prompts, prompt_len = prompt_tokens.shape
+  batch = num_prompts * group_size
   model = Llama(config)
   variables, with_lora = _variables(params, lora, use_lora)
-  cache = init_cache(config, batch, prompt_len + max_new_tokens, dtype=config.dtype)
+  cache = init_cache(config, num_prompts, prompt_len + max_new_tokens, dtype=config.dtype)
   logits, cache = model.apply(
     variables,
     prompt_tokens.astype(jnp.int32),
@@ -594,7 +598,15 @@ def _generate(
     with_lora,
     last_only=True,
   )
-  first_position = jnp.sum(prompt_mask, axis=1, dtype=jnp.int32)
+  # Each prompt was prefilled once; its `group_size` samples start from copies of its cache and
+  # last logits (row i continues prompt i // group_size).
+  logits = jnp.repeat(logits, group_size, axis=0)
+  cache = cache._replace(
+    keys=jnp.repeat(cache.keys, group_size, axis=1),
+    values=jnp.repeat(cache.values, group_size, axis=1),
+    valid=jnp.repeat(cache.valid, group_size, axis=0),
+  )
+  first_position = jnp.repeat(jnp.sum(prompt_mask, axis=1, dtype=jnp.int32), group_size)
   keys = jax.random.split(key, max_new_tokens)
   token, logprob = _choose(logits[:, -1], keys[0], temperature, greedy)
   tokens = jnp.full((batch, max_new_tokens), pad_id, jnp.int32).at[:, 0].set(token)
@@ -657,11 +669,16 @@ def generate(
   eos_id: Optional[int],
   pad_id: int,
   use_lora: bool = True,
+  group_size: int = 1,
 ) -> Generation:
   """Samples `max_new_tokens` tokens after left-padded prompts, as one jitted program.
 
   Prefill of the prompts into a KV cache, then a `lax.while_loop` of cached one-token decode
-  steps that stops early once every row has produced `eos_id`. Batch-level.
+  steps that stops early once every row has produced `eos_id`. Batch-level. With
+  `group_size=K`, each prompt is prefilled once and sampled K times (GRPO's group; the
+  shared-prefix idea of Prefix Grouper, arXiv 2506.05433, applied to sampling): the result
+  equals sampling the prompts repeated K times (`np.repeat(prompt_tokens, K, axis=0)`) with the
+  same key, up to float32 rounding of the prefill.
 
   Args:
     config, params, lora: the model; `lora=None` or `use_lora=False` samples from the base model.
@@ -673,8 +690,10 @@ def generate(
     greedy: argmax instead of sampling (static).
     eos_id: the stop token (SmolLM2: `<|im_end|>` = 2); None never stops.
     pad_id: written after a row's first eos.
+    group_size: K >= 1 samples per prompt (static); rows `i*K .. i*K + K - 1` of the result
+      continue prompt `i`.
   Returns:
-    `Generation(tokens [B, N], logprobs [B, N], mask [B, N])`: `logprobs` are the log-probs of
+    `Generation(tokens [B*K, N], logprobs [B*K, N], mask [B*K, N])`: `logprobs` are the log-probs of
     the emitted tokens under the distribution they were drawn from, `softmax(logits /
     temperature)` (the temperature-1 policy at the default temperature; `token_logprobs`
     recomputes them with gradients), 0 where `mask` is False.
@@ -682,6 +701,7 @@ def generate(
   check_int_tokens("prompt_tokens", prompt_tokens)
   check_mask("prompt_mask", prompt_mask, prompt_tokens.shape)
   _require_positive_int("max_new_tokens", max_new_tokens)
+  _require_positive_int("group_size", group_size)
   total = prompt_tokens.shape[1] + max_new_tokens
   if total > config.max_seq_len:
     raise ValueError(
@@ -705,6 +725,7 @@ def generate(
     max_new_tokens=max_new_tokens,
     greedy=bool(greedy),
     use_lora=bool(use_lora and config.lora_rank > 0 and lora is not None),
+    group_size=group_size,
   )
 
 

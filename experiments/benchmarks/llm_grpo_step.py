@@ -3,7 +3,7 @@
   python -m experiments.benchmarks.llm_grpo_step [--num_prompts=4 --samples_per_prompt=4 \
       --max_new_tokens=48 --reps=3]
   python -m experiments.benchmarks.llm_grpo_step --reference_python=.venv-ref/bin/python \
-      [--single_thread]
+      [--single_thread] [--shared_prefix] [--system_prompt_tokens=256 --num_prompts=8]
 
 One step, both sides (the settings of `agents/llm_grpo.py`'s default config): G = `num_prompts`
 arithmetic problems (`hrljax.envs.text_tasks`, the same G for every step), K =
@@ -61,8 +61,14 @@ def define_flags() -> None:
   flags.DEFINE_bool(
     "shared_prefix",
     False,
-    "hrljax's update runs each problem's prompt once for its K samples "
-    "(llm_grpo's shared_prefix: Prefix Grouper's forward).",
+    "hrljax prefills each problem's prompt once for its K samples and its update runs it once "
+    "for them (llm_grpo's shared_prefix: Prefix Grouper's forward).",
+  )
+  flags.DEFINE_integer(
+    "system_prompt_tokens",
+    0,
+    "0: the chat template's default system prompt; n > 0: a system prompt of about n tokens "
+    "on both sides (a long prompt shared by the K samples).",
   )
   flags.DEFINE_bool(
     "single_thread",
@@ -70,6 +76,21 @@ def define_flags() -> None:
     "One compute thread per side (see llm_sampling.py): on an oversubscribed "
     "machine multi-threaded runs mostly measure spinning thread pools.",
   )
+
+
+# The long system prompt's text, repeated and cut to the requested number of tokens.
+_INSTRUCTIONS = (
+  "You are a careful tutor who solves arithmetic word problems for young students. Read the "
+  "problem twice, name the quantities it gives, say which operation joins them and why, "
+  "compute the result step by step, check it against the story, and then state the number. "
+)
+
+
+def long_system_prompt(tokenizer, tokens: int) -> str:
+  """A system prompt of `tokens` tokens (the instructions repeated, cut at a token)."""
+  ids = tokenizer.encode(_INSTRUCTIONS, add_special_tokens=False).ids
+  ids = (ids * (1 + tokens // len(ids)))[:tokens]
+  return tokenizer.decode(ids).strip()
 
 
 def grpo_config(
@@ -80,10 +101,11 @@ def grpo_config(
   num_layers: int,
   seed: int,
   shared_prefix: bool = False,
+  system_prompt: str = "",
 ):
   """`agents/llm_grpo.py`'s default config with the benchmark's sizes (no evaluation), prompts
   padded to the longest one (`prompt_bucket=1`, as TRL pads), so both sides process the same
-  number of positions; `shared_prefix` as the agent's field."""
+  number of positions; `shared_prefix` and the system prompt as the agent's fields."""
   from hrljax.agents import llm_grpo
 
   config = llm_grpo.get_config()
@@ -96,6 +118,7 @@ def grpo_config(
   config.prompt_bucket = 1
   config.eval_problems = 0
   config.shared_prefix = shared_prefix
+  config.task.system_prompt = system_prompt
   llm_grpo.validate_config(config)
   return config
 
@@ -274,6 +297,7 @@ def run(
   reference_python=None,
   single_thread: bool = False,
   shared_prefix: bool = False,
+  system_prompt_tokens: int = 0,
 ) -> list:
   """Both sides, interleaved step by step; returns the JSON records (ours, [TRL, ratio])."""
   import jax
@@ -283,8 +307,20 @@ def run(
 
   if reps < 1:
     raise ValueError(f"reps: expected an int >= 1, got {reps!r}")
+  if system_prompt_tokens < 0:
+    raise ValueError(f"system_prompt_tokens: expected an int >= 0, got {system_prompt_tokens!r}")
+  system = ""
+  if system_prompt_tokens:
+    system = long_system_prompt(llm_weights.load_tokenizer(), system_prompt_tokens)
   config = grpo_config(
-    num_prompts, samples_per_prompt, max_new_tokens, lora_rank, num_layers, seed, shared_prefix
+    num_prompts,
+    samples_per_prompt,
+    max_new_tokens,
+    lora_rank,
+    num_layers,
+    seed,
+    shared_prefix,
+    system,
   )
   agent = make_agent(config)
   state = agent.init(seed)
@@ -331,6 +367,8 @@ def run(
     "num_prompts": num_prompts,
     "samples_per_prompt": samples_per_prompt,
     "max_new_tokens": max_new_tokens,
+    "shared_prefix": shared_prefix,
+    "system_prompt_tokens": system_prompt_tokens,
     "lora_rank": lora_rank,
     "num_layers": num_layers or agent.lm.config.num_layers,
     "reps": reps,
@@ -351,7 +389,11 @@ def run(
   if reference is not None:
     ready = reference.ready
     our_prompt_tokens = [
-      len(llm_weights.chat_prompt(agent.lm.tokenizer, text_tasks.arithmetic_prompt(p)))
+      len(
+        llm_weights.chat_prompt(
+          agent.lm.tokenizer, text_tasks.arithmetic_prompt(p), system=system or None
+        )
+      )
       for p in problems
     ]
     theirs = {
@@ -400,6 +442,7 @@ def main(argv) -> None:
     FLAGS.reference_python,
     FLAGS.single_thread,
     FLAGS.shared_prefix,
+    FLAGS.system_prompt_tokens,
   )
   for record in records:
     print(json.dumps(record))

@@ -1,6 +1,7 @@
 """Sampling speed of SmolLM2-135M with the KV cache: hrljax (JAX) against transformers (PyTorch).
 
   python -m experiments.benchmarks.llm_sampling [--batch=8 --prompt_len=32 --new_tokens=64]
+      [--group_size=4]
   python -m experiments.benchmarks.llm_sampling --reference_python=.venv-ref/bin/python \
       [--single_thread] [--dtype=bfloat16] [--weights=random]
 
@@ -42,7 +43,13 @@ FLAGS = flags.FLAGS
 def define_flags() -> None:
   """Command-line flags; defined only when run as a program, so that importing the module
   (the tests, other benchmarks) never registers them twice."""
-  flags.DEFINE_integer("batch", 8, "Prompts sampled together.")
+  flags.DEFINE_integer("batch", 8, "Sequences sampled together (prompts x group_size).")
+  flags.DEFINE_integer(
+    "group_size",
+    1,
+    "Samples per prompt (GRPO's K): batch / group_size distinct prompts; hrljax prefills each "
+    "once (generate's group_size), transformers takes num_return_sequences.",
+  )
   flags.DEFINE_integer("prompt_len", 32, "Tokens per prompt.")
   flags.DEFINE_integer("new_tokens", 64, "Tokens sampled per prompt.")
   flags.DEFINE_integer("reps", 5, "Timed runs per side after warm-up (median and min reported).")
@@ -87,10 +94,10 @@ _TEXT = (
 
 
 def prompts(tokenizer, batch: int, length: int):
-  """`batch` different windows of `length` tokens of a fixed text (no padding)."""
-  ids = tokenizer.encode(_TEXT, add_special_tokens=False).ids
-  if len(ids) < length + batch:
-    raise ValueError(f"prompt_len: expected at most {len(ids) - batch} for this text, got {length}")
+  """`batch` different windows of `length` tokens of a fixed text, repeated as often as the
+  length needs (no padding)."""
+  text = tokenizer.encode(_TEXT, add_special_tokens=False).ids
+  ids = text * (1 + (length + batch) // len(text))
   return [ids[i : i + length] for i in range(batch)]
 
 
@@ -138,6 +145,7 @@ class _Reference:
     threads: int,
     dtype: str = "float32",
     num_layers: int = 0,
+    group_size: int = 1,
   ):
     self._inputs = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump({"input_ids": input_ids}, self._inputs)
@@ -154,6 +162,7 @@ class _Reference:
         f"--threads={threads}",
         f"--dtype={dtype}",
         f"--num_layers={num_layers}",
+        f"--num_return_sequences={group_size}",
       ],
       stdin=subprocess.PIPE,
       stdout=subprocess.PIPE,
@@ -192,8 +201,10 @@ def run(
   single_thread: bool = False,
   num_layers: int = 0,
   weights: str = "smollm2",
+  group_size: int = 1,
 ) -> list:
-  """Both sides, alternately rep by rep; returns the JSON records (ours, [reference, ratio])."""
+  """Both sides, alternately rep by rep; returns the JSON records (ours, [reference, ratio]).
+  `batch` sequences: `batch / group_size` distinct prompts, `group_size` samples each."""
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -207,26 +218,38 @@ def run(
     raise ValueError(f"dtype: expected one of {DTYPES}, got {dtype!r}")
   if weights not in WEIGHTS:
     raise ValueError(f"weights: expected one of {WEIGHTS}, got {weights!r}")
+  if not (isinstance(group_size, int) and group_size >= 1 and batch % group_size == 0):
+    raise ValueError(f"group_size: expected an int >= 1 dividing batch={batch}, got {group_size!r}")
+  num_prompts = batch // group_size
   if weights == "random":
     config = llama.smollm2_config(num_layers or None, dtype=getattr(jnp, dtype))
     params = jax.tree.map(
       lambda a: a.astype(config.dtype), llama.init_params(config, jax.random.key(seed))
     )
     rng = np.random.default_rng(seed)
-    input_ids = rng.integers(0, config.vocab_size, (batch, prompt_len)).tolist()
+    input_ids = rng.integers(0, config.vocab_size, (num_prompts, prompt_len)).tolist()
   else:
     fields, params = llm_weights.load_smollm2(
       num_layers=num_layers or None, dtype=getattr(jnp, dtype)
     )
     config = llama.LlamaConfig(**fields, dtype=getattr(jnp, dtype))
-    input_ids = prompts(llm_weights.load_tokenizer(), batch, prompt_len)
+    input_ids = prompts(llm_weights.load_tokenizer(), num_prompts, prompt_len)
   tokens = jnp.asarray(input_ids, jnp.int32)
   mask = jnp.ones(tokens.shape, bool)
   per_run = batch * new_tokens
 
   def ours(key):
     out = llama.generate(
-      config, params, None, tokens, mask, key, new_tokens, eos_id=None, pad_id=llm_weights.PAD_ID
+      config,
+      params,
+      None,
+      tokens,
+      mask,
+      key,
+      new_tokens,
+      eos_id=None,
+      pad_id=llm_weights.PAD_ID,
+      group_size=group_size,
     )
     return jax.block_until_ready(out)
 
@@ -247,6 +270,7 @@ def run(
       1 if single_thread else 0,
       dtype,
       num_layers,
+      group_size,
     )
     ref_logits = np.asarray(reference.ready["last_logits"])
     our_logits, _ = llama.forward(
@@ -291,6 +315,7 @@ def run(
   common = {
     "single_thread": single_thread,
     "batch": batch,
+    "group_size": group_size,
     "prompt_len": prompt_len,
     "new_tokens": new_tokens,
     "dtype": dtype,
@@ -351,6 +376,7 @@ def main(argv) -> None:
     FLAGS.single_thread,
     FLAGS.num_layers,
     FLAGS.weights,
+    FLAGS.group_size,
   )
   for record in records:
     print(json.dumps(record))

@@ -10,7 +10,7 @@ the GPU where torch sees one; prints one JSON line with the last-position logits
 the first prompt (for the cross-check), then serves the parent over stdin/stdout: on each line
 "run" it samples `new_tokens` tokens for the whole batch with `model.generate` (KV cache,
 `do_sample=True`, temperature 1, no top-k/top-p, eos suppressed by `min_new_tokens` so every
-row produces exactly `new_tokens` tokens) and prints {"seconds", "cpu_seconds", "tokens"}; "quit"
+row produces exactly `new_tokens` tokens; `--num_return_sequences` samples per prompt) and prints {"seconds", "cpu_seconds", "tokens"}; "quit"
 ends it. Nothing in hrljax imports this file.
 """
 
@@ -32,6 +32,9 @@ def main() -> None:
   parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
   parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
   parser.add_argument("--num_layers", type=int, default=0, help="0: all; n: the first n layers")
+  parser.add_argument(
+    "--num_return_sequences", type=int, default=1, help="samples per prompt (GRPO's group)"
+  )
   args = parser.parse_args()
 
   import torch
@@ -92,6 +95,7 @@ def main() -> None:
         min_new_tokens=args.new_tokens,
         use_cache=True,
         pad_token_id=model.config.pad_token_id,
+        num_return_sequences=args.num_return_sequences,
       )
     if device == "cuda":  # generate's last kernels may still be running
       torch.cuda.synchronize()

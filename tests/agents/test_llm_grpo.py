@@ -486,6 +486,24 @@ def test_shared_prefix_update_equals_the_repeated_prompt_update(tiny_lm):
     llm_grpo.validate_config(small_config(shared_prefix=True, hints="scaffold"))
 
 
+def test_shared_prefix_sampling_gives_the_repeated_prompt_samples(tiny_lm):
+  """`shared_prefix=True` samples each problem's K responses from one prefill of its prompt: the
+  same prompts (one row per response), tokens and texts as sampling the repeated prompts."""
+  runs = []
+  for shared in (False, True):
+    agent = llm_grpo.LLMGRPO(small_config(shared_prefix=shared), tiny_lm)
+    lora = jax.tree.map(lambda x: x + 0.05, agent.init(0).lora)
+    runs.append(agent.sample(lora, agent.problems(0, 0), jax.random.key(3), 2))
+  plain, shared = runs
+  np.testing.assert_array_equal(shared.prompt_tokens, plain.prompt_tokens)
+  np.testing.assert_array_equal(shared.prompt_mask, plain.prompt_mask)
+  np.testing.assert_array_equal(shared.generation.tokens, plain.generation.tokens)
+  np.testing.assert_allclose(
+    shared.generation.logprobs, plain.generation.logprobs, rtol=1e-5, atol=1e-6
+  )
+  assert shared.texts == plain.texts and len(shared.texts) == 4
+
+
 def test_pacs_and_gtpo_configs_name_what_they_cannot_take():
   with pytest.raises(config_checks.ConfigError, match=r"config\.hicra_alpha: expected 0"):
     llm_grpo.validate_config(small_config(objective="gtpo", kl_coef=0.0, hicra_alpha=0.2))

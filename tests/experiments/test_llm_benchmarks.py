@@ -26,10 +26,13 @@ NUM_LAYERS = 2
 
 
 def test_sampling_record_fields_and_rates():
-  records = llm_sampling.run(batch=2, prompt_len=8, new_tokens=3, reps=2, num_layers=NUM_LAYERS)
+  records = llm_sampling.run(
+    batch=2, prompt_len=8, new_tokens=3, reps=2, num_layers=NUM_LAYERS, group_size=2
+  )
   assert len(records) == 1  # no reference side without reference_python
   ours = records[0]
   assert ours["side"] == "hrljax" and ours["num_layers"] == NUM_LAYERS
+  assert ours["group_size"] == 2  # one prompt sampled twice: still 2 x 3 tokens per run
   assert ours["tokens_per_run"] == 2 * 3 and ours["dtype"] == "float32"
   seconds, cpu = ours["run_seconds"], ours["cpu_seconds"]
   assert len(seconds) == len(cpu) == 2
@@ -45,8 +48,11 @@ def test_sampling_rejects_bad_arguments():
     llm_sampling.run(reps=0, num_layers=NUM_LAYERS)
   with pytest.raises(ValueError, match="dtype: expected one of"):
     llm_sampling.run(dtype="float16", num_layers=NUM_LAYERS)
-  with pytest.raises(ValueError, match="prompt_len: expected at most"):
-    llm_sampling.prompts(llm_weights.load_tokenizer(), 8, 10_000)
+  with pytest.raises(ValueError, match="group_size: expected an int >= 1 dividing batch=8, got 3"):
+    llm_sampling.run(group_size=3, num_layers=NUM_LAYERS)
+  # Prompts longer than the text repeat it; every window is distinct.
+  windows = llm_sampling.prompts(llm_weights.load_tokenizer(), 8, 256)
+  assert [len(w) for w in windows] == [256] * 8 and len({tuple(w) for w in windows}) == 8
 
 
 def _lora_parameters_by_hand(rank: int, layers: int) -> int:
@@ -57,12 +63,20 @@ def _lora_parameters_by_hand(rank: int, layers: int) -> int:
 
 
 def test_grpo_step_record_fields_and_counts():
+  """With a shared prefix and a long system prompt (the flags of the long-prompt comparison)."""
   records = llm_grpo_step.run(
-    num_prompts=2, samples_per_prompt=2, max_new_tokens=3, num_layers=NUM_LAYERS, reps=1
+    num_prompts=2,
+    samples_per_prompt=2,
+    max_new_tokens=3,
+    num_layers=NUM_LAYERS,
+    reps=1,
+    shared_prefix=True,
+    system_prompt_tokens=40,
   )
   assert len(records) == 1
   ours = records[0]
   assert ours["side"] == "hrljax" and ours["num_layers"] == NUM_LAYERS
+  assert ours["shared_prefix"] and ours["system_prompt_tokens"] == 40
   assert ours["trainable_parameters"] == _lora_parameters_by_hand(8, NUM_LAYERS)
   assert ours["completion_length_mean"] == [3.0]  # the stop token is not honoured
   # Prompts padded to the longest one (prompt_bucket=1), as TRL pads them.
@@ -72,8 +86,11 @@ def test_grpo_step_record_fields_and_counts():
     0, 2, max_operand=config.task.max_operand, operations=tuple(config.task.operations)
   )
   tokenizer = llm_weights.load_tokenizer()
+  system = llm_grpo_step.long_system_prompt(tokenizer, 40)
+  assert abs(len(tokenizer.encode(system, add_special_tokens=False).ids) - 40) <= 2
   assert ours["prompt_width"] == max(
-    len(llm_weights.chat_prompt(tokenizer, text_tasks.arithmetic_prompt(p))) for p in problems
+    len(llm_weights.chat_prompt(tokenizer, text_tasks.arithmetic_prompt(p), system=system))
+    for p in problems
   )
   assert ours["step_seconds_median"] == ours["run_seconds"][0] == ours["step_seconds_best"]
   assert ours["first_step_seconds"] > 0 and len(ours["reward_mean"]) == 1

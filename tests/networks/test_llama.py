@@ -368,6 +368,36 @@ def test_generate_logprobs_equal_teacher_forced_and_key_determinism(tiny_params)
   assert not np.array_equal(np.asarray(other.tokens), np.asarray(out.tokens))
 
 
+def test_generate_with_a_group_size_equals_sampling_the_repeated_prompts(tiny_params):
+  """Each prompt prefilled once and sampled K = 3 times: the tokens, masks and sampling
+  log-probs of sampling the prompts repeated 3 times with the same key (a left-padded prompt,
+  an eos that stops some rows early); a wrong row order (rows of one prompt not adjacent) would
+  give other tokens."""
+  prompt = _prompt(8)
+  mask = jnp.ones(prompt.shape, bool).at[1, :2].set(False)
+  # Weights 5x the init's scale: next-token distributions that depend on the prompt.
+  params = jax.tree.map(lambda w: 5.0 * w, tiny_params)
+  kwargs = dict(temperature=1.0, eos_id=13, pad_id=0)  # row 0 draws 13 as its 4th token
+  key = jax.random.key(9)
+  grouped = llama.generate(TINY, params, None, prompt, mask, key, 5, group_size=3, **kwargs)
+  repeated = llama.generate(
+    TINY, params, None, jnp.repeat(prompt, 3, 0), jnp.repeat(mask, 3, 0), key, 5, **kwargs
+  )
+  assert grouped.tokens.shape == (6, 5)
+  np.testing.assert_array_equal(np.asarray(grouped.tokens), np.asarray(repeated.tokens))
+  np.testing.assert_array_equal(np.asarray(grouped.mask), np.asarray(repeated.mask))
+  assert not np.asarray(grouped.mask).all()
+  np.testing.assert_allclose(
+    np.asarray(grouped.logprobs), np.asarray(repeated.logprobs), rtol=1e-5, atol=1e-6
+  )
+  tiled = llama.generate(
+    TINY, params, None, jnp.tile(prompt, (3, 1)), jnp.tile(mask, (3, 1)), key, 5, **kwargs
+  )
+  assert not np.array_equal(np.asarray(grouped.tokens), np.asarray(tiled.tokens))
+  with pytest.raises(ValueError, match="group_size: expected an int >= 1, got 0"):
+    llama.generate(TINY, params, None, prompt, mask, key, 5, group_size=0, **kwargs)
+
+
 def test_generate_stops_at_eos_and_pads(tiny_params):
   prompt = _prompt(6)
   mask = jnp.ones(prompt.shape, bool)
