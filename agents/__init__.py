@@ -32,6 +32,7 @@ AGENTS = (
   "llm_grpo",
   "llm_archer",
   "llm_token_ppo",
+  "llm_game_grpo",
 )
 
 # The metrics each agent's progress line shows after its update and step count: names of its
@@ -67,6 +68,7 @@ HEADLINE_METRICS = {
   "llm_grpo": ("reward", "correct", "formatted"),
   "llm_archer": ("episode_return", "valid_move_fraction"),
   "llm_token_ppo": ("episode_return", "valid_move_fraction"),
+  "llm_game_grpo": ("episode_return", "lines", "valid_move_fraction"),
 }
 # Trained from a fixed dataset: their step count is of dataset samples, not environment steps.
 OFFLINE_AGENTS = ("gcivl", "hiql", "ota", "hilp", "smore", "token_offline")

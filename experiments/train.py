@@ -46,6 +46,7 @@ LLM_AGENTS = (
   "llm_grpo",
   "llm_archer",
   "llm_token_ppo",
+  "llm_game_grpo",
 )  # SmolLM2: GGUF weights and a BPE tokenizer
 WANDB_MODES = ("online", "offline", "disabled")
 

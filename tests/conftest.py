@@ -109,6 +109,7 @@ SLOW_FILES_FIRST = (
   "tests/experiments/test_archer_throughput_benchmark.py",
   "tests/losses/test_safety_recovery.py",
   "tests/agents/test_llm_token_ppo.py",
+  "tests/agents/test_llm_game_grpo.py",
   "tests/agents/test_hilp.py",
   "tests/agents/test_latent_skills.py",
   "tests/agents/test_hiql.py",

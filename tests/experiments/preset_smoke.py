@@ -399,6 +399,10 @@ SMOKE = {
     {**LLM, "num_envs": 2, "num_steps": 2, "value_llm_layers": 1, "eval_episodes": 2},
     None,
   ),
+  "grpo_smollm2_game": (
+    {**LLM, "num_groups": 1, "group_size": 2, "eval_episodes": 2},
+    None,
+  ),
 }
 OFFLINE_PRESETS = {
   "gcivl_pointmaze",
@@ -459,7 +463,12 @@ GROUPS = {
     "token_grpo_token_game",
     "token_offline_token_game",
   ],
-  "smollm2": ["archer_smollm2_game", "grpo_smollm2_arithmetic", "token_ppo_smollm2_game"],
+  "smollm2": [
+    "archer_smollm2_game",
+    "grpo_smollm2_arithmetic",
+    "token_ppo_smollm2_game",
+    "grpo_smollm2_game",
+  ],
 }
 # preset -> the preset that trains the same agent through the driver, or the test that runs the
 # agent's learner (`path::test`)
