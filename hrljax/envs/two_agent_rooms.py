@@ -8,15 +8,21 @@ reinforcement learning", Artificial Intelligence 112 (1999) (the 13 x 13 map of 
 cross a hallway and a neighbouring room to reach the room diagonally opposite its start. It is
 hrljax's own task, not a published benchmark. `hrljax.envs` registers it as
 `envs.make("TwoAgentFourRooms-v0", task=..., max_steps_in_episode=..., step_cost=...,
-start_rooms=..., target_rooms=...)`.
+start_rooms=..., target_rooms=..., observe_others=...)`.
 
-Two tasks share the map, the moves and the observation layout (`task`, default "own_rooms"):
+Three tasks share the map, the moves and the observation layout (`task`, default "own_rooms"):
 
 - "own_rooms": each agent has its own target room; the team is rewarded once each stands in
   its own. The team reward splits into one goal per agent: nothing to coordinate.
 - "split": both agents start in the same room and the goal set is two rooms; the team is
   rewarded once the agents stand in two *different* rooms of the set (both in one goal room is
   no success). The agents must agree on who goes where: a coordination task.
+- "random_split": "split" with the rooms drawn per episode: both agents start in one uniformly
+  drawn room, and the goal set is two rooms drawn uniformly among the other three (the third
+  is left out), so the room each agent should take changes from episode to episode: no fixed
+  room per agent serves every episode, a division of labour must read the goal set and the
+  start room; `start_rooms` and `target_rooms` are not read. Twelve (start room, goal set)
+  pairs, each equally likely.
 
 - Rooms, numbered in row-major order of their first cell: 0 north-west, 1 north-east,
   2 south-west, 3 south-east; the four hallway cells (the doorways between two rooms) belong to
@@ -26,7 +32,8 @@ Two tasks share the map, the moves and the observation layout (`task`, default "
   (0, 1), north-west and north-east; agent i's target room is `target_rooms[i]` (default the
   diagonally opposite room, 3 − start: south-east and south-west). "split": default (0, 0),
   both in the north-west; `target_rooms` is the goal set, two different rooms (default (2, 3),
-  south-west and south-east), the same for both agents.
+  south-west and south-east), the same for both agents. "random_split": the start room and the
+  goal set as above, drawn from the reset key.
 - Actions `[2]` int32, one per agent: 0 up, 1 right, 2 down, 3 left (gymnax FourRooms' order),
   4 stay. Moves are deterministic; a move into a wall leaves the agent where it is; agents may
   share a cell (no collisions). Actions outside [0, 5) are clipped into it.
@@ -38,8 +45,11 @@ Two tasks share the map, the moves and the observation layout (`task`, default "
 - Observation `[2, 12]` float32, row i agent i's: its position (row, col) / 12, the other
   agent's position (row, col) / 12, then two 4-vectors over the rooms: "own_rooms", the one-hot
   of its target room and the one-hot of the other agent's; "split", the two-hot of the goal set
-  (1 at both goal rooms) in both (no agent is assigned a room). The global state a mixer reads
-  is `obs.reshape(-1)`.
+  (1 at both goal rooms) in both (no agent is assigned a room); "random_split" as "split".
+  With `observe_others=False` (default True) the other agent's position reads (0, 0): each
+  agent sees only itself and the goals, so its choice cannot condition on where the other is
+  (the layout and the shape stay those above). The global state a mixer reads is
+  `obs.reshape(-1)`.
 
 The multi-agent API is that of `hrljax.envs.mpe` (observations `[n_agents, obs_dim]`, actions
 `[n_agents]`, one team reward, terminated and truncated per environment, `env.num_agents`,
@@ -65,8 +75,14 @@ ENV_NAME = "TwoAgentFourRooms-v0"
 NUM_AGENTS = 2
 NUM_ROOMS = 4
 ROOM_NAMES = ("north-west", "north-east", "south-west", "south-east")
-TASKS = ("own_rooms", "split")
-DEFAULT_ROOMS = {"own_rooms": ((0, 1), None), "split": ((0, 0), (2, 3))}  # (start, target)
+TASKS = ("own_rooms", "split", "random_split")
+SPLIT_TASKS = ("split", "random_split")  # rewarded when the agents take two different goal rooms
+# (start, target); "random_split" draws both at reset, the defaults stand in the unread fields
+DEFAULT_ROOMS = {
+  "own_rooms": ((0, 1), None),
+  "split": ((0, 0), (2, 3)),
+  "random_split": ((0, 0), (2, 3)),
+}
 # (row, col) steps of the actions: gymnax FourRooms' up, right, down, left, then stay
 MOVES = np.asarray([[-1, 0], [0, 1], [1, 0], [0, -1], [0, 0]], np.int32)
 NUM_ACTIONS = len(MOVES)
@@ -134,7 +150,7 @@ def room_of(pos: jax.Array) -> jax.Array:
 @struct.dataclass
 class EnvState:
   pos: jax.Array  # [2, 2] int32: (row, col) of each agent
-  target: jax.Array  # [2] int32: each agent's target room ("own_rooms"); the goal set ("split")
+  target: jax.Array  # [2] int32: each agent's target room ("own_rooms"); the goal set (split tasks)
   time: jax.Array  # int32: steps in the current episode
 
 
@@ -145,6 +161,7 @@ class EnvParams:
   step_cost: float = 0.0  # subtracted from the team reward at every step
   start_rooms: jax.Array = struct.field(default_factory=lambda: jnp.asarray([0, 1], jnp.int32))
   target_rooms: jax.Array = struct.field(default_factory=lambda: jnp.asarray([3, 2], jnp.int32))
+  observe_others: bool = struct.field(pytree_node=False, default=True)  # see the other's position
 
 
 class TwoAgentFourRooms(environment.Environment):
@@ -166,10 +183,12 @@ class TwoAgentFourRooms(environment.Environment):
 
   def reset_env(self, key: jax.Array, params: EnvParams):
     rooms = jnp.asarray(params.start_rooms, jnp.int32)
+    target = jnp.asarray(params.target_rooms, jnp.int32)
+    if params.task == "random_split":  # the other tasks use the key as is: their episodes unchanged
+      key, rooms, target = _draw_rooms(key)
     sizes = jnp.asarray(ROOM_SIZES)[rooms]
     index = jax.random.randint(key, (NUM_AGENTS,), 0, sizes)  # per agent in [0, its room's size)
     pos = jnp.asarray(ROOM_CELLS)[rooms, index]
-    target = jnp.asarray(params.target_rooms, jnp.int32)
     state = EnvState(pos=pos, target=target, time=jnp.zeros((), jnp.int32))
     return self.get_obs(state, params), state
 
@@ -180,7 +199,9 @@ class TwoAgentFourRooms(environment.Environment):
     blocked = ~jnp.asarray(FREE)[moved[:, 0], moved[:, 1]]
     pos = jnp.where(blocked[:, None], state.pos, moved)
     room = room_of(pos)
-    if params.task == "split":  # two different rooms of the goal set (target's two are distinct)
+    if (
+      params.task in SPLIT_TASKS
+    ):  # two different rooms of the goal set (target's two are distinct)
       arrived = jnp.all(jnp.any(room[:, None] == state.target[None], axis=1)) & (room[0] != room[1])
     else:
       arrived = jnp.all(room == state.target)
@@ -189,14 +210,18 @@ class TwoAgentFourRooms(environment.Environment):
     return jax.lax.stop_gradient(self.get_obs(state, params)), state, reward, arrived, {}
 
   def get_obs(self, state: EnvState, params=None, key=None) -> jax.Array:
-    """`[2, 12]`: own position, the other's position (both / 12), own and other's target
-    ("split": the goal set's two-hot in both; without `params` the "own_rooms" encoding)."""
+    """`[2, 12]`: own position, the other's position (both / 12; (0, 0) when `observe_others`
+    is False), own and other's target (split tasks: the goal set's two-hot in both; without
+    `params` the "own_rooms" encoding)."""
     pos = state.pos.astype(jnp.float32) / SCALE
     target = jax.nn.one_hot(state.target, NUM_ROOMS, dtype=jnp.float32)
-    if params is not None and params.task == "split":
+    if params is not None and params.task in SPLIT_TASKS:
       target = jnp.broadcast_to(target.sum(axis=0), target.shape)
     other = jnp.asarray([1, 0])
-    return jnp.concatenate([pos, pos[other], target, target[other]], axis=-1)
+    other_pos = pos[other]
+    if params is not None and not params.observe_others:
+      other_pos = jnp.zeros_like(other_pos)
+    return jnp.concatenate([pos, other_pos, target, target[other]], axis=-1)
 
   def action_space(self, params=None) -> spaces.Discrete:
     """One agent's action space (both agents' are the same)."""
@@ -204,6 +229,18 @@ class TwoAgentFourRooms(environment.Environment):
 
   def observation_space(self, params=None) -> spaces.Box:
     return spaces.Box(0.0, 1.0, (NUM_AGENTS, OBS_DIM), jnp.float32)
+
+
+def _draw_rooms(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """`(key left, start rooms [2], goal set [2])` of a "random_split" episode: one start room for
+  both agents, uniform over the four, and the goal set, the other three rooms but one left out
+  uniformly (in increasing order)."""
+  key, room_key, out_key = jax.random.split(key, 3)
+  start = jax.random.randint(room_key, (), 0, NUM_ROOMS)
+  left_out = (start + jax.random.randint(out_key, (), 1, NUM_ROOMS)) % NUM_ROOMS
+  all_rooms = jnp.arange(NUM_ROOMS)
+  goal = jnp.nonzero((all_rooms != start) & (all_rooms != left_out), size=2)[0]
+  return key, jnp.full((NUM_AGENTS,), start, jnp.int32), goal.astype(jnp.int32)
 
 
 def _rooms(name: str, value) -> jax.Array:
@@ -229,7 +266,9 @@ def make_two_agent_rooms(**kwargs):
   `max_steps_in_episode` (an integer > 0, default 100), `step_cost` (a number >= 0, default 0),
   `start_rooms` (two room indices, default (0, 1); "split" (0, 0)), `target_rooms` (two room
   indices, default the rooms diagonally opposite the starts; "split": the goal set, two
-  different rooms, default (2, 3)). A bad name or value raises a ValueError naming it."""
+  different rooms, default (2, 3); neither is read by "random_split", which draws both per
+  episode), `observe_others` (a bool, default True; False hides the other agent's position).
+  A bad name or value raises a ValueError naming it."""
   fields = sorted(EnvParams.__dataclass_fields__)
   unknown = sorted(set(kwargs) - set(fields))
   if unknown:
@@ -252,10 +291,13 @@ def make_two_agent_rooms(**kwargs):
     or cost < 0
   ):
     raise ValueError(f"step_cost: expected a finite number >= 0, got {cost!r}")
+  observe = kwargs.get("observe_others", params.observe_others)
+  if observe not in (True, False) or not isinstance(observe, (bool, np.bool_)):  # not 0 or 1
+    raise ValueError(f"observe_others: expected a bool, got {observe!r}")
   start = _rooms("start_rooms", kwargs.get("start_rooms", default_start))
   target = kwargs.get("target_rooms", default_target)
   target = NUM_ROOMS - 1 - start if target is None else _rooms("target_rooms", target)
-  if task == "split" and target[0] == target[1]:
+  if task in SPLIT_TASKS and target[0] == target[1]:
     raise ValueError(
       f"target_rooms: the split task's goal set must be two different rooms, "
       f"got {kwargs['target_rooms']!r}"
@@ -266,5 +308,6 @@ def make_two_agent_rooms(**kwargs):
     step_cost=float(cost),
     start_rooms=start,
     target_rooms=target,
+    observe_others=bool(observe),
   )
   return TwoAgentFourRooms(), params

@@ -179,3 +179,22 @@ def test_one_update_moves_every_parameter_and_gives_finite_metrics(batch_and_upd
 def test_the_learner_counts_team_environment_steps():
   learner = ippo.make_learner(tiny_config())
   assert learner.env_steps_per_update == E * T and learner.num_updates == 2
+
+
+def test_a_tiny_ippo_run_on_the_two_agent_four_rooms_has_finite_metrics_and_its_shapes():
+  # the four-rooms task (hrljax.envs.two_agent_rooms) through make_train: a row per agent of
+  # observations [2, 12], 5 moves each, the team reward shared
+  config = tiny_config(env_name="TwoAgentFourRooms-v0", env_kwargs={"task": "random_split"})
+  learner = ippo.make_learner(config)
+  assert learner.num_updates == 2 and learner.env_steps_per_update == E * T
+  state, metrics = jax.jit(ippo.make_train(config))(jax.random.key(0))
+  assert int(state.update) == 2 and state.env.obs.shape == (E, 2, 12)
+  for name in ("loss", "entropy"):
+    assert np.asarray(metrics[name]).shape == (2,), name
+  assert all(np.isfinite(np.asarray(value)).all() for value in metrics.values())
+  entropy = np.asarray(metrics["entropy"])
+  assert (entropy > 0).all() and (entropy <= np.log(5) + 1e-5).all()  # over the 5 moves
+  params = state.agent.params
+  assert all(np.isfinite(x).all() for x in jax.tree.leaves(params))
+  evaluation = jax.jit(learner.evaluate)(state, jax.random.key(1))
+  assert all(np.isfinite(np.asarray(v)).all() and np.ndim(v) == 0 for v in evaluation.values())

@@ -197,3 +197,26 @@ def test_a_tiny_vdn_run_is_one_program_with_finite_metrics():
   assert (np.asarray(metrics["loss"])[1:] > 0).all()
   assert int(state.agent.num_updates) == 7 and int(state.buffer.size) == 32
   assert np.asarray(metrics["epsilon"])[0] == 1.0 and np.asarray(metrics["epsilon"])[-1] < 1.0
+
+
+def test_a_tiny_qmix_run_on_the_two_agent_four_rooms_has_finite_metrics_and_its_shapes():
+  # the four-rooms task (hrljax.envs.two_agent_rooms) is multi-agent through the same spec as MPE:
+  # observations [2, 12], 5 moves per agent, the global state the flattened observations
+  config = tiny_config(
+    mixer="qmix", env_name="TwoAgentFourRooms-v0", env_kwargs={"task": "random_split"}
+  )
+  learner = qmix.make_learner(config)
+  state, metrics = jax.jit(qmix.make_train(config))(jax.random.key(0))
+  loss = np.asarray(metrics["loss"])
+  assert loss.shape == (8,) and np.isfinite(loss).all()
+  np.testing.assert_array_equal(loss[:1], 0.0)  # before learning_starts
+  assert (loss[1:] > 0).all()
+  assert state.buffer.storage.obs.shape == (64, 2, 12) and state.buffer.storage.action.shape == (
+    64,
+    2,
+  )
+  assert state.env.obs.shape == (2, 2, 12) and int(state.buffer.size) == 32
+  mixer = state.agent.params["mixer"]
+  assert jax.tree.leaves(mixer) and all(np.isfinite(x).all() for x in jax.tree.leaves(mixer))
+  evaluation = jax.jit(learner.evaluate)(state, jax.random.key(1))
+  assert all(np.isfinite(np.asarray(v)).all() and np.ndim(v) == 0 for v in evaluation.values())

@@ -1,7 +1,11 @@
 """The two-agent four rooms (`hrljax.envs.two_agent_rooms`): the layout derived from the map, the
 moves, the team reward and the episode ends on hand-built states, the subgoal offsets against a
-hand computation, a jitted and vmapped rollout, the factory's errors, and the split task (both
-start in one room, the team rewarded once they stand in two different rooms of the goal set)."""
+hand computation, a jitted and vmapped rollout, the factory's errors, the split task (both
+start in one room, the team rewarded once they stand in two different rooms of the goal set), the
+random split task (the start room and the goal set drawn per episode) and the observation without
+the other agent's position."""
+
+import collections
 
 import jax
 import jax.numpy as jnp
@@ -82,9 +86,7 @@ def test_walls_block_moves_hallways_let_through_and_agents_may_share_a_cell():
     ((4, 4), 9, (4, 4)),  # out of range: clipped to stay
   ]
   for start, action, end in cases:
-    obs, new, reward, terminated, info = step_env(
-      key, state([start, (2, 2)]), jnp.asarray([action, DOWN]), PARAMS
-    )
+    _, new, *_ = step_env(key, state([start, (2, 2)]), jnp.asarray([action, DOWN]), PARAMS)
     np.testing.assert_array_equal(new.pos[0], end, err_msg=f"{start} {action}")
     np.testing.assert_array_equal(new.pos[1], (3, 2))
   _, new, *_ = step_env(key, state([(2, 2), (3, 2)]), jnp.asarray([DOWN, STAY]), PARAMS)
@@ -118,7 +120,7 @@ def test_team_reward_and_termination_exactly_when_both_are_in_their_rooms():
   _, _, reward, _, _ = step_env(key, both, jnp.asarray([UP, STAY]), costly)
   np.testing.assert_allclose(reward, -0.1, rtol=1e-6)
   # through gymnax's step: the episode ends (terminated, not truncated) and restarts
-  obs, new, reward, terminated, truncated, info = step(key, both, jnp.asarray([DOWN, STAY]), PARAMS)
+  _, new, reward, terminated, truncated, info = step(key, both, jnp.asarray([DOWN, STAY]), PARAMS)
   assert bool(terminated) and not bool(truncated) and int(new.time) == 0
   np.testing.assert_allclose(info["final_observation"][0, :2], np.asarray([8, 9]) / 12, rtol=1e-6)
   np.testing.assert_array_equal(rooms.room_of(new.pos), [0, 1])
@@ -189,8 +191,13 @@ def test_a_jitted_vmapped_rollout_stays_on_free_cells():
     ({"start_rooms": "01"}, r"start_rooms: expected 2 room indices"),
     ({"start_rooms": (0, True)}, r"start_rooms: expected 2 room indices"),
     ({"target_rooms": (-1, 2)}, r"target_rooms: expected 2 room indices"),
-    ({"task": "coordinate"}, r"task: expected one of \['own_rooms', 'split'\], got 'coordinate'"),
+    (
+      {"task": "coordinate"},
+      r"task: expected one of \['own_rooms', 'split', 'random_split'\], got 'coordinate'",
+    ),
     ({"task": None}, r"task: expected one of .*, got None"),
+    ({"observe_others": 0}, r"observe_others: expected a bool, got 0"),
+    ({"observe_others": "no"}, r"observe_others: expected a bool, got 'no'"),
     (
       {"task": "split", "target_rooms": (2, 2)},
       r"target_rooms: the split task's goal set must be two different rooms, got \(2, 2\)",
@@ -247,3 +254,106 @@ def test_split_reward_and_termination_exactly_when_the_agents_take_two_different
   assert float(reward) == 1.0 and bool(terminated) and not bool(truncated) and int(new.time) == 0
   np.testing.assert_array_equal(rooms.room_of(new.pos), [0, 0])
   np.testing.assert_allclose(info["final_observation"][0, 4:], [0, 0, 1, 1, 0, 0, 1, 1])
+
+
+RANDOM_ENV, RANDOM = envs.make(NAME, task="random_split")
+
+
+def test_the_fixed_tasks_reset_from_the_key_as_before():
+  # the draws of "own_rooms" and "split" read the reset key as they did before "random_split"
+  for params in (PARAMS, SPLIT):
+    key = jax.random.key(7)
+    _, new = ENV.reset_env(key, params)
+    index = jax.random.randint(key, (2,), 0, rooms.ROOM_SIZES[np.asarray(params.start_rooms)])
+    np.testing.assert_array_equal(new.pos, rooms.ROOM_CELLS[np.asarray(params.start_rooms), index])
+    np.testing.assert_array_equal(new.target, params.target_rooms)
+
+
+def test_random_split_draws_one_start_room_and_a_goal_set_among_the_other_rooms():
+  assert RANDOM.task == "random_split" and RANDOM.observe_others
+  reset = jax.jit(jax.vmap(RANDOM_ENV.reset, in_axes=(0, None)))
+  keys = jax.random.split(jax.random.key(0), 1200)
+  obs, states = reset(keys, RANDOM)
+  assert obs.shape == (1200, 2, 12) and obs.dtype == jnp.float32
+  start = np.asarray(rooms.room_of(states.pos))
+  goal = np.asarray(states.target)
+  np.testing.assert_array_equal(start[:, 0], start[:, 1])  # one room for both agents
+  assert (goal[:, 0] < goal[:, 1]).all()  # two different rooms, in increasing order
+  assert (goal != start[:, :1]).all()  # neither is the start room
+  pairs = collections.Counter(zip(start[:, 0], map(tuple, goal)))
+  assert len(pairs) == 12  # every start room with every goal set of the other three
+  assert min(pairs.values()) > 1200 / 12 / 2 and max(pairs.values()) < 1200 / 12 * 2
+  assert len({tuple(p) for p in np.asarray(states.pos[:, 0])}) > 60  # cells of every room
+  assert (states.pos[:, 0] != states.pos[:, 1]).any(axis=-1).mean() > 0.9  # independent cells
+  # each row: its position, the other's, then the goal set's two-hot twice
+  pos = np.asarray(states.pos, np.float32) / 12
+  two_hot = np.zeros((1200, 4), np.float32)
+  two_hot[np.arange(1200)[:, None], goal] = 1.0
+  expected_0 = np.concatenate([pos[:, 0], pos[:, 1], two_hot, two_hot], axis=-1)
+  expected_1 = np.concatenate([pos[:, 1], pos[:, 0], two_hot, two_hot], axis=-1)
+  np.testing.assert_allclose(obs[:, 0], expected_0, rtol=1e-6)
+  np.testing.assert_allclose(obs[:, 1], expected_1, rtol=1e-6)
+  again, _ = reset(keys, RANDOM)
+  np.testing.assert_array_equal(obs, again)
+  # the start and goal fields are not read: other values draw the same episodes
+  _, fixed = envs.make(NAME, task="random_split", start_rooms=(3, 3), target_rooms=(0, 1))
+  np.testing.assert_array_equal(reset(keys, fixed)[0], obs)
+
+
+def test_random_split_rewards_two_different_rooms_of_the_episode_goal_set():
+  key = jax.random.key(0)
+  goal = (0, 1)  # north-west and north-east, e.g. from a start in the south-west
+  cases = [  # (positions before, actions, rewarded)
+    ([(3, 3), (3, 9)], [STAY, STAY], True),
+    ([(3, 9), (3, 3)], [STAY, STAY], True),  # either way round
+    ([(3, 5), (3, 9)], [RIGHT, STAY], False),  # into the hallway (3, 6): in no room
+    ([(3, 6), (3, 9)], [LEFT, STAY], True),  # out of it into the north-west
+    ([(3, 3), (2, 2)], [STAY, STAY], False),  # both in the north-west
+    ([(9, 3), (3, 9)], [STAY, STAY], False),  # the south-west is not in this goal set
+    ([(9, 9), (3, 3)], [STAY, STAY], False),  # nor the south-east
+  ]
+  for pos, action, rewarded in cases:
+    _, _, reward, terminated, _ = step_env(
+      key, state(pos, target=goal), jnp.asarray(action), RANDOM
+    )
+    assert (float(reward), bool(terminated)) == (float(rewarded), rewarded), (pos, action)
+  # the south rooms, rewarded under "split"'s fixed goal set, are no success under this one
+  _, _, reward, _, _ = step_env(
+    key, state([(9, 3), (9, 9)], target=goal), jnp.asarray([4, 4]), RANDOM
+  )
+  assert float(reward) == 0.0
+  # through gymnax's step: the episode ends and the next one draws its own rooms
+  restarts = []
+  for seed in range(40):
+    _, new, reward, terminated, truncated, _ = step(
+      jax.random.key(seed), state([(3, 3), (3, 9)], target=goal), jnp.asarray([4, 4]), RANDOM
+    )
+    assert float(reward) == 1.0 and bool(terminated) and not bool(truncated)
+    assert int(new.time) == 0
+    start = np.asarray(rooms.room_of(new.pos))
+    assert start[0] == start[1] and start[0] not in np.asarray(new.target)
+    restarts.append((int(start[0]), tuple(np.asarray(new.target))))
+  assert len(set(restarts)) > 4  # new rooms, not the finished episode's goal set
+
+
+@pytest.mark.parametrize("task", ["own_rooms", "split", "random_split"])
+def test_observe_others_false_hides_only_the_other_agent_position(task):
+  env, seen = envs.make(NAME, task=task)
+  _, hidden = envs.make(NAME, task=task, observe_others=False)
+  assert seen.observe_others and not hidden.observe_others
+  keys = jax.random.split(jax.random.key(3), 16)
+  reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
+  obs, states = reset(keys, seen)
+  blind, blind_states = reset(keys, hidden)
+  np.testing.assert_array_equal(states.pos, blind_states.pos)  # the same episodes
+  assert (np.asarray(obs[..., 2:4]) > 0).all()  # every free cell is off the border
+  np.testing.assert_array_equal(blind[..., 2:4], 0.0)  # the other's position is gone
+  np.testing.assert_array_equal(blind[..., :2], obs[..., :2])  # the rest is unchanged
+  np.testing.assert_array_equal(blind[..., 4:], obs[..., 4:])
+  assert env.observation_space(hidden).shape == (2, 12)
+  actions = jnp.asarray([DOWN, RIGHT])
+  step_all = jax.jit(jax.vmap(env.step_env, in_axes=(0, 0, None, None)))
+  new_obs, _, reward, _, _ = step_all(keys, blind_states, actions, hidden)
+  np.testing.assert_array_equal(new_obs[..., 2:4], 0.0)
+  _, _, seen_reward, _, _ = step_all(keys, states, actions, seen)
+  np.testing.assert_array_equal(reward, seen_reward)  # hiding changes what is seen, not the task
