@@ -48,13 +48,20 @@ def as_numpy(x):
   return np.asarray(x)
 
 
-def run(learner, seed):
-  step = jax.jit(learner.step)
-  state, history = learner.init(jax.random.key(seed)), []
-  for _ in range(learner.num_updates):
-    state, metrics = step(state)
-    history.append(metrics)
-  return state, jax.tree.map(lambda *x: np.stack(x), *history)
+def run(learner, seed, repeats=1):
+  """`(final state, stacked metrics)` of the learner's run from `key(seed)`; with `repeats` > 1,
+  a list of that many runs from the same key, through the same jitted `init` and `step` (one
+  trace and compile of each: a fresh `jax.jit` would trace the step again). `init` is jitted too:
+  run op by op it compiles a hundred small programs."""
+  init, step = jax.jit(learner.init), jax.jit(learner.step)
+  runs = []
+  for _ in range(repeats):
+    state, history = init(jax.random.key(seed)), []
+    for _ in range(learner.num_updates):
+      state, metrics = step(state)
+      history.append(metrics)
+    runs.append((state, jax.tree.map(lambda *x: np.stack(x), *history)))
+  return runs if repeats > 1 else runs[0]
 
 
 @pytest.mark.bitwise
@@ -85,7 +92,10 @@ def test_reflex_off_with_one_control_step_is_exactly_sac():
 def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
   config = tiny_bresa(risk_epsilon=0.0)
   env, params = envs.make(config.env_name, **config.env_kwargs)
-  agent = recovery_rl.RecoveryAgent.create(jax.random.key(0), envs.spec(env, params), config)
+  # Jitted: op by op, the networks' and optimizers' initialisation compiles a hundred programs.
+  agent = jax.jit(
+    lambda key: recovery_rl.RecoveryAgent.create(key, envs.spec(env, params), config)
+  )(jax.random.key(0))
   controller = two_rate_common.make_controller(config, (-1.0, -1.0), (1.0, 1.0))
   carry = rollout.reset(env, params, jax.random.key(1), 4)
 
@@ -152,7 +162,7 @@ def two_rate_runs():
     tiny_bresa(total_timesteps=80, learning_starts=40, reflex=False)
   )
   with bitwise_compile():
-    return config, learner, run(learner, 0), run(learner, 0), run(off_learner, 0)
+    return config, learner, *run(learner, 0, repeats=2), run(off_learner, 0)
 
 
 def test_two_rate_run_routes_decisions_and_control_steps(two_rate_runs):
