@@ -253,10 +253,14 @@ def actor_objective(
   critic,
   batch: ActorBatch,
   temperature,
+  prefix_len: int = 0,
 ) -> tuple[Array, hc.ActorExtras]:
-  """ArCHer's token-level loss: −mean_B A(s, a)·Σ_h log π(a_h | s, a_<h) over the LLM's tokens."""
+  """ArCHer's token-level loss: −mean_B A(s, a)·Σ_h log π(a_h | s, a_<h) over the LLM's tokens
+  (`prefix_len`: the prompts' common beginning, `TextGame.prefix_len`; 0: none)."""
   out = critic_output(critic, critic_params, batch)
-  token_logp = llm_common.batch_logprobs(model_config, params, lora, batch, temperature=temperature)
+  token_logp = llm_common.batch_logprobs(
+    model_config, params, lora, batch, temperature=temperature, prefix_len=prefix_len
+  )
   return hc.archer_actor_loss(token_logp, batch.response_mask, out.q, out.v)
 
 
@@ -318,6 +322,7 @@ def make_actor_update(
   optimizer: str,
   max_grad_norm: float,
   temperature: float,
+  prefix_len: int = 0,
 ):
   """`actor_update(state, params, batch) -> (state, metrics)`: one LoRA step, jitted (cached)."""
   critic = make_critic(env_params, critic_settings)
@@ -336,6 +341,7 @@ def make_actor_update(
       critic,
       batch,
       temperature,
+      prefix_len,
     )
     state = state.replace(lora=lora, actor_opt_state=opt_state)
     return state, {
@@ -457,6 +463,7 @@ class LLMArcher:
       config.optimizer,
       float(config.max_grad_norm),
       float(config.temperature),
+      self.game.prefix_len,
     )
 
   def init(self, seed: int) -> TrainState:

@@ -264,14 +264,31 @@ def batch_logprobs(
   use_lora: bool = True,
   with_stats: bool = False,
   group_size: int = 1,
+  prefix_len: int = 0,
 ):
   """`response_logprobs` of a batch with the fields `prompt_tokens`, `prompt_mask`, `response`
-  and `response_mask` (both agents' training batches).
+  and `response_mask` (the language-model agents' training batches).
 
   `group_size = K > 1` says that the rows come in groups of K consecutive rows with one prompt
   (GRPO's samples of a problem): the prompts then run once per group
   (`networks.shared_prefix`, Prefix Grouper's forward; equal up to float32 rounding). The
-  token statistics (`with_stats`) come from the repeated forward."""
+  token statistics (`with_stats`) come from the repeated forward. `prefix_len = P0 > 0` says
+  that every prompt begins with the same P0 tokens (the text game's rules and table,
+  `TextGame.prefix_len`): they run once for the batch
+  (`shared_prefix.common_prefix_logprobs`)."""
+  if prefix_len and not with_stats:
+    return shared_prefix.common_prefix_logprobs(
+      model_config,
+      params,
+      lora,
+      batch.prompt_tokens,
+      batch.prompt_mask,
+      batch.response,
+      batch.response_mask,
+      prefix_len,
+      use_lora=use_lora,
+      temperature=temperature,
+    )
   if group_size > 1 and not with_stats:
     return shared_prefix.shared_prefix_logprobs(
       model_config,

@@ -143,7 +143,7 @@ Settings = llm_common.config_settings(
 
 
 @functools.lru_cache(maxsize=8)
-def make_prepare(model_config: llama.LlamaConfig, config: Settings):
+def make_prepare(model_config: llama.LlamaConfig, config: Settings, prefix_len: int = 0):
   """`prepare(base, lora, lines, played, returns, group_ids) -> (LineBatch, advantages [N])`,
   jitted (cached): the game advantages on their lines' tokens, the behaviour log-probs."""
 
@@ -155,7 +155,7 @@ def make_prepare(model_config: llama.LlamaConfig, config: Settings):
     row_advantage = jnp.broadcast_to(advantage, (rows // config.num_envs, config.num_envs))
     lines = lines._replace(response_mask=mask)
     log_prob = llm_common.batch_logprobs(
-      model_config, base, lora, lines, temperature=config.temperature
+      model_config, base, lora, lines, temperature=config.temperature, prefix_len=prefix_len
     )
     batch = LineBatch(
       prompt_tokens=lines.prompt_tokens,
@@ -171,10 +171,18 @@ def make_prepare(model_config: llama.LlamaConfig, config: Settings):
 
 
 def grpo_objective(
-  lora: PyTree, base: PyTree, model_config: llama.LlamaConfig, config: Settings, batch: LineBatch
+  lora: PyTree,
+  base: PyTree,
+  model_config: llama.LlamaConfig,
+  config: Settings,
+  batch: LineBatch,
+  prefix_len: int = 0,
 ) -> tuple[Array, dict]:
-  """The clipped surrogate of the adapters, aggregated over the lines' tokens."""
-  logp = llm_common.batch_logprobs(model_config, base, lora, batch, temperature=config.temperature)
+  """The clipped surrogate of the adapters, aggregated over the lines' tokens. `prefix_len`: the
+  prompts' common beginning (`TextGame.prefix_len`; 0: none)."""
+  logp = llm_common.batch_logprobs(
+    model_config, base, lora, batch, temperature=config.temperature, prefix_len=prefix_len
+  )
   mask = batch.response_mask
   surrogate, extras = pg.clipped_surrogate_loss(
     logp,
@@ -192,7 +200,7 @@ def grpo_objective(
 
 
 @functools.lru_cache(maxsize=8)
-def make_update(model_config: llama.LlamaConfig, config: Settings):
+def make_update(model_config: llama.LlamaConfig, config: Settings, prefix_len: int = 0):
   """`update(state, base, batch) -> (state, metrics)`: `update_epochs` passes of
   `num_minibatches` minibatches, jitted (cached)."""
   tx = tc.make_optimizer(config.optimizer, config.actor_learning_rate, config.max_grad_norm)
@@ -201,7 +209,7 @@ def make_update(model_config: llama.LlamaConfig, config: Settings):
   def update(state: TrainState, base: PyTree, batch: LineBatch) -> tuple[TrainState, dict]:
     def minibatch_step(state, minibatch):
       (loss, metrics), grads = jax.value_and_grad(grpo_objective, has_aux=True)(
-        state.lora, base, model_config, config, minibatch
+        state.lora, base, model_config, config, minibatch, prefix_len
       )
       updates, opt_state = tx.update(grads, state.opt_state, state.lora)
       state = state.replace(lora=optax.apply_updates(state.lora, updates), opt_state=opt_state)
@@ -231,8 +239,8 @@ class LLMGameGRPO:
     self.game = text_game_common.TextGame(self.config, self.lm)
     settings = Settings.of(self.config)
     self.tx = tc.make_optimizer(config.optimizer, config.actor_learning_rate, config.max_grad_norm)
-    self._prepare = make_prepare(self.lm.config, settings)
-    self._update = make_update(self.lm.config, settings)
+    self._prepare = make_prepare(self.lm.config, settings, self.game.prefix_len)
+    self._update = make_update(self.lm.config, settings, self.game.prefix_len)
 
   def init(self, seed: int) -> TrainState:
     lora_key, key = jax.random.split(jax.random.key(seed))

@@ -168,12 +168,16 @@ def ppo_objective(
   value_net,
   config: Settings,
   batch: LineBatch,
+  prefix_len: int = 0,
 ) -> tuple[Array, dict]:
   """Clipped surrogate of the adapters plus the squared value error of the head (their
   parameters are disjoint and each has its own optimizer, so the sum trains each on its own
-  loss), both aggregated over the response tokens."""
+  loss), both aggregated over the response tokens. `prefix_len`: the prompts' common beginning
+  (`TextGame.prefix_len`; 0: none)."""
   lora, value_params = params
-  logp = llm_common.batch_logprobs(model_config, base, lora, batch, temperature=config.temperature)
+  logp = llm_common.batch_logprobs(
+    model_config, base, lora, batch, temperature=config.temperature, prefix_len=prefix_len
+  )
   mask = batch.response_mask
   advantage = batch.advantage
   if config.normalize_advantages:
@@ -197,7 +201,7 @@ def ppo_objective(
 
 
 @functools.lru_cache(maxsize=8)
-def make_prepare(model_config: llama.LlamaConfig, config: Settings):
+def make_prepare(model_config: llama.LlamaConfig, config: Settings, prefix_len: int = 0):
   """`prepare(base, lora, value_params, lines, reward, terminated, done, next_tokens,
   next_mask) -> LineBatch`, jitted (cached): behaviour log-probs, features, values, GAE."""
   value_net = transformer.FeatureValue(tuple(config.value_head_hidden_sizes))
@@ -206,7 +210,7 @@ def make_prepare(model_config: llama.LlamaConfig, config: Settings):
   def prepare(base, lora, value_params, lines, reward, terminated, done, next_tokens, next_mask):
     mask = lines.response_mask
     log_prob = llm_common.batch_logprobs(
-      model_config, base, lora, lines, temperature=config.temperature
+      model_config, base, lora, lines, temperature=config.temperature, prefix_len=prefix_len
     )
     features = token_state_features(model_config, base, config.value_llm_layers, lines)
     next_features = prompt_features(
@@ -243,7 +247,7 @@ def make_prepare(model_config: llama.LlamaConfig, config: Settings):
 
 
 @functools.lru_cache(maxsize=8)
-def make_update(model_config: llama.LlamaConfig, config: Settings):
+def make_update(model_config: llama.LlamaConfig, config: Settings, prefix_len: int = 0):
   """`update(state, base, batch) -> (state, metrics)`: `update_epochs` passes of
   `num_minibatches` minibatches, jitted (cached)."""
   value_net = transformer.FeatureValue(tuple(config.value_head_hidden_sizes))
@@ -255,7 +259,7 @@ def make_update(model_config: llama.LlamaConfig, config: Settings):
     def minibatch_step(state, minibatch):
       params = (state.lora, state.value_params)
       (loss, metrics), grads = jax.value_and_grad(ppo_objective, has_aux=True)(
-        params, base, model_config, value_net, config, minibatch
+        params, base, model_config, value_net, config, minibatch, prefix_len
       )
       lora_grads, value_grads = grads
       updates, actor_opt_state = actor_tx.update(lora_grads, state.actor_opt_state, state.lora)
@@ -303,8 +307,8 @@ class LLMTokenPPO:
     self.value_tx = tc.make_optimizer(
       config.optimizer, config.value_learning_rate, config.max_grad_norm
     )
-    self._prepare = make_prepare(self.lm.config, settings)
-    self._update = make_update(self.lm.config, settings)
+    self._prepare = make_prepare(self.lm.config, settings, self.game.prefix_len)
+    self._update = make_update(self.lm.config, settings, self.game.prefix_len)
 
   def init(self, seed: int) -> TrainState:
     lora_key, value_key, env_key, key = jax.random.split(jax.random.key(seed), 4)

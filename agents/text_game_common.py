@@ -8,6 +8,11 @@ reply is parsed host-side into the game's utterance tokens (`text_tasks.parse_mo
 games step (`rollout.step`, auto-reset). Prompts are left-padded to the longest prompt the game
 can produce, so every call has one shape. `TextGame.evaluate` plays fresh games greedily to
 their end.
+
+Every prompt begins with the same tokens (chat header, system prompt, rules, item table) and
+differs in the dialogue after them; with `shared_prompt_prefix`, `TextGame.prefix_len` is the
+length of that common beginning (checked on every batch of prompts), and the agents' teacher-
+forced log-probs run it once per batch (`networks.shared_prefix.common_prefix_logprobs`).
 """
 
 import functools
@@ -47,6 +52,9 @@ def add_config_fields(config: ml_collections.ConfigDict) -> None:
   config.system_prompt = ""
   config.num_envs = 8  # parallel games; one line each per environment step
   config.eval_episodes = 16  # greedy games at the start, every eval_every and at the end
+  # The prompts' common beginning (rules, item table) runs once per batch in the log-prob passes
+  # of the updates (equal up to float32 rounding; False: every row runs its whole prompt)
+  config.shared_prompt_prefix = True
 
 
 def validate_config_fields(config: ml_collections.ConfigDict, num_devices: int) -> None:
@@ -54,6 +62,7 @@ def validate_config_fields(config: ml_collections.ConfigDict, num_devices: int) 
   checks.positive_int(config, "max_new_tokens", "num_envs")
   tc.non_negative_int(config, "eval_episodes")
   checks.non_negative(config, "valid_move_bonus")
+  checks.one_of(config, "shared_prompt_prefix", (True, False))
   llm_common.validate_config_fields(config, num_devices)
   if config.env_name != ENV_NAME:
     raise checks.ConfigError(f"config.env_name: expected {ENV_NAME!r}, got {config.env_name!r}")
@@ -106,6 +115,37 @@ class TextGame:
       llm_common.PROMPT_BUCKET,
       turns=self.env_params.max_turns + 1,
     )
+    self.prefix = self._common_prompt_prefix() if config.shared_prompt_prefix else None
+    self.prefix_len = 0 if self.prefix is None else len(self.prefix)
+
+  def _common_prompt_prefix(self) -> np.ndarray:
+    """The tokens every prompt of the game begins with: the common beginning of a fresh game's
+    prompt and of the prompt after one turn, less two tokens, so that a token that could merge
+    with what follows it is left out."""
+    carry = self.reset(jax.random.key(0), 1)
+    utterance = jnp.full((1, self.env_params.utterance_len), token_game.INVALID, jnp.int32)
+    _, traj = self.step_env(carry, utterance, jax.random.key(1))
+    dialogues = np.concatenate([np.asarray(carry.obs), np.asarray(traj.next_obs)])
+    tokens, mask = llm_common.encode_prompts(
+      self.lm, self.prompt_texts(dialogues), self.config.system_prompt
+    )
+    first, second = tokens[0][mask[0]], tokens[1][mask[1]]
+    width = min(len(first), len(second))
+    same = np.cumprod(first[:width] == second[:width])
+    return first[: max(int(same.sum()) - 2, 0)]
+
+  def check_prefix(self, prompt_tokens: np.ndarray, prompt_mask: np.ndarray) -> None:
+    """Raises if a left-padded prompt does not begin with `prefix` (nothing to check without
+    one)."""
+    if self.prefix is None:
+      return
+    for row, (tokens, mask) in enumerate(zip(prompt_tokens, prompt_mask)):
+      real = tokens[mask]
+      if len(real) <= self.prefix_len or not np.array_equal(real[: self.prefix_len], self.prefix):
+        raise ValueError(
+          f"prompt_tokens: row {row} does not begin with the game's {self.prefix_len} common "
+          "prompt tokens; run with --config.shared_prompt_prefix=False"
+        )
 
   def reset(self, key: Array, num_envs: int):
     """`num_envs` fresh games (an `EnvCarry`)."""
@@ -143,6 +183,7 @@ class TextGame:
       system=self.config.system_prompt,
       min_width=self.prompt_width,
     )
+    self.check_prefix(responses.prompt_tokens, responses.prompt_mask)
     lenient = self.config.lenient_parsing
     texts = responses.texts
     utterances = np.stack([text_tasks.parse_move(x, self.env_params, lenient) for x in texts])

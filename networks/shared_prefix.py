@@ -172,3 +172,58 @@ def shared_prefix_logprobs(
     [jnp.repeat(prefix_mask[:, -1:], group_size, axis=0), suffix_mask[:, :-1]], axis=1
   )
   return jnp.where(previous_real & suffix_mask, picked[..., 0], 0.0)
+
+
+def common_prefix_logprobs(
+  config: llama.LlamaConfig,
+  params: PyTree,
+  lora: Optional[PyTree],
+  prompt_tokens: Array,
+  prompt_mask: Array,
+  response: Array,
+  response_mask: Array,
+  prefix_len: int,
+  *,
+  use_lora: bool = True,
+  temperature=1.0,
+) -> Array:
+  """Log-probs of responses to left-padded prompts that all begin with the same `prefix_len`
+  tokens, float32 `[B, N]`: `shared_prefix_logprobs` with that prefix run once for every row.
+
+  The prompts of a multi-turn text game share their instructions (chat header, rules, item
+  table) and differ in the dialogue after them; here the shared part runs once and each row's
+  forward covers the rest of its prompt and its response only. Equal to `token_logprobs` of the
+  concatenated rows sliced to the response (up to float32 rounding), provided that every row's
+  first `prefix_len` real tokens are row 0's (the caller checks it: the prefix is read from row
+  0) and that every prompt has at least one token after them.
+
+  Args:
+    config, params, lora: the model; `lora=None` or `use_lora=False` gives the reference policy.
+    prompt_tokens: int `[B, P]`, LEFT-padded.
+    prompt_mask: bool `[B, P]`, False on the padding.
+    response: int `[B, N]`, RIGHT-padded; response_mask: bool `[B, N]`.
+    prefix_len: P0, 1 <= P0 < P (static): the length of the shared beginning.
+    use_lora, temperature: as in `shared_prefix_logprobs`.
+  """
+  width = prompt_tokens.shape[1]
+  if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or not 0 < prefix_len < width:
+    raise ValueError(f"prefix_len: expected an int in [1, {width}), got {prefix_len!r}")
+  lengths = jnp.sum(prompt_mask, axis=1, dtype=jnp.int32)
+  first = width - lengths[0]  # row 0's first real column
+  prefix = jax.lax.dynamic_slice_in_dim(prompt_tokens[0], first, prefix_len)[None]
+  # Each row's tokens after the prefix fill the last `rest` columns (right-aligned, as the
+  # prompt is left-padded); the columns before them hold padding or prefix tokens: masked.
+  rest = width - prefix_len
+  rest_mask = jnp.arange(rest)[None, :] >= (rest - (lengths - prefix_len))[:, None]
+  logprobs = shared_prefix_logprobs(
+    config,
+    params,
+    lora,
+    prefix,
+    jnp.ones(prefix.shape, bool),
+    jnp.concatenate([prompt_tokens[:, prefix_len:], response], axis=1),
+    jnp.concatenate([rest_mask, response_mask], axis=1),
+    use_lora=use_lora,
+    temperature=temperature,
+  )
+  return logprobs[:, rest:]

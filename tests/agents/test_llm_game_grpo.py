@@ -104,21 +104,37 @@ def test_games_of_a_group_share_their_item_and_stop_training_after_their_end(tin
 def test_prepare_puts_each_games_group_advantage_on_its_played_tokens(tiny_lm):
   """The GRPO z-score of the returns within each group on every token of a game's played lines,
   zero on the lines after its end; the behaviour log-probs of the played tokens; an update on
-  that batch moves the adapters and leaves the base weights."""
-  agent = llm_game_grpo.LLMGameGRPO(small_config(), tiny_lm)
+  that batch moves the adapters and leaves the base weights. With `shared_prompt_prefix` (the
+  default) every prompt begins with the game's common tokens (a row that does not is refused),
+  and the log-probs and the update equal those of the whole prompts to float32 rounding."""
+  agents = [
+    llm_game_grpo.LLMGameGRPO(small_config(shared_prompt_prefix=shared), tiny_lm)
+    for shared in (True, False)
+  ]
+  agent = agents[0]
+  assert agent.game.prefix_len > 20 and agents[1].game.prefix_len == 0
   state = agent.init(0)
   games, _, _ = agent.play(state.lora, jax.random.key(1))
+  tokens, prompt_mask = np.asarray(games.lines.prompt_tokens), np.asarray(games.lines.prompt_mask)
+  broken = tokens.copy()
+  broken[1, np.argmax(prompt_mask[1])] += 1  # row 1's first real token
+  with pytest.raises(ValueError, match="prompt_tokens: row 1 does not begin with the game's"):
+    agent.game.check_prefix(broken, prompt_mask)
   returns = np.array([1.0, 0.0, 0.5, 0.5], np.float32)  # group 0 differs, group 1 ties
   played = games.played.copy()
   played[4:] &= np.array([True, False, True, True] * (played[4:].size // 4))  # game 1 ends first
-  batch, advantage = agent._prepare(
-    tiny_lm.params,
-    state.lora,
-    games.lines,
-    jnp.asarray(played),
-    jnp.asarray(returns),
-    games.group_ids,
-  )
+  results = [
+    a._prepare(
+      tiny_lm.params,
+      state.lora,
+      games.lines,
+      jnp.asarray(played),
+      jnp.asarray(returns),
+      games.group_ids,
+    )
+    for a in agents
+  ]
+  (batch, advantage), (whole_batch, _) = results
   z = 0.5 / np.std([1.0, 0.0], ddof=1)  # GRPO's z-score with the unbiased std (verl's)
   np.testing.assert_allclose(np.asarray(advantage), [z, -z, 0, 0], rtol=1e-5)
   rows_advantage = np.tile(np.asarray(advantage), played.size // 4)
@@ -131,10 +147,14 @@ def test_prepare_puts_each_games_group_advantage_on_its_played_tokens(tiny_lm):
   np.testing.assert_allclose(
     np.asarray(batch.log_prob), np.where(mask, np.asarray(logp), 0.0), rtol=1e-5, atol=1e-6
   )
+  np.testing.assert_allclose(batch.log_prob, whole_batch.log_prob, atol=1e-5)
   base_before = jax.tree.map(np.array, tiny_lm.params)
   new_state, metrics = agent._update(state, tiny_lm.params, batch)
+  whole_state, _ = agents[1]._update(state, tiny_lm.params, whole_batch)
   moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new_state.lora, state.lora)
   assert max(jax.tree.leaves(moved)) > 1e-6 and np.isfinite(float(metrics["loss"].mean()))
+  for a, b in zip(jax.tree.leaves(new_state.lora), jax.tree.leaves(whole_state.lora)):
+    np.testing.assert_allclose(a, b, atol=1e-6)
   jax.tree.map(np.testing.assert_array_equal, base_before, tiny_lm.params)
 
 

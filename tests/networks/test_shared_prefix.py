@@ -163,3 +163,75 @@ def test_shared_prefix_logprobs_rejects_hostile_inputs(model):
     call(suffix_tokens=long, suffix_mask=long == 0)
   with pytest.raises(ValueError, match="temperature"):
     call(temperature=0.0)
+
+
+# `common_prefix_logprobs`: 3 prompts of width 10 that begin with the same 5 tokens, then 1 to 5
+# tokens of their own (left-padded), and ragged responses of up to 4 tokens.
+COMMON_LEN, PROMPT_WIDTH, RESPONSE_LEN = 5, 10, 4
+REST_REAL, RESPONSE_REAL = (5, 1, 3), (4, 2, 3)
+
+
+def _common_prefix_batch():
+  rng = np.random.default_rng(2)
+  common = rng.integers(0, TINY.vocab_size, COMMON_LEN)
+  prompts = np.zeros((3, PROMPT_WIDTH), np.int32)
+  for row, rest in enumerate(REST_REAL):
+    own = rng.integers(0, TINY.vocab_size, rest)
+    prompts[row, PROMPT_WIDTH - COMMON_LEN - rest :] = np.concatenate([common, own])
+  lengths = COMMON_LEN + np.asarray(REST_REAL)
+  prompt_mask = np.arange(PROMPT_WIDTH)[None] >= (PROMPT_WIDTH - lengths)[:, None]
+  response = rng.integers(0, TINY.vocab_size, (3, RESPONSE_LEN)).astype(np.int32)
+  response_mask = np.arange(RESPONSE_LEN)[None] < np.asarray(RESPONSE_REAL)[:, None]
+  return prompts, prompt_mask, np.where(response_mask, response, 0), response_mask
+
+
+@fast_jit
+def _compare_common(params, lora, prompts, prompt_mask, response, response_mask):
+  """Log-probs and adapter gradients of the common-prefix forward and of the full rows."""
+
+  def full(lora):
+    tokens = jnp.concatenate([prompts, response], axis=1)
+    mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
+    logprobs = llama.token_logprobs(TINY, params, lora, tokens, mask, temperature=TEMPERATURE)
+    return logprobs[:, PROMPT_WIDTH - 1 :]
+
+  def common(lora):
+    return shared_prefix.common_prefix_logprobs(
+      TINY,
+      params,
+      lora,
+      prompts,
+      prompt_mask,
+      response,
+      response_mask,
+      COMMON_LEN,
+      temperature=TEMPERATURE,
+    )
+
+  def with_grads(logprobs_fn):
+    def loss(lora):
+      logprobs = logprobs_fn(lora)
+      return jnp.sum(jnp.where(response_mask, logprobs, 0.0)), logprobs
+
+    (_, logprobs), grads = jax.value_and_grad(loss, has_aux=True)(lora)
+    return logprobs, grads
+
+  return with_grads(common), with_grads(full)
+
+
+def test_common_prefix_logprobs_and_grads_equal_the_full_forward(model):
+  """Prompts sharing their first 5 tokens, with 1 to 5 tokens of their own after them: the
+  response log-probs and the adapters' gradients of the full rows' forward."""
+  params, lora = model
+  batch = _common_prefix_batch()
+  (common, common_grads), (full, full_grads) = jax.device_get(_compare_common(params, lora, *batch))
+  response_mask = batch[3]
+  assert common.shape == (3, RESPONSE_LEN)
+  assert np.all(common[~response_mask] == 0.0) and np.all(common[response_mask] < 0.0)
+  np.testing.assert_allclose(common, full, atol=1e-5, rtol=0)
+  for a, b in zip(jax.tree.leaves(common_grads), jax.tree.leaves(full_grads)):
+    assert np.abs(b).max() > 0
+    # float32 rounding of sums in a different order, on gradients of size up to ~2
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  with pytest.raises(ValueError, match=r"prefix_len: expected an int in \[1, 10\), got 10"):
+    shared_prefix.common_prefix_logprobs(TINY, params, lora, *batch, PROMPT_WIDTH)
