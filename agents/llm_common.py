@@ -150,6 +150,19 @@ def response_fields(responses: Responses) -> dict:
   }
 
 
+def check_common_prefix(prompt_tokens: np.ndarray, prompt_mask: np.ndarray, prefix) -> None:
+  """Raises `ValueError` unless every left-padded prompt begins with `prefix` and has a token
+  after it (what `llama.generate`'s and `batch_logprobs`' `prefix_len` assume)."""
+  prefix = np.asarray(prefix)
+  for row, (tokens, mask) in enumerate(zip(np.asarray(prompt_tokens), np.asarray(prompt_mask))):
+    real = tokens[mask]
+    if len(real) <= len(prefix) or not np.array_equal(real[: len(prefix)], prefix):
+      raise ValueError(
+        f"prompt_tokens: row {row} does not begin with the {len(prefix)} common prompt tokens "
+        "(a text game: run with --config.shared_prompt_prefix=False)"
+      )
+
+
 def sample_responses(
   lm: LanguageModel,
   lora: PyTree,
@@ -162,12 +175,16 @@ def sample_responses(
   bucket: int = PROMPT_BUCKET,
   min_width: int = 0,
   group_size: int = 1,
+  prefix: Optional[np.ndarray] = None,
 ) -> Responses:
   """`group_size` responses per prompt text (rows grouped by prompt): chat-template encoding,
   one jitted `llama.generate` call on the left-padded batch (each prompt prefilled once for its
   group), and the decoded responses. The returned prompts are repeated to one row per
-  response."""
+  response. `prefix`: tokens every encoded prompt begins with (checked), prefilled once for
+  the batch."""
   tokens, mask = encode_prompts(lm, prompts, system, bucket=bucket, min_width=min_width)
+  if prefix is not None:
+    check_common_prefix(tokens, mask, prefix)
   generation = llama.generate(
     lm.config,
     lm.params,
@@ -181,6 +198,7 @@ def sample_responses(
     eos_id=lm.eos_id,
     pad_id=lm.pad_id,
     group_size=group_size,
+    prefix_len=0 if prefix is None else len(prefix),
   )
   generation = jax.tree.map(np.asarray, generation)
   return Responses(
@@ -195,7 +213,7 @@ def sample_for(
   lm: LanguageModel, config, lora: PyTree, texts: Sequence[str], key: Array, **options
 ) -> Responses:
   """`sample_responses` with the run's `max_new_tokens` and `temperature` (`options`: `greedy`,
-  `system`, the prompt widths and `group_size`)."""
+  `system`, the prompt widths, `group_size` and `prefix`)."""
   return sample_responses(
     lm, lora, texts, key, config.max_new_tokens, config.temperature, **options
   )

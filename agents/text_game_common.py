@@ -10,9 +10,10 @@ can produce, so every call has one shape. `TextGame.evaluate` plays fresh games 
 their end.
 
 Every prompt begins with the same tokens (chat header, system prompt, rules, item table) and
-differs in the dialogue after them; with `shared_prompt_prefix`, `TextGame.prefix_len` is the
-length of that common beginning (checked on every batch of prompts), and the agents' teacher-
-forced log-probs run it once per batch (`networks.shared_prefix.common_prefix_logprobs`).
+differs in the dialogue after them; with `shared_prompt_prefix`, `TextGame.prefix` holds that
+common beginning (checked on every batch of prompts): sampling prefills it once per call
+(`llama.generate`'s `prefix_len`) and the agents' teacher-forced log-probs run it once per
+batch (`networks.shared_prefix.common_prefix_logprobs`).
 """
 
 import functools
@@ -115,8 +116,9 @@ class TextGame:
       llm_common.PROMPT_BUCKET,
       turns=self.env_params.max_turns + 1,
     )
-    self.prefix = self._common_prompt_prefix() if config.shared_prompt_prefix else None
-    self.prefix_len = 0 if self.prefix is None else len(self.prefix)
+    prefix = self._common_prompt_prefix() if config.shared_prompt_prefix else ()
+    self.prefix = prefix if len(prefix) else None  # None: no common beginning to share
+    self.prefix_len = len(prefix)
 
   def _common_prompt_prefix(self) -> np.ndarray:
     """The tokens every prompt of the game begins with: the common beginning of a fresh game's
@@ -133,19 +135,6 @@ class TextGame:
     width = min(len(first), len(second))
     same = np.cumprod(first[:width] == second[:width])
     return first[: max(int(same.sum()) - 2, 0)]
-
-  def check_prefix(self, prompt_tokens: np.ndarray, prompt_mask: np.ndarray) -> None:
-    """Raises if a left-padded prompt does not begin with `prefix` (nothing to check without
-    one)."""
-    if self.prefix is None:
-      return
-    for row, (tokens, mask) in enumerate(zip(prompt_tokens, prompt_mask)):
-      real = tokens[mask]
-      if len(real) <= self.prefix_len or not np.array_equal(real[: self.prefix_len], self.prefix):
-        raise ValueError(
-          f"prompt_tokens: row {row} does not begin with the game's {self.prefix_len} common "
-          "prompt tokens; run with --config.shared_prompt_prefix=False"
-        )
 
   def reset(self, key: Array, num_envs: int):
     """`num_envs` fresh games (an `EnvCarry`)."""
@@ -182,8 +171,8 @@ class TextGame:
       greedy=greedy,
       system=self.config.system_prompt,
       min_width=self.prompt_width,
+      prefix=self.prefix,
     )
-    self.check_prefix(responses.prompt_tokens, responses.prompt_mask)
     lenient = self.config.lenient_parsing
     texts = responses.texts
     utterances = np.stack([text_tasks.parse_move(x, self.env_params, lenient) for x in texts])

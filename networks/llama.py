@@ -555,6 +555,64 @@ def _decode_step(
   return logits[:, -1], tuple(new_caches), valid
 
 
+def _prefill(model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens, prefix_len):
+  """The prompts' forward into a cache of `P + max_new_tokens` slots: last logits, cache."""
+  del prefix_len
+  batch, prompt_len = prompt_tokens.shape
+  cache = init_cache(model.config, batch, prompt_len + max_new_tokens, dtype=model.config.dtype)
+  return model.apply(
+    variables,
+    prompt_tokens.astype(jnp.int32),
+    positions_from_mask(prompt_mask),
+    prompt_mask,
+    cache,
+    with_lora,
+    last_only=True,
+  )
+
+
+def _prefill_common_prefix(
+  model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens, prefix_len
+):
+  """`_prefill` of prompts that all begin with row 0's first `prefix_len` real tokens: that
+  beginning runs once, into slots `[0, P0)` of every row, then each row's remaining tokens (the
+  last `P - P0` columns, the ones before a row's own tokens masked) attend to it. The same
+  cache slots, positions and logits as `_prefill` up to float32 rounding; the slots that held a
+  row's padding are the masked ones."""
+  batch, prompt_len = prompt_tokens.shape
+  config = model.config
+  lengths = jnp.sum(prompt_mask, axis=1, dtype=jnp.int32)
+  prefix = jax.lax.dynamic_slice_in_dim(prompt_tokens[0], prompt_len - lengths[0], prefix_len)
+  cache = init_cache(config, 1, prompt_len + max_new_tokens, dtype=config.dtype)
+  positions = jnp.arange(prefix_len, dtype=jnp.int32)[None]
+  _, cache = model.apply(
+    variables,
+    prefix[None].astype(jnp.int32),
+    positions,
+    jnp.ones((1, prefix_len), bool),
+    cache,
+    with_lora,
+    last_only=True,
+  )
+  cache = cache._replace(
+    keys=jnp.repeat(cache.keys, batch, axis=1),
+    values=jnp.repeat(cache.values, batch, axis=1),
+    valid=jnp.repeat(cache.valid, batch, axis=0),
+  )
+  rest = prompt_len - prefix_len
+  rest_mask = jnp.arange(rest)[None, :] >= (rest - (lengths - prefix_len))[:, None]
+  rest_positions = prefix_len + positions_from_mask(rest_mask)
+  return model.apply(
+    variables,
+    prompt_tokens[:, prefix_len:].astype(jnp.int32),
+    rest_positions,
+    rest_mask,
+    cache,
+    with_lora,
+    last_only=True,
+  )
+
+
 def _choose(logits: Array, key: Array, temperature, greedy: bool) -> Tuple[Array, Array]:
   """A token `[B]` from logits `[B, V]` and its log-prob under `softmax(logits / temperature)`."""
   scaled = logits / temperature
@@ -565,7 +623,8 @@ def _choose(logits: Array, key: Array, temperature, greedy: bool) -> Tuple[Array
 
 
 @functools.partial(
-  jax.jit, static_argnames=("config", "max_new_tokens", "greedy", "use_lora", "group_size")
+  jax.jit,
+  static_argnames=("config", "max_new_tokens", "greedy", "use_lora", "group_size", "prefix_len"),
 )
 def _generate(
   config,
@@ -582,21 +641,16 @@ def _generate(
   greedy,
   use_lora,
   group_size,
+  prefix_len,
 ):
   # eos_id, pad_id: traced int32 scalars (eos_id -1 = never stop), so they cost no recompile.
   num_prompts, prompt_len = prompt_tokens.shape
   batch = num_prompts * group_size
   model = Llama(config)
   variables, with_lora = _variables(params, lora, use_lora)
-  cache = init_cache(config, num_prompts, prompt_len + max_new_tokens, dtype=config.dtype)
-  logits, cache = model.apply(
-    variables,
-    prompt_tokens.astype(jnp.int32),
-    positions_from_mask(prompt_mask),
-    prompt_mask,
-    cache,
-    with_lora,
-    last_only=True,
+  prefill = _prefill_common_prefix if prefix_len else _prefill
+  logits, cache = prefill(
+    model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens, prefix_len
   )
   # Each prompt was prefilled once; its `group_size` samples start from copies of its cache and
   # last logits (row i continues prompt i // group_size).
@@ -670,6 +724,7 @@ def generate(
   pad_id: int,
   use_lora: bool = True,
   group_size: int = 1,
+  prefix_len: int = 0,
 ) -> Generation:
   """Samples `max_new_tokens` tokens after left-padded prompts, as one jitted program.
 
@@ -678,7 +733,9 @@ def generate(
   `group_size=K`, each prompt is prefilled once and sampled K times (GRPO's group; the
   shared-prefix idea of Prefix Grouper, arXiv 2506.05433, applied to sampling): the result
   equals sampling the prompts repeated K times (`np.repeat(prompt_tokens, K, axis=0)`) with the
-  same key, up to float32 rounding of the prefill.
+  same key, up to float32 rounding of the prefill. With `prefix_len=P0 > 0`, every prompt begins
+  with the same P0 tokens (a text game's rules, read from row 0; the caller checks it): they
+  are prefilled once for the batch and each row's remaining tokens attend to them.
 
   Args:
     config, params, lora: the model; `lora=None` or `use_lora=False` samples from the base model.
@@ -692,6 +749,8 @@ def generate(
     pad_id: written after a row's first eos.
     group_size: K >= 1 samples per prompt (static); rows `i*K .. i*K + K - 1` of the result
       continue prompt `i`.
+    prefix_len: 0, or the length P0 < P of the prompts' common beginning (static); every
+      prompt must have a token after it.
   Returns:
     `Generation(tokens [B*K, N], logprobs [B*K, N], mask [B*K, N])`: `logprobs` are the log-probs of
     the emitted tokens under the distribution they were drawn from, `softmax(logits /
@@ -702,6 +761,9 @@ def generate(
   check_mask("prompt_mask", prompt_mask, prompt_tokens.shape)
   _require_positive_int("max_new_tokens", max_new_tokens)
   _require_positive_int("group_size", group_size)
+  width = prompt_tokens.shape[1]
+  if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or not 0 <= prefix_len < width:
+    raise ValueError(f"prefix_len: expected an int in [0, {width}), got {prefix_len!r}")
   total = prompt_tokens.shape[1] + max_new_tokens
   if total > config.max_seq_len:
     raise ValueError(
@@ -726,6 +788,7 @@ def generate(
     greedy=bool(greedy),
     use_lora=bool(use_lora and config.lora_rank > 0 and lora is not None),
     group_size=group_size,
+    prefix_len=prefix_len,
   )
 
 

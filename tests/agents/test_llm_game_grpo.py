@@ -118,8 +118,9 @@ def test_prepare_puts_each_games_group_advantage_on_its_played_tokens(tiny_lm):
   tokens, prompt_mask = np.asarray(games.lines.prompt_tokens), np.asarray(games.lines.prompt_mask)
   broken = tokens.copy()
   broken[1, np.argmax(prompt_mask[1])] += 1  # row 1's first real token
-  with pytest.raises(ValueError, match="prompt_tokens: row 1 does not begin with the game's"):
-    agent.game.check_prefix(broken, prompt_mask)
+  llm_common.check_common_prefix(tokens, prompt_mask, agent.game.prefix)
+  with pytest.raises(ValueError, match="prompt_tokens: row 1 does not begin with the"):
+    llm_common.check_common_prefix(broken, prompt_mask, agent.game.prefix)
   returns = np.array([1.0, 0.0, 0.5, 0.5], np.float32)  # group 0 differs, group 1 ties
   played = games.played.copy()
   played[4:] &= np.array([True, False, True, True] * (played[4:].size // 4))  # game 1 ends first
