@@ -237,6 +237,23 @@ SMOKE = {
     },
     None,
   ),
+  "gmah_two_agent_rooms_random_split": (
+    {
+      "total_timesteps": 2 * 2 * 4,
+      "num_envs": 2,
+      "num_steps": 2,
+      "learning_starts": 4,
+      "batch_size": 8,
+      "buffer_size": 32,
+      "target_update_interval": 2,
+      "hidden_sizes": (16,),
+      "low_hidden_sizes": (16,),
+      "mixer_embed_dim": 8,
+      "hypernet_hidden": 8,
+      "eval_episodes": 2,
+    },
+    None,
+  ),
   "dqn_fourrooms": (
     {
       **FOUR_ROOMS,
@@ -432,6 +449,7 @@ GROUPS = {
     "gmah_simple_spread",
     "gmah_two_agent_rooms",
     "gmah_two_agent_rooms_split",
+    "gmah_two_agent_rooms_random_split",
     "grpo_fourrooms",
     "gigpo_fourrooms",
     "hi_agent_fourrooms",
@@ -510,6 +528,8 @@ TRACED = {
   "gmah_two_agent_rooms": "tests/agents/test_gmah.py::"
   "test_a_learner_step_and_an_evaluation_in_four_rooms",
   "gmah_two_agent_rooms_split": "tests/agents/test_gmah.py::"
+  "test_a_learner_step_and_an_evaluation_in_four_rooms",
+  "gmah_two_agent_rooms_random_split": "tests/agents/test_gmah.py::"
   "test_a_learner_step_and_an_evaluation_in_four_rooms",
   "qmix_simple_spread": "tests/agents/test_qmix.py::test_a_tiny_vdn_run_is_one_program_with_finite_metrics",
 }
