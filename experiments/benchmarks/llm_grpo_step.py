@@ -29,6 +29,7 @@ Prints one JSON line per side and one for the ratio; a summary line on stderr.
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -227,6 +228,8 @@ def summary(name: str, runs) -> dict:
     "cpu_seconds": cpu,
     "reward_mean": [r["reward_mean"] for r in runs],
     "completion_length_mean": [r["completion_length_mean"] for r in runs],
+    # the process's peak resident memory after its last step (the model, the activations)
+    "peak_rss_mb": max((r.get("peak_rss_mb", float("nan")) for r in runs), default=float("nan")),
   }
 
 
@@ -348,6 +351,7 @@ def run(
           "completion_length_mean": metrics["completion_length_mean"],
           "sample_seconds": metrics["sample_seconds"],
           "update_seconds": metrics["update_seconds"],
+          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
       )
       if reference is not None:
@@ -457,7 +461,8 @@ def main(argv) -> None:
     line += (
       f"; TRL {theirs['step_seconds_median']:.2f} s/step (best "
       f"{theirs['step_seconds_best']:.2f}); TRL/hrljax {ratio['ratio_median']:.2f}x "
-      f"(best {ratio['ratio_best']:.2f}x)"
+      f"(best {ratio['ratio_best']:.2f}x); peak memory {ours['peak_rss_mb']:.0f} MB vs "
+      f"{theirs['peak_rss_mb']:.0f} MB"
     )
   print(line + f"; load {ours['load_average_1min']:.1f}", file=sys.stderr)
 

@@ -32,6 +32,7 @@ the step prints `{"seconds", "cpu_seconds", "reward_mean", "completion_length_me
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -118,6 +119,8 @@ def main() -> None:
           "cpu_seconds": cpu_seconds,
           "reward_mean": metrics["reward"][-1],
           "completion_length_mean": metrics["completions/mean_length"][-1],
+          # the process's peak resident memory so far (Linux: KiB)
+          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
       )
 

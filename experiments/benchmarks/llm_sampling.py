@@ -29,6 +29,7 @@ Prints one JSON line per side, the ratio, and a summary line on stderr.
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -112,6 +113,8 @@ def _summary(name: str, runs, tokens: int) -> dict:
     "tokens_per_cpu_second_median": tokens / statistics.median(cpu),
     "run_seconds": seconds,
     "cpu_seconds": cpu,
+    # the process's peak resident memory after its last run (Linux reports KiB)
+    "peak_rss_mb": max(r.get("peak_rss_mb", float("nan")) for r in runs),
   }
 
 
@@ -293,7 +296,11 @@ def run(
       start, cpu_start = time.perf_counter(), time.process_time()
       out = ours(jax.random.key(seed + 1 + rep))
       our_runs.append(
-        {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu_start}
+        {
+          "seconds": time.perf_counter() - start,
+          "cpu_seconds": time.process_time() - cpu_start,
+          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
       )
       if int(out.mask.sum()) != per_run:
         raise RuntimeError(f"hrljax sampled {int(out.mask.sum())} tokens, expected {per_run}")

@@ -17,6 +17,7 @@ ends it. Nothing in hrljax imports this file.
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -102,7 +103,15 @@ def main() -> None:
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     tokens = int(out.shape[0] * (out.shape[1] - input_ids.shape[1]))
     print(
-      json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens}), flush=True
+      json.dumps(
+        {
+          "seconds": seconds,
+          "cpu_seconds": cpu_seconds,
+          "tokens": tokens,
+          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KiB
+        }
+      ),
+      flush=True,
     )
 
 

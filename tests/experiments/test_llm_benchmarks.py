@@ -40,6 +40,7 @@ def test_sampling_record_fields_and_rates():
   assert ours["tokens_per_second_best"] == pytest.approx(6 / min(seconds))
   assert ours["tokens_per_cpu_second_median"] == pytest.approx(6 / statistics.median(cpu))
   assert ours["compile_seconds"] > 0
+  assert ours["peak_rss_mb"] > 100  # this process holds jax and the model: more than 100 MB
   json.dumps(ours)  # one JSON line
 
 
@@ -94,6 +95,7 @@ def test_grpo_step_record_fields_and_counts():
   )
   assert ours["step_seconds_median"] == ours["run_seconds"][0] == ours["step_seconds_best"]
   assert ours["first_step_seconds"] > 0 and len(ours["reward_mean"]) == 1
+  assert ours["peak_rss_mb"] > 100
   assert 0.0 <= ours["reward_mean"][0] <= 1.5
   json.dumps(ours)
 
