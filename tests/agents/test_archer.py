@@ -290,14 +290,18 @@ def test_sgd_actor_steps_by_the_clipped_gradient_while_the_critic_keeps_adam(run
   _, env_params, states, _ = run
   base = states[0][1].agent
   config = tiny_config(actor_optimizer="sgd", actor_learning_rate=0.5)
-  agent = archer.ArcherAgent.create(
-    jax.random.key(0), *envs.make(config.env_name, **config.env_kwargs), config, base.policy_params
+  env_and_params = envs.make(config.env_name, **config.env_kwargs)
+  # Jitted: op by op, the networks' and optimizers' initialisation compiles a hundred programs.
+  agent = fast_jit(lambda k, p: archer.ArcherAgent.create(k, *env_and_params, config, p))(
+    jax.random.key(0), base.policy_params
   )
   dialogue = _replayed(states[0][1]).dialogue
-  moved, _ = fast_jit(lambda a, d: a.actor_step(d))(agent, dialogue)
-  _, sample_key = jax.random.split(agent.key)
-  grads = fast_jit(
-    jax.grad(
+
+  @fast_jit
+  def step_and_grads(agent, dialogue):
+    """The actor step and, from the same key, the gradient it should step by: one program."""
+    _, sample_key = jax.random.split(agent.key)
+    grads = jax.grad(
       lambda p: archer.actor_objective(
         p,
         agent.critic_params,
@@ -308,8 +312,10 @@ def test_sgd_actor_steps_by_the_clipped_gradient_while_the_critic_keeps_adam(run
         agent.config,
         env_params.utterance_len,
       )[0]
-    )
-  )(agent.policy_params)
+    )(agent.policy_params)
+    return agent.actor_step(dialogue)[0], grads
+
+  moved, grads = step_and_grads(agent, dialogue)
   norm = np.sqrt(sum(np.sum(np.asarray(g, np.float64) ** 2) for g in jax.tree.leaves(grads)))
   scale = min(1.0, config.max_grad_norm / norm)
   expected = jax.tree.map(
