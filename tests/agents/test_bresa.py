@@ -50,13 +50,13 @@ def as_numpy(x):
 
 def run(learner, seed, repeats=1):
   """`(final state, stacked metrics)` of the learner's run from `key(seed)`; with `repeats` > 1,
-  a list of that many runs from the same key, through the same jitted `init` and `step` (one
-  trace and compile of each: a fresh `jax.jit` would trace the step again). `init` is jitted too:
-  run op by op it compiles a hundred small programs."""
-  init, step = jax.jit(learner.init), jax.jit(learner.step)
+  a list of that many runs from the same key, through one jitted `step` (a fresh `jax.jit`
+  would trace and lower it again). `init` runs op by op: jitted, its program costs more to
+  compile with the `bitwise` options than its operations do."""
+  step = jax.jit(learner.step)
   runs = []
   for _ in range(repeats):
-    state, history = init(jax.random.key(seed)), []
+    state, history = learner.init(jax.random.key(seed)), []
     for _ in range(learner.num_updates):
       state, metrics = step(state)
       history.append(metrics)
@@ -92,10 +92,7 @@ def test_reflex_off_with_one_control_step_is_exactly_sac():
 def test_reflex_fires_at_control_steps_inside_decisions_and_latches():
   config = tiny_bresa(risk_epsilon=0.0)
   env, params = envs.make(config.env_name, **config.env_kwargs)
-  # Jitted: op by op, the networks' and optimizers' initialisation compiles a hundred programs.
-  agent = jax.jit(
-    lambda key: recovery_rl.RecoveryAgent.create(key, envs.spec(env, params), config)
-  )(jax.random.key(0))
+  agent = recovery_rl.RecoveryAgent.create(jax.random.key(0), envs.spec(env, params), config)
   controller = two_rate_common.make_controller(config, (-1.0, -1.0), (1.0, 1.0))
   carry = rollout.reset(env, params, jax.random.key(1), 4)
 
