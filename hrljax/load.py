@@ -92,11 +92,30 @@ def _checkpoint_update(workdir: str, step: Optional[int]) -> int:
   return steps[-1] if step is None else step
 
 
-def load_run(workdir: str, step: Optional[int] = None) -> Run:
+def with_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
+  """`config` with the fields of `overrides` (dotted names: `"task.max_operand"`) set; a
+  ValueError names a field the config does not have."""
+  config = ml_collections.ConfigDict(config.to_dict())
+  for name, value in overrides.items():
+    *parents, field = name.split(".")
+    node = config
+    for parent in parents:
+      node = node.get(parent) if isinstance(node, ml_collections.ConfigDict) else None
+    if not isinstance(node, ml_collections.ConfigDict) or field not in node:
+      raise ValueError(f"overrides: expected fields of the run's config, got {name!r}")
+    node[field] = value
+  return config
+
+
+def load_run(workdir: str, step: Optional[int] = None, overrides: Optional[dict] = None) -> Run:
   """The config, learner and run state of the run in `workdir` (its latest checkpoint, or the
   checkpoint of update `step`), ready to evaluate (`run.evaluate()`, or `run.learner.evaluate`
-  with keys of one's own) or act with (`run.seed_state().agent`)."""
+  with keys of one's own) or act with (`run.seed_state().agent`). `overrides` sets config
+  fields that do not change the run state, such as the evaluation's size
+  (`{"eval_episodes": 1024}`)."""
   config = load_config(workdir)
+  if overrides:
+    config = with_overrides(config, overrides)
   update = _checkpoint_update(workdir, step)
   learner = agent_module(config.agent).make_learner(config)
   state = training.restore(learner, config, workdir, step=update)

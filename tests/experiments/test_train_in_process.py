@@ -21,7 +21,7 @@ import jax
 import pytest
 
 import hrljax
-from experiments import train
+from experiments import evaluate, train
 from hrljax import agents, envs
 from hrljax.agents import ppo
 from hrljax.logging import read_jsonl
@@ -301,6 +301,24 @@ def test_load_run_evaluates_and_acts_as_the_run_did(finished_run):
   obs, _ = env.reset(jax.random.key(1), env_params)
   action = run.seed_state().agent.act(obs, jax.random.key(2), deterministic=True)
   assert action.shape == () and int(action) in (0, 1)
+
+
+def test_evaluate_reads_a_run_back_with_evaluation_settings_of_ones_own(finished_run, capsys):
+  """`experiments.evaluate`: the run's final evaluation made again (the same numbers); a run read
+  back with 4 evaluation episodes instead of the run's; a field the config does not have, and a
+  setting without a value, are named."""
+  workdir = str(finished_run.workdir)
+  final = [r for r in read_jsonl(workdir) if r["phase"] == "eval"][-1]
+  (again,) = evaluate.evaluate(workdir)
+  assert (again["workdir"], again["update"], again["seed"]) == (workdir, 16, 0)
+  assert again["eval_return"] == pytest.approx(final["eval_return"])
+  assert evaluate.parse_setting("eval_episodes=4") == ("eval_episodes", 4)
+  run = hrljax.load_run(workdir, overrides={"eval_episodes": 4})
+  assert run.config.eval_episodes == 4 and run.update == 16
+  with pytest.raises(ValueError, match="overrides: expected fields of the run's config, got 'x.y'"):
+    hrljax.load_run(workdir, overrides={"x.y": 1})
+  with pytest.raises(ValueError, match="--set: expected field=value, got 'eval_episodes'"):
+    evaluate.parse_setting("eval_episodes")
 
 
 def test_load_run_names_what_is_missing(tmp_path):
