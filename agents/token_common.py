@@ -224,7 +224,8 @@ def greedy_evaluation(
   env, env_params: token_game.EnvParams, policy: transformer.CausalTransformer, num_episodes: int
 ):
   """`evaluate(policy_params, key)`: greedy decoding over `num_episodes` games (ArCHer evaluates
-  greedily); with the default rewards `eval_return` is the success rate."""
+  greedily): the return and length statistics and `eval_success`, the fraction of games won
+  (`token_game.success_rate`; with the default rewards it equals `eval_return`)."""
 
   def greedy(params, obs, key):
     tokens, _ = transformer.generate(
@@ -233,9 +234,11 @@ def greedy_evaluation(
     return tokens, None
 
   def evaluate(params, key):
-    return rollout.evaluate(
+    stats = rollout.evaluate(
       env, env_params, greedy, params, key, num_episodes, env_params.max_steps_in_episode
     )
+    success = token_game.success_rate(stats["eval_return"], stats["eval_length"], env_params)
+    return dict(stats, eval_success=success)
 
   return evaluate
 

@@ -295,6 +295,21 @@ def item_attributes(params: EnvParams) -> np.ndarray:
   return _item_table(params.num_items, params.num_attributes, params.num_values, params.seed)
 
 
+def success_rate(mean_return, mean_length, params: EnvParams):
+  """The fraction of games won, from the mean return and mean length (turns) of finished games.
+
+  A game of T turns that was won (w = 1) or not (w = 0) returns
+  ``correct_reward * w + turn_reward * (T - w)``, so ``w = (return - turn_reward * T) /
+  (correct_reward - turn_reward)``, and the relation holds for means: the win rate under any
+  rules (the default's return, ArCHer's Twenty Questions rules' return plus length). NaN when
+  the two rewards are equal (the return says nothing about winning).
+  """
+  gap = params.correct_reward - params.turn_reward
+  if gap == 0:
+    return jnp.full(jnp.shape(mean_return), jnp.nan, jnp.float32)
+  return (mean_return - params.turn_reward * mean_length) / gap
+
+
 def encode_question(attribute: chex.Numeric, value: chex.Numeric, params: EnvParams) -> jax.Array:
   """The utterance ``ASK attr value END PAD...``: int32 ``[L]`` (jittable; scalar inputs)."""
   vocab = vocabulary(params)

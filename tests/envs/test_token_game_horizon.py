@@ -278,3 +278,26 @@ def test_twenty_turn_text_game_renders_every_turn():
   assert "You have 20 turns." in prompt and prompt.endswith(
     "You have 1 turn left. Your move (one line):"
   )
+
+
+@pytest.mark.parametrize("rules", ["game", "twenty_questions"])
+def test_success_rate_of_mean_return_and_length_counts_the_games_won(rules):
+  """`success_rate` of the recorded games' mean return and mean length is the fraction of them
+  that ended with a correct guess (a guess answered YES), under both rules; NaN when the two
+  rewards are equal."""
+  ref = REFERENCE[rules]
+  params = tg.make_params(**{**GAME, **(TQ if rules == "twenty_questions" else {})})
+  returns, lengths, wins, total = [], [], [], 0.0
+  for i, (reward, done) in enumerate(zip(ref["reward"], ref["terminated"])):
+    total += reward
+    if done:
+      won = ACTIONS[i][0] == tg.GUESS and ref["answer"][i] == tg.YES
+      returns.append(total)
+      lengths.append(ref["turn"][i])
+      wins.append(float(won))
+      total = 0.0
+  assert 0 < np.mean(wins) < 1  # won and lost games
+  success = tg.success_rate(np.mean(returns), np.mean(lengths), params)
+  np.testing.assert_allclose(success, np.mean(wins), rtol=1e-6)
+  flat = tg.make_params(**{**GAME, "correct_reward": 0.0, "turn_reward": 0.0})
+  assert np.isnan(tg.success_rate(0.0, 4.0, flat))
