@@ -32,7 +32,7 @@ def small_config(**overrides):
   config.env_kwargs.max_turns = 2
   config.max_new_tokens = 4
   config.eval_episodes = 0  # `TextGame.evaluate` is tested with llm_archer and llm_token_ppo
-  config.checkpoint_every = 1
+  config.checkpoint_every = 2  # and at the end of every run
   config.num_updates = 2
   config.update(overrides)
   return config
