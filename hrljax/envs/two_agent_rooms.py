@@ -199,9 +199,8 @@ class TwoAgentFourRooms(environment.Environment):
     blocked = ~jnp.asarray(FREE)[moved[:, 0], moved[:, 1]]
     pos = jnp.where(blocked[:, None], state.pos, moved)
     room = room_of(pos)
-    if (
-      params.task in SPLIT_TASKS
-    ):  # two different rooms of the goal set (target's two are distinct)
+    # split tasks: two different rooms of the goal set (target's two are distinct)
+    if params.task in SPLIT_TASKS:
       arrived = jnp.all(jnp.any(room[:, None] == state.target[None], axis=1)) & (room[0] != room[1])
     else:
       arrived = jnp.all(room == state.target)
@@ -292,7 +291,8 @@ def make_two_agent_rooms(**kwargs):
   ):
     raise ValueError(f"step_cost: expected a finite number >= 0, got {cost!r}")
   observe = kwargs.get("observe_others", params.observe_others)
-  if observe not in (True, False) or not isinstance(observe, (bool, np.bool_)):  # not 0 or 1
+  # 0 and 1 compare equal to False and True but are not bools
+  if observe not in (True, False) or not isinstance(observe, (bool, np.bool_)):
     raise ValueError(f"observe_others: expected a bool, got {observe!r}")
   start = _rooms("start_rooms", kwargs.get("start_rooms", default_start))
   target = kwargs.get("target_rooms", default_target)
