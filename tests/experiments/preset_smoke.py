@@ -119,6 +119,9 @@ TOKEN_GAME = {
 }
 # SmolLM2 truncated to its first layer, LoRA rank 2, two updates.
 LLM = {"num_layers": 1, "lora_rank": 2, "lora_alpha": 4.0, "num_updates": 2, "max_new_tokens": 4}
+# The text-game presets without the shared prompt beginning (a second prefill and forward per
+# program to compile): test_llm_archer runs it on SmolLM2, test_llm_game_grpo checks it.
+TEXT_GAME = {**LLM, "shared_prompt_prefix": False}
 
 # preset -> (overrides, a file argument of the config or None). Several presets of one agent
 # share the compiled shapes where they can.
@@ -413,11 +416,11 @@ SMOKE = {
     None,
   ),
   "token_ppo_smollm2_game": (
-    {**LLM, "num_envs": 2, "num_steps": 2, "value_llm_layers": 1, "eval_episodes": 2},
+    {**TEXT_GAME, "num_envs": 2, "num_steps": 2, "value_llm_layers": 1, "eval_episodes": 2},
     None,
   ),
   "grpo_smollm2_game": (
-    {**LLM, "num_groups": 1, "group_size": 2, "eval_episodes": 2},
+    {**TEXT_GAME, "num_groups": 1, "group_size": 2, "eval_episodes": 2},
     None,
   ),
 }
@@ -532,6 +535,11 @@ TRACED = {
   "gmah_two_agent_rooms_random_split": "tests/agents/test_gmah.py::"
   "test_a_learner_step_and_an_evaluation_in_four_rooms",
   "qmix_simple_spread": "tests/agents/test_qmix.py::test_a_tiny_vdn_run_is_one_program_with_finite_metrics",
+  # host-driven SmolLM2 agents: validated as the driver does; the named test runs the agent on
+  # SmolLM2 cut to its first layers (llm_token_ppo's and llm_game_grpo's presets train here)
+  "archer_smollm2_game": "tests/agents/test_llm_archer.py::"
+  "test_one_archer_iteration_on_the_truncated_smollm2_with_its_pretrained_critic",
+  "grpo_smollm2_arithmetic": "tests/agents/test_llm_grpo.py::test_one_grpo_step_on_the_truncated_smollm2",
 }
 
 
@@ -598,6 +606,8 @@ def trace_preset(preset, request):
   checkpoint and back."""
   config = smoke_config(preset, request)
   agent, _ = train_cli.prepare(config)
+  if config.agent in train_cli.LLM_AGENTS:  # a host learner: nothing to trace
+    return
   learner = agent.make_learner(config)
   key = jax.random.key(0)
   state = jax.eval_shape(learner.init, key)

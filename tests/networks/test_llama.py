@@ -401,8 +401,8 @@ def test_generate_with_a_group_size_equals_sampling_the_repeated_prompts(tiny_pa
 def test_generate_with_a_common_prefix_equals_sampling_the_whole_prompts(tiny_params):
   """Prompts that begin with the same 3 tokens, then 1 to 3 of their own (left-padded): with
   `prefix_len=3` (that beginning prefilled once) the tokens, masks and log-probs of sampling the
-  whole prompts with the same key, with and without a group size; a prefix length the prompts
-  do not share gives other samples."""
+  whole prompts with the same key (2 samples per prompt: both shared beginnings at once); a
+  prefix length the prompts do not share gives other samples."""
   common = _prompt(10)[0, :3]
   own = _prompt(11)[:, :3]
   prompt = jnp.stack(
@@ -414,15 +414,14 @@ def test_generate_with_a_common_prefix_equals_sampling_the_whole_prompts(tiny_pa
   mask = jnp.stack([jnp.ones(6, bool), jnp.arange(6) >= 2])
   params = jax.tree.map(lambda w: 5.0 * w, tiny_params)
   key = jax.random.key(4)
-  for group_size in (1, 2):
-    kwargs = {"temperature": 1.0, "eos_id": None, "pad_id": 0, "group_size": group_size}
-    whole = llama.generate(TINY, params, None, prompt, mask, key, 5, **kwargs)
-    shared = llama.generate(TINY, params, None, prompt, mask, key, 5, prefix_len=3, **kwargs)
-    np.testing.assert_array_equal(np.asarray(shared.tokens), np.asarray(whole.tokens))
-    np.testing.assert_array_equal(np.asarray(shared.mask), np.asarray(whole.mask))
-    np.testing.assert_allclose(
-      np.asarray(shared.logprobs), np.asarray(whole.logprobs), rtol=1e-5, atol=1e-5
-    )
+  kwargs = {"temperature": 1.0, "eos_id": None, "pad_id": 0, "group_size": 2}
+  whole = llama.generate(TINY, params, None, prompt, mask, key, 5, **kwargs)
+  shared = llama.generate(TINY, params, None, prompt, mask, key, 5, prefix_len=3, **kwargs)
+  np.testing.assert_array_equal(np.asarray(shared.tokens), np.asarray(whole.tokens))
+  np.testing.assert_array_equal(np.asarray(shared.mask), np.asarray(whole.mask))
+  np.testing.assert_allclose(
+    np.asarray(shared.logprobs), np.asarray(whole.logprobs), rtol=1e-5, atol=1e-5
+  )
   wrong = llama.generate(TINY, params, None, prompt, mask, key, 5, prefix_len=4, **kwargs)
   assert not np.allclose(np.asarray(wrong.logprobs), np.asarray(whole.logprobs), atol=1e-3)
   with pytest.raises(ValueError, match=r"prefix_len: expected an int in \[0, 6\), got 6"):
