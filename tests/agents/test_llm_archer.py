@@ -27,6 +27,8 @@ def small_config(**overrides):
   config.lora_rank = TINY.lora_rank
   config.lora_alpha = TINY.lora_alpha
   config.include_table = False  # short prompts
+  # one prefill and forward per program; the SmolLM2 iteration below runs the shared beginning
+  config.shared_prompt_prefix = False
   config.num_envs = 4
   config.max_new_tokens = 4
   config.batch_size = 8
@@ -179,8 +181,10 @@ def test_one_archer_iteration_on_the_truncated_smollm2_with_its_pretrained_criti
     valid_move_bonus=0.25,
     critic_trunk="llm",
     critic_llm_layers=1,
+    shared_prompt_prefix=True,
   )
   agent = llm_archer.LLMArcher(config)
+  assert agent.game.prefix_len > 100  # the rules and item table: sampled and trained once a batch
   assert agent.lm.config.num_layers == 2
   params_before = jax.tree.map(np.array, agent.lm.params)
   state = agent.init(0)
