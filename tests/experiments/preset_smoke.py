@@ -535,11 +535,13 @@ TRACED = {
   "gmah_two_agent_rooms_random_split": "tests/agents/test_gmah.py::"
   "test_a_learner_step_and_an_evaluation_in_four_rooms",
   "qmix_simple_spread": "tests/agents/test_qmix.py::test_a_tiny_vdn_run_is_one_program_with_finite_metrics",
-  # host-driven SmolLM2 agents: validated as the driver does; the named test runs the agent on
-  # SmolLM2 cut to its first layers (llm_token_ppo's and llm_game_grpo's presets train here)
+  # host-driven SmolLM2 agents: validated as the driver does; the named test runs the agent (on
+  # SmolLM2 cut to its first layers, or through the driver's loop on the tiny model);
+  # llm_token_ppo's preset trains here
   "archer_smollm2_game": "tests/agents/test_llm_archer.py::"
   "test_one_archer_iteration_on_the_truncated_smollm2_with_its_pretrained_critic",
   "grpo_smollm2_arithmetic": "tests/agents/test_llm_grpo.py::test_one_grpo_step_on_the_truncated_smollm2",
+  "grpo_smollm2_game": "tests/agents/test_llm_game_grpo.py::test_run_logs_and_resumes_exactly",
 }
 
 
