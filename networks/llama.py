@@ -555,9 +555,17 @@ def _decode_step(
   return logits[:, -1], tuple(new_caches), valid
 
 
-def _prefill(model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens, prefix_len):
+def repeat_cache(cache: KVCache, repeats: int) -> KVCache:
+  """Every row of `cache` repeated `repeats` times (row i of the result is row i // repeats)."""
+  return cache._replace(
+    keys=jnp.repeat(cache.keys, repeats, axis=1),
+    values=jnp.repeat(cache.values, repeats, axis=1),
+    valid=jnp.repeat(cache.valid, repeats, axis=0),
+  )
+
+
+def _prefill(model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens):
   """The prompts' forward into a cache of `P + max_new_tokens` slots: last logits, cache."""
-  del prefix_len
   batch, prompt_len = prompt_tokens.shape
   cache = init_cache(model.config, batch, prompt_len + max_new_tokens, dtype=model.config.dtype)
   return model.apply(
@@ -594,11 +602,7 @@ def _prefill_common_prefix(
     with_lora,
     last_only=True,
   )
-  cache = cache._replace(
-    keys=jnp.repeat(cache.keys, batch, axis=1),
-    values=jnp.repeat(cache.values, batch, axis=1),
-    valid=jnp.repeat(cache.valid, batch, axis=0),
-  )
+  cache = repeat_cache(cache, batch)
   rest = prompt_len - prefix_len
   rest_mask = jnp.arange(rest)[None, :] >= (rest - (lengths - prefix_len))[:, None]
   rest_positions = prefix_len + positions_from_mask(rest_mask)
@@ -648,18 +652,18 @@ def _generate(
   batch = num_prompts * group_size
   model = Llama(config)
   variables, with_lora = _variables(params, lora, use_lora)
-  prefill = _prefill_common_prefix if prefix_len else _prefill
-  logits, cache = prefill(
-    model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens, prefix_len
-  )
+  if prefix_len:
+    logits, cache = _prefill_common_prefix(
+      model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens, prefix_len
+    )
+  else:
+    logits, cache = _prefill(
+      model, variables, with_lora, prompt_tokens, prompt_mask, max_new_tokens
+    )
   # Each prompt was prefilled once; its `group_size` samples start from copies of its cache and
   # last logits (row i continues prompt i // group_size).
   logits = jnp.repeat(logits, group_size, axis=0)
-  cache = cache._replace(
-    keys=jnp.repeat(cache.keys, group_size, axis=1),
-    values=jnp.repeat(cache.values, group_size, axis=1),
-    valid=jnp.repeat(cache.valid, group_size, axis=0),
-  )
+  cache = repeat_cache(cache, group_size)
   first_position = jnp.repeat(jnp.sum(prompt_mask, axis=1, dtype=jnp.int32), group_size)
   keys = jax.random.split(key, max_new_tokens)
   token, logprob = _choose(logits[:, -1], keys[0], temperature, greedy)

@@ -57,16 +57,17 @@ def _grouped_cache(cache: llama.KVCache, group_size: int, suffix_len: int) -> ll
   Only the keys/values are repeated, not the prefix's computation: the suffix's attention to
   the prefix is per row anyway (the Prefix Grouper's attention split)."""
 
-  def grouped(array: Array) -> Array:  # [L, G, P, K, D] -> [L, G*group_size, P + N, K, D]
-    array = jnp.repeat(array, group_size, axis=1)
+  cache = llama.repeat_cache(cache, group_size)
+
+  def with_slots(array: Array, slot_axis: int) -> Array:  # the suffix's slots, not yet written
     pad = [(0, 0)] * array.ndim
-    pad[2] = (0, suffix_len)
+    pad[slot_axis] = (0, suffix_len)
     return jnp.pad(array, pad)
 
-  valid = jnp.repeat(cache.valid, group_size, axis=0)
-  valid = jnp.pad(valid, ((0, 0), (0, suffix_len)))  # the suffix's slots are not yet written
-  return llama.KVCache(
-    keys=grouped(cache.keys), values=grouped(cache.values), valid=valid, length=cache.length
+  return cache._replace(
+    keys=with_slots(cache.keys, 2),
+    values=with_slots(cache.values, 2),
+    valid=with_slots(cache.valid, 1),
   )
 
 

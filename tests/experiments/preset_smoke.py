@@ -123,6 +123,22 @@ LLM = {"num_layers": 1, "lora_rank": 2, "lora_alpha": 4.0, "num_updates": 2, "ma
 # program to compile): test_llm_archer runs it on SmolLM2, test_llm_game_grpo checks it.
 TEXT_GAME = {**LLM, "shared_prompt_prefix": False}
 
+# The two-agent four-rooms GMAH presets (split and random split): one tiny run for both.
+GMAH_ROOMS = {
+  "total_timesteps": 2 * 2 * 4,
+  "num_envs": 2,
+  "num_steps": 2,
+  "learning_starts": 4,
+  "batch_size": 8,
+  "buffer_size": 32,
+  "target_update_interval": 2,
+  "hidden_sizes": (16,),
+  "low_hidden_sizes": (16,),
+  "mixer_embed_dim": 8,
+  "hypernet_hidden": 8,
+  "eval_episodes": 2,
+}
+
 # preset -> (overrides, a file argument of the config or None). Several presets of one agent
 # share the compiled shapes where they can.
 SMOKE = {
@@ -223,40 +239,8 @@ SMOKE = {
     },
     None,
   ),
-  "gmah_two_agent_rooms_split": (
-    {
-      "total_timesteps": 2 * 2 * 4,
-      "num_envs": 2,
-      "num_steps": 2,
-      "learning_starts": 4,
-      "batch_size": 8,
-      "buffer_size": 32,
-      "target_update_interval": 2,
-      "hidden_sizes": (16,),
-      "low_hidden_sizes": (16,),
-      "mixer_embed_dim": 8,
-      "hypernet_hidden": 8,
-      "eval_episodes": 2,
-    },
-    None,
-  ),
-  "gmah_two_agent_rooms_random_split": (
-    {
-      "total_timesteps": 2 * 2 * 4,
-      "num_envs": 2,
-      "num_steps": 2,
-      "learning_starts": 4,
-      "batch_size": 8,
-      "buffer_size": 32,
-      "target_update_interval": 2,
-      "hidden_sizes": (16,),
-      "low_hidden_sizes": (16,),
-      "mixer_embed_dim": 8,
-      "hypernet_hidden": 8,
-      "eval_episodes": 2,
-    },
-    None,
-  ),
+  "gmah_two_agent_rooms_split": (GMAH_ROOMS, None),
+  "gmah_two_agent_rooms_random_split": (GMAH_ROOMS, None),
   "dqn_fourrooms": (
     {
       **FOUR_ROOMS,
