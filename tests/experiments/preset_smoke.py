@@ -177,6 +177,8 @@ SMOKE = {
     },
     None,
   ),
+  "macro_mixture_fourrooms": "tests/agents/test_macro_mixture.py::"
+  "test_a_few_updates_train_the_hyper_agent_and_leave_the_experts_frozen",
   "qmix_simple_spread": (
     {
       "total_timesteps": 2 * 2 * 4,
@@ -490,8 +492,12 @@ TRACED = {
   "test_off_policy_row_has_training_and_evaluation_numbers_per_seed",  # through the driver
   "recovery_rl_lagrangian_pointhazard": "tests/experiments/test_safety_table.py::"
   "test_off_policy_row_has_training_and_evaluation_numbers_per_seed",
-  "bresa_pointhazard": "bresa_lagrangian_pointhazard",
+  "bresa_pointhazard": "tests/agents/test_bresa.py::test_two_rate_run_is_deterministic_and_evaluates",
+  "bresa_lagrangian_pointhazard": "tests/agents/test_task_risk_penalty.py::"
+  "test_jitted_learner_trains_the_multiplier_only_after_pre_training",  # agent recovery_rl
   "ppo_pid_lagrangian_pointhazard": "ppo_lagrangian_pointhazard",
+  "shielded_ppo_pointhazard": "ppo_lagrangian_pointhazard",
+  "gcivl_pointmaze": "tests/agents/test_gcivl.py::test_learner_step_is_deterministic_and_acts_in_bounds",
   "ppo_doorkey": "ppo_cartpole",
   "option_critic_doorkey": "option_critic_fourrooms",
   "dqn_fourrooms": "dqn_cartpole",
@@ -518,6 +524,8 @@ TRACED = {
   "test_a_learner_step_and_an_evaluation_in_four_rooms",
   "gmah_two_agent_rooms_random_split": "tests/agents/test_gmah.py::"
   "test_a_learner_step_and_an_evaluation_in_four_rooms",
+  "macro_mixture_fourrooms": "tests/agents/test_macro_mixture.py::"
+  "test_a_few_updates_train_the_hyper_agent_and_leave_the_experts_frozen",
   "qmix_simple_spread": "tests/agents/test_qmix.py::test_a_tiny_vdn_run_is_one_program_with_finite_metrics",
   # host-driven SmolLM2 agents: validated as the driver does; the named test runs the agent (on
   # SmolLM2 cut to its first layers, or through the driver's loop on the tiny model);
