@@ -232,22 +232,24 @@ def test_learner_step_metrics_are_scalars_for_the_training_loop():
 @pytest.mark.learning
 @pytest.mark.optimised
 def test_dqn_learns_cartpole():
-  """experiments/configs/dqn_cartpole.py as it is (PureJaxRL's DQN settings, 500k environment
-  steps), seed 0 with the driver's key. The statistic is the mean return of the episodes ending
-  in the last 10% of Learner steps (the last 50k environment steps).
+  """experiments/configs/dqn_cartpole.py (PureJaxRL's DQN settings) for its first 300k of 500k
+  environment steps, seed 0 with the driver's key. Every schedule counts absolute steps (ε reaches
+  0.05 at 250k), so the run is the first 60% of the preset's run. The statistic is the mean return
+  of the episodes ending in the last 10% of Learner steps (environment steps 270k-300k).
 
-  Measured with exactly these settings (jax 0.10.2, CPU, default XLA flags): seed 0 alone 498.9
-  (about 14 s of compilation and 15 s of training on one core); seeds 0-7 vmapped in one program
-  494.5, 448.5, 487.3, 500.0, 489.9, 481.9, 374.2, 482.5; through `experiments.train` (chunks of
-  1,000 Learner steps, which round differently) seeds 0-2 363.5, 496.6, 457.5. DQN's returns dip
-  on the way (to about 170-220 at 40% of the run), hence a threshold of 250, below every
-  measured run. With this test's `LEARNING_COMPILE` (`optimised`), seed 0: 494.5.
+  Measured with this test's `LEARNING_COMPILE` (jax 0.10.2, CPU), seeds 0-7 of the whole 500k-step
+  preset vmapped in one program: over steps 270k-300k 336.5, 498.0, 445.9, 379.0, 457.7, 235.1,
+  446.5, 390.3; over the run's last 50k steps 494.5, 448.5, 487.3, 500.0, 489.9, 481.9, 374.2,
+  482.5 (the preset against the CartPole bar of 475: `experiments/results/VALUE_BASED.md`). DQN's
+  returns dip on the way (seed 0: 190-250 between 30% and 70% of the run), hence a threshold of
+  150, below every measured seed and seven times a random policy's 22.
   """
   config = preset_config()
+  config.total_timesteps = 300_000
   key = jax.random.split(jax.random.key(0))[0]  # seed 0 of experiments.train
   _, metrics = jax.jit(dqn.make_train(config))(key)
   tail = len(metrics["episodes"]) // 10
   final_return = float(
     metrics["episode_return_sum"][-tail:].sum() / metrics["episodes"][-tail:].sum()
   )
-  assert final_return >= 250.0, final_return
+  assert final_return >= 150.0, final_return
