@@ -1,14 +1,16 @@
-"""What a trained GMAH team does on MPE simple_spread: the subgoal each agent pursues along one
-greedy episode.
+"""What a trained GMAH team does: the subgoal each agent pursues along one greedy episode, on MPE
+simple_spread or the two-agent four rooms.
 
   python -m experiments.plot_subgoals WORKDIR [--out=subgoals.png] [--seed=0] [--episode_seed=0]
 
 Restores the latest checkpoint of a `gmah` run (`hrljax.load.load_run`), plays one episode with
-both levels greedy, as the run's evaluation does, and draws the landmarks (squares, one colour
-each) and every agent's path, each step coloured by the landmark its high level has chosen for
-it (the agent's start is a circle). It also prints the subgoals of every step, one column per
-agent, and the team return. Positions come from the observations (each agent's own position and
-its offsets to the landmarks), so the picture is what the agents see.
+both levels greedy, as the run's evaluation does, up to its end, and draws the subgoals (squares,
+one colour each) and every agent's path, each step coloured by the subgoal its high level has
+chosen for it (the agent's start is a circle). In the four rooms the walls are drawn and the
+goal rooms shaded; the subgoals are the room centres and the hallways. It also prints the
+subgoals of every step, one column per agent, and the team return. Positions come from the
+observations (each agent's own position and its offsets to the subgoals), so the picture is what
+the agents see.
 """
 
 import os
@@ -29,12 +31,39 @@ def define_flags() -> None:
   flags.DEFINE_integer("episode_seed", 0, "Key of the episode's start (landmarks and agents).")
 
 
+# environment name -> each agent's own position in its observation `[..., N, d]` (the subgoals'
+# positions are this plus `gmah.SUBGOAL_OFFSETS`)
+OWN_POSITION = {
+  "MPE_simple_spread_v3": lambda obs: obs[..., 2:4],  # after the velocity
+  "TwoAgentFourRooms-v0": lambda obs: obs[..., :2],  # (row, col) / 12
+}
+
+
+def subgoal_names(env_name: str, num_subgoals: int) -> list:
+  """The subgoals' labels: `L<index>` for the landmarks of simple_spread; the rooms' compass
+  names, then `H<index>` for the hallways, in the four rooms."""
+  from hrljax.envs import two_agent_rooms as rooms
+
+  if env_name == rooms.ENV_NAME:
+    compass = ["NW", "NE", "SW", "SE"][: rooms.NUM_ROOMS]
+    return compass + [f"H{i}" for i in range(num_subgoals - rooms.NUM_ROOMS)]
+  return [f"L{i}" for i in range(num_subgoals)]
+
+
 def greedy_episode(config, agent, episode_seed: int = 0) -> dict:
-  """One greedy episode of a GMAH team (`agent` of `config`): per step `[T, N]` subgoals,
-  `[T, N, 2]` agent positions, the `[L, 2]` landmark positions and the team return."""
-  from hrljax import rollout
+  """One greedy episode of a GMAH team (`agent` of `config`), up to its end (the step that
+  terminates or truncates it): per step `[T, N]` subgoals and `[T + 1, N, 2]` agent positions
+  (the last row where the episode ended), the `[L, 2]` subgoal positions and their labels, the
+  team return and the environment's name; in the four rooms also the goal rooms the team was
+  given."""
   from hrljax.agents import gmah, value_common
 
+  from hrljax import rollout
+
+  if config.env_name not in OWN_POSITION:
+    raise ValueError(
+      f"config.env_name: expected one of {sorted(OWN_POSITION)}, got {config.env_name!r}"
+    )
   env, env_params, _ = value_common.multi_agent_spec(config)
   collect = gmah.make_collector(env, env_params, config)
   reset_key, run_key = jax.random.split(jax.random.key(episode_seed))
@@ -42,48 +71,79 @@ def greedy_episode(config, agent, episode_seed: int = 0) -> dict:
   steps = env_params.max_steps_in_episode
   play = jax.jit(lambda agent, options, key: collect(agent, options, key, jnp.zeros(()), steps))
   _, (low, *_, traj, _) = play(agent, options, run_key)
-  obs = np.asarray(low.obs[:, 0])  # [T, N, d]
-  positions = obs[..., 2:4]
-  landmarks = positions[0, 0] + np.asarray(gmah.landmark_offsets(jnp.asarray(obs[0])))[0]
-  return {
-    "goals": np.asarray(low.goal[:, 0]),
+  length = int(np.argmax(np.asarray(traj.done[:, 0]))) + 1  # the first end (the last step at worst)
+  obs = np.asarray(low.obs[:length, 0])  # [T, N, d]
+  position = OWN_POSITION[config.env_name]
+  last = np.asarray(traj.next_obs[length - 1, 0])  # where the episode ended, before any reset
+  positions = np.concatenate([position(obs), position(last)[None]])
+  offsets = np.asarray(gmah.SUBGOAL_OFFSETS[config.env_name](jnp.asarray(obs[0])))[0]
+  episode = {
+    "goals": np.asarray(low.goal[:length, 0]),
     "positions": positions,
-    "landmarks": landmarks,
-    "team_return": float(traj.reward[:, 0].sum()),
+    "subgoals": positions[0, 0] + offsets,
+    "names": subgoal_names(config.env_name, len(offsets)),
+    "team_return": float(np.asarray(traj.reward[:length, 0]).sum()),
+    "env_name": config.env_name,
   }
+  if config.env_name == "TwoAgentFourRooms-v0":
+    # the goal set of the split tasks (the same two-hot in every row), else each agent's room
+    first = obs[0, :, 4:8]
+    split = env_params.task != "own_rooms"
+    episode["goal_rooms"] = np.flatnonzero(first[0]) if split else np.argmax(first, axis=-1)
+  return episode
 
 
 def draw(episode: dict, out: str, title: str = "") -> str:
-  """The landmarks and each agent's path coloured by its subgoal; returns `out`."""
+  """The subgoals and each agent's path coloured by its subgoal (in the four rooms over the
+  walls, the goal rooms shaded, north up); returns `out`."""
   import matplotlib
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  goals, positions, landmarks = episode["goals"], episode["positions"], episode["landmarks"]
+  goals, positions, subgoals = episode["goals"], episode["positions"], episode["subgoals"]
+  rooms = episode["env_name"] == "TwoAgentFourRooms-v0"
+  # (row, col) observations of the four rooms are drawn as (x = col, y = row), north up
+  xy = (lambda p: p[..., ::-1]) if rooms else (lambda p: p)
   colors = plt.get_cmap("tab10").colors
   fig, ax = plt.subplots(figsize=(5, 5))
-  for index, (x, y) in enumerate(landmarks):
+  if rooms:
+    _draw_rooms(ax, episode["goal_rooms"])
+  for index, (x, y) in enumerate(xy(subgoals)):
     ax.scatter(x, y, s=220, marker="s", color=colors[index], edgecolor="black", zorder=3)
-    ax.annotate(f"L{index}", (x, y), ha="center", va="center", fontsize=8, zorder=4)
+    ax.annotate(episode["names"][index], (x, y), ha="center", va="center", fontsize=7, zorder=4)
   for agent in range(positions.shape[1]):
-    path = positions[:, agent]
-    for t in range(len(path) - 1):
-      ax.plot(*path[t : t + 2].T, color=colors[goals[t, agent]], linewidth=2)
+    path = xy(positions[:, agent])
+    for t in range(len(goals)):
+      ax.plot(*path[t : t + 2].T, color=colors[goals[t, agent]], linewidth=2, zorder=2)
     ax.scatter(*path[0], s=60, color="white", edgecolor="black", zorder=3)
     ax.annotate(f"a{agent}", path[0], textcoords="offset points", xytext=(4, 4), fontsize=8)
   ax.set_aspect("equal")
+  if rooms:  # observation units mean nothing on the map; `imshow` has put row 0 (north) on top
+    ax.set_xticks([])
+    ax.set_yticks([])
   ax.set_title(title or f"team return {episode['team_return']:.1f}", fontsize=9)
   fig.savefig(out, dpi=110, bbox_inches="tight")
   plt.close(fig)
   return out
 
 
+def _draw_rooms(ax, goal_rooms) -> None:
+  """The walls of the four-rooms map (black) and the goal rooms (shaded), in observation units."""
+  from hrljax.envs import two_agent_rooms as rooms
+
+  shade = np.where(rooms.FREE, 1.0, 0.0)
+  shade[np.isin(rooms.ROOM_MAP, goal_rooms)] = 0.85
+  half = 0.5 / rooms.SCALE  # a cell's half width: cell centres sit at index / SCALE
+  extent = (-half, 1 + half, 1 + half, -half)  # (left, right, bottom, top), row 0 on top
+  ax.imshow(shade, cmap="gray", vmin=0.0, vmax=1.0, extent=extent, zorder=0)
+
+
 def subgoal_table(episode: dict) -> str:
-  """One line per step: the step and each agent's subgoal (`L<index>`)."""
-  goals = episode["goals"]
+  """One line per step: the step and each agent's subgoal (its label in `episode["names"]`)."""
+  goals, names = episode["goals"], episode["names"]
   header = "step  " + "  ".join(f"a{n}" for n in range(goals.shape[1]))
-  rows = [f"{t:4d}  " + "  ".join(f"L{g}" for g in step) for t, step in enumerate(goals)]
+  rows = [f"{t:4d}  " + "  ".join(names[g] for g in step) for t, step in enumerate(goals)]
   return "\n".join([header, *rows, f"team return {episode['team_return']:.2f}"])
 
 
