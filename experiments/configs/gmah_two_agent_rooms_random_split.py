@@ -8,7 +8,9 @@ pairs of start room and goal set), so the room each agent should take changes fr
 episode and a division of labour has to read the goal set and the start room. The episode
 terminates with a team reward of 1 once the agents stand in the two goal rooms, one each, and is
 truncated after 100 steps. `--config.env_kwargs.observe_others=False` hides the other agent's
-position from each agent (the mixer still reads both). The agent is that of
+position from each agent (the mixer still reads both);
+`--config.env_kwargs.shared_room_ends=True` ends an episode, unrewarded, as soon as both agents
+stand in one goal room (a failed division of labour is final). The agent is that of
 `gmah_two_agent_rooms` (QMIX mixer; `--config.mixer=none` is the independent-learners ablation).
 
   python -m experiments.train --config=experiments/configs/gmah_two_agent_rooms_random_split.py \\
@@ -28,6 +30,7 @@ def get_config():
     {
       "task": "random_split",  # start room and goal set drawn per episode
       "observe_others": True,  # False: each agent sees only its own position and the goal set
+      "shared_room_ends": False,  # True: both agents in one goal room end the episode unrewarded
       "max_steps_in_episode": 100,  # time limit
     }
   )

@@ -8,7 +8,7 @@ reinforcement learning", Artificial Intelligence 112 (1999) (the 13 x 13 map of 
 cross a hallway and a neighbouring room to reach the room diagonally opposite its start. It is
 hrljax's own task, not a published benchmark. `hrljax.envs` registers it as
 `envs.make("TwoAgentFourRooms-v0", task=..., max_steps_in_episode=..., step_cost=...,
-start_rooms=..., target_rooms=..., observe_others=...)`.
+start_rooms=..., target_rooms=..., observe_others=..., shared_room_ends=...)`.
 
 Three tasks share the map, the moves and the observation layout (`task`, default "own_rooms"):
 
@@ -41,7 +41,10 @@ Three tasks share the map, the moves and the observation layout (`task`, default
   which terminates the episode ("own_rooms": agent i stands in room `target_rooms[i]`, for both
   i; "split": the agents stand in the two different rooms of the goal set, either way round);
   −`step_cost` at every other step (`step_cost` 0 by default: a sparse +1). The episode is
-  truncated after `max_steps_in_episode` steps (default 100).
+  truncated after `max_steps_in_episode` steps (default 100). With `shared_room_ends=True` (split
+  tasks only, default False) the agents standing in one room of the goal set also terminate the
+  episode, with −`step_cost` and no success: a failed division of labour is final, so a team
+  cannot win by walking to the goal rooms together and letting one agent trail into the second.
 - Observation `[2, 12]` float32, row i agent i's: its position (row, col) / 12, the other
   agent's position (row, col) / 12, then two 4-vectors over the rooms: "own_rooms", the one-hot
   of its target room and the one-hot of the other agent's; "split", the two-hot of the goal set
@@ -162,6 +165,8 @@ class EnvParams:
   start_rooms: jax.Array = struct.field(default_factory=lambda: jnp.asarray([0, 1], jnp.int32))
   target_rooms: jax.Array = struct.field(default_factory=lambda: jnp.asarray([3, 2], jnp.int32))
   observe_others: bool = struct.field(pytree_node=False, default=True)  # see the other's position
+  # split tasks: both agents in one goal room end the episode unrewarded (static)
+  shared_room_ends: bool = struct.field(pytree_node=False, default=False)
 
 
 class TwoAgentFourRooms(environment.Environment):
@@ -201,12 +206,16 @@ class TwoAgentFourRooms(environment.Environment):
     room = room_of(pos)
     # split tasks: two different rooms of the goal set (target's two are distinct)
     if params.task in SPLIT_TASKS:
-      arrived = jnp.all(jnp.any(room[:, None] == state.target[None], axis=1)) & (room[0] != room[1])
+      in_goal = jnp.any(room[:, None] == state.target[None], axis=1)
+      arrived = jnp.all(in_goal) & (room[0] != room[1])
+      terminated = arrived
+      if params.shared_room_ends:  # a failed division of labour ends the episode
+        terminated = arrived | (in_goal[0] & (room[0] == room[1]))
     else:
-      arrived = jnp.all(room == state.target)
+      arrived = terminated = jnp.all(room == state.target)
     reward = arrived.astype(jnp.float32) - jnp.asarray(params.step_cost, jnp.float32)
     state = EnvState(pos=pos, target=state.target, time=state.time + 1)
-    return jax.lax.stop_gradient(self.get_obs(state, params)), state, reward, arrived, {}
+    return jax.lax.stop_gradient(self.get_obs(state, params)), state, reward, terminated, {}
 
   def get_obs(self, state: EnvState, params=None, key=None) -> jax.Array:
     """`[2, 12]`: own position, the other's position (both / 12; (0, 0) when `observe_others`
@@ -266,8 +275,9 @@ def make_two_agent_rooms(**kwargs):
   `start_rooms` (two room indices, default (0, 1); "split" (0, 0)), `target_rooms` (two room
   indices, default the rooms diagonally opposite the starts; "split": the goal set, two
   different rooms, default (2, 3); neither is read by "random_split", which draws both per
-  episode), `observe_others` (a bool, default True; False hides the other agent's position).
-  A bad name or value raises a ValueError naming it."""
+  episode), `observe_others` (a bool, default True; False hides the other agent's position),
+  `shared_room_ends` (a bool, default False; split tasks only: both agents in one goal room end
+  the episode unrewarded). A bad name or value raises a ValueError naming it."""
   fields = sorted(EnvParams.__dataclass_fields__)
   unknown = sorted(set(kwargs) - set(fields))
   if unknown:
@@ -294,6 +304,14 @@ def make_two_agent_rooms(**kwargs):
   # 0 and 1 compare equal to False and True but are not bools
   if observe not in (True, False) or not isinstance(observe, (bool, np.bool_)):
     raise ValueError(f"observe_others: expected a bool, got {observe!r}")
+  shared_room_ends = kwargs.get("shared_room_ends", params.shared_room_ends)
+  if shared_room_ends not in (True, False) or not isinstance(shared_room_ends, (bool, np.bool_)):
+    raise ValueError(f"shared_room_ends: expected a bool, got {shared_room_ends!r}")
+  if shared_room_ends and task not in SPLIT_TASKS:
+    raise ValueError(
+      f"shared_room_ends: expected False for task {task!r} (only the split tasks have a goal "
+      f"set to share), got True"
+    )
   start = _rooms("start_rooms", kwargs.get("start_rooms", default_start))
   target = kwargs.get("target_rooms", default_target)
   target = NUM_ROOMS - 1 - start if target is None else _rooms("target_rooms", target)
@@ -309,5 +327,6 @@ def make_two_agent_rooms(**kwargs):
     start_rooms=start,
     target_rooms=target,
     observe_others=bool(observe),
+    shared_room_ends=bool(shared_room_ends),
   )
   return TwoAgentFourRooms(), params

@@ -198,6 +198,11 @@ def test_a_jitted_vmapped_rollout_stays_on_free_cells():
     ({"task": None}, r"task: expected one of .*, got None"),
     ({"observe_others": 0}, r"observe_others: expected a bool, got 0"),
     ({"observe_others": "no"}, r"observe_others: expected a bool, got 'no'"),
+    ({"task": "split", "shared_room_ends": 1}, r"shared_room_ends: expected a bool, got 1"),
+    (
+      {"shared_room_ends": True},
+      r"shared_room_ends: expected False for task 'own_rooms' \(only the split tasks",
+    ),
     (
       {"task": "split", "target_rooms": (2, 2)},
       r"target_rooms: the split task's goal set must be two different rooms, got \(2, 2\)",
@@ -254,6 +259,30 @@ def test_split_reward_and_termination_exactly_when_the_agents_take_two_different
   assert float(reward) == 1.0 and bool(terminated) and not bool(truncated) and int(new.time) == 0
   np.testing.assert_array_equal(rooms.room_of(new.pos), [0, 0])
   np.testing.assert_allclose(info["final_observation"][0, 4:], [0, 0, 1, 1, 0, 0, 1, 1])
+
+
+@pytest.mark.parametrize("task", ["split", "random_split"])
+def test_shared_room_ends_a_split_episode_when_both_stand_in_one_goal_room(task):
+  """`shared_room_ends=True`: both agents in one room of the goal set terminate the episode with
+  −step_cost (no success); two different goal rooms still succeed; both in one room outside
+  the goal set, or one in a hallway, go on. Off (the default) only the success terminates."""
+  key = jax.random.key(0)
+  _, params = envs.make(NAME, task=task, shared_room_ends=True, step_cost=0.01)
+  _, off = envs.make(NAME, task=task, step_cost=0.01)
+  cases = [  # (positions before, actions, terminated with the option, rewarded)
+    ([(7, 9), (9, 3)], [DOWN, STAY], True, True),  # south-east and south-west: success
+    ([(9, 3), (10, 2)], [STAY, STAY], True, False),  # both in the south-west
+    ([(7, 9), (10, 10)], [DOWN, STAY], True, False),  # both in the south-east once a0 steps in
+    ([(8, 9), (9, 9)], [UP, STAY], False, False),  # a0 back into the hallway (7, 9)
+    ([(3, 3), (2, 2)], [STAY, STAY], False, False),  # both in the north-west, not a goal room
+  ]
+  for pos, action, ends, rewarded in cases:
+    start = state(pos, target=(2, 3))
+    _, _, reward, terminated, _ = step_env(key, start, jnp.asarray(action), params)
+    assert bool(terminated) == ends, (pos, action)
+    np.testing.assert_allclose(float(reward), float(rewarded) - 0.01, rtol=1e-6)
+    _, _, reward_off, terminated_off, _ = step_env(key, start, jnp.asarray(action), off)
+    assert bool(terminated_off) == rewarded and float(reward_off) == float(reward), (pos, action)
 
 
 RANDOM_ENV, RANDOM = envs.make(NAME, task="random_split")
