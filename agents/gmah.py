@@ -29,8 +29,9 @@ subgoal's one-hot and offset). The agents choose subgoals together, every c step
 episode ends; `Learner.step` collects `num_envs * num_steps` team steps into two replay buffers
 (steps, finished options) and makes `updates_per_step` gradient steps on both levels. The
 evaluation plays `eval_episodes` greedy episodes and reports each one's first episode (return,
-length, and `eval_success`: the fraction that terminated, i.e. reached the team's goal in four
-rooms; 0 on MPE, whose episodes only end by their time limit).
+length, and `eval_success`: the fraction that reached the team's goal, i.e. ended on a step of
+positive team reward (the four rooms' success pays 1 − step_cost > 0, its other ends −step_cost;
+0 on MPE, whose episodes only end by their time limit).
 """
 
 from collections.abc import Callable
@@ -407,6 +408,14 @@ def make_collector(env, env_params, config):
   return collect
 
 
+def first_episode_success(traj: Transition, first: Array) -> Array:
+  """`[E]` 1.0 where the first episode (`first` `[T, E]`: 1 up to and including its last step)
+  terminated on a step of positive team reward: the four rooms' goal. A terminal step of another
+  reward is no success (`shared_room_ends`: both agents in one goal room, at −step_cost)."""
+  won = traj.terminated & (traj.reward > 0.0) & (first > 0)
+  return won.any(axis=0).astype(jnp.float32)
+
+
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
   """A `Learner` whose `step` collects `num_envs * num_steps` team steps (and the options that
   end in them), then makes `updates_per_step` gradient steps on both levels (none before
@@ -477,7 +486,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       "eval_return": returns.mean(),
       "eval_return_std": returns.std(),
       "eval_length": first.sum(axis=0).mean(),
-      "eval_success": (traj.terminated & (first > 0)).any(axis=0).astype(jnp.float32).mean(),
+      "eval_success": first_episode_success(traj, first).mean(),
       "eval_subgoal_coverage": coverage.mean(),
     }
 

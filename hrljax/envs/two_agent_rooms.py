@@ -271,7 +271,7 @@ def _rooms(name: str, value) -> jax.Array:
 
 def make_two_agent_rooms(**kwargs):
   """`(env, params)` of the task; `kwargs`: `task` (one of `TASKS`, default "own_rooms"),
-  `max_steps_in_episode` (an integer > 0, default 100), `step_cost` (a number >= 0, default 0),
+  `max_steps_in_episode` (an integer > 0, default 100), `step_cost` (a number in [0, 1), default 0),
   `start_rooms` (two room indices, default (0, 1); "split" (0, 0)), `target_rooms` (two room
   indices, default the rooms diagonally opposite the starts; "split": the goal set, two
   different rooms, default (2, 3); neither is read by "random_split", which draws both per
@@ -297,9 +297,10 @@ def make_two_agent_rooms(**kwargs):
     isinstance(cost, bool)
     or not isinstance(cost, (int, float, np.number))
     or not np.isfinite(cost)
-    or cost < 0
+    or not 0 <= cost < 1
   ):
-    raise ValueError(f"step_cost: expected a finite number >= 0, got {cost!r}")
+    # below 1, so that the success step's reward 1 − step_cost is the only positive one
+    raise ValueError(f"step_cost: expected a number in [0, 1), got {cost!r}")
   observe = kwargs.get("observe_others", params.observe_others)
   # 0 and 1 compare equal to False and True but are not bools
   if observe not in (True, False) or not isinstance(observe, (bool, np.bool_)):
