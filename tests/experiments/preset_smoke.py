@@ -177,9 +177,23 @@ SMOKE = {
     },
     None,
   ),
-  "macro_mixture_fourrooms": "tests/agents/test_macro_mixture.py::"
-  "test_a_few_updates_train_the_hyper_agent_and_leave_the_experts_frozen",
   "qmix_simple_spread": (
+    {
+      "total_timesteps": 2 * 2 * 4,
+      "num_envs": 2,
+      "num_steps": 2,
+      "learning_starts": 4,
+      "batch_size": 8,
+      "buffer_size": 32,
+      "target_update_interval": 2,
+      "hidden_sizes": (16,),
+      "mixer_embed_dim": 8,
+      "hypernet_hidden": 8,
+      "eval_episodes": 2,
+    },
+    None,
+  ),
+  "qmix_two_agent_rooms_random_split": (
     {
       "total_timesteps": 2 * 2 * 4,
       "num_envs": 2,
@@ -434,6 +448,7 @@ GROUPS = {
     "dqn_fourrooms",
     "macro_mixture_fourrooms",
     "qmix_simple_spread",
+    "qmix_two_agent_rooms_random_split",
     "ippo_simple_spread",
     "gmah_simple_spread",
     "gmah_two_agent_rooms",
@@ -527,6 +542,8 @@ TRACED = {
   "macro_mixture_fourrooms": "tests/agents/test_macro_mixture.py::"
   "test_a_few_updates_train_the_hyper_agent_and_leave_the_experts_frozen",
   "qmix_simple_spread": "tests/agents/test_qmix.py::test_a_tiny_vdn_run_is_one_program_with_finite_metrics",
+  "qmix_two_agent_rooms_random_split": "tests/agents/test_qmix.py::"
+  "test_a_tiny_qmix_run_on_the_two_agent_four_rooms_has_finite_metrics_and_its_shapes",
   # host-driven SmolLM2 agents: validated as the driver does; the named test runs the agent (on
   # SmolLM2 cut to its first layers, or through the driver's loop on the tiny model);
   # llm_token_ppo's preset trains here
