@@ -22,7 +22,7 @@ its id one-hot appended (parameter sharing with agent ids, QMIX's Appendix C and
 observations `[n_agents, obs_dim]`, actions `[n_agents]`, one team reward; the mixer's state is
 the concatenation of the agents' observations; the hypernetworks' weight outputs start small
 (`mixer_init_scale`, 1e-3: with the usual scale QMIX diverged on simple_spread, see
-`experiments/results/MULTI_AGENT.md`). Agents here are feed-forward (QMIX uses a GRU
+`experiments/results/MULTIAGENT.md`). Agents here are feed-forward (QMIX uses a GRU
 over the action-observation history; MPE's observations hold the positions and velocities).
 
 `make_learner(config)`'s `step` collects `num_envs * num_steps` team transitions with

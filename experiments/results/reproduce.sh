@@ -29,7 +29,7 @@ python -m experiments.summarize runs/dqn_cartpole runs/double_dqn_cartpole \
     --metric=episode_return --last=0.1
 
 # VDN and QMIX (the qmix agent) on JaxMARL's MPE simple_spread (`pip install 'hrljax[marl]'`),
-# 4e5 steps, seeds 0-2 in one program each (experiments/results/MULTI_AGENT.md): team return over
+# 4e5 steps, seeds 0-2 in one program each (experiments/results/MULTIAGENT.md): team return over
 # the last 10% of updates -43.5 / -44.0 / -42.1 (VDN), -44.9 / -53.8 / -62.2 (QMIX),
 # -41.4 / -38.1 / -35.9 (VDN, Adam 1e-3); a random team -78.5.
 python -m experiments.train --config=experiments/configs/qmix_simple_spread.py \
@@ -42,7 +42,7 @@ python -m experiments.train --config=experiments/configs/qmix_simple_spread.py \
 python -m experiments.summarize runs/marl/vdn_simple_spread_lr5e-4 runs/marl/qmix_simple_spread \
     runs/marl/vdn_simple_spread --metric=episode_return --last=0.1
 
-# GMAH on the two-agent four rooms, seeds 0-2 (experiments/results/MULTI_AGENT.md): training
+# GMAH on the two-agent four rooms, seeds 0-2 (experiments/results/MULTIAGENT.md): training
 # success at 120k-160k steps 0.997 with and without the mixer, flat QMIX 0.24 (one seed of three).
 python -m experiments.train --config=experiments/configs/gmah_two_agent_rooms.py \
     --workdir=runs/gmah_rooms3/gmah_qmix --config.seeds=0,1,2
@@ -61,7 +61,7 @@ for window in 40000:80000 80000:120000 120000:160000 400000:480000 900000:100000
       runs/gmah_rooms3/flat_qmix --metric=episode_return --steps="$window" --eval=none
 done
 
-# GMAH (the gmah agent) on the same task and budget, seeds 0-2 (experiments/results/MULTI_AGENT.md):
+# GMAH (the gmah agent) on the same task and budget, seeds 0-2 (experiments/results/MULTIAGENT.md):
 # team return over the last 10% of updates -35.1 (QMIX mixer), -35.0 (VDN mixer), -34.6 (no mixer,
 # the ablation) against flat VDN's -43.2; above -43.2 on every seed from 120k steps on.
 python -m experiments.train --config=experiments/configs/gmah_simple_spread.py \
@@ -79,7 +79,7 @@ python -m experiments.summarize runs/marl/vdn_simple_spread_lr5e-4 runs/marl/qmi
     runs/gmah_ss runs/gmah_ss_vdn runs/gmah_ss_none --metric=episode_return --last=0.1 \
     --eval=eval_return
 # IPPO (the ippo agent, JaxMARL's IPPO settings for MPE) against QMIX at 4e5 steps, seeds 0-2
-# (experiments/results/MULTI_AGENT.md): team return over the last 10% of updates -66.0 (IPPO),
+# (experiments/results/MULTIAGENT.md): team return over the last 10% of updates -66.0 (IPPO),
 # -53.6 (QMIX), -58.1 (IPPO, Adam 1e-3), -64.8 (IPPO, γ 0.95), -63.3 (IPPO, clip 10); IPPO over
 # 2e6 steps -58.8.
 python -m experiments.train --config=experiments/configs/qmix_simple_spread.py \
@@ -102,7 +102,7 @@ for window in 0:40000 120000:160000 360000:400000; do
       runs/ippo_study/ippo_lr1e-3 runs/ippo_study/ippo_2m --metric=episode_return \
       --steps="$window" --eval=none --statistic=iqm
 done
-# The subgoals of one greedy episode of a trained team (MULTI_AGENT.md, "What the hierarchy does").
+# The subgoals of one greedy episode of a trained team (MULTIAGENT.md, "What the hierarchy does").
 python -m experiments.train --config=experiments/configs/gmah_simple_spread.py \
     --workdir=runs/gmah_pic --config.seeds=0
 python -m experiments.plot_subgoals runs/gmah_pic --episode_seed=0
