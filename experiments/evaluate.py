@@ -15,7 +15,7 @@ import ast
 import json
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 import hrljax
 
@@ -57,14 +57,17 @@ def main(argv) -> None:
   workdirs = argv[1:]
   if not workdirs:
     raise app.UsageError("expected one or more run directories")
+  logging.set_verbosity(logging.WARNING)  # the checkpoint library's progress lines
+  lines = []
   try:
     overrides = dict(parse_setting(text) for text in FLAGS.set)
-    records = [r for w in workdirs for r in evaluate(w, FLAGS.step, overrides)]
+    for workdir in workdirs:  # each run's lines as soon as it is evaluated
+      for record in evaluate(workdir, FLAGS.step, overrides):
+        lines.append(json.dumps(record, default=float))
+        print(lines[-1], flush=True)
   except (ValueError, FileNotFoundError) as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)
-  lines = [json.dumps(record, default=float) for record in records]
-  print("\n".join(lines))
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:
       f.write("\n".join(lines) + "\n")
