@@ -123,8 +123,8 @@ LLM = {"num_layers": 1, "lora_rank": 2, "lora_alpha": 4.0, "num_updates": 2, "ma
 # program to compile): test_llm_archer runs it on SmolLM2, test_llm_game_grpo checks it.
 TEXT_GAME = {**LLM, "shared_prompt_prefix": False}
 
-# The two-agent four-rooms GMAH presets (split and random split): one tiny run for both.
-GMAH_ROOMS = {
+# The value-based multi-agent presets (QMIX, and GMAH with its low level) on MPE and the rooms.
+QMIX_TINY = {
   "total_timesteps": 2 * 2 * 4,
   "num_envs": 2,
   "num_steps": 2,
@@ -133,11 +133,11 @@ GMAH_ROOMS = {
   "buffer_size": 32,
   "target_update_interval": 2,
   "hidden_sizes": (16,),
-  "low_hidden_sizes": (16,),
   "mixer_embed_dim": 8,
   "hypernet_hidden": 8,
   "eval_episodes": 2,
 }
+GMAH_TINY = {**QMIX_TINY, "low_hidden_sizes": (16,)}
 
 # preset -> (overrides, a file argument of the config or None). Several presets of one agent
 # share the compiled shapes where they can.
@@ -177,38 +177,8 @@ SMOKE = {
     },
     None,
   ),
-  "qmix_simple_spread": (
-    {
-      "total_timesteps": 2 * 2 * 4,
-      "num_envs": 2,
-      "num_steps": 2,
-      "learning_starts": 4,
-      "batch_size": 8,
-      "buffer_size": 32,
-      "target_update_interval": 2,
-      "hidden_sizes": (16,),
-      "mixer_embed_dim": 8,
-      "hypernet_hidden": 8,
-      "eval_episodes": 2,
-    },
-    None,
-  ),
-  "qmix_two_agent_rooms_random_split": (
-    {
-      "total_timesteps": 2 * 2 * 4,
-      "num_envs": 2,
-      "num_steps": 2,
-      "learning_starts": 4,
-      "batch_size": 8,
-      "buffer_size": 32,
-      "target_update_interval": 2,
-      "hidden_sizes": (16,),
-      "mixer_embed_dim": 8,
-      "hypernet_hidden": 8,
-      "eval_episodes": 2,
-    },
-    None,
-  ),
+  "qmix_simple_spread": (QMIX_TINY, None),
+  "qmix_two_agent_rooms_random_split": (QMIX_TINY, None),
   "ippo_simple_spread": (
     {
       "total_timesteps": 2 * 4 * 2,
@@ -221,42 +191,10 @@ SMOKE = {
     },
     None,
   ),
-  "gmah_simple_spread": (
-    {
-      "total_timesteps": 2 * 2 * 4,
-      "num_envs": 2,
-      "num_steps": 2,
-      "learning_starts": 4,
-      "batch_size": 8,
-      "buffer_size": 32,
-      "target_update_interval": 2,
-      "hidden_sizes": (16,),
-      "low_hidden_sizes": (16,),
-      "mixer_embed_dim": 8,
-      "hypernet_hidden": 8,
-      "eval_episodes": 2,
-    },
-    None,
-  ),
-  "gmah_two_agent_rooms": (
-    {
-      "total_timesteps": 2 * 2 * 4,
-      "num_envs": 2,
-      "num_steps": 2,
-      "learning_starts": 4,
-      "batch_size": 8,
-      "buffer_size": 32,
-      "target_update_interval": 2,
-      "hidden_sizes": (16,),
-      "low_hidden_sizes": (16,),
-      "mixer_embed_dim": 8,
-      "hypernet_hidden": 8,
-      "eval_episodes": 2,
-    },
-    None,
-  ),
-  "gmah_two_agent_rooms_split": (GMAH_ROOMS, None),
-  "gmah_two_agent_rooms_random_split": (GMAH_ROOMS, None),
+  "gmah_simple_spread": (GMAH_TINY, None),
+  "gmah_two_agent_rooms": (GMAH_TINY, None),
+  "gmah_two_agent_rooms_split": (GMAH_TINY, None),
+  "gmah_two_agent_rooms_random_split": (GMAH_TINY, None),
   "dqn_fourrooms": (
     {
       **FOUR_ROOMS,
