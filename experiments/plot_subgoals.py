@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags, logging
 
+from hrljax.envs import two_agent_rooms as rooms
+
 FLAGS = flags.FLAGS
 
 
@@ -35,15 +37,13 @@ def define_flags() -> None:
 # positions are this plus `gmah.SUBGOAL_OFFSETS`)
 OWN_POSITION = {
   "MPE_simple_spread_v3": lambda obs: obs[..., 2:4],  # after the velocity
-  "TwoAgentFourRooms-v0": lambda obs: obs[..., :2],  # (row, col) / 12
+  rooms.ENV_NAME: lambda obs: obs[..., :2],  # (row, col) / 12
 }
 
 
 def subgoal_names(env_name: str, num_subgoals: int) -> list:
   """The subgoals' labels: `L<index>` for the landmarks of simple_spread; the rooms' compass
   names, then `H<index>` for the hallways, in the four rooms."""
-  from hrljax.envs import two_agent_rooms as rooms
-
   if env_name == rooms.ENV_NAME:
     compass = ["NW", "NE", "SW", "SE"][: rooms.NUM_ROOMS]
     return compass + [f"H{i}" for i in range(num_subgoals - rooms.NUM_ROOMS)]
@@ -85,7 +85,7 @@ def greedy_episode(config, agent, episode_seed: int = 0) -> dict:
     "team_return": float(np.asarray(traj.reward[:length, 0]).sum()),
     "env_name": config.env_name,
   }
-  if config.env_name == "TwoAgentFourRooms-v0":
+  if config.env_name == rooms.ENV_NAME:
     # the goal set of the split tasks (the same two-hot in every row), else each agent's room
     first = obs[0, :, 4:8]
     split = env_params.task != "own_rooms"
@@ -102,12 +102,12 @@ def draw(episode: dict, out: str, title: str = "") -> str:
   import matplotlib.pyplot as plt
 
   goals, positions, subgoals = episode["goals"], episode["positions"], episode["subgoals"]
-  rooms = episode["env_name"] == "TwoAgentFourRooms-v0"
+  on_rooms = episode["env_name"] == rooms.ENV_NAME
   # (row, col) observations of the four rooms are drawn as (x = col, y = row), north up
-  xy = (lambda p: p[..., ::-1]) if rooms else (lambda p: p)
+  xy = (lambda p: p[..., ::-1]) if on_rooms else (lambda p: p)
   colors = plt.get_cmap("tab10").colors
   fig, ax = plt.subplots(figsize=(5, 5))
-  if rooms:
+  if on_rooms:
     _draw_rooms(ax, episode["goal_rooms"])
   for index, (x, y) in enumerate(xy(subgoals)):
     ax.scatter(x, y, s=220, marker="s", color=colors[index], edgecolor="black", zorder=3)
@@ -119,7 +119,7 @@ def draw(episode: dict, out: str, title: str = "") -> str:
     ax.scatter(*path[0], s=60, color="white", edgecolor="black", zorder=3)
     ax.annotate(f"a{agent}", path[0], textcoords="offset points", xytext=(4, 4), fontsize=8)
   ax.set_aspect("equal")
-  if rooms:  # observation units mean nothing on the map; `imshow` has put row 0 (north) on top
+  if on_rooms:  # observation units mean nothing on the map; `imshow` has put row 0 (north) on top
     ax.set_xticks([])
     ax.set_yticks([])
   ax.set_title(title or f"team return {episode['team_return']:.1f}", fontsize=9)
@@ -130,8 +130,6 @@ def draw(episode: dict, out: str, title: str = "") -> str:
 
 def _draw_rooms(ax, goal_rooms) -> None:
   """The walls of the four-rooms map (black) and the goal rooms (shaded), in observation units."""
-  from hrljax.envs import two_agent_rooms as rooms
-
   shade = np.where(rooms.FREE, 1.0, 0.0)
   shade[np.isin(rooms.ROOM_MAP, goal_rooms)] = 0.85
   half = 0.5 / rooms.SCALE  # a cell's half width: cell centres sit at index / SCALE
