@@ -251,6 +251,14 @@ def _draw_rooms(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
   return key, jnp.full((NUM_AGENTS,), start, jnp.int32), goal.astype(jnp.int32)
 
 
+def _bool(name: str, value) -> bool:
+  """`value` if it is a bool, or a ValueError naming `name` (0 and 1 compare equal to False and
+  True but are not bools)."""
+  if not isinstance(value, (bool, np.bool_)):
+    raise ValueError(f"{name}: expected a bool, got {value!r}")
+  return bool(value)
+
+
 def _rooms(name: str, value) -> jax.Array:
   """`value` as two room indices, or a ValueError naming `name`."""
   rooms = tuple(value) if isinstance(value, (tuple, list, np.ndarray)) else None
@@ -301,13 +309,10 @@ def make_two_agent_rooms(**kwargs):
   ):
     # below 1, so that the success step's reward 1 − step_cost is the only positive one
     raise ValueError(f"step_cost: expected a number in [0, 1), got {cost!r}")
-  observe = kwargs.get("observe_others", params.observe_others)
-  # 0 and 1 compare equal to False and True but are not bools
-  if observe not in (True, False) or not isinstance(observe, (bool, np.bool_)):
-    raise ValueError(f"observe_others: expected a bool, got {observe!r}")
-  shared_room_ends = kwargs.get("shared_room_ends", params.shared_room_ends)
-  if shared_room_ends not in (True, False) or not isinstance(shared_room_ends, (bool, np.bool_)):
-    raise ValueError(f"shared_room_ends: expected a bool, got {shared_room_ends!r}")
+  observe = _bool("observe_others", kwargs.get("observe_others", params.observe_others))
+  shared_room_ends = _bool(
+    "shared_room_ends", kwargs.get("shared_room_ends", params.shared_room_ends)
+  )
   if shared_room_ends and task not in SPLIT_TASKS:
     raise ValueError(
       f"shared_room_ends: expected False for task {task!r} (only the split tasks have a goal "
@@ -327,7 +332,7 @@ def make_two_agent_rooms(**kwargs):
     step_cost=float(cost),
     start_rooms=start,
     target_rooms=target,
-    observe_others=bool(observe),
-    shared_room_ends=bool(shared_room_ends),
+    observe_others=observe,
+    shared_room_ends=shared_room_ends,
   )
   return TwoAgentFourRooms(), params
