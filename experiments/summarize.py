@@ -1,17 +1,21 @@
 """A table of runs: per seed, a training metric over the last part of the run and the final evaluation.
 
   python -m experiments.summarize runs/ppo_cartpole [runs/other ...] \
-      [--metric=episode_return] [--last=0.1 | --steps=600000:660000] [--eval=eval_return]
+      [--metric=episode_return[,other]] [--last=0.1 | --steps=600000:660000] [--eval=eval_return] \
+      [--evaluations=evaluations.jsonl]
 
 Reads `metrics.jsonl` of each run directory made by `python -m experiments.train` (several seeds in
 one directory, or one directory per seed; a sweep's members apart) and prints one line per seed,
 and per run (and swept value) the mean or IQM over its seeds with a 95 % bootstrap interval:
-`--metric` averaged over the training records of the last `--last` fraction of the updates, or
-of the environment steps in `(start, end]` with `--steps` (an episode statistic is weighted by the
-episodes that ended in each record: the mean over those episodes), and the final evaluation's
-`--eval` metrics.
+each `--metric` averaged over the training records of the last `--last` fraction of the updates,
+or of the environment steps in `(start, end]` with `--steps` (an episode statistic is weighted by
+the episodes that ended in each record: the mean over those episodes), and the final evaluation's
+`--eval` metrics. `--evaluations` reads the JSON lines of `python -m experiments.evaluate --out`
+(a run evaluated again, e.g. on more problems) and uses them, per workdir and seed, in place of
+the runs' own final evaluations.
 """
 
+import json
 import math
 import sys
 
@@ -27,7 +31,9 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
   """The command-line flags, defined when run as a script (importing the module defines none)."""
-  flags.DEFINE_string("metric", "episode_return", "Training metric averaged over the run's end.")
+  flags.DEFINE_list(
+    "metric", ["episode_return"], "Training metrics, each averaged over the run's end."
+  )
   flags.DEFINE_float("last", 0.1, "Fraction of the updates, at the end, to average --metric over.")
   flags.DEFINE_string(
     "steps",
@@ -36,6 +42,11 @@ def define_flags() -> None:
     "are in (START, END] instead of the last updates.",
   )
   flags.DEFINE_list("eval", [], "Metrics of the final evaluation to show (default: every eval_*).")
+  flags.DEFINE_string(
+    "evaluations",
+    None,
+    "JSON lines of `experiments.evaluate --out`: the final evaluation of each workdir and seed.",
+  )
   flags.DEFINE_enum(
     "statistic", "mean", list(stats.STATISTICS), "Over seeds: the mean or the interquartile mean."
   )
@@ -52,9 +63,11 @@ def window_mean(records: list, metric: str) -> float:
   return sum(w * r[metric] for w, r in zip(weights, records)) / sum(weights)
 
 
-def seed_rows(workdir: str, metric: str, last: float, eval_fields, steps=None) -> list:
-  """One dict per seed: run, seed, `<metric>` over the last updates (or over the env steps in
-  `steps = (start, end]`) and the final evaluation."""
+def seed_rows(workdir: str, metric, last: float, eval_fields, steps=None, evaluations=None) -> list:
+  """One dict per seed: run, seed, each `metric` (a name or a list of names) over the last
+  updates (or over the env steps in `steps = (start, end]`) and the final evaluation: the run's
+  last, or the record of `evaluations` (`read_evaluations`) for this workdir and seed."""
+  metrics = [metric] if isinstance(metric, str) else list(metric)
   records = read_jsonl(workdir)
   updates = max((r["update"] for r in records if r.get("phase") == "train"), default=0)
   start = updates * (1.0 - last)
@@ -69,17 +82,35 @@ def seed_rows(workdir: str, metric: str, last: float, eval_fields, steps=None) -
   rows = []
   for key in sorted({member(r) for r in records}, key=lambda k: (k[1:], k[0])):
     mine = [r for r in records if member(r) == key]
-    window = [
-      r for r in mine if r.get("phase") == "train" and in_window(r) and r.get(metric) is not None
-    ]
-    final = [r for r in mine if r.get("phase") == "eval"]
     row = {"run": workdir, "seed": key[0], **dict(zip(names, key[1:]))}
-    row[metric] = window_mean(window, metric)
+    for name in metrics:
+      window = [
+        r for r in mine if r.get("phase") == "train" and in_window(r) and r.get(name) is not None
+      ]
+      row[name] = window_mean(window, name)
+    final = [r for r in mine if r.get("phase") == "eval"]
+    if evaluations is not None and (workdir, key[0]) in evaluations:
+      final = [evaluations[(workdir, key[0])]]
     if final:
       fields = eval_fields or [k for k in final[-1] if k.startswith("eval")]
       row.update({k: final[-1].get(k) for k in fields})
     rows.append(row)
   return rows
+
+
+def read_evaluations(path: str) -> dict:
+  """`{(workdir, seed): record}` from the JSON lines of `experiments.evaluate --out` (a later
+  line for the same workdir and seed replaces an earlier one)."""
+  evaluations = {}
+  with open(path) as f:
+    for number, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      record = json.loads(line)
+      if "workdir" not in record or "seed" not in record:
+        raise ValueError(f"--evaluations: line {number} of {path} has no workdir and seed")
+      evaluations[(record["workdir"].rstrip("/"), record["seed"])] = record
+  return evaluations
 
 
 def summary_rows(rows: list, statistic: str = "mean") -> list:
@@ -149,10 +180,13 @@ def main(argv):
       )
       sys.exit(2)
   try:
+    evaluations = read_evaluations(FLAGS.evaluations) if FLAGS.evaluations else None
     rows = [
-      row for w in workdirs for row in seed_rows(w, FLAGS.metric, FLAGS.last, FLAGS.eval, steps)
+      row
+      for w in workdirs
+      for row in seed_rows(w.rstrip("/"), FLAGS.metric, FLAGS.last, FLAGS.eval, steps, evaluations)
     ]
-  except FileNotFoundError as error:
+  except (FileNotFoundError, ValueError) as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(2)
   print(format_table(rows + summary_rows(rows, FLAGS.statistic)))

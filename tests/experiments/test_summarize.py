@@ -3,6 +3,8 @@
 import json
 import math
 
+import pytest
+
 from experiments import summarize
 
 
@@ -106,3 +108,22 @@ def test_episode_statistics_are_weighted_by_the_episodes_of_each_record():
   assert summarize.window_mean(records, "episode_length") == (100.0 + 90.0) / 10
   assert summarize.window_mean([{"loss": 1.0}, {"loss": 3.0}], "loss") == 2.0
   assert math.isnan(summarize.window_mean([], "loss"))
+
+
+def test_several_metrics_and_evaluations_read_back_from_evaluate_s_output(tmp_path):
+  run = write_run(tmp_path / "run", seeds=(0, 1))
+  path = tmp_path / "evaluations.jsonl"
+  record = {"workdir": run + "/", "update": 40, "seed": 1, "eval_return": 7.0}
+  path.write_text(json.dumps(record) + "\n\n")
+  evaluations = summarize.read_evaluations(str(path))
+  rows = summarize.seed_rows(run, ["episode_return", "missing"], 0.5, [], None, evaluations)
+  # seed 1's final evaluation is the file's (which lacks eval_length); seed 0 keeps its own
+  assert [(r["seed"], r["episode_return"], r["eval_return"]) for r in rows] == [
+    (0, 30.0, 100.0),
+    (1, 36.0, 7.0),
+  ]
+  assert "eval_length" not in rows[1] and rows[0]["eval_length"] == 7.0
+  assert all(math.isnan(r["missing"]) for r in rows)
+  path.write_text(json.dumps({"update": 40}) + "\n")
+  with pytest.raises(ValueError, match="line 1 .* no workdir and seed"):
+    summarize.read_evaluations(str(path))
