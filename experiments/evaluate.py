@@ -4,8 +4,10 @@ one's own (more episodes or problems than the run used while training).
   python -m experiments.evaluate runs/ppo --set=eval_episodes=1024
   python -m experiments.evaluate runs/smollm2_cmp/grpo_s0 runs/smollm2_cmp/grpo_s1 --step=20 \\
       --set=eval_problems=128 --set=eval_samples=0
+  python -m experiments.evaluate runs/smollm2_cmp/grpo_s0 --step=0 --set=eval_samples=4
 
-Each workdir's config and checkpoint are read back (`hrljax.load_run`), the `--set` fields
+Each workdir's config and checkpoint are read back (`hrljax.load_run`; at `--step=0` the state
+the run started from, rebuilt from its seeds), the `--set` fields
 replace the config's (only fields that leave the run state's shapes alone: evaluation sizes and
 seeds), and the agent's evaluation runs once. Prints one JSON line per workdir and seed:
 `{"workdir", "update", "seed", <metrics>}`; `--out` also writes them to a file.
@@ -24,7 +26,9 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
   """Command-line flags; defined only when run as a program."""
-  flags.DEFINE_integer("step", None, "The checkpoint's update (default: the latest).")
+  flags.DEFINE_integer(
+    "step", None, "The checkpoint's update (default: the latest; 0: the policy before training)."
+  )
   flags.DEFINE_multi_string(
     "set", [], "field=value: a config field for the evaluation (a Python literal or text)."
   )

@@ -5,7 +5,8 @@
   action = run.seed_state().agent.act(obs, key, deterministic=True)
 
 `load_run` rebuilds the config the run trained with (`config.json` over its agent's defaults),
-the agent's learner, and the run state of the latest checkpoint (or of `step`). The agent comes
+the agent's learner, and the run state of the latest checkpoint (or of `step`; `step=0` is the
+state every run starts from, rebuilt from its seeds: the policy before training). The agent comes
 from the agent registry, the module named by `AGENT_REGISTRY` (its `get(config.agent)`), looked
 up by name when `load_run` is called: the spine imports no agent module, and this lookup is the
 one place where it reaches the agents.
@@ -42,9 +43,10 @@ class Run(NamedTuple):
     return states[seed]
 
   def evaluate(self) -> dict:
-    """`{seed: metrics}`: the evaluation the run made at its end (`learner.evaluate` with the
-    run's evaluation keys, and the host evaluation where the agent has one)."""
-    return training.final_evaluation(self.learner, self.config, self.state)
+    """`{seed: metrics}`: the evaluation the run made at this state's update (`learner.evaluate`
+    with the run's evaluation keys of that update, and the host evaluation where the agent has
+    one): at its end, at update 0, or at an evaluation in between."""
+    return training.final_evaluation(self.learner, self.config, self.state, update=self.update)
 
 
 def _config_value(value: Any) -> Any:
@@ -76,7 +78,10 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
 
 
 def _checkpoint_update(workdir: str, step: Optional[int]) -> int:
-  """`step`, or the latest checkpoint's update; FileNotFoundError naming the workdir if none."""
+  """`step`, or the latest checkpoint's update; FileNotFoundError naming the workdir if none.
+  Update 0 needs no checkpoint (`load_run` rebuilds it)."""
+  if step == 0:
+    return 0
   directory = os.path.join(workdir, "checkpoints")
   steps = []
   if os.path.isdir(directory):
@@ -88,7 +93,7 @@ def _checkpoint_update(workdir: str, step: Optional[int]) -> int:
   if not steps:
     raise FileNotFoundError(f"workdir: expected a checkpoint in {workdir}, found none")
   if step is not None and step not in steps:
-    raise ValueError(f"step: expected one of the checkpointed updates {steps}, got {step!r}")
+    raise ValueError(f"step: expected 0 or one of the checkpointed updates {steps}, got {step!r}")
   return steps[-1] if step is None else step
 
 
@@ -108,8 +113,8 @@ def with_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_col
 
 
 def load_run(workdir: str, step: Optional[int] = None, overrides: Optional[dict] = None) -> Run:
-  """The config, learner and run state of the run in `workdir` (its latest checkpoint, or the
-  checkpoint of update `step`), ready to evaluate (`run.evaluate()`, or `run.learner.evaluate`
+  """The config, learner and run state of the run in `workdir` (its latest checkpoint, the
+  checkpoint of update `step`, or with `step=0` the state the run started from), ready to evaluate (`run.evaluate()`, or `run.learner.evaluate`
   with keys of one's own) or act with (`run.seed_state().agent`). `overrides` sets config
   fields that do not change the run state, such as the evaluation's size
   (`{"eval_episodes": 1024}`)."""
@@ -118,5 +123,8 @@ def load_run(workdir: str, step: Optional[int] = None, overrides: Optional[dict]
     config = with_overrides(config, overrides)
   update = _checkpoint_update(workdir, step)
   learner = agent_module(config.agent).make_learner(config)
-  state = training.restore(learner, config, workdir, step=update)
+  if update == 0:
+    state = training.initial_state(learner, config)
+  else:
+    state = training.restore(learner, config, workdir, step=update)
   return Run(config, learner, state, update)

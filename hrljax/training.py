@@ -690,15 +690,33 @@ def restore(
     checkpointer.close()
 
 
-def final_evaluation(learner: "Union[Learner, HostLearner]", config, state: Any, mesh=None) -> dict:
+def final_evaluation(
+  learner: "Union[Learner, HostLearner]",
+  config,
+  state: Any,
+  mesh=None,
+  update: Optional[int] = None,
+) -> dict:
   """`{seed: metrics}`: the evaluation `train` (or `train_on_host`) makes at the end of a run, of
-  a state it returned or `restore` read (the same evaluation keys, so the same numbers). In a
-  sweep each member is keyed `(seed, *swept values)` (the values in the order of their names)."""
+  a state it returned or `restore` read (the same evaluation keys, so the same numbers); with
+  `update` before the run's last, the evaluation it makes at that update (that update's keys).
+  In a sweep each member is keyed `(seed, *swept values)` (the values in the order of their
+  names)."""
   if isinstance(learner, HostLearner):
     return {config.seeds[0]: learner.evaluate(state) if learner.evaluate is not None else {}}
   members = _Members.of(config)
   mesh = distributed.make_mesh() if mesh is None else mesh
-  return dict(zip(members.ids, _Evaluator(learner, members, mesh)(state, None)))
+  at = None if update is None or update >= learner.num_updates else update
+  return dict(zip(members.ids, _Evaluator(learner, members, mesh)(state, at)))
+
+
+def initial_state(learner: "Union[Learner, HostLearner]", config) -> Any:
+  """The run state before the first update, as `train` (or `train_on_host`) builds it from the
+  run's seeds (with its member axis): every run starts there, and no checkpoint keeps it."""
+  if isinstance(learner, HostLearner):
+    return learner.init(config.seeds[0])
+  init, init_args = _Members.of(config).init(learner.init)
+  return jax.jit(init)(*init_args)
 
 
 def seed_states(config, state: Any) -> list:

@@ -321,6 +321,24 @@ def test_evaluate_reads_a_run_back_with_evaluation_settings_of_ones_own(finished
     evaluate.parse_setting("eval_episodes")
 
 
+def test_evaluate_at_update_0_is_the_run_s_first_evaluation(tmp_path):
+  """`--step=0`: the state the run started from, rebuilt from its seeds (no checkpoint keeps it),
+  evaluated with that update's keys: the run's own update-0 record. A step that is neither 0 nor
+  checkpointed is named."""
+  workdir = str(tmp_path / "run")
+  result = cli(PPO, workdir, *TINY, "--config.eval_every=8")  # the finished run's programs
+  assert result.code == 0, result.err[-2000:]
+  first = [r for r in read_jsonl(workdir) if r["phase"] == "eval"][0]
+  assert first["update"] == 0
+  (start,) = evaluate.evaluate(workdir, step=0)
+  assert start["update"] == 0
+  assert start["eval_return"] == pytest.approx(first["eval_return"])
+  with pytest.raises(
+    ValueError, match=r"step: expected 0 or one of the checkpointed updates \[8, 16\], got 3"
+  ):
+    hrljax.load_run(workdir, step=3)
+
+
 def test_load_run_names_what_is_missing(tmp_path):
   with pytest.raises(FileNotFoundError, match="expected a run directory with .*config.json"):
     hrljax.load_run(str(tmp_path))
