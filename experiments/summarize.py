@@ -19,9 +19,8 @@ import json
 import math
 import sys
 
-from absl import app, flags
-
 import numpy as np
+from absl import app, flags
 
 from hrljax import stats
 from hrljax.logging import SWEPT_FIELDS, read_jsonl, swept_fields
