@@ -8,10 +8,11 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
-
-from hrljax import envs, rollout
 from hrljax.agents import recovery_rl, sac, two_rate_common
 from hrljax.networks.continuous import rescale_action
+
+from hrljax import envs, rollout
+from tests.same_numbers import as_numpy, assert_same
 
 
 def tiny(config, **overrides):
@@ -39,26 +40,6 @@ def tiny_bresa(**overrides):
   for key, value in overrides.items():
     config[key] = value
   return config
-
-
-def assert_same(expected, actual, err_msg=""):
-  """Integer and boolean arrays equal; float arrays equal to float32 rounding. The compared runs
-  are differently built programs (Bresa with its reflex off against SAC, the reflex on against
-  off), which agree bit for bit only when LLVM optimises both (`tests/fast_compile.py`'s bitwise
-  options, at twice the compile time); at the test run's fast options they differ in the last
-  bits (measured: 1e-10 absolute, 4e-7 relative after four learner steps), while a wrong routing,
-  buffer or update differs in the leading digits."""
-  expected, actual = as_numpy(expected), as_numpy(actual)
-  if np.issubdtype(expected.dtype, np.floating):
-    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-7, err_msg=err_msg)
-  else:
-    np.testing.assert_array_equal(actual, expected, err_msg=err_msg)
-
-
-def as_numpy(x):
-  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-    x = jax.random.key_data(x)
-  return np.asarray(x)
 
 
 def run(learner, seed, repeats=1):
