@@ -392,10 +392,10 @@ done
 python -m experiments.summarize runs/tg_est/grpo runs/tg_est/dr_grpo runs/tg_est/rloo \
     runs/tg_est/unlikeliness --metric=episode_return --eval=eval_return --statistic=iqm
 
-# GRPO and eight variants on SmolLM2-135M arithmetic (GROUP_RELATIVE.md): greedy accuracy on
+# GRPO and nine variants on SmolLM2-135M arithmetic (GROUP_RELATIVE.md): greedy accuracy on
 # 128 held-out problems after 20 updates, mean over seeds 0-2: GRPO 0.849, Dr. GRPO 0.901, DAPO
 # 0.862, ROVER 0.893, PACS 0.906, unlikeliness 0.883, Scaf-GRPO 0.904, GTPO 0.880, CGPO 0.656;
-# the model before training 0.633.
+# at two epochs GRPO 0.924 and LLDS 0.872; the model before training 0.633.
 run() {  # arm, seed, the arm's overrides
   arm=$1 seed=$2; shift 2
   python -m experiments.train --config=experiments/configs/grpo_smollm2_arithmetic.py \
@@ -414,6 +414,8 @@ for s in 0 1 2; do
   run gtpo $s --config.shared_prefix=True --config.objective=gtpo
   run cgpo $s --config.shared_prefix=True --config.objective=cgpo --config.task.format_weight=0.0
   run scaf_grpo $s --config.hints=scaffold
+  run grpo_2epochs $s --config.shared_prefix=True --config.update_epochs=2
+  run llds $s --config.shared_prefix=True --config.llds_coef=0.2 --config.update_epochs=2
 done
 # greedy accuracy on 128 held-out problems after the last update, and of the model before training
 python -m experiments.evaluate runs/smollm2_cmp/*_s? --step=20 --set=eval_problems=128 \
@@ -421,7 +423,7 @@ python -m experiments.evaluate runs/smollm2_cmp/*_s? --step=20 --set=eval_proble
 python -m experiments.evaluate runs/smollm2_cmp/grpo_s0 --step=0 --set=eval_problems=128 \
     --set=eval_samples=0
 # per arm: the training stream over updates 16-20 with the held-out evaluation, then all updates
-for a in grpo dr_grpo dapo rover pacs unlikeliness gtpo cgpo scaf_grpo; do
+for a in grpo dr_grpo dapo rover pacs unlikeliness gtpo cgpo scaf_grpo grpo_2epochs llds; do
   python -m experiments.summarize runs/smollm2_cmp/${a}_s0 runs/smollm2_cmp/${a}_s1 \
       runs/smollm2_cmp/${a}_s2 --metric=correct,all_fail_fraction,formatted,logp --last=0.25 \
       --evaluations=runs/smollm2_cmp/eval128.jsonl --eval=eval_correct,eval_formatted \
