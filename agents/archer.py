@@ -277,8 +277,7 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     policy = tc.make_policy(env_params, config)
     critic = tc.make_critic(env_params, config)
     critic_key, key = jax.random.split(key)
-    if policy_params is None:
-      policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
+    policy_params = tc.policy_start(key, policy, env, env_params, config, policy_params)
     key = jax.random.fold_in(key, 0)
     critic_params = tc.init_critic_params(
       critic_key, critic, env_params, policy_params, config.critic_init
@@ -484,6 +483,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     num_updates=training.num_updates(config.total_timesteps, steps_per_update),
     env_steps_per_update=steps_per_update,
     sharded_field="env",
+    warm_start=tc.warm_start(config),
   )
 
 

@@ -27,7 +27,7 @@ Deviation from the reference warm start: the policy is a small transformer train
 (no pretrained GPT-2), cloned on the tokens the environment reads (`utterance_token_mask`).
 """
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +41,21 @@ from hrljax.losses import hierarchical_critics as hc
 from hrljax.losses import policy_gradient as pg
 from hrljax.networks import transformer
 from hrljax.types import Array, PyTree
+from hrljax.warm_start import WarmStart
 
+# Every config field `warm_start_policy_params` reads: the game, the policy's size, the BC settings.
+WARM_START_FIELDS = (
+  "env_name",
+  "env_kwargs",
+  "d_model",
+  "num_layers",
+  "num_heads",
+  "bc_steps",
+  "bc_batch_size",
+  "bc_learning_rate",
+  "bc_dataset_episodes",
+  "bc_random_question_prob",
+)
 # Key streams: folded into an agent's BC key for the warm start, and into its init key for the
 # evaluation games (the same for every token agent).
 BC_STREAM = 101
@@ -399,17 +413,46 @@ def pretrained_policy_params(
   return params
 
 
+def policy_start(
+  bc_key: Array,
+  model: transformer.CausalTransformer,
+  env,
+  env_params: token_game.EnvParams,
+  config,
+  policy_params: Optional[PyTree] = None,
+) -> PyTree:
+  """An agent's starting policy: `policy_params` when given (its learner's `warm_start`,
+  computed beforehand), else `pretrained_policy_params(bc_key, ...)`."""
+  if policy_params is not None:
+    return policy_params
+  return pretrained_policy_params(bc_key, model, env, env_params, config)
+
+
 def warm_start_policy_params(key: Array, config: ml_collections.ConfigDict) -> PyTree:
   """The behaviour-cloned policy that a token agent's `make_learner(config).init(key)` starts
   from (every token agent splits its init key into agent, env and run keys, and hands
   `bc_key_of(agent key)` to `pretrained_policy_params`), as a function of its own: the BC start
   is the costly part of `init` and the same for every run of a config and seed, so a driver can
-  compute it once, cache it and pass it to `init(key, policy_params)`; the result is identical."""
+  compute it once, cache it and pass it to `init(key, policy_params)`; the result is identical
+  (`warm_start`)."""
   config = ml_collections.FrozenConfigDict(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
   agent_key = jax.random.split(key, 3)[0]
   return pretrained_policy_params(
     bc_key_of(agent_key), make_policy(env_params, config), env, env_params, config
+  )
+
+
+def warm_start(config: ml_collections.ConfigDict) -> WarmStart:
+  """The BC start as the `WarmStart` of a token agent's learner: `warm_start_policy_params`
+  computed from `WARM_START_FIELDS` alone (reading any other field fails), so that every token
+  agent with the same game, policy size and BC settings shares one cached start per seed."""
+  fields = {name: config[name] for name in WARM_START_FIELDS}
+  fields["env_kwargs"] = fields["env_kwargs"].to_dict()
+  own = ml_collections.FrozenConfigDict(fields)
+  return WarmStart(
+    compute=lambda key: warm_start_policy_params(key, own),
+    fields={"warm_start": "token game behaviour cloning", "version": 1, **fields},
   )
 
 

@@ -29,6 +29,8 @@ Deviations from the reference, each deliberate:
   * no pretrained GPT-2 (a small transformer from the BC start); Adam at `learning_rate`.
 """
 
+from typing import Optional
+
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -121,12 +123,20 @@ class FilteredBCAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env, env_params: token_game.EnvParams, config) -> "FilteredBCAgent":
-    """The behaviour-cloned policy (the BC key of every token agent) and its optimizer."""
+  def create(
+    cls,
+    key: Array,
+    env,
+    env_params: token_game.EnvParams,
+    config,
+    policy_params: Optional[PyTree] = None,
+  ) -> "FilteredBCAgent":
+    """The behaviour-cloned policy (the BC key of every token agent; `policy_params` when given,
+    `tc.warm_start_policy_params` of the same key) and its optimizer."""
     config = ml_collections.FrozenConfigDict(config)
     policy = tc.make_policy(env_params, config)
     key = tc.bc_key_of(key)
-    policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
+    policy_params = tc.policy_start(key, policy, env, env_params, config, policy_params)
     tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
     return cls(
       policy_params=policy_params,
@@ -190,10 +200,10 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
 
-  def init(key: Array) -> RunnerState:
+  def init(key: Array, policy_params: Optional[PyTree] = None) -> RunnerState:
     eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
-    agent = FilteredBCAgent.create(agent_key, env, env_params, config)
+    agent = FilteredBCAgent.create(agent_key, env, env_params, config, policy_params)
     return RunnerState(
       agent=agent,
       env_ids=jnp.arange(config.num_envs, dtype=jnp.int32),
@@ -232,6 +242,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     num_updates=training.num_updates(config.total_timesteps, steps_per_update),
     env_steps_per_update=steps_per_update,
     sharded_field="env_ids",
+    warm_start=tc.warm_start(config),
   )
 
 

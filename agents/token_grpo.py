@@ -31,7 +31,7 @@ split utterances, not whole dialogues, so with "seq_*" aggregations a "sequence"
 utterance (the default token mean does not depend on the split).
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -176,12 +176,20 @@ class TokenGRPOAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env, env_params: token_game.EnvParams, config) -> "TokenGRPOAgent":
-    """The behaviour-cloned policy (the BC key of every token agent), also the KL reference."""
+  def create(
+    cls,
+    key: Array,
+    env,
+    env_params: token_game.EnvParams,
+    config,
+    policy_params: Optional[PyTree] = None,
+  ) -> "TokenGRPOAgent":
+    """The behaviour-cloned policy (the BC key of every token agent; `policy_params` when given,
+    `tc.warm_start_policy_params` of the same key), also the KL reference."""
     config = ml_collections.FrozenConfigDict(config)
     policy = tc.make_policy(env_params, config)
     key = tc.bc_key_of(key)
-    policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
+    policy_params = tc.policy_start(key, policy, env, env_params, config, policy_params)
     tx = tc.make_optimizer(
       config.optimizer, config.learning_rate, config.max_grad_norm, config.adam_eps
     )
@@ -275,10 +283,10 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   num_steps = env_params.max_turns
   steps_per_update = config.num_envs * num_steps
 
-  def init(key: Array) -> RunnerState:
+  def init(key: Array, policy_params: Optional[PyTree] = None) -> RunnerState:
     eval_key = tc.evaluation_key(key)
     agent_key, _, key = jax.random.split(key, 3)
-    agent = TokenGRPOAgent.create(agent_key, env, env_params, config)
+    agent = TokenGRPOAgent.create(agent_key, env, env_params, config, policy_params)
     return RunnerState(
       agent=agent,
       group_ids=rollout.grouped_ids(config.num_groups, config.group_size),
@@ -311,6 +319,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     num_updates=training.num_updates(config.total_timesteps, steps_per_update),
     env_steps_per_update=steps_per_update,
     sharded_field="group_ids",
+    warm_start=tc.warm_start(config),
   )
 
 

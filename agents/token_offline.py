@@ -44,7 +44,7 @@ Environment interactions: none during training (`env_steps_per_update` counts lo
 read, `batch_size` per step); evaluation plays `eval_episodes` greedy games.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -363,11 +363,11 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   config = ml_collections.FrozenConfigDict(config)
   env, env_params, policy, _, evaluate = tc.learner_parts(config)
 
-  def init(key: Array) -> RunnerState:
+  def init(key: Array, policy_params: Optional[PyTree] = None) -> RunnerState:
     eval_key = tc.evaluation_key(key)
     agent_key, data_key, key = jax.random.split(key, 3)
     bc_key = tc.bc_key_of(agent_key)
-    policy_params = tc.pretrained_policy_params(bc_key, policy, env, env_params, config)
+    policy_params = tc.policy_start(bc_key, policy, env, env_params, config, policy_params)
     tx = tc.make_optimizer(config.optimizer, config.learning_rate, config.max_grad_norm)
     agent = OfflineAgent(
       policy_params=policy_params,
@@ -394,6 +394,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     evaluate=evaluate,
     num_updates=config.num_updates,
     env_steps_per_update=config.batch_size,
+    warm_start=tc.warm_start(config),
   )
 
 

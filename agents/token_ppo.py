@@ -28,7 +28,7 @@ pretrained GPT-2 (a small transformer from a BC start), no KL penalty to the SFT
 separate value transformer instead of a value head on the language model.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -151,13 +151,21 @@ class TokenPPOAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
-  def create(cls, key: Array, env, env_params: token_game.EnvParams, config) -> "TokenPPOAgent":
-    """The behaviour-cloned policy (the BC key of every token agent) and a fresh value net."""
+  def create(
+    cls,
+    key: Array,
+    env,
+    env_params: token_game.EnvParams,
+    config,
+    policy_params: Optional[PyTree] = None,
+  ) -> "TokenPPOAgent":
+    """The behaviour-cloned policy (the BC key of every token agent; `policy_params` when given,
+    `tc.warm_start_policy_params` of the same key) and a fresh value net."""
     config = ml_collections.FrozenConfigDict(config)
     policy = tc.make_policy(env_params, config)
     value_network = make_value_network(env_params, config)
     value_key, key = jax.random.split(key)
-    policy_params = tc.pretrained_policy_params(key, policy, env, env_params, config)
+    policy_params = tc.policy_start(key, policy, env, env_params, config, policy_params)
     key = jax.random.fold_in(key, 0)
     value_params = value_network.init(
       value_key, tc.first_dialogue(env_params), tc.first_utterance(env_params)
@@ -283,10 +291,10 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   env, env_params, _, sample, evaluate = tc.learner_parts(config)
   steps_per_update = config.num_envs * config.num_steps
 
-  def init(key: Array) -> RunnerState:
+  def init(key: Array, policy_params: Optional[PyTree] = None) -> RunnerState:
     eval_key = tc.evaluation_key(key)
     agent_key, env_key, key = jax.random.split(key, 3)
-    agent = TokenPPOAgent.create(agent_key, env, env_params, config)
+    agent = TokenPPOAgent.create(agent_key, env, env_params, config, policy_params)
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
     return RunnerState(
       agent=agent, env=carry, key=key, eval_key=eval_key, update=jnp.zeros((), jnp.int32)
@@ -317,6 +325,7 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     num_updates=training.num_updates(config.total_timesteps, steps_per_update),
     env_steps_per_update=steps_per_update,
     sharded_field="env",
+    warm_start=tc.warm_start(config),
   )
 
 

@@ -105,6 +105,14 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flag_values=flag_values,
   )
   flags.DEFINE_string(
+    "warm_start_cache",
+    None,
+    "Directory of warm starts shared between runs: an agent with a costly start (the token "
+    "agents' behaviour-cloned policy) computes it once per seed and game, saves it there, and "
+    "every later run of the same start reads it (default: computed inside each run).",
+    flag_values=flag_values,
+  )
+  flags.DEFINE_string(
     "coordinator_address",
     None,
     "Multi-process runs: host:port of process 0 (with --num_processes and "
@@ -427,11 +435,13 @@ def experiment(
   tensorboard: bool = False,
   allow_config_change: bool = False,
   wandb: Optional[WandbOptions] = None,
+  warm_start_cache: Optional[str] = None,
 ):
   """What the command line does, without its error handling: validates `config`, builds its
   agent's learner and trains it in `workdir`; returns the final run state (None, and nothing
   built, when the workdir holds the finished run of this config). `tensorboard` and `wandb`
-  (a `WandbOptions`) add the external metric sinks."""
+  (a `WandbOptions`) add the external metric sinks; `warm_start_cache` is the directory of
+  shared warm starts (`hrljax.warm_start`)."""
   import jax
   from hrljax import agents, training
   from hrljax.logging import MetricsLogger
@@ -464,7 +474,9 @@ def experiment(
       f"{len(config.seeds)} seed(s), workdir {workdir}"
     )
     learner = agent.make_learner(config)
-    return training.run(learner, config, workdir, mesh, logger, allow_config_change)
+    return training.run(
+      learner, config, workdir, mesh, logger, allow_config_change, warm_start_cache
+    )
 
 
 def main(argv):
@@ -497,6 +509,7 @@ def main(argv):
       FLAGS.tensorboard,
       FLAGS.allow_config_change,
       wandb=wandb,
+      warm_start_cache=FLAGS.warm_start_cache,
     )
   except SinkError as error:  # W&B could not start its run
     fail(str(error))

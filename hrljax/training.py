@@ -44,6 +44,7 @@ from ml_collections import config_dict
 from hrljax import checkpoint as ckpt
 from hrljax import config_checks as checks
 from hrljax import distributed, provenance
+from hrljax import warm_start as warm_starts
 from hrljax.logging import MetricsLogger, write_environment
 
 RUN_FIELDS = ("seeds", "sweep", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
@@ -164,6 +165,9 @@ class Learner(NamedTuple):
   # Evaluation that cannot be compiled (a simulator driven from Python): (state of one seed,
   # seed) -> scalar metrics, run on the host after `evaluate` at every evaluation.
   host_evaluate: Optional[Callable[[Any, int], dict]] = None
+  # A costly start of `init` that runs can share (`init(key, warm_start.compute(key))`); `train`
+  # computes it separately and caches it when given a `warm_start_cache` directory.
+  warm_start: Optional[warm_starts.WarmStart] = None
 
 
 def whole_run(learner: Learner) -> Callable[[jax.Array], tuple[Any, dict]]:
@@ -430,16 +434,36 @@ class _Members(NamedTuple):
   def map(self, fn: Callable) -> Callable:
     return jax.vmap(fn) if self.batched else fn
 
-  def init(self, init: Callable) -> tuple[Callable, tuple]:
+  def init(self, init: Callable, warm: Any = None) -> tuple[Callable, tuple]:
     """`(fn, args)`: the members' run states are `fn(*args)`, the learner's `init` with each
-    member's swept values written into its optimizer states after it."""
+    member's swept values written into its optimizer states after it. `warm` (optional): the
+    members' precomputed warm starts, handed to `init` as its second argument."""
+    warm_args = () if warm is None else (warm,)
     if not self.values:
-      return self.map(init), (self.init_keys,)
+      return self.map(init), (self.init_keys, *warm_args)
 
-    def init_member(key, values):
-      return set_hyperparameters(init(key), values)
+    def init_member(key, values, *warm_args):
+      return set_hyperparameters(init(key, *warm_args), values)
 
-    return self.map(init_member), (self.init_keys, self.values)
+    return self.map(init_member), (self.init_keys, self.values, *warm_args)
+
+  def warm_starts(self, learner: "Learner", cache_dir: str, logger: MetricsLogger) -> Any:
+    """The members' warm starts (stacked when several), read from `cache_dir` or computed in a
+    program of their own and written there; None (`init` computes its own) for a learner without
+    a warm start or without a cache directory."""
+    if learner.warm_start is None or not cache_dir:
+      return None
+    compute = learner.warm_start.compute
+    keys = list(self.init_keys) if self.batched else [self.init_keys]
+    trees = warm_starts.member_starts(
+      learner.warm_start,
+      keys,
+      cache_dir,
+      lambda: self.split(jax.jit(self.map(compute))(self.init_keys)),
+      write=jax.process_index() == 0,
+      progress=logger.progress,
+    )
+    return jax.tree.map(lambda *xs: np.stack(xs), *trees) if self.batched else trees[0]
 
   def split(self, tree: Any) -> list:
     """The members' slices of a batched tree, or the tree itself, in member order."""
@@ -587,6 +611,7 @@ def train(
   mesh=None,
   logger: Optional[MetricsLogger] = None,
   allow_config_change: bool = False,
+  warm_start_cache: Optional[str] = None,
 ) -> Any:
   """Runs (or resumes) a whole experiment in `workdir`; returns the final run state.
 
@@ -596,7 +621,8 @@ def train(
 
   The run-level fields come from `config` (`run_config`): `seeds`, `sweep`, `log_every`,
   `eval_every`, `checkpoint_every`, `max_checkpoints`. With several members (seeds, or swept
-  values with each seed), the state has a leading member axis.
+  values with each seed), the state has a leading member axis. `warm_start_cache`: a directory
+  where the learner's `warm_start` (if it has one) is read from or saved to (`hrljax.warm_start`).
   """
   validate_run_config(config)
   members = _Members.of(config)
@@ -612,6 +638,9 @@ def train(
     workdir, config, checkpointer.latest_step(), allow_config_change
   )  # before any compilation
 
+  warm = members.warm_starts(learner, warm_start_cache, logger)
+  if warm is not None:
+    init, init_args = members.init(learner.init, warm)
   state = jax.jit(init)(*init_args)
   shardings = distributed.data_parallel_shardings(
     state, mesh, learner.sharded_field, seed_axis=members.batched
@@ -842,8 +871,10 @@ def run(
   mesh=None,
   logger: Optional[MetricsLogger] = None,
   allow_config_change: bool = False,
+  warm_start_cache: Optional[str] = None,
 ) -> Any:
-  """Trains either kind of learner in `workdir` (`train` or `train_on_host`)."""
+  """Trains either kind of learner in `workdir` (`train` or `train_on_host`; a host learner has
+  no `warm_start`)."""
   if isinstance(learner, HostLearner):
     return train_on_host(learner, config, workdir, logger, allow_config_change)
-  return train(learner, config, workdir, mesh, logger, allow_config_change)
+  return train(learner, config, workdir, mesh, logger, allow_config_change, warm_start_cache)
