@@ -78,7 +78,9 @@ def table(label: str, curve: Curve) -> str:
   """One markdown row per evaluation: updates, utterances per seed, per-seed values, mean."""
   seeds = curve.seeds
   lines = [
-    f"{label}: updates | utterances / seed | seeds {' / '.join(map(str, seeds))} | mean",
+    f"{label}:",
+    "",
+    f"| updates | utterances / seed | seeds {' / '.join(map(str, seeds))} | mean |",
     "|---|---|---|---|",
   ]
   for (update, steps, values), (_, mean) in zip(curve.points, curve.means()):
@@ -89,14 +91,8 @@ def table(label: str, curve: Curve) -> str:
 
 def bars_table(labels: list, curves: list, bars: list) -> str:
   """Per bar: each run's first crossing ("stays" or not) and its ratio to the first run's."""
-  lines = [
-    "| bar | "
-    + " | ".join(labels)
-    + " | "
-    + " | ".join(f"{labels[0]} / {label}" for label in labels[1:])
-    + " |",
-    "|---|" + "---|" * (2 * len(labels) - 1),
-  ]
+  header = ["bar", *labels, *(f"{labels[0]} / {label}" for label in labels[1:])]
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for bar in bars:
     crossings = [first_crossing(curve, bar) for curve in curves]
     cells = [("-" if c is None else f"{c[0]:,}" + (" (stays)" if c[2] else "")) for c in crossings]

@@ -96,7 +96,7 @@ def test_command_line_prints_the_tables_and_draws_the_png(tmp_path):
   png = tmp_path / "both.png"
   result = run(ppo, archer, "--labels=PPO,ArCHer", "--bars=0.85,0.9", f"--png={png}")
   assert result.code == 0, result.err[-3000:]
-  assert "PPO: updates | utterances / seed | seeds 0 / 1 | mean" in result.out
+  assert "| updates | utterances / seed | seeds 0 / 1 | mean |" in result.out
   assert "| 15 | 1,920 | 1.000 / 1.000 | 1.000 |" in result.out
   assert "| 0.9 | 1,280 (stays) | 4,096 (stays) | 0.31 |" in result.out
   assert png.read_bytes()[:8] == PNG_MAGIC
@@ -107,6 +107,8 @@ def test_command_line_prints_the_tables_and_draws_the_png(tmp_path):
   assert missing.code == 2 and "no metrics file at" in missing.err
   labels = run(ppo, archer, "--labels=PPO")
   assert labels.code == 2 and "--labels: expected 2 labels, got 1" in labels.err
+  alone = run(ppo, "--labels=PPO", "--bars=0.9")  # one run: no ratio column
+  assert alone.code == 0 and "| bar | PPO |\n|---|---|\n| 0.9 | 1,280 (stays) |" in alone.out
   bars = run(ppo, "--bars=2")
   assert bars.code == 2 and "--bars: expected numbers in [0, 1]" in bars.err
   empty = write_run(tmp_path / "empty", [])
