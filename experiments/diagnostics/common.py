@@ -12,19 +12,6 @@ import os
 import sys
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
-# The config fields the behaviour-cloned start depends on (with the seeds).
-WARM_START_FIELDS = (
-  "env_name",
-  "env_kwargs",
-  "d_model",
-  "num_layers",
-  "num_heads",
-  "bc_steps",
-  "bc_batch_size",
-  "bc_learning_rate",
-  "bc_dataset_episodes",
-  "bc_random_question_prob",
-)
 
 
 def check_command_line(argv: list, config, out: str) -> None:
@@ -62,38 +49,24 @@ def eval_keys(seeds):
   return jnp.stack([jax.random.split(jax.random.key(seed))[1] for seed in seeds])
 
 
-def warm_start_cache_path(cache_dir: str, config, seeds) -> str:
-  """A file name determined by the seeds and the `WARM_START_FIELDS` of `config`."""
-  import hashlib
-
-  fields = {name: config.get(name) for name in WARM_START_FIELDS}
-  fields["env_kwargs"] = dict(config.env_kwargs)
-  fields["seeds"] = list(seeds)
-  digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-  return os.path.join(cache_dir, f"warm_start_{digest}.msgpack")
-
-
 def warm_start(config, seeds, cache_dir=None):
-  """The BC start of every seed (`token_common.warm_start_policy_params`, vmapped, one compiled
-  program), read from or written to `cache_dir` if given (the BC program is the costly part of a
-  diagnostic and the same for every run of a config and seed)."""
+  """The BC start of every seed (`token_common.warm_start`, vmapped, one compiled program), read
+  from or written to `cache_dir` if given: the cache of `experiments.train --warm_start_cache`
+  (`hrljax.warm_start`), so a diagnostic reads the start a training run of the same config and
+  seed cached, and the other way round."""
   import jax
-  from flax import serialization
+  import numpy as np
+  from hrljax import warm_start as ws
   from hrljax.agents import token_common as tc
 
-  compute = jax.jit(jax.vmap(lambda k: tc.warm_start_policy_params(k, config)))
+  warm = tc.warm_start(config)
   keys = init_keys(seeds)
-  path = warm_start_cache_path(cache_dir, config, seeds) if cache_dir else None
-  if path and os.path.exists(path):
-    with open(path, "rb") as f:
-      return serialization.from_bytes(jax.eval_shape(compute, keys), f.read())
-  policy_params = jax.block_until_ready(compute(keys))
-  if path:
-    os.makedirs(cache_dir, exist_ok=True)
-    with open(path + ".tmp", "wb") as f:
-      f.write(serialization.to_bytes(policy_params))
-    os.replace(path + ".tmp", path)  # atomic: a killed run leaves no half-written cache
-  return policy_params
+  compute = lambda: jax.block_until_ready(jax.jit(jax.vmap(warm.compute))(keys))
+  if not cache_dir:
+    return compute()
+  split = lambda tree: [jax.tree.map(lambda x, i=i: x[i], tree) for i in range(len(seeds))]
+  trees = ws.member_starts(warm, list(keys), cache_dir, lambda: split(compute()))
+  return jax.tree.map(lambda *xs: np.stack(xs), *trees)
 
 
 def curve_row(iteration: int, utterances: int, eval_return) -> dict:

@@ -8,7 +8,9 @@ import ml_collections
 import numpy as np
 
 from experiments.diagnostics import common
+from hrljax import warm_start as ws
 from hrljax.agents import archer
+from hrljax.agents import token_common as tc
 
 
 def test_keys_are_the_init_and_evaluation_keys_of_experiments_train():
@@ -22,8 +24,7 @@ def test_keys_are_the_init_and_evaluation_keys_of_experiments_train():
 
 
 def test_warm_start_cache_returns_the_computed_start(tmp_path):
-  """The cached BC start equals the computed one, and the cache file depends on the BC fields and
-  the seeds."""
+  """The cached BC start equals the computed one, in the entries of the training loop's cache."""
   config = archer.get_config()
   config.update(
     dict(
@@ -37,16 +38,14 @@ def test_warm_start_cache_returns_the_computed_start(tmp_path):
     )
   )
   computed = common.warm_start(config, (0, 1), str(tmp_path))
-  path = common.warm_start_cache_path(str(tmp_path), config, (0, 1))
-  assert os.path.exists(path)
+  assert len(os.listdir(tmp_path)) == 2  # one entry per seed, as experiments.train writes them
   cached = common.warm_start(config, (0, 1), str(tmp_path))
-  for a, b in zip(jax.tree.leaves(computed), jax.tree.leaves(cached)):
+  for a, b in zip(jax.tree.leaves(computed), jax.tree.leaves(cached), strict=True):
     np.testing.assert_array_equal(a, b)
-  config.bc_steps = 3
-  assert common.warm_start_cache_path(str(tmp_path), config, (0, 1)) != path
-  assert common.warm_start_cache_path(
-    str(tmp_path), config, (0, 2)
-  ) != common.warm_start_cache_path(str(tmp_path), config, (0, 1))
+  # The entries are the training loop's: named by the seed's init key and the BC fields.
+  warm = tc.warm_start(config)
+  for key in common.init_keys((0, 1)):
+    assert os.path.exists(tmp_path / ws.entry_name(warm.fields, key))
 
 
 def test_parse_seeds():
