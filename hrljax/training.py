@@ -449,21 +449,19 @@ class _Members(NamedTuple):
 
   def warm_starts(self, learner: "Learner", cache_dir: str, logger: MetricsLogger) -> Any:
     """The members' warm starts (stacked when several), read from `cache_dir` or computed in a
-    program of their own and written there; None (`init` computes its own) for a learner without
+    program of their own (vmapped, also for one member) and written there; None (`init` computes its own) for a learner without
     a warm start or without a cache directory."""
     if learner.warm_start is None or not cache_dir:
       return None
-    compute = learner.warm_start.compute
-    keys = list(self.init_keys) if self.batched else [self.init_keys]
-    trees = warm_starts.member_starts(
+    keys = self.init_keys if self.batched else self.init_keys[None]
+    starts = warm_starts.member_starts(
       learner.warm_start,
       keys,
       cache_dir,
-      lambda: self.split(jax.jit(self.map(compute))(self.init_keys)),
       write=jax.process_index() == 0,
       progress=logger.progress,
     )
-    return jax.tree.map(lambda *xs: np.stack(xs), *trees) if self.batched else trees[0]
+    return starts if self.batched else jax.tree.map(lambda x: x[0], starts)
 
   def split(self, tree: Any) -> list:
     """The members' slices of a batched tree, or the tree itself, in member order."""

@@ -72,23 +72,23 @@ def load(path: str, like: Any) -> Any:
 
 def member_starts(
   warm_start: WarmStart,
-  keys: list,
+  keys: jax.Array,
   cache_dir: str,
-  compute_all: Callable[[], list],
   write: bool = True,
   progress: Callable[[str], None] = print,
-) -> list:
-  """Each member's warm start: read from `cache_dir` when every member's entry is there, else
-  `compute_all()` (one program for all members, returning their trees in order), written to the
-  cache when `write` (the process that writes files)."""
-  paths = [os.path.join(cache_dir, entry_name(warm_start.fields, key)) for key in keys]
+) -> Any:
+  """The warm starts of the members whose init keys are `keys` (`[M]`), stacked on a leading
+  member axis: read from `cache_dir` when every member's entry is there, else computed for all
+  members in one program (`vmap`) and, when `write` (the process that writes files), saved."""
+  members = [keys[i] for i in range(keys.shape[0])]
+  paths = [os.path.join(cache_dir, entry_name(warm_start.fields, key)) for key in members]
   if all(os.path.exists(path) for path in paths):
-    like = jax.eval_shape(warm_start.compute, keys[0])
+    like = jax.eval_shape(warm_start.compute, members[0])
     progress(f"warm start read from {cache_dir} ({len(paths)} member(s))")
-    return [load(path, like) for path in paths]
-  trees = compute_all()
+    return jax.tree.map(lambda *xs: np.stack(xs), *[load(path, like) for path in paths])
+  starts = jax.device_get(jax.jit(jax.vmap(warm_start.compute))(keys))
   if write:
-    for path, tree in zip(paths, trees):
-      save(path, tree)
+    for i, path in enumerate(paths):
+      save(path, jax.tree.map(lambda x, i=i: x[i], starts))
     progress(f"warm start computed and cached in {cache_dir} ({len(paths)} member(s))")
-  return trees
+  return starts

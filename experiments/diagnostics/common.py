@@ -55,18 +55,14 @@ def warm_start(config, seeds, cache_dir=None):
   (`hrljax.warm_start`), so a diagnostic reads the start a training run of the same config and
   seed cached, and the other way round."""
   import jax
-  import numpy as np
   from hrljax import warm_start as ws
   from hrljax.agents import token_common as tc
 
   warm = tc.warm_start(config)
   keys = init_keys(seeds)
-  compute = lambda: jax.block_until_ready(jax.jit(jax.vmap(warm.compute))(keys))
   if not cache_dir:
-    return compute()
-  split = lambda tree: [jax.tree.map(lambda x, i=i: x[i], tree) for i in range(len(seeds))]
-  trees = ws.member_starts(warm, list(keys), cache_dir, lambda: split(compute()))
-  return jax.tree.map(lambda *xs: np.stack(xs), *trees)
+    return jax.block_until_ready(jax.jit(jax.vmap(warm.compute))(keys))
+  return ws.member_starts(warm, keys, cache_dir)
 
 
 def curve_row(iteration: int, utterances: int, eval_return) -> dict:

@@ -27,25 +27,27 @@ def test_entry_name_depends_on_the_fields_and_the_key():
 
 
 def test_member_starts_compute_once_then_read(tmp_path):
-  warm = ws.WarmStart(compute=lambda key: TREE, fields={"f": 1})
-  keys = [jax.random.key(0), jax.random.key(1)]
-  calls, lines = [], []
+  traces, lines = [], []
 
-  def compute_all():
-    calls.append(1)
-    return [TREE, jax.tree.map(lambda x: x + 1, TREE)]
+  def compute(key):
+    traces.append(1)  # once per trace: the computation's program, or the read's shapes
+    return {"w": jax.random.normal(key, (2, 3)), "b": jax.random.randint(key, (3,), 0, 9)}
 
-  first = ws.member_starts(warm, keys, str(tmp_path), compute_all, progress=lines.append)
-  second = ws.member_starts(warm, keys, str(tmp_path), compute_all, progress=lines.append)
-  assert len(calls) == 1
+  warm = ws.WarmStart(compute=compute, fields={"f": 1})
+  keys = jnp.stack([jax.random.key(0), jax.random.key(1)])
+  first = ws.member_starts(warm, keys, str(tmp_path), progress=lines.append)
+  second = ws.member_starts(warm, keys, str(tmp_path), progress=lines.append)
+  assert len(traces) == 2  # one computation, then the shapes of the read (no second program)
   assert "computed and cached" in lines[0] and "read from" in lines[1]
   for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(second), strict=True):
     np.testing.assert_array_equal(a, b)
     assert a.dtype == b.dtype
-  np.testing.assert_array_equal(second[1]["w"], TREE["w"] + 1)
+  np.testing.assert_array_equal(second["w"][1], jax.random.normal(jax.random.key(1), (2, 3)))
   assert not [f for f in os.listdir(tmp_path) if f.endswith(".partial")]
   # A member missing from the cache: all are computed again (one program for all members).
-  ws.member_starts(warm, keys + [jax.random.key(2)], str(tmp_path), lambda: [TREE] * 3)
+  three = jnp.stack([jax.random.key(0), jax.random.key(1), jax.random.key(2)])
+  assert ws.member_starts(warm, three, str(tmp_path), progress=lines.append)["w"].shape == (3, 2, 3)
+  assert len(traces) == 3 and "computed and cached" in lines[2]
 
 
 def test_an_entry_of_another_shape_is_named_not_used(tmp_path):
