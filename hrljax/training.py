@@ -636,15 +636,14 @@ def train(
     workdir, config, checkpointer.latest_step(), allow_config_change
   )  # before any compilation
 
-  warm = members.warm_starts(learner, warm_start_cache, logger)
-  if warm is not None:
-    init, init_args = members.init(learner.init, warm)
-  state = jax.jit(init)(*init_args)
-  shardings = distributed.data_parallel_shardings(
-    state, mesh, learner.sharded_field, seed_axis=members.batched
+  state, shardings = _initial_or_template(
+    learner,
+    members,
+    mesh,
+    resuming=checkpointer.latest_step() is not None,
+    warm_start_cache=warm_start_cache,
+    logger=logger,
   )
-  state = distributed.place(state, shardings)
-
   state, update, elapsed = _resume(checkpointer, state, logger)
   if is_writer:  # after the resume: a checkpoint that does not fit keeps the config it came from
     provenance.record_config_change(workdir, change)
@@ -683,6 +682,34 @@ def train(
   checkpointer.close()
   _log_evaluation(logger, members, evaluate(state, None), update, learner, elapsed)
   return state
+
+
+def _initial_or_template(
+  learner: Learner,
+  members: _Members,
+  mesh,
+  resuming: bool,
+  warm_start_cache: Optional[str],
+  logger: MetricsLogger,
+) -> tuple[Any, Any]:
+  """`(state, shardings)`: the members' initial state placed on the mesh, or, when a checkpoint
+  will replace it, only its shapes with their shardings. A resumed run so never runs `init` nor
+  computes the warm start (a behaviour-cloned start can take minutes)."""
+  if resuming:
+    init, init_args = members.init(learner.init)
+    shapes = jax.eval_shape(init, *init_args)
+  else:
+    warm = members.warm_starts(learner, warm_start_cache, logger)
+    init, init_args = members.init(learner.init, warm)
+    shapes = jax.jit(init)(*init_args)
+  shardings = distributed.data_parallel_shardings(
+    shapes, mesh, learner.sharded_field, seed_axis=members.batched
+  )
+  if resuming:
+    return jax.tree.map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings
+    ), shardings
+  return distributed.place(shapes, shardings), shardings
 
 
 def _check_injected(config, init: Callable, init_args: tuple) -> None:

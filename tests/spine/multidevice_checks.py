@@ -8,6 +8,7 @@ assert on them.
 
 import json
 import os
+import shutil
 import sys
 
 import jax
@@ -121,6 +122,13 @@ def command_lines(workdir: str) -> dict:
       PPO_CARTPOLE, os.path.join(workdir, f"d{devices}"), f"--num_devices={devices}", *CLI_ARGS
     )._asdict()
   runs["x"] = cli(PPO_CARTPOLE, os.path.join(workdir, "x"), "--config.num_envs=4")._asdict()
+  # The 8-device run as if killed after its checkpoint at update 2 (the last one removed), then
+  # resumed: the restored state, read into the shapes of `init` with their shardings, trains on.
+  resumed = os.path.join(workdir, "r8")
+  args = ("--num_devices=8", *CLI_ARGS, "--config.checkpoint_every=2")
+  runs["r8_first"] = cli(PPO_CARTPOLE, resumed, *args)._asdict()
+  shutil.rmtree(os.path.join(resumed, "checkpoints", "3"))
+  runs["r8"] = cli(PPO_CARTPOLE, resumed, *args)._asdict()
   return {"cli": runs}
 
 

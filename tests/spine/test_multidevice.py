@@ -75,6 +75,19 @@ def test_cli_logs_same_losses_on_1_and_8_devices(checks, workdir):
       assert eight[key] == pytest.approx(one[key], rel=1e-5, abs=1e-6), (key, one, eight)
 
 
+def test_a_resumed_8_device_run_logs_what_the_uninterrupted_one_logs(checks, workdir):
+  """Stopped at its checkpoint at update 2 and resumed (`multidevice_checks.command_lines`): the
+  environment-sharded state is restored in place of `init`'s and trains to the same losses."""
+  for name in ("r8_first", "r8", "d8"):
+    assert checks["cli"][name]["code"] == 0, checks["cli"][name]["err"][-3000:]
+  assert "resumed from the checkpoint at update 2" in checks["cli"]["r8"]["out"]
+  resumed, whole = train_losses(workdir / "r8"), train_losses(workdir / "d8")
+  assert [r["update"] for r in resumed] == [1, 2, 3]
+  for a, b in zip(resumed, whole):
+    for key in ("loss", "policy_loss", "value_loss", "entropy"):
+      assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), (key, a, b)
+
+
 def test_env_count_not_divisible_by_device_count_is_a_clear_error(checks, workdir):
   result = checks["cli"]["x"]
   assert result["code"] == 2

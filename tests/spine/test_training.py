@@ -14,6 +14,7 @@ import pytest
 from flax import struct
 
 from hrljax import provenance, training
+from hrljax import warm_start as ws
 from hrljax.checkpoint import Checkpointer, CheckpointMismatch
 from hrljax.logging import MetricsLogger, read_jsonl
 
@@ -159,6 +160,40 @@ def test_nan_episode_cost_of_an_ended_episode_still_stops(tmp_path):
       run_config(log_every=4, checkpoint_every=4),
       str(tmp_path / "r"),
     )
+
+
+def test_a_resumed_run_neither_runs_init_nor_computes_the_warm_start(tmp_path):
+  """The checkpoint replaces the initial state, so a resumed run builds only its shapes: `init`
+  and the learner's warm start (a BC start can take minutes) run once, in the first run."""
+  calls = {"init": 0, "warm_start": 0}
+
+  def count(name):
+    return lambda *_: calls.__setitem__(name, calls[name] + 1)
+
+  def learner(num_updates):
+    base = counting_learner(num_updates)
+
+    def compute(key):
+      jax.debug.callback(count("warm_start"))
+      return jax.random.uniform(key)
+
+    def init(key, start=None):
+      jax.debug.callback(count("init"))
+      state = base.init(key)
+      return state.replace(x=compute(key) if start is None else start)
+
+    return base._replace(init=init, warm_start=ws.WarmStart(compute, {"f": 1}))
+
+  config = run_config(log_every=5, checkpoint_every=5, seeds=(0, 1))
+  whole = training.train(learner(10), config, str(tmp_path / "whole"))
+  cache = str(tmp_path / "cache")
+  run = str(tmp_path / "run")
+  training.train(learner(5), config, run, warm_start_cache=cache)
+  before = dict(calls)
+  assert before["init"] > 0 and before["warm_start"] > 0
+  resumed = training.train(learner(10), config, run, warm_start_cache=cache)
+  assert calls == before
+  np.testing.assert_array_equal(resumed.x, whole.x)
 
 
 def test_logger_truncates_records_a_resumed_run_rewrites(tmp_path):

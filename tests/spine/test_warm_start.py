@@ -103,7 +103,6 @@ def test_a_cached_warm_start_is_the_agent_s_start_and_trains_the_same(tmp_path):
   `init(key)`: tests/agents/test_archer.py); a second run reads them and trains to the same
   records, to float32 rounding."""
   from hrljax.agents import token_common as tc
-  from tests.fast_compile import fast_jit
 
   cache = str(tmp_path / "cache")
   filled = cli(PPO, tmp_path / "filled", *TINY, f"--warm_start_cache={cache}")
@@ -115,7 +114,7 @@ def test_a_cached_warm_start_is_the_agent_s_start_and_trains_the_same(tmp_path):
   # as the loop does (a one-seed program can round differently, and Adam turns the rounding
   # noise of the attention's key bias, whose true gradient is 0, into visible steps).
   keys = jnp.stack([jax.random.split(jax.random.key(seed))[0] for seed in (0, 1)])
-  want = fast_jit(jax.vmap(lambda k: tc.warm_start_policy_params(k, config)))(keys)
+  want = jax.jit(jax.vmap(lambda k: tc.warm_start_policy_params(k, config)))(keys)
   for member, key in enumerate(keys):
     like = jax.eval_shape(warm.compute, key)
     cached = ws.load(os.path.join(cache, ws.entry_name(warm.fields, key)), like)
