@@ -5,6 +5,8 @@
   python -m experiments.token_game_curves runs/token_game/ppo runs/token_game/archer \
       --labels=PPO,ArCHer --bars=0.8,0.85,0.9 --png=runs/token_game/archer_vs_ppo.png
 
+A run is one directory, or several joined by commas whose seeds together make the run (the
+host-driven SmolLM2 agents train one seed per directory: `runs/a/s0,runs/a/s1,runs/a/s2`).
 Each run directory holds `metrics.jsonl` with one evaluation record per seed every `eval_every`
 updates (`phase` "eval", `seed`, `update`, `env_steps`, `eval_return`: the greedy success rate on
 the learner's evaluation games). For every run this prints one row per evaluation (the
@@ -48,17 +50,24 @@ class Curve:
 
 def read_curve(workdir: str, y: str = "eval_return") -> Curve:
   """The evaluation records of `workdir/metrics.jsonl` grouped by update (a record without a
-  `seed` field, from a one-seed run, counts as seed 0). ValueError if there is none."""
+  `seed` field, from a one-seed run, counts as seed 0). `workdir` may also be several run
+  directories joined by commas, one per seed (a host-driven agent trains one seed per run); a seed
+  found in two of them is a ValueError, as is a run without such records."""
   from hrljax.logging import read_jsonl
 
-  by_update = {}
-  for record in read_jsonl(workdir):
-    if record.get("phase") != "eval" or record.get(y) is None:
-      continue
-    _, values = by_update.setdefault(record["update"], (record["env_steps"], {}))
-    values[record.get("seed", 0)] = float(record[y])
-  if not by_update:
-    raise ValueError(f"{workdir}: no evaluation record with {y!r} in metrics.jsonl")
+  by_update, found_in = {}, {}
+  for run in workdir.split(","):
+    records = [r for r in read_jsonl(run) if r.get("phase") == "eval" and r.get(y) is not None]
+    if not records:
+      raise ValueError(f"{run}: no evaluation record with {y!r} in metrics.jsonl")
+    for record in records:
+      seed = record.get("seed", 0)
+      if found_in.setdefault(seed, run) != run:
+        raise ValueError(
+          f"{run}: seed {seed} is also in {found_in[seed]}; expected one run per seed"
+        )
+      _, values = by_update.setdefault(record["update"], (record["env_steps"], {}))
+      values[seed] = float(record[y])
   return Curve([(update, *by_update[update]) for update in sorted(by_update)])
 
 
@@ -142,11 +151,16 @@ def parse_bars(values: list) -> list:
   return bars
 
 
+def default_label(run: str) -> str:
+  """The name of a run's directory, or of the directory its per-seed directories share."""
+  return os.path.basename(os.path.normpath(os.path.commonpath(run.split(","))))
+
+
 def main(argv):
   workdirs = argv[1:]
   if not workdirs:
     fail("expected one or more run directories of experiments.train")
-  labels = FLAGS.labels or [os.path.basename(os.path.normpath(w)) for w in workdirs]
+  labels = FLAGS.labels or [default_label(w) for w in workdirs]
   if len(labels) != len(workdirs):
     fail(f"--labels: expected {len(workdirs)} labels, got {len(labels)}")
   bars = parse_bars(FLAGS.bars)

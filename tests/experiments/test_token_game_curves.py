@@ -62,6 +62,26 @@ def test_curve_groups_the_seeds_of_each_evaluation(tmp_path):
   assert means == pytest.approx((0.6, 0.85, 0.9, 1.0))
 
 
+def test_a_run_of_one_directory_per_seed_is_read_as_one_curve(tmp_path):
+  """Host-driven agents write one directory per seed; joined by commas they make one curve, equal
+  to the curve of one directory holding both seeds. A seed in two directories is an error."""
+  both = curves.read_curve(write_run(tmp_path / "both", PPO))
+  seed_0 = write_run(tmp_path / "s0", [(u, v[:1]) for u, v in PPO])
+  seed_1 = tmp_path / "s1"
+  write_run(seed_1, [(u, v) for u, v in PPO])  # seeds 0 and 1: seed 0 clashes with s0
+  with pytest.raises(ValueError, match="seed 0 is also in"):
+    curves.read_curve(f"{seed_0},{seed_1}")
+  with open(seed_1 / "metrics.jsonl") as f:
+    only_1 = [line for line in f if json.loads(line)["seed"] == 1]
+  with open(seed_1 / "metrics.jsonl", "w") as f:
+    f.writelines(only_1)
+  joined = curves.read_curve(f"{seed_0},{seed_1}")
+  assert joined.seeds == [0, 1]
+  assert joined.points == both.points
+  assert curves.default_label(f"{tmp_path}/archer/s0,{tmp_path}/archer/s1") == "archer"
+  assert curves.default_label(f"{tmp_path}/ppo/") == "ppo"
+
+
 def test_first_crossing_reports_the_interval_and_whether_it_stays(tmp_path):
   ppo = curves.read_curve(write_run(tmp_path / "ppo", PPO))
   archer = curves.read_curve(write_run(tmp_path / "archer", ARCHER, steps_per_update=256))
