@@ -4,7 +4,8 @@ mean (or IQM) over seeds with its 95 % bootstrap interval.
   python -m experiments.steps_to_threshold runs/a [runs/b ...] --metric=eval_length --at_most=25
 
 Reads the evaluation records of each run directory made by `python -m experiments.train` with
-`eval_every` set (one record per evaluation and seed); `--at_most` for a metric that falls as the
+`eval_every` set (one record per evaluation and seed; a run trained one seed per directory is
+the directories joined by commas: `runs/a/s0,runs/a/s1,runs/a/s2`); `--at_most` for a metric that falls as the
 agent learns (steps to the goal), `--at_least` for one that rises (a return). A seed that never
 reaches the threshold counts as its run's last evaluation step and is marked with `>`.
 """
@@ -15,7 +16,7 @@ import numpy as np
 from absl import app, flags
 
 from hrljax import stats
-from hrljax.logging import read_jsonl
+from hrljax.logging import read_seed_runs
 
 _METRIC = flags.DEFINE_string("metric", "eval_length", "Evaluation metric to threshold.")
 _AT_MOST = flags.DEFINE_float("at_most", None, "Reached when the metric is <= this.")
@@ -30,7 +31,7 @@ def steps_to_threshold(records: list, metric: str, reached) -> dict:
   for record in sorted(
     (r for r in records if r.get("phase") == "eval" and metric in r), key=lambda r: r["env_steps"]
   ):
-    seed = record["seed"]
+    seed = record.get("seed", 0)
     if seed in result and result[seed][1]:
       continue
     result[seed] = (record["env_steps"], bool(reached(record[metric])))
@@ -47,7 +48,7 @@ def main(argv):
   print(f"| run | environment steps to {text}, per seed | {_STATISTIC.value} [95% CI] |")
   print("| --- | --- | --- |")
   for workdir in argv[1:]:
-    per_seed = steps_to_threshold(read_jsonl(workdir), _METRIC.value, reached)
+    per_seed = steps_to_threshold(read_seed_runs(workdir), _METRIC.value, reached)
     if not per_seed:
       sys.exit(f"{workdir}: no evaluation records with {_METRIC.value!r} (set eval_every)")
     shown = ", ".join(

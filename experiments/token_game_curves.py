@@ -51,23 +51,18 @@ class Curve:
 def read_curve(workdir: str, y: str = "eval_return") -> Curve:
   """The evaluation records of `workdir/metrics.jsonl` grouped by update (a record without a
   `seed` field, from a one-seed run, counts as seed 0). `workdir` may also be several run
-  directories joined by commas, one per seed (a host-driven agent trains one seed per run); a seed
-  found in two of them is a ValueError, as is a run without such records."""
-  from hrljax.logging import read_jsonl
+  directories joined by commas, one per seed (`hrljax.logging.read_seed_runs`). ValueError if a
+  seed is in two of them or there is no such record."""
+  from hrljax.logging import read_seed_runs
 
-  by_update, found_in = {}, {}
-  for run in workdir.split(","):
-    records = [r for r in read_jsonl(run) if r.get("phase") == "eval" and r.get(y) is not None]
-    if not records:
-      raise ValueError(f"{run}: no evaluation record with {y!r} in metrics.jsonl")
-    for record in records:
-      seed = record.get("seed", 0)
-      if found_in.setdefault(seed, run) != run:
-        raise ValueError(
-          f"{run}: seed {seed} is also in {found_in[seed]}; expected one run per seed"
-        )
-      _, values = by_update.setdefault(record["update"], (record["env_steps"], {}))
-      values[seed] = float(record[y])
+  by_update = {}
+  for record in read_seed_runs(workdir):
+    if record.get("phase") != "eval" or record.get(y) is None:
+      continue
+    _, values = by_update.setdefault(record["update"], (record["env_steps"], {}))
+    values[record.get("seed", 0)] = float(record[y])
+  if not by_update:
+    raise ValueError(f"{workdir}: no evaluation record with {y!r} in metrics.jsonl")
   return Curve([(update, *by_update[update]) for update in sorted(by_update)])
 
 

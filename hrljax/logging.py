@@ -43,6 +43,22 @@ def read_jsonl(path: str) -> list[dict]:
     return [json.loads(line) for line in f if line.strip()]
 
 
+def read_seed_runs(runs: str) -> list[dict]:
+  """The records of one run directory, or of several joined by commas that together make one run
+  with one seed each (a host-driven agent trains one seed per directory). A record without a
+  `seed` field counts as seed 0; a seed found in two directories is a ValueError."""
+  records, found_in = [], {}
+  for run in runs.split(","):
+    for record in read_jsonl(run):
+      seed = record.get("seed", 0)
+      if found_in.setdefault(seed, run) != run:
+        raise ValueError(
+          f"{run}: seed {seed} is also in {found_in[seed]}; expected one run per seed"
+        )
+      records.append(record)
+  return records
+
+
 def cpu_model() -> str:
   """The CPU's model name from /proc/cpuinfo (the machine's architecture where there is none)."""
   import platform
