@@ -629,6 +629,27 @@ python -m experiments.train --config=experiments/configs/grpo_smollm2_arithmetic
 python -m experiments.train --config=experiments/configs/archer_smollm2_game.py \
     --workdir=runs/archer_smollm2 --config.seeds=0
 
+# The text game with SmolLM2-135M at equal lines (336 per seed), seeds 0-2, one run per seed
+# (ARCHER.md "Result on the text game"): ArCHer with the pretrained critic, ArCHer with the
+# critic from scratch, token PPO
+for seed in 0 1 2; do
+  python -m experiments.train --config=experiments/configs/archer_smollm2_game.py \
+      --workdir=runs/llm_study/archer_llm/s$seed --config.seeds=$seed --config.critic_trunk=llm \
+      --config.critic_llm_layers=4 --config.num_updates=42 --config.eval_every=12 \
+      --config.eval_episodes=32
+  python -m experiments.train --config=experiments/configs/archer_smollm2_game.py \
+      --workdir=runs/llm_study/archer_scratch/s$seed --config.seeds=$seed \
+      --config.num_updates=42 --config.eval_every=12 --config.eval_episodes=32
+  python -m experiments.train --config=experiments/configs/token_ppo_smollm2_game.py \
+      --workdir=runs/llm_study/ppo/s$seed --config.seeds=$seed --config.num_updates=14 \
+      --config.eval_every=4 --config.eval_episodes=32
+done
+runs() { echo runs/llm_study/$1/s0,runs/llm_study/$1/s1,runs/llm_study/$1/s2; }
+for y in eval_valid_move_fraction eval_win_rate; do
+  python -m experiments.token_game_curves $(runs archer_llm) $(runs archer_scratch) $(runs ppo) \
+      --labels=ArCHer_pretrained,ArCHer_scratch,PPO --y=$y --bars=0.5,0.9
+done
+
 # SmolLM2 sampling and one GRPO step vs transformers / TRL (README; LLM.md "Result")
 make bench-llm
 
