@@ -697,19 +697,18 @@ def _initial_or_template(
   computes the warm start (a behaviour-cloned start can take minutes)."""
   if resuming:
     init, init_args = members.init(learner.init)
-    shapes = jax.eval_shape(init, *init_args)
+    state = jax.eval_shape(init, *init_args)
   else:
     warm = members.warm_starts(learner, warm_start_cache, logger)
     init, init_args = members.init(learner.init, warm)
-    shapes = jax.jit(init)(*init_args)
+    state = jax.jit(init)(*init_args)
   shardings = distributed.data_parallel_shardings(
-    shapes, mesh, learner.sharded_field, seed_axis=members.batched
+    state, mesh, learner.sharded_field, seed_axis=members.batched
   )
   if resuming:
-    return jax.tree.map(
-      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings
-    ), shardings
-  return distributed.place(shapes, shardings), shardings
+    with_sharding = lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s)
+    return jax.tree.map(with_sharding, state, shardings), shardings
+  return distributed.place(state, shardings), shardings
 
 
 def _check_injected(config, init: Callable, init_args: tuple) -> None:
