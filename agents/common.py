@@ -307,7 +307,7 @@ def ppo_optimizer(config, num_updates: int) -> optax.GradientTransformation:
 
   The learning rate is injected (`optax.inject_hyperparams`): the optimizer state holds it as
   `hyperparams["learning_rate"]` (the rate the annealing starts from), which a sweep sets per
-  member (`hrljax.training.set_hyperparameters`); the numbers are those of the rate as a constant.
+  member (`hrljax.sweep.set_hyperparameters`); the numbers are those of the rate as a constant.
   """
   steps_per_update = config.num_minibatches * config.update_epochs
 

@@ -21,7 +21,7 @@ METRICS_FILE = "metrics.jsonl"
 ENVIRONMENT_FILE = "environment.json"
 WALL_CLOCK_FIELDS = ("wall_time", "env_steps_per_second", "compile_seconds")
 NUMERIC_PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy", "orbax-checkpoint")
-SWEPT_FIELDS = ("learning_rate",)  # hrljax.training.SWEEPABLE: with `seed`, a sweep's member
+SWEPT_FIELDS = ("learning_rate",)  # hrljax.sweep.SWEEPABLE: with `seed`, a sweep's member
 DEFAULT_HEADLINE = ("episode_return", "eval_return", "loss")  # a progress line's, by default
 NOT_SCALARS = ("phase", "seed", "update")  # fields of a record that the sinks get no tag for
 

@@ -18,7 +18,7 @@ from `jax.random.split(jax.random.key(s))[0]`, so a one-seed run is the run of t
 Hyperparameters are a grid on the same axis: `config.sweep.learning_rate = (1e-4, 3e-4)` with
 `config.seeds = (0, 1)` trains four members (each value with each seed, value-major) in one
 program. A member starts from its seed's key, and after `init` its values are written into the
-optimizer states that inject them (`optax.inject_hyperparams`; `set_hyperparameters`). An agent
+optimizer states that inject them (`optax.inject_hyperparams`; `hrljax.sweep`). An agent
 declares what it can sweep (its module's `SWEEPABLE`); every record carries the member's `seed`
 and swept values.
 
@@ -38,19 +38,16 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 from ml_collections import config_dict
 
 from hrljax import checkpoint as ckpt
 from hrljax import config_checks as checks
-from hrljax import distributed, provenance
+from hrljax import chunk_metrics, distributed, provenance
+from hrljax import sweep as sweeps
 from hrljax import warm_start as warm_starts
 from hrljax.logging import MetricsLogger, write_environment
 
 RUN_FIELDS = ("seeds", "sweep", "log_every", "eval_every", "checkpoint_every", "max_checkpoints")
-# What `config.sweep` can hold: learning rates (finite numbers > 0), which `set_hyperparameters`
-# writes into the optimizer states after `init`.
-SWEEPABLE = ("learning_rate",)
 
 
 def run_config(
@@ -70,7 +67,7 @@ def run_config(
   # Values trained side by side, each with every seed, in the same program (None: not swept);
   # --config.sweep.learning_rate=1e-4,3e-4
   config.sweep = ml_collections.ConfigDict(
-    {name: config_dict.placeholder(tuple) for name in SWEEPABLE}
+    {name: config_dict.placeholder(tuple) for name in sweeps.SWEEPABLE}
   )
   config.log_every = log_every  # updates per compiled chunk, JSONL record and progress line
   config.eval_every = eval_every  # updates between evaluations (a multiple of log_every), and one
@@ -107,41 +104,7 @@ def validate_run_config(config, sweepable: Optional[tuple] = None) -> None:
     )
   checks.divisible(config, "checkpoint_every", config.log_every, "config.log_every")
   checks.divisible(config, "eval_every", config.log_every, "config.log_every")
-  _validate_sweep(config, sweepable)
-
-
-def sweep_values(config) -> dict:
-  """`{name: values}` of the hyperparameters `config.sweep` gives values, in name order."""
-  sweep = config.get("sweep") or {}
-  return {name: tuple(sweep[name]) for name in sorted(sweep) if sweep[name] not in (None, ())}
-
-
-def _validate_sweep(config, sweepable: Optional[tuple]) -> None:
-  sweep = config.get("sweep") or {}
-  for name in sorted(sweep):
-    values, field = sweep[name], f"config.sweep.{name}"
-    if values in (None, ()):
-      continue
-    if name not in SWEEPABLE:
-      raise checks.ConfigError(
-        f"{field}: not a sweepable hyperparameter; expected one of {list(SWEEPABLE)}"
-      )
-    if not (
-      isinstance(values, tuple)
-      and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-        for v in values
-      )
-      and len(set(values)) == len(values)
-    ):
-      raise checks.ConfigError(
-        f"{field}: expected distinct finite numbers > 0 (e.g. 1e-4,3e-4), got {values!r}"
-      )
-    if sweepable is not None and name not in sweepable:
-      raise checks.ConfigError(
-        f"{field}: agent {config.get('agent')!r} cannot sweep it; sweepable: "
-        f"{', '.join(sweepable) or 'nothing'}"
-      )
+  sweeps.validate_sweep(config, sweepable)
 
 
 def num_updates(total: int, per_update: int, field: str = "total_timesteps") -> int:
@@ -201,73 +164,6 @@ def when(predicate: jax.Array, update_fn: Callable, state: Any, *args) -> tuple[
 
 class TrainingDiverged(RuntimeError):
   """A metric or a parameter became NaN or infinite."""
-
-
-def summarize(metric_sums: dict, num_updates: int) -> dict:
-  """Turns the per-chunk sums of per-update metrics into one number each.
-
-  `<name>_sum` metrics paired with an `episodes` count become `<name>` means over the episodes
-  that ended in the chunk (NaN if none did); every other metric becomes its mean over the
-  chunk's updates.
-  """
-  sums = {k: float(np.asarray(v)) for k, v in metric_sums.items()}
-  episodes = sums.get("episodes")
-  out = {}
-  for key, value in sums.items():
-    if key.endswith("_sum") and episodes is not None:
-      out[key[:-4]] = value / episodes if episodes > 0 else math.nan
-    elif key == "episodes":
-      out[key] = value
-    else:
-      out[key] = value / num_updates
-  return out
-
-
-def undefined_episode_means(metric_sums: dict) -> tuple:
-  """The metrics `summarize` leaves NaN because no episode ended in the chunk (every
-  `<name>_sum` paired with an `episodes` count of 0): undefined, not diverged. Where an episode
-  did end they stay checked, so a NaN episode cost still stops the run."""
-  episodes = metric_sums.get("episodes")
-  if episodes is None or float(np.asarray(episodes)) > 0:
-    return ()
-  return tuple(key[:-4] for key in metric_sums if key.endswith("_sum"))
-
-
-def _float_leaves(state: Any) -> list:
-  return [
-    (path, leaf)
-    for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
-    if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
-  ]
-
-
-@jax.jit
-def _all_finite_per_leaf(leaves: list) -> list:
-  # Scalar reductions come back replicated, so every process of a multi-process run can read them.
-  return [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]
-
-
-# Episode statistics some learners report directly (not as `_sum` + `episodes`), NaN when no
-# episode ended.
-NAN_WHEN_NO_EPISODE_ENDED = ("episode_return", "episode_length")
-
-
-def first_non_finite(
-  metrics: dict, state: Any, ignore: tuple = NAN_WHEN_NO_EPISODE_ENDED
-) -> Optional[str]:
-  """The name of the first NaN/inf metric, else the path of the first NaN/inf state leaf, else None.
-
-  Episode statistics are NaN when no episode ended in a chunk: that is not a divergence.
-  """
-  for key, value in metrics.items():
-    if key not in ignore and not math.isfinite(value):
-      return f"metric {key!r} = {value}"
-  leaves = _float_leaves(state)
-  flags = jax.device_get(_all_finite_per_leaf([leaf for _, leaf in leaves]))
-  for (path, _), finite in zip(leaves, flags):
-    if not finite:
-      return f"state leaf {jax.tree_util.keystr(path)}"
-  return None
 
 
 def _chunk_fn(step: Callable, example_state: Any) -> Callable:
@@ -352,43 +248,6 @@ def _resume(
   return state, update, elapsed
 
 
-_INJECTED_STATES = (optax.InjectHyperparamsState, optax.InjectStatefulHyperparamsState)
-
-
-class NotInjected(ValueError):
-  """`set_hyperparameters` found no optimizer state that injects a hyperparameter."""
-
-  def __init__(self, name: str):
-    super().__init__(f"no optimizer state injects {name!r} (optax.inject_hyperparams)")
-    self.name = name
-
-
-def set_hyperparameters(state: Any, values: dict) -> Any:
-  """`state` with `hyperparams[name] = values[name]` in every optimizer state within it that
-  injects `name` (`optax.inject_hyperparams`); `NotInjected` for a name none injects.
-
-  The spine's one way into an agent's hyperparameters: it looks for the injected states in the
-  run state's pytree and imports no agent code.
-  """
-  found = set()
-
-  def set_in(node):
-    if not isinstance(node, _INJECTED_STATES):
-      return node
-    hyperparams = dict(node.hyperparams)
-    for name, value in values.items():
-      if name in hyperparams:
-        hyperparams[name] = jnp.asarray(value, jnp.result_type(hyperparams[name]))
-        found.add(name)
-    return node._replace(hyperparams=hyperparams)
-
-  state = jax.tree.map(set_in, state, is_leaf=lambda node: isinstance(node, _INJECTED_STATES))
-  for name in values:
-    if name not in found:
-      raise NotInjected(name)
-  return state
-
-
 class _Members(NamedTuple):
   """The member axis of a compiled run: every seed of `config.seeds` for each combination of the
   swept values of `config.sweep` (value-major). One member runs the learner as it is, several
@@ -401,7 +260,7 @@ class _Members(NamedTuple):
 
   @classmethod
   def of(cls, config) -> "_Members":
-    sweep = sweep_values(config)
+    sweep = sweeps.sweep_values(config)
     labels = tuple(
       {"seed": seed, **dict(zip(sweep, combination))}
       for combination in itertools.product(*sweep.values())
@@ -443,7 +302,7 @@ class _Members(NamedTuple):
       return self.map(init), (self.init_keys, *warm_args)
 
     def init_member(key, values, *warm_args):
-      return set_hyperparameters(init(key, *warm_args), values)
+      return sweeps.set_hyperparameters(init(key, *warm_args), values)
 
     return self.map(init_member), (self.init_keys, self.values, *warm_args)
 
@@ -496,7 +355,7 @@ def _chunk_records(
         "env_steps": update * learner.env_steps_per_update,
         "wall_time": elapsed,
         "env_steps_per_second": length * learner.env_steps_per_update / max(seconds, 1e-9),
-        **summarize(sums, length),
+        **chunk_metrics.summarize(sums, length),
       }
     )
   return records
@@ -508,12 +367,14 @@ def _first_problem(
   """The first non-finite metric (naming its member when there are several) or state leaf."""
   for i, (sums, record) in enumerate(zip(members.split(metric_sums), records)):
     metrics = {k: v for k, v in record.items() if k not in ("phase", "update", *members.labels[i])}
-    problem = first_non_finite(
-      metrics, {}, ignore=NAN_WHEN_NO_EPISODE_ENDED + undefined_episode_means(sums)
+    problem = chunk_metrics.first_non_finite(
+      metrics,
+      {},
+      ignore=chunk_metrics.NAN_WHEN_NO_EPISODE_ENDED + chunk_metrics.undefined_episode_means(sums),
     )
     if problem is not None:
       return f"{problem} ({members.describe(i)})" if members.batched else problem
-  return first_non_finite({}, state)
+  return chunk_metrics.first_non_finite({}, state)
 
 
 class _Evaluator:
@@ -716,7 +577,7 @@ def _check_injected(config, init: Callable, init_args: tuple) -> None:
   members' `init` traced, not run)."""
   try:
     jax.eval_shape(init, *init_args)
-  except NotInjected as error:
+  except sweeps.NotInjected as error:
     raise checks.ConfigError(
       f"config.sweep.{error.name}: agent {config.get('agent')!r} cannot sweep it (no optimizer "
       f"state of its run injects it)"
@@ -816,8 +677,8 @@ def train_on_host(
       f"config.seeds: a host-driven agent trains one seed per run (one "
       f"workdir each), got {config.seeds!r}"
     )
-  if sweep_values(config):
-    name = next(iter(sweep_values(config)))
+  if sweeps.sweep_values(config):
+    name = next(iter(sweeps.sweep_values(config)))
     raise checks.ConfigError(
       f"config.sweep.{name}: a host-driven agent trains one run per workdir and cannot sweep"
     )
@@ -866,7 +727,7 @@ def train_on_host(
     update = int(state.update)
     texts = {k: v for k, v in metrics.items() if isinstance(v, str)}
     numbers = {k: float(v) for k, v in metrics.items() if k not in texts}
-    problem = first_non_finite(numbers, state)
+    problem = chunk_metrics.first_non_finite(numbers, state)
     if problem is not None:
       raise _diverged(problem, update, checkpointer)
     record = dict(

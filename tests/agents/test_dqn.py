@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from hrljax import envs, training
+from hrljax import sweep as sweeps
 from hrljax.agents import dqn, value_common
 from hrljax.config_checks import ConfigError
 
@@ -106,9 +107,9 @@ def test_the_epsilon_schedule_is_linear_then_constant():
 
 
 def test_the_learning_rate_is_injected_for_sweeps():
-  """`config.sweep.learning_rate` reaches the optimizer state (`training.set_hyperparameters`)."""
+  """`config.sweep.learning_rate` reaches the optimizer state (`sweeps.set_hyperparameters`)."""
   agent = create(tiny_config(max_grad_norm=0.5))
-  swept = training.set_hyperparameters(agent, {"learning_rate": 1e-3})
+  swept = sweeps.set_hyperparameters(agent, {"learning_rate": 1e-3})
   rates = [
     float(state.hyperparams["learning_rate"])
     for state in jax.tree.leaves(swept.opt_state, is_leaf=lambda x: hasattr(x, "hyperparams"))

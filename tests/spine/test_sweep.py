@@ -1,7 +1,7 @@
 """Hyperparameter sweeps: `config.sweep` values trained with every seed in one vmapped program.
 
 The spine writes each member's values into the optimizer states that inject them
-(`training.set_hyperparameters`), and every record carries the member's seed and values. A toy
+(`sweeps.set_hyperparameters`), and every record carries the member's seed and values. A toy
 learner with an injected SGD checks the bookkeeping bit for bit (records, restore, resume); the
 PPO test is the learning-rate sweep of two seeds against the four separate runs.
 """
@@ -14,6 +14,7 @@ import optax
 import pytest
 
 from hrljax import logging as hlog
+from hrljax import sweep as sweeps
 from hrljax import training
 from hrljax.agents import option_critic, ppo, ppo_lagrangian, sac
 from hrljax.logging import read_jsonl
@@ -71,12 +72,12 @@ def test_set_hyperparameters_sets_every_injected_state_and_names_a_missing_one()
   scale = optax.inject_hyperparams(optax.scale)(step_size=2.0)
   params = jnp.zeros(2)
   state = {"policy": (adam.init(params),), "value": adam.init(params), "other": scale.init(params)}
-  out = training.set_hyperparameters(state, {"learning_rate": 3e-4})
+  out = sweeps.set_hyperparameters(state, {"learning_rate": 3e-4})
   assert [float(v) for v in injected(out)] == [np.float32(3e-4)] * 2
   assert float(out["other"].hyperparams["step_size"]) == 2.0
   assert jax.tree.structure(out) == jax.tree.structure(state)
-  with pytest.raises(training.NotInjected, match="no optimizer state injects 'momentum'"):
-    training.set_hyperparameters(state, {"momentum": 0.9})
+  with pytest.raises(sweeps.NotInjected, match="no optimizer state injects 'momentum'"):
+    sweeps.set_hyperparameters(state, {"momentum": 0.9})
 
 
 def test_a_sweep_trains_each_value_with_each_seed_and_each_member_equals_its_own_run(tmp_path):
@@ -173,7 +174,7 @@ def test_host_learners_cannot_sweep(tmp_path):
 def test_the_ppo_family_sweeps_its_learning_rate_and_the_record_readers_know_the_field():
   assert ppo.SWEEPABLE == ppo_lagrangian.SWEEPABLE == ("learning_rate",)
   assert not hasattr(sac, "SWEEPABLE") and not hasattr(option_critic, "SWEEPABLE")
-  assert hlog.SWEPT_FIELDS == training.SWEEPABLE
+  assert hlog.SWEPT_FIELDS == sweeps.SWEEPABLE
 
 
 def test_seed_curves_tell_the_members_of_a_sweep_apart():

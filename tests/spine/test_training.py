@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-from hrljax import provenance, training
+from hrljax import chunk_metrics, provenance, training
 from hrljax import warm_start as ws
 from hrljax.checkpoint import Checkpointer, CheckpointMismatch
 from hrljax.logging import MetricsLogger, read_jsonl
@@ -65,10 +65,10 @@ def test_summarize_means_and_episode_weighted_returns():
     "episode_return_sum": np.float32(30.0),
     "episodes": np.float32(3.0),
   }
-  out = training.summarize(sums, num_updates=4)
+  out = chunk_metrics.summarize(sums, num_updates=4)
   assert out == {"loss": 1.5, "episode_return": 10.0, "episodes": 3.0}
   assert math.isnan(
-    training.summarize({"episode_return_sum": 0.0, "episodes": 0.0}, 2)["episode_return"]
+    chunk_metrics.summarize({"episode_return_sum": 0.0, "episodes": 0.0}, 2)["episode_return"]
   )
 
 
@@ -126,18 +126,21 @@ def test_nan_stops_with_message_and_keeps_last_good_checkpoint(tmp_path):
 
 
 def test_first_non_finite_names_metric_then_state_leaf():
-  assert training.first_non_finite({"loss": 1.0}, {"w": jnp.ones(2)}) is None
-  assert "loss" in training.first_non_finite({"loss": math.inf}, {"w": jnp.ones(2)})
-  assert "['w']" in training.first_non_finite({"loss": 1.0}, {"w": jnp.array([1.0, jnp.nan])})
+  assert chunk_metrics.first_non_finite({"loss": 1.0}, {"w": jnp.ones(2)}) is None
+  assert "loss" in chunk_metrics.first_non_finite({"loss": math.inf}, {"w": jnp.ones(2)})
+  assert "['w']" in chunk_metrics.first_non_finite({"loss": 1.0}, {"w": jnp.array([1.0, jnp.nan])})
   # episode statistics are NaN when no episode ended: not a divergence
-  assert training.first_non_finite({"episode_return": math.nan}, {}) is None
+  assert chunk_metrics.first_non_finite({"episode_return": math.nan}, {}) is None
 
 
 def test_undefined_episode_means_only_when_no_episode_ended():
   none_ended = {"loss": 1.0, "episode_cost_sum": 0.0, "episode_return_sum": 0.0, "episodes": 0.0}
-  assert set(training.undefined_episode_means(none_ended)) == {"episode_cost", "episode_return"}
-  assert training.undefined_episode_means({**none_ended, "episodes": 2.0}) == ()
-  assert training.undefined_episode_means({"loss": 1.0}) == ()
+  assert set(chunk_metrics.undefined_episode_means(none_ended)) == {
+    "episode_cost",
+    "episode_return",
+  }
+  assert chunk_metrics.undefined_episode_means({**none_ended, "episodes": 2.0}) == ()
+  assert chunk_metrics.undefined_episode_means({"loss": 1.0}) == ()
 
 
 def test_chunk_without_an_ended_episode_is_logged_not_stopped(tmp_path):
