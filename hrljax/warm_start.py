@@ -70,6 +70,12 @@ def load(path: str, like: Any) -> Any:
   return jax.tree.unflatten(treedef, arrays)
 
 
+def compute_members(warm_start: WarmStart, keys: jax.Array) -> Any:
+  """The warm starts of the members whose init keys are `keys` (`[M]`), computed in one program
+  (`vmap`) with a leading member axis: the program whose results the cache holds."""
+  return jax.device_get(jax.jit(jax.vmap(warm_start.compute))(keys))
+
+
 def member_starts(
   warm_start: WarmStart,
   keys: jax.Array,
@@ -86,7 +92,7 @@ def member_starts(
     like = jax.eval_shape(warm_start.compute, members[0])
     progress(f"warm start read from {cache_dir} ({len(paths)} member(s))")
     return jax.tree.map(lambda *xs: np.stack(xs), *[load(path, like) for path in paths])
-  starts = jax.device_get(jax.jit(jax.vmap(warm_start.compute))(keys))
+  starts = compute_members(warm_start, keys)
   if write:
     for i, path in enumerate(paths):
       save(path, jax.tree.map(lambda x, i=i: x[i], starts))

@@ -54,14 +54,13 @@ def warm_start(config, seeds, cache_dir=None):
   from or written to `cache_dir` if given: the cache of `experiments.train --warm_start_cache`
   (`hrljax.warm_start`), so a diagnostic reads the start a training run of the same config and
   seed cached, and the other way round."""
-  import jax
   from hrljax import warm_start as ws
   from hrljax.agents import token_common as tc
 
   warm = tc.warm_start(config)
   keys = init_keys(seeds)
   if not cache_dir:
-    return jax.block_until_ready(jax.jit(jax.vmap(warm.compute))(keys))
+    return ws.compute_members(warm, keys)
   return ws.member_starts(warm, keys, cache_dir)
 
 
