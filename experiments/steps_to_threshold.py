@@ -5,8 +5,8 @@ mean (or IQM) over seeds with its 95 % bootstrap interval.
 
 Reads the evaluation records of each run directory made by `python -m experiments.train` with
 `eval_every` set (one record per evaluation and seed; a run trained one seed per directory is
-the directories joined by commas: `runs/a/s0,runs/a/s1,runs/a/s2`); `--at_most` for a metric that falls as the
-agent learns (steps to the goal), `--at_least` for one that rises (a return). A seed that never
+the directories joined by commas: `runs/a/s0,runs/a/s1,runs/a/s2`); `--at_most` for a metric
+that falls as the agent learns (steps to the goal), `--at_least` for one that rises (a return). A seed that never
 reaches the threshold counts as its run's last evaluation step and is marked with `>`.
 """
 
@@ -48,7 +48,11 @@ def main(argv):
   print(f"| run | environment steps to {text}, per seed | {_STATISTIC.value} [95% CI] |")
   print("| --- | --- | --- |")
   for workdir in argv[1:]:
-    per_seed = steps_to_threshold(read_seed_runs(workdir), _METRIC.value, reached)
+    try:
+      records = read_seed_runs(workdir)
+    except (FileNotFoundError, ValueError) as error:
+      sys.exit(f"error: {error}")
+    per_seed = steps_to_threshold(records, _METRIC.value, reached)
     if not per_seed:
       sys.exit(f"{workdir}: no evaluation records with {_METRIC.value!r} (set eval_every)")
     shown = ", ".join(
