@@ -13,6 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 
 from hrljax import config_checks as checks
@@ -184,18 +185,51 @@ def per_environment_gae(
   return per_env(reward, discount, value, next_value, done, gae_lambda)
 
 
-def ppo_batch(obs: PyTree, action: Array, log_prob: Array, value: Array, advantage: Array) -> Batch:
+def ppo_batch(
+  obs: PyTree, action: Array, log_prob: Array, value: Array, advantage: Array, shuffle_shards: int
+) -> Batch:
   """PPO's flat batch of a `[T, N]` rollout: every array as `[T * N, ...]` rows (time-major), the
-  value targets `advantage + value`."""
-  flat = lambda x: x.reshape((-1,) + x.shape[2:])
-  return Batch(
-    obs=jax.tree.map(flat, obs),
-    action=flat(action),
-    log_prob=flat(log_prob),
-    value=flat(value),
-    advantage=flat(advantage),
-    target=flat(advantage + value),
+  value targets `advantage + value`.
+
+  With one shuffle shard every minibatch mixes all environments, so on a mesh the whole batch
+  comes to every device: its fields cross packed, in one all-gather (`flatten_time_major`). With
+  several shards each field keeps its environments' device sharding (`minibatch_epochs`).
+  """
+  batch = Batch(
+    obs=obs,
+    action=action,
+    log_prob=log_prob,
+    value=value,
+    advantage=advantage,
+    target=advantage + value,
   )
+  return flatten_time_major(batch, packed=shuffle_shards == 1)
+
+
+def flatten_time_major(tree: PyTree, packed: bool = True) -> PyTree:
+  """Every leaf `[T, N, ...]` of a rollout as `[T * N, ...]` rows (time-major), exactly as a
+  reshape per leaf (which is what `packed=False` does).
+
+  `packed`: the 32-bit leaves are reshaped packed, bit for bit, in one `[T, N, columns]` array.
+  With the environments sharded over devices this reshape is where every device gathers the
+  batch, so the batch crosses once per update instead of once per field (between CPU processes
+  every collective is a round trip through gloo: `experiments/benchmarks/SCALING.md`).
+  """
+  leaves, treedef = jax.tree.flatten(tree)
+  flat = lambda x: x.reshape((-1,) + x.shape[2:])
+  if not packed:
+    return jax.tree.unflatten(treedef, [flat(x) for x in leaves])
+  packed = [i for i, x in enumerate(leaves) if x.dtype.itemsize == 4]
+  out = [None if i in packed else flat(x) for i, x in enumerate(leaves)]
+  if packed:
+    columns = [jax.lax.bitcast_convert_type(leaves[i], jnp.uint32) for i in packed]
+    columns = [c.reshape(c.shape[:2] + (-1,)) for c in columns]
+    table = flat(jnp.concatenate(columns, axis=-1))
+    bounds = np.cumsum([c.shape[-1] for c in columns])[:-1]
+    for i, part in zip(packed, jnp.split(table, bounds, axis=-1)):
+      part = part.reshape(part.shape[:1] + leaves[i].shape[2:])
+      out[i] = jax.lax.bitcast_convert_type(part, leaves[i].dtype)
+  return jax.tree.unflatten(treedef, out)
 
 
 def ppo_objective(

@@ -165,7 +165,12 @@ def make_batch(agent: IPPOAgent, traj, config) -> Batch:
     config.gae_lambda,
   )
   return common.ppo_batch(
-    to_actors(obs), to_actors(traj.action), to_actors(log_prob), to_actors(value), advantage
+    to_actors(obs),
+    to_actors(traj.action),
+    to_actors(log_prob),
+    to_actors(value),
+    advantage,
+    config.shuffle_shards,
   )
 
 

@@ -451,7 +451,7 @@ def _high_level_learner(config, env, env_params, env_spec, num_updates, skills: 
     advantage = common.per_environment_gae(
       traj.reward, discount, value, next_value, traj.done, config.gae_lambda
     )
-    batch = common.ppo_batch(traj.obs, a_hi, log_prob, value, advantage)
+    batch = common.ppo_batch(traj.obs, a_hi, log_prob, value, advantage, config.shuffle_shards)
     agent, metrics = common.minibatch_epochs(
       state.agent,
       batch,

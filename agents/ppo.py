@@ -183,7 +183,7 @@ def make_batch(agent: PPOAgent, traj, config) -> Batch:
   advantage = common.per_environment_gae(
     traj.reward, discount, value, next_value, traj.done, config.gae_lambda
   )
-  return common.ppo_batch(traj.obs, traj.action, log_prob, value, advantage)
+  return common.ppo_batch(traj.obs, traj.action, log_prob, value, advantage, config.shuffle_shards)
 
 
 def make_train(config: ml_collections.ConfigDict):

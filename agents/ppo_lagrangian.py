@@ -411,7 +411,7 @@ def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
   )
   flat = lambda x: x.reshape((-1,) + x.shape[2:])
   return CostBatch(
-    reward=common.ppo_batch(obs, traj.action, log_prob, value, advantage),
+    reward=common.ppo_batch(obs, traj.action, log_prob, value, advantage, config.shuffle_shards),
     cost_value=flat(cost_value),
     cost_advantage=flat(cost_advantage),
     cost_target=flat(cost_advantage + cost_value),

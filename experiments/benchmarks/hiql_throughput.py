@@ -125,7 +125,6 @@ def ours_timer(batch: dict, config_overrides: dict, seed: int):
 
 def reference_timer(reference_path: str, batch: dict, seed: int):
   """OGBench's HIQL (`impls/agents/hiql.py`): `HIQLAgent.update`; returns (Timer, params)."""
-  import jax
   import jax.numpy as jnp
   import numpy as np
 

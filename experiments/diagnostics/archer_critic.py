@@ -160,7 +160,6 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
   """
   import jax
   import jax.numpy as jnp
-  from hrljax.agents import archer
   from hrljax.agents import token_common as tc
   from hrljax.envs import token_game
   from hrljax.losses import hierarchical_critics as hc

@@ -29,7 +29,6 @@ import jax.numpy as jnp
 
 from hrljax.losses import _checks, _masking
 from hrljax.losses.group_relative._segments import (
-  SINGLETON_MODES,
   check_rows,
   safe_div,
   valid_or_all,

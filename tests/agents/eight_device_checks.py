@@ -206,7 +206,7 @@ def ppo_shuffle_shards_check() -> dict:
     num_envs=8, num_steps=16, total_timesteps=8 * 16 * 2, num_minibatches=2, optimizer="sgd"
   )
   config.hidden_sizes = (16,)
-  out = {"collective_elements": {}, "batch_elements": 8 * 16}
+  out = {"collective_elements": {}, "all_gathers": {}, "batch_elements": 8 * 16}
   for shards in (1, 8):
     config.shuffle_shards = shards
     ppo.validate_config(config, 8)
@@ -222,6 +222,7 @@ def ppo_shuffle_shards_check() -> dict:
         # The compiled program both read and run: traced and compiled once.
         step = step.lower(state).compile()
         out["collective_elements"][str(shards)] = collective_elements(step.as_text())
+        out["all_gathers"][str(shards)] = step.as_text().count(" all-gather(")
       if shards == 8:
         new_state, _ = step(state)
         results[devices] = jax.device_get((new_state.agent.params, state.agent.params))

@@ -17,7 +17,7 @@ from hrljax.agents.value_common import mixer_state
 from hrljax.config_checks import ConfigError
 from hrljax.envs import two_agent_rooms
 from hrljax.types import Transition
-from hrljax.types import EnvCarry, Transition
+from hrljax.types import EnvCarry
 
 ENV, ENV_PARAMS = envs.make("MPE_simple_spread_v3")
 SPEC = envs.spec(ENV, ENV_PARAMS)

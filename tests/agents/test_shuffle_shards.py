@@ -96,6 +96,29 @@ def test_a_sharded_update_trains_on_every_sample_once_per_epoch():
   assert results[SHARDS] == pytest.approx(results[1], rel=1e-4)
 
 
+def test_flattening_a_rollout_packed_equals_a_reshape_per_leaf_bit_for_bit():
+  """`flatten_time_major` moves the 32-bit leaves through one packed array: every leaf, of every
+  dtype and trailing shape, comes out as its own reshape (as `packed=False` gives it), NaN
+  payloads and -0.0 included."""
+  rng = np.random.default_rng(0)
+  values = rng.normal(size=(T, NUM_ENVS, 3)).astype(np.float32)
+  values[0, 0, 0], values[1, 2, 1] = np.nan, -0.0
+  tree = {
+    "obs": {"x": jnp.asarray(values), "f16": jnp.asarray(values[..., :2], jnp.float16)},
+    "action": jnp.asarray(rng.integers(-5, 5, (T, NUM_ENVS)), jnp.int32),
+    "mask": jnp.asarray(rng.random((T, NUM_ENVS)) < 0.5),
+    "code": jnp.asarray(rng.integers(0, 2**32, (T, NUM_ENVS, 2, 2)), jnp.uint32),
+  }
+  flat = jax.jit(common.flatten_time_major)(tree)
+  unpacked = jax.jit(common.flatten_time_major, static_argnums=1)(tree, False)
+  for leaves in zip(jax.tree.leaves(flat), jax.tree.leaves(unpacked), jax.tree.leaves(tree)):
+    *got, leaf = leaves
+    want = np.asarray(leaf).reshape((T * NUM_ENVS,) + leaf.shape[2:])
+    for x in got:
+      assert x.dtype == leaf.dtype and x.shape == want.shape
+      np.testing.assert_array_equal(np.asarray(x).view(np.uint8), want.view(np.uint8))
+
+
 @pytest.mark.parametrize(
   "overrides, message",
   [

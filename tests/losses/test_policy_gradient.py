@@ -1,6 +1,5 @@
 """Tests of hrljax.losses.policy_gradient: hand-computed vectors, properties, errors."""
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
