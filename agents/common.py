@@ -185,17 +185,11 @@ def per_environment_gae(
   return per_env(reward, discount, value, next_value, done, gae_lambda)
 
 
-def ppo_batch(
-  obs: PyTree, action: Array, log_prob: Array, value: Array, advantage: Array, shuffle_shards: int
+def ppo_fields(
+  obs: PyTree, action: Array, log_prob: Array, value: Array, advantage: Array
 ) -> Batch:
-  """PPO's flat batch of a `[T, N]` rollout: every array as `[T * N, ...]` rows (time-major), the
-  value targets `advantage + value`.
-
-  With one shuffle shard every minibatch mixes all environments, so on a mesh the whole batch
-  comes to every device: its fields cross packed, in one all-gather (`flatten_time_major`). With
-  several shards each field keeps its environments' device sharding (`minibatch_epochs`).
-  """
-  batch = Batch(
+  """PPO's batch of a `[T, N]` rollout, still `[T, N]`: the value targets `advantage + value`."""
+  return Batch(
     obs=obs,
     action=action,
     log_prob=log_prob,
@@ -203,7 +197,20 @@ def ppo_batch(
     advantage=advantage,
     target=advantage + value,
   )
-  return flatten_time_major(batch, packed=shuffle_shards == 1)
+
+
+def ppo_batch(
+  obs: PyTree, action: Array, log_prob: Array, value: Array, advantage: Array, shuffle_shards: int
+) -> Batch:
+  """PPO's flat batch of a `[T, N]` rollout (`ppo_fields`): every array as `[T * N, ...]` rows
+  (time-major).
+
+  With one shuffle shard every minibatch mixes all environments, so on a mesh the whole batch
+  comes to every device: its fields cross packed, in one all-gather (`flatten_time_major`). With
+  several shards each field keeps its environments' device sharding (`minibatch_epochs`).
+  """
+  fields = ppo_fields(obs, action, log_prob, value, advantage)
+  return flatten_time_major(fields, packed=shuffle_shards == 1)
 
 
 def flatten_time_major(tree: PyTree, packed: bool = True) -> PyTree:

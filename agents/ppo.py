@@ -144,9 +144,9 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
       unroll=config.rollout_unroll,
       noise_fn=noise,
     )
-    batch = make_batch(state.agent, traj, config)
+    batch, episode_sums = make_batch(state.agent, traj, config)
     agent, metrics = state.agent.update(batch)
-    metrics.update(rollout.rollout_statistics(traj))
+    metrics.update(episode_sums)
     return RunnerState(agent=agent, env=carry, key=key, update=state.update + 1), metrics
 
   def evaluate(state: RunnerState, key: Array) -> dict[str, Array]:
@@ -174,16 +174,24 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
   )
 
 
-def make_batch(agent: PPOAgent, traj, config) -> Batch:
+def make_batch(agent: PPOAgent, traj, config) -> tuple[Batch, dict[str, Array]]:
   """GAE over each environment's `[T]` slice (successor values in one batched call), then a flat
-  `[T * N]` batch."""
+  `[T * N]` batch, and the rollout's episode sums (`rollout.rollout_statistics`) taken from the
+  same flattened arrays: with one shuffle shard on a mesh, the batch and the episodes' terms
+  cross devices together, in the update's one collective (`common.ppo_batch`)."""
   log_prob, value = traj.policy_extras
   next_value = agent.network.apply(agent.params, traj.next_obs, method=ActorCritic.value)
   discount = config.gamma * (1.0 - traj.terminated.astype(jnp.float32))
   advantage = common.per_environment_gae(
     traj.reward, discount, value, next_value, traj.done, config.gae_lambda
   )
-  return common.ppo_batch(traj.obs, traj.action, log_prob, value, advantage, config.shuffle_shards)
+  fields = common.ppo_fields(traj.obs, traj.action, log_prob, value, advantage)
+  ends = rollout.episode_end_terms(traj)
+  if config.shuffle_shards == 1:  # the whole batch comes to every device: the terms ride along
+    batch, ends = common.flatten_time_major((fields, ends))
+  else:  # each device keeps its environments: its terms are summed where they are
+    batch = common.flatten_time_major(fields, packed=False)
+  return batch, jax.tree.map(jnp.sum, ends)
 
 
 def make_train(config: ml_collections.ConfigDict):

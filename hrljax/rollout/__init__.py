@@ -32,6 +32,7 @@ from hrljax.rollout.grouped import (
 )
 from hrljax.rollout.plain import (
   PolicyFn,
+  episode_end_terms,
   episode_statistics,
   evaluate,
   reset,

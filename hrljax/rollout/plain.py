@@ -170,13 +170,12 @@ def rollout(
 
 def episode_statistics(transitions: Transition) -> dict[str, Array]:
   """Mean return and length of the episodes that ended inside `transitions` (NaN if none)."""
-  done = transitions.done.astype(jnp.float32)
-  count = done.sum()
-  safe = jnp.maximum(count, 1.0)
-  nan_if_none = jnp.where(count > 0, 1.0, jnp.nan)
+  sums = rollout_statistics(transitions)
+  count = sums["episodes"]
+  mean = lambda total: total / jnp.maximum(count, 1.0) * jnp.where(count > 0, 1.0, jnp.nan)
   return {
-    "episode_return": (transitions.episode_return * done).sum() / safe * nan_if_none,
-    "episode_length": (transitions.episode_length * done).sum() / safe * nan_if_none,
+    "episode_return": mean(sums["episode_return_sum"]),
+    "episode_length": mean(sums["episode_length_sum"]),
     "episodes": count,
   }
 
@@ -224,9 +223,15 @@ def tree_index(tree: Any, index) -> Any:
 
 def rollout_statistics(traj: Transition) -> dict[str, Array]:
   """Sums over the episodes that ended in this rollout (the loop turns them into means)."""
+  return jax.tree.map(jnp.sum, episode_end_terms(traj))
+
+
+def episode_end_terms(traj: Transition) -> dict[str, Array]:
+  """Per step `[T, N]`, the terms `rollout_statistics` sums: each ended episode's return and
+  length at its last step, and 1 there (0 at every other step)."""
   done = traj.done.astype(jnp.float32)
   return {
-    "episode_return_sum": (traj.episode_return * done).sum(),
-    "episode_length_sum": (traj.episode_length * done).sum(),
-    "episodes": done.sum(),
+    "episode_return_sum": traj.episode_return * done,
+    "episode_length_sum": traj.episode_length * done,
+    "episodes": done,
   }

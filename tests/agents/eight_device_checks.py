@@ -206,7 +206,7 @@ def ppo_shuffle_shards_check() -> dict:
     num_envs=8, num_steps=16, total_timesteps=8 * 16 * 2, num_minibatches=2, optimizer="sgd"
   )
   config.hidden_sizes = (16,)
-  out = {"collective_elements": {}, "all_gathers": {}, "batch_elements": 8 * 16}
+  out = {"collective_elements": {}, "all_gathers": {}, "all_reduces": {}, "batch_elements": 8 * 16}
   for shards in (1, 8):
     config.shuffle_shards = shards
     ppo.validate_config(config, 8)
@@ -223,6 +223,7 @@ def ppo_shuffle_shards_check() -> dict:
         step = step.lower(state).compile()
         out["collective_elements"][str(shards)] = collective_elements(step.as_text())
         out["all_gathers"][str(shards)] = step.as_text().count(" all-gather(")
+        out["all_reduces"][str(shards)] = step.as_text().count(" all-reduce(")
       if shards == 8:
         new_state, _ = step(state)
         results[devices] = jax.device_get((new_state.agent.params, state.agent.params))

@@ -105,12 +105,14 @@ def test_ppo_with_a_shard_per_device_moves_no_batch_between_devices_and_matches_
   """`shuffle_shards=8` on 8 devices: the compiled update's collectives carry the gradients and a
   few scalars, less than the parameters and one batch field together (the whole-batch shuffle
   gathers every batch field on every device); one Learner step gives the parameters of the
-  one-device run with the same 8 shards (SGD). The whole-batch shuffle gathers every field in
-  one all-gather per update (`common.flatten_time_major` packs them)."""
+  one-device run with the same 8 shards (SGD). The whole-batch shuffle's update has one
+  collective: an all-gather of every field and the episodes' terms, packed together
+  (`common.flatten_time_major`)."""
   out = check(checks, "ppo_shuffle_shards")
   sharded, whole = out["collective_elements"]["8"], out["collective_elements"]["1"]
   assert whole > out["param_elements"] + 4 * out["batch_elements"], out
   assert out["all_gathers"] == {"1": 1, "8": 0}, out
+  assert out["all_reduces"]["1"] == 0 < out["all_reduces"]["8"], out
   assert sharded < out["param_elements"] + out["batch_elements"], out
   assert out["param_change"] > 1e-4
   assert out["param_diff"] < 1e-5, out
