@@ -8,6 +8,10 @@ on a free loopback port (JAX's multi-controller runtime with gloo CPU collective
 mesh over all processes' devices, process 0 writes the logs. If any process fails, the others
 are stopped within `--grace_seconds` and the launcher exits with an error naming the process,
 instead of leaving the survivors blocked in a collective.
+
+`--pin_cores` gives each process its own share of this machine's cores (`os.sched_setaffinity`):
+XLA sizes its CPU thread pools from the cores a process may use, so unpinned processes each run
+threads on every core and preempt one another, also while a collective waits for the slowest.
 """
 
 import os
@@ -31,6 +35,9 @@ def define_flags() -> None:
     "Fake CPU devices per process (XLA_FLAGS); default: leave XLA_FLAGS as is.",
   )
   flags.DEFINE_float("grace_seconds", 10.0, "Time the others get to exit after one fails.")
+  flags.DEFINE_bool(
+    "pin_cores", False, "Pin each process to its equal share of the machine's cores."
+  )
 
 
 def free_port() -> int:
@@ -63,9 +70,27 @@ def stop(processes, grace_seconds: float) -> None:
       process.wait()
 
 
-def launch(num_processes: int, train_args: list, devices: int | None, grace_seconds: float) -> int:
+def core_shares(num_processes: int, cores: list) -> list:
+  """`cores` split into `num_processes` equal consecutive shares (the remainder left unused)."""
+  per_process = len(cores) // num_processes
+  if per_process == 0:
+    raise ValueError(
+      f"--pin_cores: expected at least one core per process, got {len(cores)} cores for "
+      f"{num_processes} processes"
+    )
+  return [cores[i * per_process : (i + 1) * per_process] for i in range(num_processes)]
+
+
+def launch(
+  num_processes: int,
+  train_args: list,
+  devices: int | None,
+  grace_seconds: float,
+  pin_cores: bool = False,
+) -> int:
   address = f"127.0.0.1:{free_port()}"
   processes = []
+  shares = core_shares(num_processes, sorted(os.sched_getaffinity(0))) if pin_cores else None
   for index in range(num_processes):
     command = [
       sys.executable,
@@ -77,7 +102,10 @@ def launch(num_processes: int, train_args: list, devices: int | None, grace_seco
       f"--process_id={index}",
     ]
     stdout = None if index == 0 else subprocess.DEVNULL  # process 0 reports progress
-    processes.append(subprocess.Popen(command, env=process_env(devices), stdout=stdout))
+    pin = (lambda cores=shares[index]: os.sched_setaffinity(0, cores)) if pin_cores else None
+    processes.append(
+      subprocess.Popen(command, env=process_env(devices), stdout=stdout, preexec_fn=pin)
+    )
     print(f"launch_local: process {index} pid {processes[-1].pid}", flush=True)
   try:
     while True:
@@ -106,7 +134,17 @@ def main(argv):
     sys.exit(f"error: --num_processes: expected an integer >= 1, got {FLAGS.num_processes}")
   if not any(arg.startswith("--config") for arg in train_args):
     sys.exit("error: expected the train arguments after `--`, e.g. -- --config=... --workdir=...")
-  sys.exit(launch(FLAGS.num_processes, train_args, FLAGS.devices_per_process, FLAGS.grace_seconds))
+  try:
+    code = launch(
+      FLAGS.num_processes,
+      train_args,
+      FLAGS.devices_per_process,
+      FLAGS.grace_seconds,
+      FLAGS.pin_cores,
+    )
+  except ValueError as error:
+    sys.exit(f"error: {error}")
+  sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ def define_flags() -> None:
   flags.DEFINE_string("out", "experiments/benchmarks/scaling.png", "Where to write the PNG.")
   flags.DEFINE_string("json_out", None, "Optional path for the per-run JSON lines.")
   flags.DEFINE_list("overrides", [], "Extra --config.<field>=value overrides for every run.")
+  flags.DEFINE_bool("pin_cores", True, "Pin each process of the multi-process run to its cores.")
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,6 +85,7 @@ def run_setting(processes: int, workdir: str) -> dict:
       "experiments.launch_local",
       f"--num_processes={processes}",
       "--devices_per_process=1",
+      f"--pin_cores={FLAGS.pin_cores}",
       "--",
       *run_args(workdir),
     ]

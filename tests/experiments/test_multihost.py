@@ -10,11 +10,21 @@ import time
 
 import pytest
 
+from experiments import launch_local
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.multidevice
 
 
+def test_each_pinned_process_gets_an_equal_share_of_the_cores():
+  assert launch_local.core_shares(2, [0, 1]) == [[0], [1]]
+  assert launch_local.core_shares(2, [0, 1, 2, 3, 4]) == [[0, 1], [2, 3]]
+  with pytest.raises(ValueError, match="expected at least one core per process, got 1 cores"):
+    launch_local.core_shares(2, [5])
+
+
 def test_a_dying_process_stops_the_others_with_a_clear_error(tmp_path):
+  """Also: with `--pin_cores` the two processes run on disjoint cores."""
   workdir = tmp_path / "dies"
   launcher = subprocess.Popen(
     [
@@ -24,6 +34,7 @@ def test_a_dying_process_stops_the_others_with_a_clear_error(tmp_path):
       "--num_processes=2",
       "--devices_per_process=1",
       "--grace_seconds=5",
+      "--pin_cores",
       "--",
       f"--workdir={workdir}",
       "--config=experiments/configs/ppo_cartpole.py",
@@ -48,6 +59,8 @@ def test_a_dying_process_stops_the_others_with_a_clear_error(tmp_path):
       break
     assert launcher.poll() is None, launcher.stderr.read()[-3000:]
     time.sleep(0.2)
+  cores = [os.sched_getaffinity(pid) for pid in pids.values()]
+  assert cores[0] and cores[1] and not cores[0] & cores[1], cores
   os.kill(pids[1], signal.SIGKILL)
   # Bounded: the launcher must be done within 30 s (wait raises TimeoutExpired otherwise), not
   # left hanging with a survivor blocked in a collective.
