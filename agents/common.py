@@ -226,14 +226,14 @@ def flatten_time_major(tree: PyTree, packed: bool = True) -> PyTree:
   flat = lambda x: x.reshape((-1,) + x.shape[2:])
   if not packed:
     return jax.tree.unflatten(treedef, [flat(x) for x in leaves])
-  packed = [i for i, x in enumerate(leaves) if x.dtype.itemsize == 4]
-  out = [None if i in packed else flat(x) for i, x in enumerate(leaves)]
-  if packed:
-    columns = [jax.lax.bitcast_convert_type(leaves[i], jnp.uint32) for i in packed]
+  words = [i for i, x in enumerate(leaves) if x.dtype.itemsize == 4]  # the 32-bit leaves
+  out = [None if i in words else flat(x) for i, x in enumerate(leaves)]
+  if words:
+    columns = [jax.lax.bitcast_convert_type(leaves[i], jnp.uint32) for i in words]
     columns = [c.reshape(c.shape[:2] + (-1,)) for c in columns]
     table = flat(jnp.concatenate(columns, axis=-1))
     bounds = np.cumsum([c.shape[-1] for c in columns])[:-1]
-    for i, part in zip(packed, jnp.split(table, bounds, axis=-1)):
+    for i, part in zip(words, jnp.split(table, bounds, axis=-1)):
       part = part.reshape(part.shape[:1] + leaves[i].shape[2:])
       out[i] = jax.lax.bitcast_convert_type(part, leaves[i].dtype)
   return jax.tree.unflatten(treedef, out)

@@ -409,13 +409,14 @@ def make_batch(agent: PPOLagrangianAgent, traj, config) -> CostBatch:
     traj.done,
     config.cost_gae_lambda,
   )
-  flat = lambda x: x.reshape((-1,) + x.shape[2:])
-  return CostBatch(
-    reward=common.ppo_batch(obs, traj.action, log_prob, value, advantage, config.shuffle_shards),
-    cost_value=flat(cost_value),
-    cost_advantage=flat(cost_advantage),
-    cost_target=flat(cost_advantage + cost_value),
+  batch = CostBatch(
+    reward=common.ppo_fields(obs, traj.action, log_prob, value, advantage),
+    cost_value=cost_value,
+    cost_advantage=cost_advantage,
+    cost_target=cost_advantage + cost_value,
   )
+  # packed (one all-gather on a mesh) when every device gathers the whole batch anyway
+  return common.flatten_time_major(batch, packed=config.shuffle_shards == 1)
 
 
 def make_learner(config: ml_collections.ConfigDict) -> Learner:
