@@ -4,16 +4,16 @@
       --reps=3 --out=experiments/benchmarks/scaling.png
 
 Both runs train the same config on the same total batch (`config.num_envs` environments in all:
-split over the processes' devices in the multi-process run) through the real entry points, `python
--m experiments.train` and `python -m experiments.launch_local --num_processes=N
+split over the processes' devices in the multi-process run) through the real entry points,
+`python -m experiments.train` and `python -m experiments.launch_local --num_processes=N
 --devices_per_process=1 --pin_cores` (each process on its own share of the cores;
 `--pin_cores=false` leaves them unpinned). The speed of a run is read from its `metrics.jsonl`: the
 env steps of every logged chunk after the first divided by the chunk's wall time (`hrljax.logging`
 fields `env_steps` and `wall_time`; compile time is not in them). The first chunk is dropped as
 warm-up. Repetitions alternate between the two settings so that both see the same machine load (a
 run that crashes is reported with its stderr saved beside `--out` and its rep left out); prints one
-JSON line per run and a summary line with the median, min and max efficiency (multi-process steps/s
-/ single-process steps/s), and draws both as a PNG at `--out`.
+JSON line per run and a summary line with the median, min and max efficiency (multi-process
+steps/s over single-process steps/s), and draws both as a PNG at `--out`.
 """
 
 import json
