@@ -631,7 +631,7 @@ python -m experiments.train --config=experiments/configs/archer_smollm2_game.py 
 
 # The text game with SmolLM2-135M at equal lines (336 per seed), seeds 0-2, one run per seed
 # (ARCHER.md "Result on the text game"): ArCHer with the pretrained critic, ArCHer with the
-# critic from scratch, token PPO, GRPO (a GRPO run peaks at 10-11 GB: at most two side by side
+# critic from scratch, token PPO, GRPO (a GRPO run peaks at 11.7 GB: at most two side by side
 # in 24 GB)
 for seed in 0 1 2; do
   python -m experiments.train --config=experiments/configs/archer_smollm2_game.py \
