@@ -142,6 +142,9 @@ def efficiencies(runs: list) -> list:
 
 def main(argv):
   del argv
+  for path in (FLAGS.out, FLAGS.json_out):  # before the runs, not after them
+    if path:
+      os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   root = tempfile.mkdtemp(prefix="hrljax_scaling_")
   runs = []
   try:
