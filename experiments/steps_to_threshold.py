@@ -6,8 +6,9 @@ mean (or IQM) over seeds with its 95 % bootstrap interval.
 Reads the evaluation records of each run directory made by `python -m experiments.train` with
 `eval_every` set (one record per evaluation and seed; a run trained one seed per directory is
 the directories joined by commas: `runs/a/s0,runs/a/s1,runs/a/s2`); `--at_most` for a metric
-that falls as the agent learns (steps to the goal), `--at_least` for one that rises (a return). A seed that never
-reaches the threshold counts as its run's last evaluation step and is marked with `>`.
+that falls as the agent learns (steps to the goal), `--at_least` for one that rises (a return). A
+seed that never reaches the threshold counts as its run's last evaluation step and is marked with
+`>`.
 """
 
 import sys
