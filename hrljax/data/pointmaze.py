@@ -36,8 +36,10 @@ maze; `generate` looks the oracle's next cell up in a table built once per maze
 helpers work without it.
 """
 
+import contextlib
 import dataclasses
 import sys
+import tempfile
 import time
 from typing import Callable, Optional
 
@@ -120,7 +122,21 @@ def make_env(name: str, max_episode_steps: Optional[int] = None, terminate_at_go
   kwargs = dict(terminate_at_goal=terminate_at_goal)
   if max_episode_steps is not None:
     kwargs["max_episode_steps"] = max_episode_steps
-  return gymnasium.make(parsed.env, **kwargs)
+  # OGBench writes each maze's MuJoCo model to a temporary file it never deletes (one per env
+  # made); MuJoCo has read the model once the env exists, so the file's directory goes with it.
+  with tempfile.TemporaryDirectory(prefix="hrljax-maze-") as directory:
+    with _temporary_files_in(directory):
+      return gymnasium.make(parsed.env, **kwargs)
+
+
+@contextlib.contextmanager
+def _temporary_files_in(directory: str):
+  """`tempfile`'s default directory is `directory` inside the block."""
+  previous, tempfile.tempdir = tempfile.tempdir, directory
+  try:
+    yield
+  finally:
+    tempfile.tempdir = previous
 
 
 def oracle_next_cells(maze_map: np.ndarray) -> np.ndarray:

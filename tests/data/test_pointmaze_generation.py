@@ -3,6 +3,8 @@
 Small: a few hundred transitions per generated dataset.
 """
 
+import tempfile
+
 import jax
 import numpy as np
 import pytest
@@ -102,9 +104,10 @@ def test_oracle_table_on_a_small_maze():
   np.testing.assert_array_equal(table[1, 1, 1, 3], [1, 2])
 
 
-def test_loader_matches_ogbench_and_feeds_the_sampler(small):
+def test_loader_matches_ogbench_and_feeds_the_sampler(small, tmp_path, monkeypatch):
   import ogbench
 
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where OGBench leaves the maze's model
   _, _, path = small
   ours = pointmaze.load(path)
   _, train, val = ogbench.make_env_and_datasets("pointmaze-medium-navigate-v0", dataset_path=path)
@@ -133,6 +136,21 @@ def test_maze_cells_follow_ogbench_rules():
   env = pointmaze.make_env("pointmaze-medium-navigate-v0")
   goals = pointmaze.goal_cells(env.unwrapped.maze_map)
   assert len(goals) < len(pointmaze.free_cells(env.unwrapped.maze_map))
+  env.close()
+
+
+def test_making_a_maze_leaves_no_temporary_file_and_restores_the_temporary_directory(
+  tmp_path, monkeypatch
+):
+  """OGBench writes each maze's model to a temporary file and never deletes it; `make_env` makes
+  the env inside a directory of its own that it removes, and the env still steps."""
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  env = pointmaze.make_env("pointmaze-medium-navigate-v0")
+  assert list(tmp_path.iterdir()) == []
+  assert tempfile.gettempdir() == str(tmp_path)
+  env.reset(seed=0)
+  observation, *_ = env.step(np.zeros(2, np.float32))
+  assert np.all(np.isfinite(observation))
   env.close()
 
 
