@@ -38,6 +38,30 @@ def gradient_step(
   return apply_gradients(agent, grads), metrics
 
 
+def accumulated_value_and_grad(
+  loss_fn: Callable[[PyTree, PyTree], tuple[Array, PyTree]],
+  params: PyTree,
+  batch: PyTree,
+  micro_batches: int,
+) -> tuple[tuple[Array, PyTree], PyTree]:
+  """`((loss, aux), grads)` of `loss_fn(params, micro_batch) -> (loss, aux)` summed over
+  `micro_batches` consecutive equal slices of `batch`'s rows, one slice at a time (`lax.scan`),
+  so that the backward pass holds one slice's activations. The sums are the whole batch's values
+  when `loss_fn` makes the slices add up (a loss normalised by the whole batch's denominator,
+  aux values that are sums or shares of it). With 1 micro-batch it is `jax.value_and_grad`."""
+  value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
+  if micro_batches == 1:
+    return value_and_grad(params, batch)
+  slices = jax.tree.map(lambda x: x.reshape((micro_batches, -1) + x.shape[1:]), batch)
+  first = jax.tree.map(lambda x: x[0], slices)
+  zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(value_and_grad, params, first))
+
+  def add_slice(total, micro_batch):
+    return jax.tree.map(jnp.add, total, value_and_grad(params, micro_batch)), None
+
+  return jax.lax.scan(add_slice, zeros, slices)[0]
+
+
 def minibatch_epochs(
   agent: Any,
   batch: PyTree,

@@ -66,6 +66,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.clip_epsilon_high = 0.2
   config.update_epochs = 1
   config.num_minibatches = 1
+  # Each minibatch's gradient summed over this many slices of its lines, one slice's backward
+  # at a time: the same update with a smaller memory peak.
+  config.micro_batches = 1
   config.loss_aggregation = "token_mean"
   config.actor_learning_rate = 1e-4  # LoRA rate
   config.optimizer = "adam"
@@ -77,7 +80,13 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   text_game_common.validate_config_fields(config, num_devices)
   checks.positive_int(
-    config, "num_groups", "group_size", "num_updates", "update_epochs", "num_minibatches"
+    config,
+    "num_groups",
+    "group_size",
+    "num_updates",
+    "update_epochs",
+    "num_minibatches",
+    "micro_batches",
   )
   if config.num_envs != config.num_groups * config.group_size:
     raise checks.ConfigError(
@@ -89,6 +98,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     raise checks.ConfigError(
       f"config.num_minibatches: expected a divisor of num_envs * max_turns ({lines}), got "
       f"{config.num_minibatches}"
+    )
+  if (lines // config.num_minibatches) % config.micro_batches:
+    raise checks.ConfigError(
+      f"config.micro_batches: expected a divisor of the lines of a minibatch "
+      f"({lines // config.num_minibatches}), got {config.micro_batches}"
     )
   checks.one_of(config, "estimator", gr.OUTCOME_ESTIMATORS)
   checks.one_of(config, "grpo_scale", common.GRPO_SCALES)
@@ -137,7 +151,7 @@ class Games(NamedTuple):
 Settings = llm_common.config_settings(
   "Settings",
   "num_groups num_envs estimator grpo_scale singleton_mode advantage_eps clip_epsilon "
-  "clip_epsilon_high update_epochs num_minibatches loss_aggregation actor_learning_rate optimizer "
+  "clip_epsilon_high update_epochs num_minibatches micro_batches loss_aggregation actor_learning_rate optimizer "
   "max_grad_norm temperature",
 )
 
@@ -177,9 +191,13 @@ def grpo_objective(
   config: Settings,
   batch: LineBatch,
   prefix_len: int = 0,
+  normalizer: Optional[Array] = None,
+  tokens: Optional[Array] = None,
 ) -> tuple[Array, dict]:
   """The clipped surrogate of the adapters, aggregated over the lines' tokens. `prefix_len`: the
-  prompts' common beginning (`TextGame.prefix_len`; 0: none)."""
+  prompts' common beginning (`TextGame.prefix_len`; 0: none). For a slice of a minibatch,
+  `normalizer` is the minibatch's aggregation denominator and `tokens` its token count: the
+  slices' losses and metrics then add up to the minibatch's."""
   logp = llm_common.batch_logprobs(
     model_config, base, lora, batch, temperature=config.temperature, prefix_len=prefix_len
   )
@@ -192,24 +210,40 @@ def grpo_objective(
     epsilon_high=config.clip_epsilon_high,
     mask=mask,
   )
-  loss = pg.aggregate(surrogate, mask, config.loss_aggregation)[0]
+  loss = pg.aggregate(surrogate, mask, config.loss_aggregation, normalizer=normalizer)[0]
+  share = 1.0 if tokens is None else mask.sum() / jnp.maximum(tokens, 1.0)
   return loss, {
-    "approx_kl": pg.masked_mean(extras.approx_kl, mask),
-    "clip_fraction": pg.masked_mean(extras.clipped, mask),
+    "approx_kl": share * pg.masked_mean(extras.approx_kl, mask),
+    "clip_fraction": share * pg.masked_mean(extras.clipped, mask),
   }
 
 
 @functools.lru_cache(maxsize=8)
 def make_update(model_config: llama.LlamaConfig, config: Settings, prefix_len: int = 0):
   """`update(state, base, batch) -> (state, metrics)`: `update_epochs` passes of
-  `num_minibatches` minibatches, jitted (cached)."""
+  `num_minibatches` minibatches, each gradient summed over `micro_batches` slices, jitted
+  (cached)."""
   tx = tc.make_optimizer(config.optimizer, config.actor_learning_rate, config.max_grad_norm)
 
   @jax.jit
   def update(state: TrainState, base: PyTree, batch: LineBatch) -> tuple[TrainState, dict]:
     def minibatch_step(state, minibatch):
-      (loss, metrics), grads = jax.value_and_grad(grpo_objective, has_aux=True)(
-        state.lora, base, model_config, config, minibatch, prefix_len
+      mask = minibatch.response_mask
+      normalizer = pg.aggregate(jnp.zeros(mask.shape), mask, config.loss_aggregation)[1]
+      (loss, metrics), grads = common.accumulated_value_and_grad(
+        lambda lora, lines: grpo_objective(
+          lora,
+          base,
+          model_config,
+          config,
+          lines,
+          prefix_len,
+          normalizer.denominator,
+          mask.sum().astype(jnp.float32),
+        ),
+        state.lora,
+        minibatch,
+        config.micro_batches,
       )
       updates, opt_state = tx.update(grads, state.opt_state, state.lora)
       state = state.replace(lora=optax.apply_updates(state.lora, updates), opt_state=opt_state)

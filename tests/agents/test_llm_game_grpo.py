@@ -43,6 +43,7 @@ def small_config(**overrides):
   [
     ("num_envs", 6, r"config\.num_envs: expected num_groups \* group_size \(8\), got 6"),
     ("num_minibatches", 5, r"config\.num_minibatches: expected a divisor of num_envs \* max_turns"),
+    ("micro_batches", 5, r"config\.micro_batches: expected a divisor of the lines of a minibatch"),
     ("estimator", "gigpo", "config.estimator"),
     ("grpo_scale", "global", "config.grpo_scale"),
     ("clip_epsilon", -0.1, "config.clip_epsilon"),
@@ -104,7 +105,8 @@ def test_games_of_a_group_share_their_item_and_stop_training_after_their_end(tin
 def test_prepare_puts_each_games_group_advantage_on_its_played_tokens(tiny_lm):
   """The GRPO z-score of the returns within each group on every token of a game's played lines,
   zero on the lines after its end; the behaviour log-probs of the played tokens; an update on
-  that batch moves the adapters and leaves the base weights. With `shared_prompt_prefix` (the
+  that batch moves the adapters and leaves the base weights, and the same update with its
+  gradient summed over 4 slices of lines (`micro_batches`) takes the same step. With `shared_prompt_prefix` (the
   default) every prompt begins with the game's common tokens (a row that does not is refused),
   and the behaviour log-probs, computed with that beginning run once, equal those of the whole
   prompts to float32 rounding."""
@@ -147,6 +149,15 @@ def test_prepare_puts_each_games_group_advantage_on_its_played_tokens(tiny_lm):
   moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new_state.lora, state.lora)
   assert max(jax.tree.leaves(moved)) > 1e-6 and np.isfinite(float(metrics["loss"].mean()))
   jax.tree.map(np.testing.assert_array_equal, base_before, tiny_lm.params)
+  # The slices hold unequal numbers of tokens (game 1's second line is not trained on).
+  sliced = llm_game_grpo.make_update(
+    TINY, llm_game_grpo.Settings.of(small_config(micro_batches=4)), agent.game.prefix_len
+  )
+  sliced_state, sliced_metrics = sliced(state, tiny_lm.params, batch)
+  for a, b in zip(jax.tree.leaves(sliced_state.lora), jax.tree.leaves(new_state.lora)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  for name in ("loss", "grad_norm", "approx_kl", "clip_fraction"):
+    np.testing.assert_allclose(sliced_metrics[name], metrics[name], rtol=1e-4, atol=1e-7)
 
 
 def _run(config, workdir, lm):
