@@ -6,7 +6,8 @@ The model is SmolLM2-135M-Instruct ("SmolLM2: When Smol Goes Big", Allal et al.,
 Models", Hu et al., arXiv 2106.09685): the base weights stay frozen and only the LoRA pytree is
 trained. This module loads it, turns prompts into left-padded token arrays with the chat
 template, samples and decodes responses, scores them teacher-forced (`response_logprobs`), and
-takes the optimizer steps of both agents (`gradient_step`: the LoRA adapters, ArCHer's critic).
+takes the optimizer steps of both agents (`gradient_step`: the LoRA adapters, ArCHer's critic),
+and sums a minibatch's gradient over slices of its lines (`line_gradients`).
 Rewards are computed on the host from the decoded text, so these agents are host-driven loops
 around jitted pieces.
 """
@@ -23,7 +24,9 @@ import optax
 
 from hrljax import config_checks as checks
 from hrljax import llm_prompts, llm_weights
+from hrljax.agents import common
 from hrljax.agents import token_common as tc
+from hrljax.losses import policy_gradient as pg
 from hrljax.networks import llama, shared_prefix
 from hrljax.types import Array, PyTree
 
@@ -336,6 +339,38 @@ def batch_logprobs(
 def scalar_metrics(metrics: dict) -> dict:
   """Device scalars as Python floats (what the host loop logs)."""
   return {name: float(value) for name, value in metrics.items()}
+
+
+def validate_micro_batches(config: ml_collections.ConfigDict, lines: int) -> None:
+  """`config.micro_batches` is a positive divisor of a minibatch's lines (`lines` per update in
+  `config.num_minibatches` minibatches)."""
+  checks.positive_int(config, "micro_batches")
+  per_minibatch = lines // config.num_minibatches
+  if per_minibatch % config.micro_batches:
+    raise checks.ConfigError(
+      f"config.micro_batches: expected a divisor of the lines of a minibatch ({per_minibatch}), "
+      f"got {config.micro_batches}"
+    )
+
+
+def line_gradients(objective, params: PyTree, lines, loss_aggregation: str, micro_batches: int):
+  """`((loss, aux), grads)` of `objective(params, lines, normalizer, tokens) -> (loss, aux)` on a
+  minibatch of lines, the gradient summed over `micro_batches` slices of its rows, one slice's
+  backward pass at a time (`common.accumulated_value_and_grad`): the minibatch's update with a
+  slice's memory peak. `normalizer` is the minibatch's denominator of `loss_aggregation` and
+  `tokens` its count of response tokens; the objective aggregates with the one and weights its
+  token means by its slice's share of the other, so that the slices add up to the minibatch."""
+  mask = lines.response_mask
+  normalizer = pg.aggregate(jnp.zeros(mask.shape), mask, loss_aggregation)[1].denominator
+  tokens = mask.sum().astype(jnp.float32)
+  return common.accumulated_value_and_grad(
+    lambda p, rows: objective(p, rows, normalizer, tokens), params, lines, micro_batches
+  )
+
+
+def token_share(mask: Array, tokens: Optional[Array]) -> Array:
+  """The share of a minibatch's `tokens` that `mask` holds (1 when `tokens` is None)."""
+  return 1.0 if tokens is None else mask.sum() / jnp.maximum(tokens, 1.0)
 
 
 def gradient_step(tx: optax.GradientTransformation, objective, params, opt_state, *args):

@@ -80,13 +80,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
   """Raises `ConfigError` naming the first field that cannot run."""
   text_game_common.validate_config_fields(config, num_devices)
   checks.positive_int(
-    config,
-    "num_groups",
-    "group_size",
-    "num_updates",
-    "update_epochs",
-    "num_minibatches",
-    "micro_batches",
+    config, "num_groups", "group_size", "num_updates", "update_epochs", "num_minibatches"
   )
   if config.num_envs != config.num_groups * config.group_size:
     raise checks.ConfigError(
@@ -99,11 +93,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
       f"config.num_minibatches: expected a divisor of num_envs * max_turns ({lines}), got "
       f"{config.num_minibatches}"
     )
-  if (lines // config.num_minibatches) % config.micro_batches:
-    raise checks.ConfigError(
-      f"config.micro_batches: expected a divisor of the lines of a minibatch "
-      f"({lines // config.num_minibatches}), got {config.micro_batches}"
-    )
+  llm_common.validate_micro_batches(config, lines)
   checks.one_of(config, "estimator", gr.OUTCOME_ESTIMATORS)
   checks.one_of(config, "grpo_scale", common.GRPO_SCALES)
   checks.one_of(config, "singleton_mode", common.SINGLETON_MODES)
@@ -151,8 +141,8 @@ class Games(NamedTuple):
 Settings = llm_common.config_settings(
   "Settings",
   "num_groups num_envs estimator grpo_scale singleton_mode advantage_eps clip_epsilon "
-  "clip_epsilon_high update_epochs num_minibatches micro_batches loss_aggregation actor_learning_rate optimizer "
-  "max_grad_norm temperature",
+  "clip_epsilon_high update_epochs num_minibatches micro_batches loss_aggregation "
+  "actor_learning_rate optimizer max_grad_norm temperature",
 )
 
 
@@ -211,7 +201,7 @@ def grpo_objective(
     mask=mask,
   )
   loss = pg.aggregate(surrogate, mask, config.loss_aggregation, normalizer=normalizer)[0]
-  share = 1.0 if tokens is None else mask.sum() / jnp.maximum(tokens, 1.0)
+  share = llm_common.token_share(mask, tokens)
   return loss, {
     "approx_kl": share * pg.masked_mean(extras.approx_kl, mask),
     "clip_fraction": share * pg.masked_mean(extras.clipped, mask),
@@ -228,21 +218,13 @@ def make_update(model_config: llama.LlamaConfig, config: Settings, prefix_len: i
   @jax.jit
   def update(state: TrainState, base: PyTree, batch: LineBatch) -> tuple[TrainState, dict]:
     def minibatch_step(state, minibatch):
-      mask = minibatch.response_mask
-      normalizer = pg.aggregate(jnp.zeros(mask.shape), mask, config.loss_aggregation)[1]
-      (loss, metrics), grads = common.accumulated_value_and_grad(
-        lambda lora, lines: grpo_objective(
-          lora,
-          base,
-          model_config,
-          config,
-          lines,
-          prefix_len,
-          normalizer.denominator,
-          mask.sum().astype(jnp.float32),
+      (loss, metrics), grads = llm_common.line_gradients(
+        lambda lora, lines, normalizer, tokens: grpo_objective(
+          lora, base, model_config, config, lines, prefix_len, normalizer, tokens
         ),
         state.lora,
         minibatch,
+        config.loss_aggregation,
         config.micro_batches,
       )
       updates, opt_state = tx.update(grads, state.opt_state, state.lora)

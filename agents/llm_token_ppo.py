@@ -66,6 +66,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.num_updates = 40
   config.update_epochs = 2
   config.num_minibatches = 2
+  # Each minibatch's gradient summed over this many slices of its lines, one slice's backward
+  # at a time: the same update with a smaller memory peak.
+  config.micro_batches = 1
   config.clip_epsilon = 0.2  # paper
   config.gamma = 0.95  # from one line to the next (llm_archer's γ)
   config.token_gamma = 1.0  # between the tokens of a line (1: the line's return at every token)
@@ -93,6 +96,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
       f"config.num_minibatches: expected a divisor of num_envs * num_steps ({lines}), got "
       f"{config.num_minibatches}"
     )
+  llm_common.validate_micro_batches(config, lines)
   checks.positive(config, "actor_learning_rate", "value_learning_rate", "max_grad_norm")
   checks.non_negative(config, "clip_epsilon")
   checks.in_unit_interval(config, "gamma", "token_gamma", "gae_lambda")
@@ -155,7 +159,7 @@ def prompt_features(
 
 Settings = llm_common.config_settings(
   "Settings",
-  "num_envs num_steps update_epochs num_minibatches clip_epsilon gamma token_gamma gae_lambda "
+  "num_envs num_steps update_epochs num_minibatches micro_batches clip_epsilon gamma token_gamma gae_lambda "
   "normalize_advantages loss_aggregation actor_learning_rate value_learning_rate optimizer "
   "max_grad_norm value_llm_layers value_head_hidden_sizes temperature",
 )
@@ -169,34 +173,36 @@ def ppo_objective(
   config: Settings,
   batch: LineBatch,
   prefix_len: int = 0,
+  normalizer: Optional[Array] = None,
+  tokens: Optional[Array] = None,
 ) -> tuple[Array, dict]:
   """Clipped surrogate of the adapters plus the squared value error of the head (their
   parameters are disjoint and each has its own optimizer, so the sum trains each on its own
   loss), both aggregated over the response tokens. `prefix_len`: the prompts' common beginning
-  (`TextGame.prefix_len`; 0: none)."""
+  (`TextGame.prefix_len`; 0: none). The advantages are used as given (`normalize_advantages`
+  standardises them per minibatch before). For a slice of a minibatch, `normalizer` and `tokens`
+  are the minibatch's (`llm_common.line_gradients`)."""
   lora, value_params = params
   logp = llm_common.batch_logprobs(
     model_config, base, lora, batch, temperature=config.temperature, prefix_len=prefix_len
   )
   mask = batch.response_mask
-  advantage = batch.advantage
-  if config.normalize_advantages:
-    advantage = hc.normalize_token_advantages(advantage, mask)
   surrogate, extras = pg.clipped_surrogate_loss(
-    logp, batch.log_prob, advantage, epsilon=config.clip_epsilon, mask=mask
+    logp, batch.log_prob, batch.advantage, epsilon=config.clip_epsilon, mask=mask
   )
   value = value_net.apply(value_params, batch.features)
   v_loss = pg.value_loss(jnp.where(mask, value, 0.0), jnp.where(mask, batch.target, 0.0))
 
   def agg(x):
-    return pg.aggregate(x, mask, config.loss_aggregation)[0]
+    return pg.aggregate(x, mask, config.loss_aggregation, normalizer=normalizer)[0]
 
   policy_loss, value_loss = agg(surrogate), agg(v_loss)
+  share = llm_common.token_share(mask, tokens)
   return policy_loss + value_loss, {
     "policy_loss": policy_loss,
     "value_loss": value_loss,
-    "approx_kl": pg.masked_mean(extras.approx_kl, mask),
-    "clip_fraction": pg.masked_mean(extras.clipped, mask),
+    "approx_kl": share * pg.masked_mean(extras.approx_kl, mask),
+    "clip_fraction": share * pg.masked_mean(extras.clipped, mask),
   }
 
 
@@ -249,7 +255,8 @@ def make_prepare(model_config: llama.LlamaConfig, config: Settings, prefix_len: 
 @functools.lru_cache(maxsize=8)
 def make_update(model_config: llama.LlamaConfig, config: Settings, prefix_len: int = 0):
   """`update(state, base, batch) -> (state, metrics)`: `update_epochs` passes of
-  `num_minibatches` minibatches, jitted (cached)."""
+  `num_minibatches` minibatches, each gradient summed over `micro_batches` slices, jitted
+  (cached)."""
   value_net = transformer.FeatureValue(tuple(config.value_head_hidden_sizes))
   actor_tx = tc.make_optimizer(config.optimizer, config.actor_learning_rate, config.max_grad_norm)
   value_tx = tc.make_optimizer(config.optimizer, config.value_learning_rate, config.max_grad_norm)
@@ -257,9 +264,18 @@ def make_update(model_config: llama.LlamaConfig, config: Settings, prefix_len: i
   @jax.jit
   def update(state: TrainState, base: PyTree, batch: LineBatch) -> tuple[TrainState, dict]:
     def minibatch_step(state, minibatch):
-      params = (state.lora, state.value_params)
-      (loss, metrics), grads = jax.value_and_grad(ppo_objective, has_aux=True)(
-        params, base, model_config, value_net, config, minibatch, prefix_len
+      if config.normalize_advantages:
+        minibatch = minibatch._replace(
+          advantage=hc.normalize_token_advantages(minibatch.advantage, minibatch.response_mask)
+        )
+      (loss, metrics), grads = llm_common.line_gradients(
+        lambda params, lines, normalizer, tokens: ppo_objective(
+          params, base, model_config, value_net, config, lines, prefix_len, normalizer, tokens
+        ),
+        (state.lora, state.value_params),
+        minibatch,
+        config.loss_aggregation,
+        config.micro_batches,
       )
       lora_grads, value_grads = grads
       updates, actor_opt_state = actor_tx.update(lora_grads, state.actor_opt_state, state.lora)
