@@ -19,6 +19,7 @@ leaves none half-written. Code that changes what a warm start computes must chan
 import hashlib
 import json
 import os
+import time
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -92,9 +93,15 @@ def member_starts(
     like = jax.eval_shape(warm_start.compute, members[0])
     progress(f"warm start read from {cache_dir} ({len(paths)} member(s))")
     return jax.tree.map(lambda *xs: np.stack(xs), *[load(path, like) for path in paths])
+  # One compiled program with no progress of its own (minutes for a long behaviour cloning).
+  progress(f"computing the warm start of {len(paths)} member(s) in one program")
+  start = time.perf_counter()
   starts = compute_members(warm_start, keys)
+  seconds = time.perf_counter() - start
   if write:
     for i, path in enumerate(paths):
       save(path, jax.tree.map(lambda x, i=i: x[i], starts))
-    progress(f"warm start computed and cached in {cache_dir} ({len(paths)} member(s))")
+    progress(
+      f"warm start computed in {seconds:.0f} s and cached in {cache_dir} ({len(paths)} member(s))"
+    )
   return starts

@@ -4,6 +4,7 @@ later run of another agent, which then trains exactly as if it had computed the 
 
 import json
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -107,7 +108,8 @@ def test_a_cached_warm_start_is_the_agent_s_start_and_trains_the_same(tmp_path):
   cache = str(tmp_path / "cache")
   filled = cli(PPO, tmp_path / "filled", *TINY, f"--warm_start_cache={cache}")
   assert filled.code == 0, filled.err
-  assert "warm start computed and cached" in filled.out + filled.err
+  assert "computing the warm start of 2 member(s)" in filled.out + filled.err
+  assert re.search(r"warm start computed in \d+ s and cached", filled.out + filled.err)
   config = load_config(str(tmp_path / "filled"))
   warm = tc.warm_start(config)
   # The training loop's init keys of seeds 0 and 1; the start of both computed in one program,
