@@ -159,9 +159,9 @@ def prompt_features(
 
 Settings = llm_common.config_settings(
   "Settings",
-  "num_envs num_steps update_epochs num_minibatches micro_batches clip_epsilon gamma token_gamma gae_lambda "
-  "normalize_advantages loss_aggregation actor_learning_rate value_learning_rate optimizer "
-  "max_grad_norm value_llm_layers value_head_hidden_sizes temperature",
+  "num_envs num_steps update_epochs num_minibatches micro_batches clip_epsilon gamma token_gamma "
+  "gae_lambda normalize_advantages loss_aggregation actor_learning_rate value_learning_rate "
+  "optimizer max_grad_norm value_llm_layers value_head_hidden_sizes temperature",
 )
 
 

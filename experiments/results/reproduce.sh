@@ -536,19 +536,24 @@ python -m experiments.token_game_curves runs/token_game_b/ppo runs/token_game_b/
 # bars 0.7 / 0.8 / 0.9, PPO 640 / 1,920 / 9,600 utterances, ArCHer 2,048 / - / - in 9,216;
 # ArCHer was stopped after 36 of its 40 iterations). The BC start is computed by the first run
 # and read from the cache by the second.
-H=10
-RULES="--config.env_kwargs.max_turns=$H --config.env_kwargs.correct_reward=0.0 \
-    --config.env_kwargs.turn_reward=-1.0 --config.env_kwargs.end_on_wrong_guess=False"
-python -m experiments.train --config=experiments/configs/token_ppo_token_game.py \
-    --workdir=runs/horizon/ppo_h$H --config.seeds=0,1,2 --config.log_every=5 \
-    --config.eval_every=5 --config.total_timesteps=12800 --warm_start_cache=runs/warm_starts $RULES
-python -m experiments.train --config=experiments/configs/archer_token_game.py \
-    --workdir=runs/horizon/archer_h$H --config.seeds=0,1,2 --config.log_every=2 \
-    --config.eval_every=2 --config.actor_learning_rate=1e-4 --config.actor_updates=16 \
-    --config.actor_baseline_samples=4 --config.critic_updates=100 \
-    --config.total_timesteps=10240 --warm_start_cache=runs/warm_starts $RULES
-python -m experiments.token_game_curves runs/horizon/ppo_h$H runs/horizon/archer_h$H \
-    --labels=PPO,ArCHer --y=eval_success --bars=0.7,0.8,0.9 --png=runs/horizon/h$H.png
+# Horizon 20 the same way (H=20; ARCHER.md "Result at horizon 20"). The runs checkpoint often,
+# so that a stopped run resumes with the same command.
+for H in 10 20; do
+  RULES="--config.env_kwargs.max_turns=$H --config.env_kwargs.correct_reward=0.0 \
+      --config.env_kwargs.turn_reward=-1.0 --config.env_kwargs.end_on_wrong_guess=False"
+  python -m experiments.train --config=experiments/configs/token_ppo_token_game.py \
+      --workdir=runs/horizon/ppo_h$H --config.seeds=0,1,2 --config.log_every=5 \
+      --config.eval_every=5 --config.total_timesteps=12800 --config.checkpoint_every=5 \
+      --warm_start_cache=runs/warm_starts $RULES
+  python -m experiments.train --config=experiments/configs/archer_token_game.py \
+      --workdir=runs/horizon/archer_h$H --config.seeds=0,1,2 --config.log_every=2 \
+      --config.eval_every=2 --config.actor_learning_rate=1e-4 --config.actor_updates=16 \
+      --config.actor_baseline_samples=4 --config.critic_updates=100 \
+      --config.total_timesteps=10240 --config.checkpoint_every=2 \
+      --warm_start_cache=runs/warm_starts $RULES
+  python -m experiments.token_game_curves runs/horizon/ppo_h$H runs/horizon/archer_h$H \
+      --labels=PPO,ArCHer --y=eval_success --bars=0.7,0.8,0.9 --png=runs/horizon/h$H.png
+done
 
 # Token PPO, filtered BC and GRPO to 25,600 utterances per seed (ARCHER.md "Baselines";
 # README: filtered BC 0.92 at 14,080, GRPO at most 0.86 within 25,600)
