@@ -636,8 +636,8 @@ python -m experiments.train --config=experiments/configs/archer_smollm2_game.py 
 
 # The text game with SmolLM2-135M at equal lines (336 per seed), seeds 0-2, one run per seed
 # (ARCHER.md "Result on the text game"): ArCHer with the pretrained critic, ArCHer with the
-# critic from scratch, token PPO, GRPO (a GRPO run peaks at 11.7 GB: at most two side by side
-# in 24 GB; `--config.micro_batches=4` computes the same update with a 5.1 GB peak)
+# critic from scratch, token PPO, GRPO at two schedules (a GRPO run peaks at 11.7 GB: at most
+# two side by side in 24 GB; `--config.micro_batches=4` computes the same update at 5.1 GB)
 for seed in 0 1 2; do
   python -m experiments.train --config=experiments/configs/archer_smollm2_game.py \
       --workdir=runs/llm_study/archer_llm/s$seed --config.seeds=$seed --config.critic_trunk=llm \
@@ -652,11 +652,16 @@ for seed in 0 1 2; do
   python -m experiments.train --config=experiments/configs/grpo_smollm2_game.py \
       --workdir=runs/llm_study/grpo/s$seed --config.seeds=$seed --config.num_updates=14 \
       --config.eval_every=4 --config.eval_episodes=32
+  # GRPO at ArCHer's schedule, one optimizer step per 8 lines
+  python -m experiments.train --config=experiments/configs/grpo_smollm2_game.py \
+      --workdir=runs/llm_study/grpo_8lines/s$seed --config.seeds=$seed --config.num_updates=14 \
+      --config.eval_every=4 --config.eval_episodes=32 --config.num_minibatches=3
 done
 runs() { echo runs/llm_study/$1/s0,runs/llm_study/$1/s1,runs/llm_study/$1/s2; }
 for y in eval_valid_move_fraction eval_win_rate; do
   python -m experiments.token_game_curves $(runs archer_llm) $(runs archer_scratch) $(runs ppo) \
-      $(runs grpo) --labels=ArCHer_pretrained,ArCHer_scratch,PPO,GRPO --y=$y --bars=0.5,0.9
+      $(runs grpo) $(runs grpo_8lines) \
+      --labels=ArCHer_pretrained,ArCHer_scratch,PPO,GRPO,GRPO_8_lines_per_step --y=$y --bars=0.5,0.9
 done
 
 # SmolLM2 sampling and one GRPO step vs transformers / TRL (README; LLM.md "Result")
