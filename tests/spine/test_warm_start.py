@@ -39,7 +39,8 @@ def test_member_starts_compute_once_then_read(tmp_path):
   first = ws.member_starts(warm, keys, str(tmp_path), progress=lines.append)
   second = ws.member_starts(warm, keys, str(tmp_path), progress=lines.append)
   assert len(traces) == 2  # one computation, then the shapes of the read (no second program)
-  assert "computed and cached" in lines[0] and "read from" in lines[1]
+  assert "computing the warm start of 2 member(s)" in lines[0]
+  assert "and cached" in lines[1] and "read from" in lines[2] and len(lines) == 3
   for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(second), strict=True):
     np.testing.assert_array_equal(a, b)
     assert a.dtype == b.dtype
@@ -48,7 +49,8 @@ def test_member_starts_compute_once_then_read(tmp_path):
   # A member missing from the cache: all are computed again (one program for all members).
   three = jnp.stack([jax.random.key(0), jax.random.key(1), jax.random.key(2)])
   assert ws.member_starts(warm, three, str(tmp_path), progress=lines.append)["w"].shape == (3, 2, 3)
-  assert len(traces) == 3 and "computed and cached" in lines[2]
+  assert len(traces) == 3 and "computing the warm start of 3 member(s)" in lines[3]
+  assert "and cached" in lines[4]
 
 
 def test_an_entry_of_another_shape_is_named_not_used(tmp_path):
