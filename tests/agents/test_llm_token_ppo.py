@@ -129,9 +129,11 @@ def test_one_update_trains_the_adapters_and_the_value_head_only(tiny_lm):
   for name in ("policy_loss", "value_loss", "approx_kl", "clip_fraction", "advantage_abs"):
     assert np.isfinite(metrics[name]), name
   assert metrics["response_length"] > 0
-  sliced_state, sliced_metrics = llm_token_ppo.LLMTokenPPO(
-    small_config(micro_batches=2), tiny_lm
-  ).step(state)
+  # the same step (the same lines: `collect` draws from the state's key) with the sliced update
+  agent._update = llm_token_ppo.make_update(
+    TINY, llm_token_ppo.Settings.of(small_config(micro_batches=2)), agent.game.prefix_len
+  )
+  sliced_state, sliced_metrics = agent.step(state)
   for a, b in zip(
     jax.tree.leaves((sliced_state.lora, sliced_state.value_params)),
     jax.tree.leaves((new_state.lora, new_state.value_params)),
