@@ -256,6 +256,7 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   policy_tx: optax.GradientTransformation = struct.field(pytree_node=False)
   critic_tx: optax.GradientTransformation = struct.field(pytree_node=False)
   utterance_len: int = struct.field(pytree_node=False)
+  turn_reward: float = struct.field(pytree_node=False)  # the game's reward of a turn not won
   config: ml_collections.FrozenConfigDict = struct.field(pytree_node=False)
 
   @classmethod
@@ -303,6 +304,7 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       policy_tx=policy_tx,
       critic_tx=critic_tx,
       utterance_len=env_params.utterance_len,
+      turn_reward=float(env_params.turn_reward),
       config=config,
     )
 
@@ -330,7 +332,7 @@ class ArcherAgent(tc.SpeaksUtterances, struct.PyTreeNode):
     agent = self.replace(
       critic_params=critic_params, target_critic_params=target, critic_opt_state=opt_state, key=key
     )
-    return agent, tc.critic_metrics(loss, extras, batch)
+    return agent, tc.critic_metrics(loss, extras, batch, self.turn_reward)
 
   def actor_step(self, dialogue: Array) -> tuple["ArcherAgent", dict[str, Array]]:
     """One policy optimizer step on dialogues `[B, D]` with the online critic's advantages."""
@@ -445,7 +447,9 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     )
     fresh = tc.transitions_from_rollout(traj)
     # Scored before the critic ever trains on them: a held-out check of the critic.
-    fresh_gap = tc.outcome_means(tc.min_q(state.agent, fresh), fresh)["q_gap"]
+    fresh_gap = tc.outcome_means(tc.min_q(state.agent, fresh), fresh, env_params.turn_reward)[
+      "q_gap"
+    ]
     fresh_q_gap = FRESH_GAP_DECAY * state.fresh_q_gap + (1.0 - FRESH_GAP_DECAY) * fresh_gap
     buffer = replay.add(state.buffer, fresh)
     critic_batches = tc.sample_batches(buffer, critic_key, config.critic_updates, config.batch_size)

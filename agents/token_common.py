@@ -579,12 +579,16 @@ def init_critic_params(
   return params
 
 
-def outcome_means(values: Array, batch: UtteranceTransition) -> dict[str, Array]:
+def outcome_means(
+  values: Array, batch: UtteranceTransition, turn_reward: float
+) -> dict[str, Array]:
   """Does a critic tell winning from losing utterances? `values` `[B]` averaged over the batch's
-  successful utterances (r > 0, correct guesses), over its failed final ones (terminated with
-  r <= 0), and their difference (0 where the batch holds none of a kind): `q_success`,
-  `q_failure`, `q_gap`."""
-  success = batch.reward > 0
+  successful utterances (correct guesses: a reward above the game's `turn_reward`, which every
+  other turn earns), over its failed final ones (terminated, with `turn_reward`), and their
+  difference (0 where the batch holds none of a kind): `q_success`, `q_failure`, `q_gap`. The
+  reward of a win is not assumed positive: under the Twenty Questions rules it is 0 and every
+  other turn costs 1."""
+  success = batch.reward > turn_reward
   failure = batch.terminated & ~success
 
   def mean_over(mask):
@@ -595,13 +599,15 @@ def outcome_means(values: Array, batch: UtteranceTransition) -> dict[str, Array]
   return {"q_success": q_success, "q_failure": q_failure, "q_gap": q_success - q_failure}
 
 
-def critic_diagnostics(extras: hc.CriticExtras, batch: UtteranceTransition) -> dict[str, Array]:
+def critic_diagnostics(
+  extras: hc.CriticExtras, batch: UtteranceTransition, turn_reward: float
+) -> dict[str, Array]:
   """`outcome_means` of min_e Q_e(s, a) (before the step) over a critic batch."""
-  return outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch)
+  return outcome_means(jnp.min(extras.q_target - extras.q_td_error, axis=0), batch, turn_reward)
 
 
 def critic_metrics(
-  loss: Array, extras: hc.CriticExtras, batch: UtteranceTransition
+  loss: Array, extras: hc.CriticExtras, batch: UtteranceTransition, turn_reward: float
 ) -> dict[str, Array]:
   """What an ArCHer critic step (`hc.archer_critic_loss`) logs: its loss, the mean Q value, the
   mean absolute Q and V errors and `critic_diagnostics`."""
@@ -610,7 +616,7 @@ def critic_metrics(
     "q_value": jnp.mean(extras.q_target - extras.q_td_error),
     "q_td_error_abs": jnp.mean(jnp.abs(extras.q_td_error)),
     "v_error_abs": jnp.mean(jnp.abs(extras.v_error)),
-    **critic_diagnostics(extras, batch),
+    **critic_diagnostics(extras, batch, turn_reward),
   }
 
 

@@ -211,6 +211,8 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
   critic_opt_state: PyTree = None
   critic: transformer.UtteranceCritic | None = struct.field(pytree_node=False, default=None)
   critic_tx: optax.GradientTransformation | None = struct.field(pytree_node=False, default=None)
+  # The game's reward of a turn not won, for the critic's diagnostics (set with the critic).
+  turn_reward: float = struct.field(pytree_node=False, default=0.0)
 
   def update(self, data: LoggedUtterances, logits: Array) -> tuple["OfflineAgent", dict]:
     """One step of the objective on `batch_size` rows drawn with log-weights `logits`."""
@@ -324,7 +326,7 @@ class OfflineAgent(tc.SpeaksUtterances, struct.PyTreeNode):
       critic_opt_state=critic_opt_state,
     )
     return agent, {
-      **tc.critic_metrics(loss, extras, batch),
+      **tc.critic_metrics(loss, extras, batch, self.turn_reward),
       "loss": actor_loss_value,
       "advantage": pg.masked_mean(actor_extras.advantage, batch.valid),
       "awr_weight": pg.masked_mean(actor_extras.weight, batch.valid),
@@ -345,6 +347,7 @@ def with_critic(agent: OfflineAgent, key: Array, env_params) -> OfflineAgent:
     critic_opt_state=critic_tx.init(params),
     critic=critic,
     critic_tx=critic_tx,
+    turn_reward=float(env_params.turn_reward),
   )
 
 

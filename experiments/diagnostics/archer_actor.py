@@ -120,7 +120,7 @@ def utterance_returns(transitions, valid, env_params, gamma, advantage):
 
   if advantage == "oracle":
     flat = tc.transitions_from_rollout(transitions)
-    final_value = archer_critic.oracle_q(flat, env_params).reshape(transitions.reward.shape)
+    final_value = archer_critic.oracle_q(flat, env_params)[0].reshape(transitions.reward.shape)
   else:
     final_value = transitions.reward
   return episode_returns(transitions, valid, final_value, gamma)
@@ -257,6 +257,14 @@ def run(
 
   archer.validate_config(config)
   env, env_params = envs.make(config.env_name, **config.env_kwargs)
+  rules = (env_params.correct_reward, env_params.turn_reward, env_params.end_on_wrong_guess)
+  if rules != (1.0, 0.0, True):
+    # Every guess must end the game for the oracle return, and a win must earn 1 for
+    # `sampled_success`.
+    raise ValueError(
+      "config.env_kwargs: expected the game's default rules (correct_reward=1.0, "
+      f"turn_reward=0.0, end_on_wrong_guess=True), got {rules}"
+    )
   keys = common.init_keys(seeds)
   params = common.warm_start(config, seeds, cache_dir)
   tx = make_optimizer(optimizer, learning_rate, adam_eps, config.max_grad_norm)

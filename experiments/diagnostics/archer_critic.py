@@ -5,9 +5,14 @@
 
 ArCHer (Zhou et al., arXiv 2402.19446) moves its token policy with the advantage of an
 utterance-level critic, so the actor can only improve once the critic ranks utterances. On the
-token game a final guess is worth exactly Q*(s, guess i) = [i consistent with the answers of s] /
-(number of consistent items) (the target is uniform over the items the answers leave possible,
-`token_game.consistent_items`); a question on the last turn is worth 0. This script measures how
+token game an utterance that ends the game is worth exactly Q*(s, guess i) = [i consistent with
+the answers of s] / (number of consistent items) (the target is uniform over the items the answers
+leave possible, `token_game.consistent_items`); a question on the last turn is worth 0. Under
+other rewards (the Twenty Questions rules: `turn_reward` for every turn not won,
+`correct_reward` for the win, and a wrong guess does not end the game) the same probability of a
+win gives Q* = turn_reward + (correct_reward - turn_reward) x it, exact for the utterances that
+end the game whatever the target (`oracle_q`: every utterance on the last turn; a guess of the
+only item left); the gaps and errors below are taken over those. This script measures how
 fast the critic of a config (any `--config.critic_*` override) learns that, with the policy fixed
 at the behaviour-cloned start of seed `--seed` (the start `python -m experiments.train` gives
 that seed, `common.init_keys`, cached in `--warm_start_cache`):
@@ -89,27 +94,44 @@ def collect(config, policy_params, key, iterations: int):
 
 
 def oracle_q(batch, env_params):
-  """Q*(s, a) `[B]` of final utterances: a guess of an item consistent with the answers is worth
-  1 / (number of consistent items), anything else that ends the game 0. Meaningless (and unused)
-  for utterances that do not end the game."""
+  """`(Q*(s, a), decided)`, `[B]` each. `decided` marks the utterances that end the game
+  whatever the hidden item: every utterance on the last turn; a guess, under rules where a wrong
+  guess ends the game (the default); a guess of the only item the answers leave. Such an
+  utterance earns `correct_reward` with the probability that it is a correct guess (1 / the
+  number of items consistent with the answers, for a consistent item; 0 otherwise) and
+  `turn_reward` otherwise, which is its exact value. Elsewhere (a question before the last turn;
+  under the Twenty Questions rules, a guess among several items) the value depends on the play
+  that follows, and `Q*` is meaningless (and unused)."""
   import jax
   import jax.numpy as jnp
   from hrljax.envs import token_game
 
-  candidates, _ = jax.vmap(lambda d: token_game.consistent_items(d, env_params))(batch.dialogue)
+  candidates, turns = jax.vmap(lambda d: token_game.consistent_items(d, env_params))(batch.dialogue)
   parsed = jax.vmap(lambda u: token_game.parse_utterance(u, env_params))(batch.utterance)
   guess = parsed.kind == token_game.KIND_GUESS
   item = jnp.clip(parsed.item, 0, env_params.num_items - 1)
   consistent = jnp.take_along_axis(candidates, item[:, None], axis=1)[:, 0]
   count = jnp.maximum(jnp.sum(candidates, axis=1), 1)
-  return jnp.where(guess & consistent, 1.0 / count, 0.0)
+  correct = jnp.where(guess & consistent, 1.0 / count, 0.0)
+  q_star = env_params.turn_reward + (env_params.correct_reward - env_params.turn_reward) * correct
+  decided = (
+    (turns == env_params.max_turns - 1)
+    | (guess & env_params.end_on_wrong_guess)
+    | (guess & consistent & (count == 1))
+  )
+  return q_star, decided
 
 
-def outcome_gap(values, batch):
-  """Mean of `values` over correct guesses minus over failed final utterances."""
+def outcome_gap(values, batch, decided, turn_reward):
+  """Mean of `values` over the correct guesses minus over the failed final utterances, among the
+  `decided` utterances (`oracle_q`): all of them under the default rules."""
+  import jax.numpy as jnp
   from hrljax.agents import token_common as tc
 
-  return tc.outcome_means(values, batch)["q_gap"]
+  kept = batch._replace(
+    reward=jnp.where(decided, batch.reward, turn_reward), terminated=batch.terminated & decided
+  )
+  return tc.outcome_means(values, kept, turn_reward)["q_gap"]
 
 
 def critic_report(
@@ -118,18 +140,21 @@ def critic_report(
   held_out,
   oracle_train,
   oracle_held_out,
+  env_params,
   sample_key=None,
-  env_params=None,
   num_samples: int = 8,
 ):
   """The evaluation numbers of one point of the curve (see the module docstring); with
-  `sample_key` also the `advantage_agreement` of the held-out buffer's dialogues."""
+  `sample_key` also the `advantage_agreement` of the held-out buffer's dialogues.
+  `oracle_train` and `oracle_held_out` are `oracle_q` of the two buffers."""
   import jax.numpy as jnp
   from hrljax.agents import archer
 
   min_q = lambda batch: archer.min_q(agent, batch)
   q_held_out = min_q(held_out)
-  final = held_out.terminated.astype(jnp.float32)
+  (q_star_train, decided_train), (q_star_held_out, decided_held_out) = oracle_train, oracle_held_out
+  final = decided_held_out.astype(jnp.float32)
+  turn_reward = env_params.turn_reward
   agreement = {}
   if sample_key is not None:
     # At most AGREEMENT_DIALOGUES dialogues: K samples of all 8,192 of a 32-iteration buffer
@@ -141,11 +166,11 @@ def critic_report(
     )
   return {
     **agreement,
-    "q_gap_train": outcome_gap(min_q(train), train),
-    "q_gap_held_out": outcome_gap(q_held_out, held_out),
-    "oracle_gap_train": outcome_gap(oracle_train, train),
-    "oracle_gap_held_out": outcome_gap(oracle_held_out, held_out),
-    "final_error": jnp.sum(jnp.abs(q_held_out - oracle_held_out) * final) / jnp.sum(final),
+    "q_gap_train": outcome_gap(min_q(train), train, decided_train, turn_reward),
+    "q_gap_held_out": outcome_gap(q_held_out, held_out, decided_held_out, turn_reward),
+    "oracle_gap_train": outcome_gap(q_star_train, train, decided_train, turn_reward),
+    "oracle_gap_held_out": outcome_gap(q_star_held_out, held_out, decided_held_out, turn_reward),
+    "final_error": jnp.sum(jnp.abs(q_held_out - q_star_held_out) * final) / jnp.sum(final),
   }
 
 
@@ -153,7 +178,8 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
   """The critic's and the exact advantage of `num_samples` policy utterances at every dialogue
   `[B, D]`, `[K, B]` each, and a `[B]` mask of the dialogues on the game's last turn.
 
-  On the last turn every utterance ends the game, so its exact value is Q*(s, a) (`oracle_q`)
+  On the last turn every utterance ends the game, whatever the rules, so its exact value is
+  Q*(s, a) (`oracle_q`)
   and the exact advantage of a sample is Q*(s, a_k) - mean_k Q*(s, a_k) (the policy's value
   estimated from the same samples). The critic's is the actor's weight
   min_e Q_e(s, a_k) - min_e V_e(s) (`hierarchical_critics.archer_advantage`).
@@ -184,7 +210,7 @@ def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
     next_dialogue=repeated,
     terminated=jnp.ones((repeated.shape[0],), bool),
   )
-  q_star = oracle_q(samples, env_params).reshape(num_samples, batch_size)
+  q_star = oracle_q(samples, env_params)[0].reshape(num_samples, batch_size)
   exact = q_star - jnp.mean(q_star, axis=0, keepdims=True)
   _, turns = jax.vmap(lambda d: token_game.consistent_items(d, env_params))(dialogue)
   return critic, exact, turns == env_params.max_turns - 1
@@ -295,7 +321,7 @@ def run(
   sample_key = jax.random.fold_in(batch_key, 1_000_000)
   # The buffers are arguments, not closure constants: XLA would constant-fold them for minutes.
   report_fn = jax.jit(
-    lambda agent, *buffers: critic_report(agent, *buffers, sample_key, env_params)
+    lambda agent, *buffers: critic_report(agent, *buffers, env_params, sample_key)
   )
   report = lambda agent: report_fn(agent, train, held_out, oracle_train, oracle_held_out)
   with open(out, "w") as f:

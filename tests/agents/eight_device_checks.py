@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 
 from hrljax import distributed, envs, replay, training
-from hrljax.agents import archer, dqn, gmah, ippo, macro_mixture, option_critic, ppo, qmix, sac
+from hrljax.agents import archer, dqn, gmah, ippo, macro_mixture, option_critic, ppo, sac
 from hrljax.agents import group_relative as gr
 from hrljax.logging import read_jsonl
 from hrljax.networks.discrete_q import DiscreteQNetwork
@@ -360,7 +360,6 @@ if __name__ == "__main__":
     "option_critic": guarded(option_critic_check, sys.argv[1]),
     "ppo_shuffle_shards": guarded(ppo_shuffle_shards_check),
     "dqn": guarded(off_policy_check, dqn, VALUE_BASED),
-    "qmix": guarded(off_policy_check, qmix, {**VALUE_BASED, **MULTI_AGENT}),
     "gmah": guarded(
       off_policy_check, gmah, {**VALUE_BASED, **MULTI_AGENT, "low_hidden_sizes": (16,)}
     ),

@@ -378,8 +378,10 @@ def test_batch_advantage_normalisation_standardises_the_critic_advantage(run):
 
 
 def test_critic_diagnostics_separate_successes_from_failures():
-  """min over heads of Q, averaged over correct guesses (r > 0) and over failed final
-  utterances (terminated, r <= 0); a kind absent from the batch gives 0."""
+  """min over heads of Q, averaged over correct guesses (a reward above the turn reward) and
+  over failed final utterances (terminated with the turn reward); a kind absent from the batch
+  gives 0. Under the Twenty Questions rules (a win earns 0, every other turn -1) the same
+  outcomes give the same means."""
   q = np.array([[0.9, 0.1, 0.4, 0.3], [0.7, 0.2, 0.5, 0.0]], np.float32)  # [E=2, B=4]
   q_target = np.full_like(q, 0.25)
   extras = hc.CriticExtras(
@@ -399,12 +401,24 @@ def test_critic_diagnostics_separate_successes_from_failures():
     next_dialogue=jnp.zeros((4, 3), jnp.int32),
     terminated=jnp.array([True, True, False, True]),
   )
-  out = tc.critic_diagnostics(extras, batch)
-  np.testing.assert_allclose(out["q_success"], 0.7, rtol=1e-6)
-  np.testing.assert_allclose(out["q_failure"], (0.1 + 0.0) / 2, rtol=1e-6)
-  np.testing.assert_allclose(out["q_gap"], 0.7 - 0.05, rtol=1e-6)
-  none = tc.critic_diagnostics(extras, batch._replace(reward=jnp.zeros(4)))
+  twenty_questions = batch._replace(reward=batch.reward - 1.0)
+  for rewards, turn_reward in ((batch, 0.0), (twenty_questions, -1.0)):
+    out = tc.critic_diagnostics(extras, rewards, turn_reward)
+    np.testing.assert_allclose(out["q_success"], 0.7, rtol=1e-6)
+    np.testing.assert_allclose(out["q_failure"], (0.1 + 0.0) / 2, rtol=1e-6)
+    np.testing.assert_allclose(out["q_gap"], 0.7 - 0.05, rtol=1e-6)
+  none = tc.critic_diagnostics(extras, batch._replace(reward=jnp.zeros(4)), 0.0)
   assert float(none["q_success"]) == 0.0
+
+
+def test_the_agent_tells_a_win_by_its_game_s_turn_reward():
+  """Under the Twenty Questions rules a win earns 0: the agent's diagnostics and q_gap gates
+  read wins as rewards above the game's turn reward (-1), not above 0 (traced, not compiled)."""
+  rules = {**TINY_GAME, **token_game.TWENTY_QUESTIONS_RULES}
+  config = tiny_config(bc_steps=0, env_kwargs=ml_collections.ConfigDict(rules))
+  for config, turn_reward in ((config, -1.0), (tiny_config(bc_steps=0), 0.0)):
+    state = jax.eval_shape(archer.make_learner(config).init, jax.random.key(0))
+    assert state.agent.turn_reward == turn_reward
 
 
 # ----------------------------------------------------------------------------------------------
@@ -508,7 +522,9 @@ def test_fresh_q_gap_scores_new_games_before_the_critic_trains_on_them(run):
   _, _, states, metrics = run
   before, after, later = states[0]
   new = _replayed(after)
-  expected = fast_jit(lambda a, b: tc.outcome_means(tc.min_q(a, b), b)["q_gap"])(before.agent, new)
+  expected = fast_jit(lambda a, b: tc.outcome_means(tc.min_q(a, b), b, 0.0)["q_gap"])(
+    before.agent, new
+  )
   np.testing.assert_allclose(metrics[0][0]["q_gap_fresh"], expected, rtol=1e-5, atol=1e-6)
   decay = archer.FRESH_GAP_DECAY
   np.testing.assert_allclose(after.fresh_q_gap, (1 - decay) * expected, rtol=1e-5, atol=1e-6)

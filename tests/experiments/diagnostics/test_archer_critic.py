@@ -41,11 +41,51 @@ def test_oracle_q_is_one_over_the_consistent_items_for_a_consistent_guess():
     next_dialogue=jnp.asarray(np.stack([dialogue] * 3)),
     terminated=jnp.asarray([True, True, True]),
   )
-  q = np.asarray(diag.oracle_q(batch, PARAMS))
+  q, decided = diag.oracle_q(batch, PARAMS)
   np.testing.assert_allclose(q, [1.0 / len(consistent), 0.0, 0.0])
-  # Gap: mean over the success (row 0) minus mean over the failures (rows 1 and 2).
-  gap = float(diag.outcome_gap(jnp.asarray([0.9, 0.2, 0.4]), batch))
-  np.testing.assert_allclose(gap, 0.9 - 0.3, rtol=1e-6)
+  # The guesses end the game whatever the target; the question, on the second of four turns,
+  # does not.
+  np.testing.assert_array_equal(decided, [True, True, False])
+  # Gap: mean over the success (row 0) minus mean over the decided failure (row 1).
+  gap = float(diag.outcome_gap(jnp.asarray([0.9, 0.2, 0.4]), batch, decided, 0.0))
+  np.testing.assert_allclose(gap, 0.9 - 0.2, rtol=1e-6)
+
+
+def test_oracle_q_under_the_twenty_questions_rules_is_exact_only_where_the_game_surely_ends():
+  """A win earns 0, every other turn -1, a wrong guess continues: a guess among several items
+  is undecided; on the last turn every utterance ends the game, worth -1 + P(win)."""
+  params = token_game.make_params(
+    **{**token_game_common.GAME, **token_game.TWENTY_QUESTIONS_RULES, "max_turns": 2}
+  )
+  table = token_game.item_attributes(params)
+  dialogue = np.zeros((token_game.max_dialogue_len(params),), np.int32)
+  question = np.asarray(token_game.encode_question(0, 0, params))[:4]
+  dialogue[:6] = [token_game.BOS, *question, token_game.YES]  # one turn played, the last is next
+  consistent = np.flatnonzero(table[:, 0] == 0)
+  inconsistent = np.flatnonzero(table[:, 0] != 0)
+  utterances = np.stack(
+    [
+      np.asarray(token_game.encode_guess(consistent[0], params)),
+      np.asarray(token_game.encode_guess(inconsistent[0], params)),
+      np.asarray(token_game.encode_question(1, 0, params)),
+    ]
+  )
+  last_turn = tc.UtteranceTransition(
+    dialogue=jnp.asarray(np.stack([dialogue] * 3)),
+    utterance=jnp.asarray(utterances),
+    reward=jnp.asarray([0.0, -1.0, -1.0]),
+    next_dialogue=jnp.asarray(np.stack([dialogue] * 3)),
+    terminated=jnp.asarray([True, True, True]),
+  )
+  q, decided = diag.oracle_q(last_turn, params)
+  np.testing.assert_allclose(q, [-1.0 + 1.0 / len(consistent), -1.0, -1.0], rtol=1e-6)
+  np.testing.assert_array_equal(decided, [True, True, True])
+  gap = float(diag.outcome_gap(jnp.asarray([-0.1, -0.8, -1.2]), last_turn, decided, -1.0))
+  np.testing.assert_allclose(gap, -0.1 - (-1.0), rtol=1e-6)
+  # The same guesses on the first turn: the game goes on after a wrong one.
+  first_turn = last_turn._replace(dialogue=jnp.zeros_like(last_turn.dialogue).at[:, 0].set(1))
+  _, decided = diag.oracle_q(first_turn, params)
+  np.testing.assert_array_equal(decided, [False, False, False])
 
 
 def test_training_buffer_adds_the_seed_bc_dataset_after_the_policy_data():
