@@ -148,9 +148,9 @@ def critic_report(
   `sample_key` also the `advantage_agreement` of the held-out buffer's dialogues.
   `oracle_train` and `oracle_held_out` are `oracle_q` of the two buffers."""
   import jax.numpy as jnp
-  from hrljax.agents import archer
+  from hrljax.agents import token_common as tc
 
-  min_q = lambda batch: archer.min_q(agent, batch)
+  min_q = lambda batch: tc.min_q(agent, batch)
   q_held_out = min_q(held_out)
   (q_star_train, decided_train), (q_star_held_out, decided_held_out) = oracle_train, oracle_held_out
   final = decided_held_out.astype(jnp.float32)

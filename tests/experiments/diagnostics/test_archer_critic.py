@@ -2,6 +2,7 @@
 outcome gap, against values computed by hand from the game's item table."""
 
 import jax.numpy as jnp
+import pytest
 import numpy as np
 
 from experiments.diagnostics import archer_critic as diag
@@ -132,3 +133,50 @@ def test_advantage_agreement_against_hand_values():
   np.testing.assert_allclose(float(wrong["adv_corr"]), -1.0, rtol=1e-5)
   np.testing.assert_allclose(float(wrong["adv_corr_centred"]), -1.0, rtol=1e-5)
   np.testing.assert_allclose(float(wrong["adv_sign_centred"]), 0.0)
+
+
+@pytest.mark.parametrize("rules", ["default", "twenty_questions"])
+def test_critic_report_gives_every_number_of_a_curve_point(rules):
+  """The report of one evaluation (buffers collected by the policy, the oracle, the critic's
+  numbers and the advantage agreement) under either rules, traced, not compiled."""
+  import jax
+  import ml_collections
+  from hrljax import envs
+
+  game = dict(num_items=4, num_attributes=2, max_turns=3)
+  if rules == "twenty_questions":
+    game.update(token_game.TWENTY_QUESTIONS_RULES)
+  config = archer.get_config()
+  config.env_kwargs = ml_collections.ConfigDict(game)
+  config.update(
+    dict(
+      d_model=16,
+      num_layers=1,
+      num_heads=2,
+      critic_d_model=16,
+      critic_num_layers=1,
+      num_envs=4,
+      num_steps=3,
+      bc_steps=0,
+    )
+  )
+  env, env_params = envs.make(config.env_name, **config.env_kwargs)
+
+  def report(key):
+    agent = archer.ArcherAgent.create(key, env, env_params, config)
+    buffer = diag.collect(config, agent.policy_params, key, 1)
+    oracle = diag.oracle_q(buffer, env_params)
+    return diag.critic_report(agent, buffer, buffer, oracle, oracle, env_params, key)
+
+  out = jax.eval_shape(report, jax.random.key(0))
+  assert set(out) == {
+    "adv_corr",
+    "adv_corr_centred",
+    "adv_sign_centred",
+    "q_gap_train",
+    "q_gap_held_out",
+    "oracle_gap_train",
+    "oracle_gap_held_out",
+    "final_error",
+  }
+  assert all(value.shape == () for value in out.values())
