@@ -47,6 +47,10 @@ from experiments.diagnostics import common
 FLAGS = flags.FLAGS
 # Held-out dialogues (the first ones) where the critic's advantage is compared with the exact one.
 AGREEMENT_DIALOGUES = 2048
+# Dialogue tokens sampled at once for the agreement: 2,048 dialogues of the 4-turn game (21 tokens)
+# fit in this machine's memory; at 20 turns (101 tokens) the same dialogues asked for 30 GB, so
+# longer dialogues are sampled in chunks.
+AGREEMENT_TOKENS = AGREEMENT_DIALOGUES * 21
 
 
 def define_flags() -> None:
@@ -175,12 +179,31 @@ def critic_report(
 
 
 def last_turn_advantages(agent, dialogue, key, env_params, num_samples: int):
+  """`sampled_advantages` of `dialogue` `[B, D]`, in one batch when it holds at most
+  `AGREEMENT_TOKENS` tokens (so the 4-turn game's numbers are those of one batch), else in
+  `lax.map` chunks of halved size, each with its own key."""
+  import jax
+
+  batch_size, length = dialogue.shape
+  chunks = 1
+  while batch_size % (2 * chunks) == 0 and batch_size // chunks * length > AGREEMENT_TOKENS:
+    chunks *= 2
+  if chunks == 1:
+    return sampled_advantages(agent, dialogue, key, env_params, num_samples)
+  critic, exact, last_turn = jax.lax.map(
+    lambda part: sampled_advantages(agent, part[0], part[1], env_params, num_samples),
+    (dialogue.reshape(chunks, batch_size // chunks, length), jax.random.split(key, chunks)),
+  )
+  samples_first = lambda x: x.transpose(1, 0, 2).reshape(num_samples, batch_size)
+  return samples_first(critic), samples_first(exact), last_turn.reshape(batch_size)
+
+
+def sampled_advantages(agent, dialogue, key, env_params, num_samples: int):
   """The critic's and the exact advantage of `num_samples` policy utterances at every dialogue
   `[B, D]`, `[K, B]` each, and a `[B]` mask of the dialogues on the game's last turn.
 
   On the last turn every utterance ends the game, whatever the rules, so its exact value is
-  Q*(s, a) (`oracle_q`)
-  and the exact advantage of a sample is Q*(s, a_k) - mean_k Q*(s, a_k) (the policy's value
+  Q*(s, a) (`oracle_q`), and the exact advantage of a sample is Q*(s, a_k) - mean_k Q*(s, a_k) (the policy's value
   estimated from the same samples). The critic's is the actor's weight
   min_e Q_e(s, a_k) - min_e V_e(s) (`hierarchical_critics.archer_advantage`).
   """

@@ -136,9 +136,10 @@ def test_advantage_agreement_against_hand_values():
 
 
 @pytest.mark.parametrize("rules", ["default", "twenty_questions"])
-def test_critic_report_gives_every_number_of_a_curve_point(rules):
+def test_critic_report_gives_every_number_of_a_curve_point(rules, monkeypatch):
   """The report of one evaluation (buffers collected by the policy, the oracle, the critic's
-  numbers and the advantage agreement) under either rules, traced, not compiled."""
+  numbers and the advantage agreement) under either rules, traced, not compiled; under the
+  Twenty Questions rules with the agreement's samples drawn in chunks (4 of 3 dialogues)."""
   import jax
   import ml_collections
   from hrljax import envs
@@ -146,6 +147,7 @@ def test_critic_report_gives_every_number_of_a_curve_point(rules):
   game = dict(num_items=4, num_attributes=2, max_turns=3)
   if rules == "twenty_questions":
     game.update(token_game.TWENTY_QUESTIONS_RULES)
+    monkeypatch.setattr(diag, "AGREEMENT_TOKENS", 1)
   config = archer.get_config()
   config.env_kwargs = ml_collections.ConfigDict(game)
   config.update(
