@@ -622,6 +622,13 @@ python -m experiments.diagnostics.archer_critic --config=archer_token_game --see
 python -m experiments.diagnostics.archer_critic --config=archer_token_game --seed=0 --steps=400 \
     --eval_every=50 --config.critic_init=random --config.critic_causal=False \
     --config.critic_readout=mean --out=runs/diagnostics/critic_scratch.jsonl
+# The same critic at horizon 20 under the Twenty Questions rules, from the BC start the horizon-20
+# runs cached (ARCHER.md "The critic at horizon 20")
+python -m experiments.diagnostics.archer_critic --config=archer_token_game \
+    --config.env_kwargs.max_turns=20 --config.env_kwargs.correct_reward=0.0 \
+    --config.env_kwargs.turn_reward=-1.0 --config.env_kwargs.end_on_wrong_guess=False \
+    --warm_start_cache=runs/warm_starts --seed=0 --steps=800 --eval_every=200 \
+    --out=runs/diagnostics/critic_h20_s0.jsonl
 
 # ArCHer update vs token PPO's gradient step (README; ARCHER.md "Throughput": 1.42 s vs 0.48 s)
 python -m experiments.benchmarks.archer_throughput \
