@@ -40,6 +40,15 @@ def define_flags() -> None:
   flags.DEFINE_enum("reference", "none", ["none", "purejaxrl"], "Reference run to interleave.")
   flags.DEFINE_string("reference_path", None, "Root of a local purejaxrl checkout.")
   flags.DEFINE_integer("seed", 0, "PRNG seed of the measured runs.")
+  flags.DEFINE_string(
+    "profile_dir",
+    None,
+    "If set, also trace one execution of each implementation (config.total_timesteps = "
+    "--profile_timesteps) into this directory and print where its time goes (op_profile.py).",
+  )
+  # 8 PPO CartPole updates: about 430,000 traced events for PureJaxRL, 200,000 for hrljax (the
+  # profiler keeps a million).
+  flags.DEFINE_integer("profile_timesteps", 4_096, "Env steps of the traced run of --profile_dir.")
 
 
 def measure(make_train_fn: Callable, key, reps: int, final_return: Callable) -> Callable:
@@ -120,16 +129,15 @@ def load_purejaxrl(reference_path: str):
       done = terminated | truncated
       return obs, state, reward, done, {"discount": 1.0 - terminated.astype(jnp.float32)}
 
-  original_make = gymnax.make
-
   def make(name, **kwargs):
-    env, params = original_make(name, **kwargs)
+    env, params = gymnax.make(name, **kwargs)
     return FiveTupleStep(env), params
 
-  gymnax.make = make
   sys.path.insert(0, source)
   import ppo as purejaxrl_ppo  # pylint: disable=import-outside-toplevel
 
+  # The adapter for the reference alone: hrljax's own environments come from gymnax.make.
+  purejaxrl_ppo.gymnax = types.SimpleNamespace(**{**vars(gymnax), "make": make})
   return purejaxrl_ppo
 
 
@@ -152,6 +160,22 @@ def purejaxrl_config(config) -> dict:
     "ANNEAL_LR": config.anneal_lr,
     "DEBUG": False,
   }
+
+
+def profile_runs(train_fns: dict, keys: dict, directory: str) -> dict:
+  """`op_profile.breakdown` of one traced execution of each `train_fns[name]()` (compiled, then
+  run once untraced so that the trace holds no first-call work)."""
+  import jax
+
+  from experiments.benchmarks import op_profile
+
+  out = {}
+  for name, make_train_fn in train_fns.items():
+    compiled = jax.jit(make_train_fn()).lower(keys[name]).compile()
+    jax.block_until_ready(compiled(keys[name]))
+    events = op_profile.trace_events(lambda: compiled(keys[name]), os.path.join(directory, name))
+    out[name] = op_profile.breakdown(events)
+  return out
 
 
 def summary(name: str, result: dict, env_steps: int) -> dict:
@@ -190,21 +214,19 @@ def main(argv):
     * config.num_steps
   )
   device = jax.devices()[0]
-  runs = {
-    "hrljax": measure(
-      lambda: agent.make_train(config), jax.random.key(FLAGS.seed), FLAGS.reps, hrljax_final_return
-    )
-  }
+  train_fns = {"hrljax": lambda config: agent.make_train(config)}
+  keys = {"hrljax": jax.random.key(FLAGS.seed)}
   if FLAGS.reference == "purejaxrl":
     if config.agent != "ppo" or not FLAGS.reference_path:
       sys.exit("error: --reference=purejaxrl needs a ppo config and --reference_path")
     reference = load_purejaxrl(FLAGS.reference_path)
-    runs["purejaxrl"] = measure(
-      lambda: reference.make_train(purejaxrl_config(config)),
-      jax.random.PRNGKey(FLAGS.seed),
-      FLAGS.reps,
-      purejaxrl_final_return,
-    )
+    train_fns["purejaxrl"] = lambda config: reference.make_train(purejaxrl_config(config))
+    keys["purejaxrl"] = jax.random.PRNGKey(FLAGS.seed)
+  final_returns = {"hrljax": hrljax_final_return, "purejaxrl": purejaxrl_final_return}
+  runs = {
+    name: measure(lambda fn=fn: fn(config), keys[name], FLAGS.reps, final_returns[name])
+    for name, fn in train_fns.items()
+  }
   results = {}
   for rep in range(FLAGS.reps):  # interleaved, so both see the same machine load
     for name, run_once in runs.items():
@@ -236,6 +258,20 @@ def main(argv):
         }
       )
     )
+  if FLAGS.profile_dir:
+    if FLAGS.profile_timesteps < config.num_envs * config.num_steps:
+      sys.exit(
+        f"error: --profile_timesteps: expected at least one update's env steps "
+        f"({config.num_envs * config.num_steps}), got {FLAGS.profile_timesteps}"
+      )
+    traced = config.copy_and_resolve_references()
+    traced.total_timesteps = FLAGS.profile_timesteps
+    fns = {name: (lambda fn=fn: fn(traced)) for name, fn in train_fns.items()}
+    updates = traced.total_timesteps // (config.num_envs * config.num_steps)
+    for name, profile in profile_runs(fns, keys, FLAGS.profile_dir).items():
+      line = {"implementation": name, "profile_updates": updates, **profile}
+      line["kernels_per_update"] = round(profile["kernels"] / updates)
+      print(json.dumps(line))
 
 
 if __name__ == "__main__":
