@@ -202,6 +202,11 @@ def main(argv):
     sys.exit("error: --config: expected a config file")
   if FLAGS.reps < 1:
     sys.exit(f"error: --reps: expected an integer >= 1, got {FLAGS.reps}")
+  if FLAGS.profile_dir and FLAGS.profile_timesteps < config.num_envs * config.num_steps:
+    sys.exit(
+      f"error: --profile_timesteps: expected at least one update's env steps "
+      f"({config.num_envs * config.num_steps}), got {FLAGS.profile_timesteps}"
+    )
   agent = agents.get(config.agent)
   try:
     agent.validate_config(config)
@@ -259,11 +264,6 @@ def main(argv):
       )
     )
   if FLAGS.profile_dir:
-    if FLAGS.profile_timesteps < config.num_envs * config.num_steps:
-      sys.exit(
-        f"error: --profile_timesteps: expected at least one update's env steps "
-        f"({config.num_envs * config.num_steps}), got {FLAGS.profile_timesteps}"
-      )
     traced = config.copy_and_resolve_references()
     traced.total_timesteps = FLAGS.profile_timesteps
     fns = {name: (lambda fn=fn: fn(traced)) for name, fn in train_fns.items()}
