@@ -219,7 +219,7 @@ def main(argv):
     * config.num_steps
   )
   device = jax.devices()[0]
-  train_fns = {"hrljax": lambda config: agent.make_train(config)}
+  train_fns = {"hrljax": agent.make_train}
   keys = {"hrljax": jax.random.key(FLAGS.seed)}
   if FLAGS.reference == "purejaxrl":
     if config.agent != "ppo" or not FLAGS.reference_path:
