@@ -55,14 +55,33 @@ def step_with_info(
   For environments that use gymnax's own `step`, the info is `step_env`'s (the values at the
   step, before any reset).
   """
+  return _step_with_env_keys(env, env_params, carry, action, env_step_keys(env, keys))
+
+
+def env_step_keys(env, keys: Array) -> Any:
+  """The keys one step of `env` consumes, derived from one key per environment (`keys` may have
+  any leading shape, e.g. `[T, N]` for a whole rollout): for gymnax's own auto-resetting step,
+  its `(step keys, reset keys)` split as `Environment.step` splits them; otherwise `keys`.
+
+  A rollout derives them for all its steps in one batched call before its loop: on CPU each
+  threefry call is a small loop of its own, which would otherwise run at every step.
+  """
+  if not _uses_base_step(env):
+    return keys
+  pairs = jax.vmap(jax.random.split)(keys.reshape(-1)).reshape(keys.shape + (2,))
+  return pairs[..., 0], pairs[..., 1]
+
+
+def _step_with_env_keys(env, env_params, carry: EnvCarry, action: Array, env_keys: Any):
+  """`step_with_info` given `env_step_keys(env, keys)`."""
   if _uses_base_step(env):
     obs, env_state, reward, terminated, truncated, final_obs, info = _batched_auto_reset_step(
-      env, env_params, carry.env_state, action, keys
+      env, env_params, carry.env_state, action, *env_keys
     )
   else:
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
       env.step, in_axes=(0, 0, 0, None)
-    )(keys, carry.env_state, action, env_params)
+    )(env_keys, carry.env_state, action, env_params)
     final_obs = info["final_observation"]
   reward = reward.astype(jnp.float32)
   done = terminated | truncated
@@ -94,7 +113,7 @@ def _uses_base_step(env) -> bool:
   return getattr(type(env), "step", None) is gymnax_environment.Environment.step
 
 
-def _batched_auto_reset_step(env, env_params, env_state, action, keys):
+def _batched_auto_reset_step(env, env_params, env_state, action, step_keys, reset_keys):
   """gymnax's `Environment.step` for a batch, resetting only when some environment is done:
   `(obs, state, reward, terminated, truncated, obs_st, info)`, where `obs_st` and `info` are
   `step_env`'s (the observation and info at the step, before any reset).
@@ -102,7 +121,7 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
   gymnax computes a reset for every environment at every step and then selects it where the
   episode ended. Here the batch first steps (`step_env`); the resets run only if at least one
   environment ended (`lax.cond`), and are then selected where they apply, as gymnax does. The
-  keys are split into step and reset keys the way `Environment.step` splits them.
+  step and reset keys are `env_step_keys`'s split of the step's keys.
 
   With more than one device the batch may be sharded, and `any(done)` over a sharded axis is an
   all-reduce at every step (across processes, a network round trip per step: measured 20x slower
@@ -111,7 +130,6 @@ def _batched_auto_reset_step(env, env_params, env_state, action, keys):
   the resets are computed for every environment and selected, as gymnax does; the values are the
   same either way.
   """
-  step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
   obs_st, state_st, reward, terminated, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
     step_keys, env_state, action, env_params
   )
@@ -145,8 +163,8 @@ def rollout(
 ) -> tuple[EnvCarry, Transition]:
   """Runs `num_steps` steps of `policy_fn` in every environment; returns `[T, N]` transitions.
 
-  Every key the rollout needs is split before the loop in batched calls, so the sequential loop
-  body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading axis T), the policy's
+  Every key the rollout needs is split before the loop in batched calls (`env_step_keys`), so the
+  sequential loop body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading axis T), the policy's
   randomness for all steps is drawn up front too, and `policy_fn(params, obs, noise[t])` gets its
   step's slice instead of a key (e.g. Gumbel noise for a categorical policy, see
   `hrljax.networks.sample_with_noise`): on CPU, JAX's threefry runs as a small loop per call, so
@@ -162,10 +180,11 @@ def rollout(
   def one_step(carry, inputs):
     policy_input, env_keys = inputs
     action, extras = policy_fn(params, carry.obs, policy_input)
-    carry, transition = step_with_keys(env, env_params, carry, action, env_keys)
+    carry, transition, _ = _step_with_env_keys(env, env_params, carry, action, env_keys)
     return carry, transition._replace(policy_extras=extras)
 
-  return jax.lax.scan(one_step, carry, (policy_inputs, env_keys), unroll=unroll)
+  inputs = (policy_inputs, env_step_keys(env, env_keys))
+  return jax.lax.scan(one_step, carry, inputs, unroll=unroll)
 
 
 def episode_statistics(transitions: Transition) -> dict[str, Array]:
