@@ -10,6 +10,9 @@ Deviations from PureJaxRL, each deliberate:
   * the policy's sampling noise for a whole rollout is drawn before the rollout loop in one
     batched call (Gumbel-max sampling), not one key per step: the same distribution, measured
     faster on CPU, where each small threefry call is a loop of its own;
+  * only the actor runs inside the sequential rollout loop; the critic evaluates the visited
+    states and their successors afterwards, in batched calls (`make_batch`): the same values up
+    to float32 rounding, at a fraction of the per-step cost;
   * Adam and gradient clipping run on one flat parameter vector (`optax.flatten`): the same
     arithmetic with fewer kernels.
 
@@ -120,10 +123,9 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
     carry = rollout.reset(env, env_params, env_key, config.num_envs)
     return RunnerState(agent=agent, env=carry, key=key, update=jnp.zeros((), jnp.int32))
 
-  def policy(params, obs, noise):
-    dist, value = agent_network.apply(params, obs)
-    action, log_prob = sample_with_noise(dist, noise)
-    return action, (log_prob, value)
+  def policy(params, obs, noise):  # the actor alone: `make_batch` evaluates the critic batched
+    dist = agent_network.apply(params, obs, method=ActorCritic.policy)
+    return sample_with_noise(dist, noise)
 
   def noise(key, num_steps):
     shape = (num_steps, config.num_envs, env_spec.action_dim)
@@ -175,11 +177,18 @@ def make_learner(config: ml_collections.ConfigDict) -> Learner:
 
 
 def make_batch(agent: PPOAgent, traj, config) -> tuple[Batch, dict[str, Array]]:
-  """GAE over each environment's `[T]` slice (successor values in one batched call), then a flat
-  `[T * N]` batch, and the rollout's episode sums (`rollout.rollout_statistics`) taken from the
-  same flattened arrays: with one shuffle shard on a mesh, the batch and the episodes' terms
-  cross devices together, in the update's one collective (`common.ppo_batch`)."""
-  log_prob, value = traj.policy_extras
+  """GAE over each environment's `[T]` slice, then a flat `[T * N]` batch, and the rollout's
+  episode sums (`rollout.rollout_statistics`) taken from the same flattened arrays: with one
+  shuffle shard on a mesh, the batch and the episodes' terms cross devices together, in the
+  update's one collective (`common.ppo_batch`).
+
+  The critic evaluates the visited states and their true successors here, in two batched calls
+  over all `T * N` steps, with the parameters the rollout acted with: the sequential rollout runs
+  only the actor (`experiments/benchmarks/README.md` measures the difference). A value equals
+  the one the rollout loop would compute up to float32 rounding (the last bit, where XLA
+  multiplies `[T * N]` rows in another kernel than `[N]`)."""
+  log_prob = traj.policy_extras
+  value = agent.network.apply(agent.params, traj.obs, method=ActorCritic.value)
   next_value = agent.network.apply(agent.params, traj.next_obs, method=ActorCritic.value)
   discount = config.gamma * (1.0 - traj.terminated.astype(jnp.float32))
   advantage = common.per_environment_gae(

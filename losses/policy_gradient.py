@@ -58,7 +58,7 @@ def generalized_advantage_estimation(
   lambda_: float,
   done_t: Optional[Array] = None,
   stop_target_gradients: bool = True,
-  unroll: int = 16,
+  unroll: int = 1,
 ) -> Array:
   """Truncation-aware GAE over one trajectory of `T` steps (per trajectory; the caller vmaps).
 
@@ -81,7 +81,9 @@ def generalized_advantage_estimation(
     done_t: `[T]` bool, an episode ended at this step (terminated or truncated): the advantage of
       this step does not look beyond it. Defaults to `discount_t == 0`.
     stop_target_gradients: stop gradients through the advantages.
-    unroll: `lax.scan` unroll of the reverse recursion.
+    unroll: `lax.scan` unroll of the reverse recursion. 1 by default: on XLA:CPU the rolled
+      loop was measured 13x faster than unroll 16 for 128 steps of 4 environments and 3x for
+      2,048 (the same numbers either way).
 
   Returns:
     `[T]` advantages; the value targets are `advantages + v_tm1`.

@@ -5,9 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hrljax import envs
+from hrljax import envs, rollout
 from hrljax.agents import ppo
 from hrljax.config_checks import ConfigError
+from tests.same_numbers import assert_same
 
 
 def tiny_config(**overrides):
@@ -71,6 +72,36 @@ def test_act_and_update_shapes():
   }
   changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), agent.params, new_agent.params)
   assert all(jax.tree.leaves(changed))
+
+
+def test_batched_critic_gives_the_values_of_the_critic_run_at_every_step():
+  """The rollout loop runs only the actor; `make_batch` evaluates the critic afterwards over all
+  steps at once. Its values (and so the value targets) are those of the critic run inside the
+  loop at every step, as the rollout saw them, up to float32 rounding; the log-probabilities are
+  the loop's own."""
+  config = tiny_config()
+  env, env_params = envs.make(config.env_name)
+  agent = ppo.PPOAgent.create(jax.random.key(0), envs.spec(env, env_params), config)
+
+  def actor_and_critic(params, obs, key):
+    dist, value = agent.network.apply(params, obs)
+    action = dist.sample(seed=key)
+    return action, (dist.log_prob(action), value)
+
+  def run(agent):
+    carry = rollout.reset(env, env_params, jax.random.key(1), config.num_envs)
+    _, traj = rollout.rollout(
+      env, env_params, actor_and_critic, agent.params, carry, jax.random.key(2), config.num_steps
+    )
+    log_prob, value = traj.policy_extras
+    batch, _ = ppo.make_batch(agent, traj._replace(policy_extras=log_prob), config)
+    return batch, log_prob.reshape(-1), value.reshape(-1)
+
+  batch, log_prob, value = jax.jit(run)(agent)
+  assert float(jnp.std(value)) > 1e-3  # the values vary from step to step
+  assert_same(value, batch.value)
+  assert_same(batch.advantage + value, batch.target)
+  np.testing.assert_array_equal(np.asarray(batch.log_prob), np.asarray(log_prob))
 
 
 def test_same_seed_same_numbers_and_different_seed_different_numbers_in_one_vmapped_program():
