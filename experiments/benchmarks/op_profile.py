@@ -127,3 +127,46 @@ def breakdown(events: list[dict], top: int = 8) -> dict:
       for name, (seconds, calls) in sorted(ops.items(), key=lambda kv: -kv[1][0])[:top]
     ],
   }
+
+
+# ----------------------------------------------------------------------------------------------
+# Sampled profiles: where the untraced program's CPU time goes, by kind of work.
+# ----------------------------------------------------------------------------------------------
+
+# (category, pattern on the symbol): the first match wins. XLA's generated kernels have no symbol
+# (perf shows `[JIT]` or an address); the runtime is the thunk executor and its async plumbing.
+PERF_CATEGORIES = (
+  ("matrix products (YNNPACK kernels)", r"ynn::dot|dot_fp32"),
+  ("YNNPACK call overhead", r"ynn::|slinky|Ynn"),
+  ("matrix products (Eigen)", r"Eigen"),
+  ("sort", r"[Ss]ort|__move_merge|__merge|insertion|__unguarded"),
+  ("malloc / free", r"malloc|free|memalign|consolidate"),
+  ("memcpy / memset", r"memmove|memcpy|memset"),
+  ("XLA-generated kernels", r"\[JIT\]|^0x[0-9a-f]+$"),
+  ("XLA runtime (dispatch)", r"Thunk|AsyncValue|Chain|absl|tsl::"),
+)
+
+
+def perf_categories(report: str) -> dict[str, float]:
+  """Percent of samples by kind of work, from the text of `perf report --no-children --sort
+  dso,sym -g none` (lines `  12.34%  <dso>  [.] <symbol>`); what matches no category is
+  "other". A sampled profile of the untraced program: the cost model a trace is not."""
+  shares: dict[str, float] = collections.defaultdict(float)
+  for line in report.splitlines():
+    match = re.match(r"\s*([\d.]+)%\s+(\S.*?)\s+\[[.k]\]\s+(.*)$", line)
+    if not match:
+      continue
+    percent, dso, symbol = float(match.group(1)), match.group(2), match.group(3).strip()
+    name = symbol if not dso.startswith("[JIT]") else "[JIT]"
+    category = next((c for c, pattern in PERF_CATEGORIES if re.search(pattern, name)), "other")
+    shares[category] += percent
+  return {c: round(p, 1) for c, p in sorted(shares.items(), key=lambda kv: -kv[1])}
+
+
+if __name__ == "__main__":
+  import sys
+
+  if len(sys.argv) != 2:
+    sys.exit("usage: python -m experiments.benchmarks.op_profile <perf report text file>")
+  with open(sys.argv[1]) as f:
+    print(json.dumps(perf_categories(f.read())))

@@ -31,6 +31,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
+ROLLOUT_ONLY = "_rollout_only"  # the name suffix of a --rollout_share run
 
 
 def define_flags() -> None:
@@ -49,6 +50,12 @@ def define_flags() -> None:
   # 8 PPO CartPole updates: about 430,000 traced events for PureJaxRL, 200,000 for hrljax (the
   # profiler keeps a million).
   flags.DEFINE_integer("profile_timesteps", 4_096, "Env steps of the traced run of --profile_dir.")
+  flags.DEFINE_bool(
+    "rollout_share",
+    False,
+    "Also time each implementation with update_epochs=0, interleaved with the measured runs: the "
+    "rollout alone (the update's inputs are then dead code), as a share of the whole run.",
+  )
 
 
 def measure(make_train_fn: Callable, key, reps: int, final_return: Callable) -> Callable:
@@ -232,6 +239,12 @@ def main(argv):
     name: measure(lambda fn=fn: fn(config), keys[name], FLAGS.reps, final_returns[name])
     for name, fn in train_fns.items()
   }
+  if FLAGS.rollout_share:  # built directly: validate_config rightly refuses 0 epochs for training
+    no_update = config.copy_and_resolve_references()
+    no_update.update_epochs = 0
+    for name, fn in train_fns.items():
+      run = measure(lambda fn=fn: fn(no_update), keys[name], FLAGS.reps, final_returns[name])
+      runs[name + ROLLOUT_ONLY] = run
   results = {}
   for rep in range(FLAGS.reps):  # interleaved, so both see the same machine load
     for name, run_once in runs.items():
@@ -241,7 +254,13 @@ def main(argv):
         file=sys.stderr,
         flush=True,
       )
+  rollout_only = {n: results.pop(n) for n in list(results) if n.endswith(ROLLOUT_ONLY)}
   lines = {name: summary(name, result, env_steps) for name, result in results.items()}
+  for name, result in rollout_only.items():
+    full = lines[name.removesuffix(ROLLOUT_ONLY)]
+    full["rollout_share"] = round(
+      statistics.median(result["run_seconds"]) / statistics.median(full["run_seconds"]), 3
+    )
   for line in lines.values():
     line.update(
       config=config.agent + ":" + config.env_name,

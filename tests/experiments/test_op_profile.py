@@ -63,3 +63,27 @@ def test_breakdown_of_a_traced_loop_counts_its_kernels(tmp_path):
   assert profile["kernels_by_kind"]["dot"] >= 50
   assert profile["kernels"] == sum(profile["kernels_by_kind"].values())
   assert profile["traced_seconds"] > 0
+
+
+def test_perf_report_lines_summed_by_kind_of_work():
+  report = "\n".join(
+    [
+      "# Samples: 7K of event 'cpu-clock:ppp'",
+      "    17.29%  libjax_common.so  [.] ynn::dot_fp32_5x64x1_1x16x1_avx512",
+      "     5.04%  libjax_common.so  [.] xla::cpu::ThunkExecutor::ProcessCompletedOutEdges<true>",
+      "     2.16%  libjax_common.so  [.] std::__move_merge<xla::cpu::SortIterator, absl::Span>",
+      "     0.48%  [JIT] tid 28744   [.] 0x00007fa5a5ed4000",
+      "     0.35%  [JIT] tid 28744   [.] 0x00007fa5a601f1cc",
+      "     1.34%  libc.so.6         [.] _int_free",
+      "     0.10%  libm.so.6         [.] tanhf",
+      "",
+    ]
+  )
+  assert op_profile.perf_categories(report) == {
+    "matrix products (YNNPACK kernels)": 17.3,
+    "XLA runtime (dispatch)": 5.0,
+    "sort": 2.2,
+    "malloc / free": 1.3,
+    "XLA-generated kernels": 0.8,
+    "other": 0.1,
+  }
