@@ -31,7 +31,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
-ROLLOUT_ONLY = "_rollout_only"  # the name suffix of a --rollout_share run
+NO_UPDATE = "_no_update"  # the name suffix of a --rollout_share run
 
 
 def define_flags() -> None:
@@ -53,8 +53,9 @@ def define_flags() -> None:
   flags.DEFINE_bool(
     "rollout_share",
     False,
-    "Also time each implementation with update_epochs=0, interleaved with the measured runs: the "
-    "rollout alone (the update's inputs are then dead code), as a share of the whole run.",
+    "Also time each implementation with update_epochs=0, interleaved with the measured runs, "
+    "and print that run's median over the whole run's: what is left of a program without its "
+    "update (its rollout, and whatever of the batch the compiler keeps), as a share of the run.",
   )
 
 
@@ -244,7 +245,7 @@ def main(argv):
     no_update.update_epochs = 0
     for name, fn in train_fns.items():
       run = measure(lambda fn=fn: fn(no_update), keys[name], FLAGS.reps, final_returns[name])
-      runs[name + ROLLOUT_ONLY] = run
+      runs[name + NO_UPDATE] = run
   results = {}
   for rep in range(FLAGS.reps):  # interleaved, so both see the same machine load
     for name, run_once in runs.items():
@@ -254,10 +255,10 @@ def main(argv):
         file=sys.stderr,
         flush=True,
       )
-  rollout_only = {n: results.pop(n) for n in list(results) if n.endswith(ROLLOUT_ONLY)}
+  no_update_runs = {n: results.pop(n) for n in list(results) if n.endswith(NO_UPDATE)}
   lines = {name: summary(name, result, env_steps) for name, result in results.items()}
-  for name, result in rollout_only.items():
-    full = lines[name.removesuffix(ROLLOUT_ONLY)]
+  for name, result in no_update_runs.items():
+    full = lines[name.removesuffix(NO_UPDATE)]
     full["rollout_share"] = round(
       statistics.median(result["run_seconds"]) / statistics.median(full["run_seconds"]), 3
     )

@@ -164,11 +164,12 @@ def rollout(
   """Runs `num_steps` steps of `policy_fn` in every environment; returns `[T, N]` transitions.
 
   Every key the rollout needs is split before the loop in batched calls (`env_step_keys`), so the
-  sequential loop body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading axis T), the policy's
-  randomness for all steps is drawn up front too, and `policy_fn(params, obs, noise[t])` gets its
-  step's slice instead of a key (e.g. Gumbel noise for a categorical policy, see
-  `hrljax.networks.sample_with_noise`): on CPU, JAX's threefry runs as a small loop per call, so
-  one batched draw is much cheaper than one draw per step. `unroll` is passed to `lax.scan`.
+  sequential loop body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading axis
+  T), the policy's randomness for all steps is drawn up front too, and
+  `policy_fn(params, obs, noise[t])` gets its step's slice instead of a key (e.g. Gumbel noise
+  for a categorical policy, see `hrljax.networks.sample_with_noise`): on CPU, JAX's threefry runs
+  as a small loop per call, so one batched draw is much cheaper than one draw per step. `unroll`
+  is passed to `lax.scan`.
   """
   num_envs = carry.running_return.shape[0]
   policy_key, env_key = jax.random.split(key)
