@@ -31,7 +31,6 @@ from absl import app, flags
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
-NO_UPDATE = "_no_update"  # the name suffix of a --rollout_share run
 
 
 def define_flags() -> None:
@@ -240,27 +239,30 @@ def main(argv):
     name: measure(lambda fn=fn: fn(config), keys[name], FLAGS.reps, final_returns[name])
     for name, fn in train_fns.items()
   }
+  no_update_runs = {}
   if FLAGS.rollout_share:  # built directly: validate_config rightly refuses 0 epochs for training
     no_update = config.copy_and_resolve_references()
     no_update.update_epochs = 0
-    for name, fn in train_fns.items():
-      run = measure(lambda fn=fn: fn(no_update), keys[name], FLAGS.reps, final_returns[name])
-      runs[name + NO_UPDATE] = run
-  results = {}
+    no_update_runs = {
+      name: measure(lambda fn=fn: fn(no_update), keys[name], FLAGS.reps, final_returns[name])
+      for name, fn in train_fns.items()
+    }
+  results, no_update_results = {}, {}
   for rep in range(FLAGS.reps):  # interleaved, so both see the same machine load
     for name, run_once in runs.items():
       results[name] = run_once()
+      if name in no_update_runs:
+        no_update_results[name] = no_update_runs[name]()
       print(
         f"rep {rep + 1}/{FLAGS.reps} {name}: {results[name]['run_seconds'][-1]:.2f} s",
         file=sys.stderr,
         flush=True,
       )
-  no_update_runs = {n: results.pop(n) for n in list(results) if n.endswith(NO_UPDATE)}
   lines = {name: summary(name, result, env_steps) for name, result in results.items()}
-  for name, result in no_update_runs.items():
-    full = lines[name.removesuffix(NO_UPDATE)]
-    full["rollout_share"] = round(
-      statistics.median(result["run_seconds"]) / statistics.median(full["run_seconds"]), 3
+  for name, result in no_update_results.items():
+    lines[name]["rollout_share"] = round(
+      statistics.median(result["run_seconds"]) / statistics.median(results[name]["run_seconds"]),
+      3,
     )
   for line in lines.values():
     line.update(
