@@ -387,7 +387,7 @@ def make_collector(env, env_params, config):
     carry = start_options(carry, value_common.epsilon_greedy(q_high, *high_noise, eps))
     q_low = agent.low_values(agent.params, carry.env.obs, carry.option.goal)
     action = value_common.epsilon_greedy(q_low, *low_noise, eps)
-    env_carry, step = rollout.step_with_keys(env, env_params, carry.env, action, keys)
+    env_carry, step, _ = rollout.step_with_env_keys(env, env_params, carry.env, action, keys)
     low = LowTransition(carry.env.obs, carry.option.goal, action, step.terminated, step.next_obs)
     pursued = jax.nn.one_hot(carry.option.goal, q_high.shape[-1]).max(axis=-2)  # [E, L]
     carry, option, ended = advance_options(carry, env_carry, step, config.gamma)
@@ -402,6 +402,8 @@ def make_collector(env, env_params, config):
       value_common.epsilon_greedy_noise(low_key, shape, env.num_actions),
     )
     env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
+    # Each step's environment keys derived before the loop, in one batched call.
+    env_keys = rollout.env_step_keys(env, env_keys)
     body = lambda carry, inputs: one_step(agent, eps, carry, inputs)
     return jax.lax.scan(body, carry, (noise, env_keys), unroll=config.rollout_unroll)
 

@@ -55,7 +55,7 @@ def step_with_info(
   For environments that use gymnax's own `step`, the info is `step_env`'s (the values at the
   step, before any reset).
   """
-  return _step_with_env_keys(env, env_params, carry, action, env_step_keys(env, keys))
+  return step_with_env_keys(env, env_params, carry, action, env_step_keys(env, keys))
 
 
 def env_step_keys(env, keys: Array) -> Any:
@@ -72,8 +72,11 @@ def env_step_keys(env, keys: Array) -> Any:
   return pairs[..., 0], pairs[..., 1]
 
 
-def _step_with_env_keys(env, env_params, carry: EnvCarry, action: Array, env_keys: Any):
-  """`step_with_info` given `env_step_keys(env, keys)`."""
+def step_with_env_keys(
+  env, env_params, carry: EnvCarry, action: Array, env_keys: Any
+) -> tuple[EnvCarry, Transition, dict]:
+  """`step_with_info` given the step's slice of `env_step_keys(env, keys)`: a loop over steps
+  derives its environments' keys once, before the loop, and passes each step its slice."""
   if _uses_base_step(env):
     obs, env_state, reward, terminated, truncated, final_obs, info = _batched_auto_reset_step(
       env, env_params, carry.env_state, action, *env_keys
@@ -181,7 +184,7 @@ def rollout(
   def one_step(carry, inputs):
     policy_input, env_keys = inputs
     action, extras = policy_fn(params, carry.obs, policy_input)
-    carry, transition, _ = _step_with_env_keys(env, env_params, carry, action, env_keys)
+    carry, transition, _ = step_with_env_keys(env, env_params, carry, action, env_keys)
     return carry, transition._replace(policy_extras=extras)
 
   inputs = (policy_inputs, env_step_keys(env, env_keys))

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.rollout.grouped import _check_positive_int
-from hrljax.rollout.plain import PolicyFn, step_with_info, tree_index
+from hrljax.rollout.plain import PolicyFn, env_step_keys, step_with_env_keys, tree_index
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 
@@ -188,7 +188,7 @@ def two_rate_rollout(
   _check_positive_int("num_decisions", num_decisions)
   _check_positive_int("control_steps", control_steps)
   policy_keys, env_keys, safety_keys = _two_rate_keys(
-    key, num_decisions, control_steps, carry.running_return.shape[0], safety_noise_fn
+    env, key, num_decisions, control_steps, carry.running_return.shape[0], safety_noise_fn
   )
   layer = reflex_safety_fn(safety_fn) if isinstance(safety_fn, Reflex) else safety_fn
   per_step = _per_step_decision(env, env_params, controller_fn, layer, safety_params, info_keys)
@@ -226,16 +226,17 @@ def two_rate_rollout(
 
 
 def _two_rate_keys(
-  key: Array, num_decisions: int, control_steps: int, num_envs: int, safety_noise_fn
-) -> tuple[Array, Array, PyTree]:
+  env, key: Array, num_decisions: int, control_steps: int, num_envs: int, safety_noise_fn
+) -> tuple[Array, PyTree, PyTree]:
   """The keys of a two-rate rollout, split before its loop: the policy's `[T]`, the
-  environments' `[T, K, N]` (split as `rollout` splits them) and the safety layer's `[T, K]` (or
-  `safety_noise_fn`'s draw, leading axes `[T, K]`) from `fold_in(key, 1)`."""
+  environments' `[T, K, N]` (split as `rollout` splits them, then `env_step_keys`) and the safety
+  layer's `[T, K]` (or `safety_noise_fn`'s draw, leading axes `[T, K]`) from `fold_in(key, 1)`."""
   policy_key, env_key = jax.random.split(key)
   policy_keys = jax.random.split(policy_key, num_decisions)
   env_keys = jax.random.split(env_key, num_decisions * control_steps * num_envs).reshape(
     num_decisions, control_steps, num_envs
   )
+  env_keys = env_step_keys(env, env_keys)
   safety_key = jax.random.fold_in(key, 1)
   safety_keys = (
     jax.random.split(safety_key, num_decisions * control_steps).reshape(
@@ -256,11 +257,11 @@ def _control_step(
   proposed: Array,
   executed: Array,
   intervened: Array,
-  env_keys: Array,
+  env_keys: PyTree,
 ):
   """One control step of every environment with the given executed actions; the frozen
   (inactive) environments keep their carry. `(carry, still active, (record, returns, lengths))`."""
-  new_carry, transition, info = step_with_info(env, env_params, carry, executed, env_keys)
+  new_carry, transition, info = step_with_env_keys(env, env_params, carry, executed, env_keys)
   record = ControlSteps(
     obs=transition.obs,
     proposed_action=proposed,
@@ -282,8 +283,8 @@ def _control_step(
 
 
 def _per_step_decision(env, env_params, controller_fn, safety_fn, safety_params, info_keys):
-  """`run(carry, command, env_keys [K, N], safety_keys [K, ...])`: one decision, the safety layer
-  consulted at every control step."""
+  """`run(carry, command, env_keys (leading axes [K, N]), safety_keys [K, ...])`: one decision,
+  the safety layer consulted at every control step."""
 
   def control_step(state, inputs):
     carry, command, active, latched = state
@@ -305,8 +306,9 @@ def _per_step_decision(env, env_params, controller_fn, safety_fn, safety_params,
 
 
 def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_params, info_keys):
-  """`run(carry, command, env_keys [K, N], safety_keys [K, ...])`: one decision of a latching
-  reflex, checked in one batched call on the nominal trajectory (see `two_rate_rollout`)."""
+  """`run(carry, command, env_keys (leading axes [K, N]), safety_keys [K, ...])`: one decision
+  of a latching reflex, checked in one batched call on the nominal trajectory (see
+  `two_rate_rollout`)."""
 
   def nominal_step(state, env_keys):
     carry, command, active = state
@@ -318,7 +320,7 @@ def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_p
     return (new_carry, command, still_active), (outputs, carry)
 
   def run(carry, command, env_keys, safety_keys):
-    num_steps, num_envs = env_keys.shape[:2]
+    num_steps, num_envs = jax.tree.leaves(env_keys)[0].shape[:2]
     start = (carry, command, jnp.ones((num_envs,), bool))
     (end_carry, _, _), (outputs, carries) = jax.lax.scan(nominal_step, start, env_keys)
     steps = outputs[0]
@@ -343,7 +345,15 @@ def _lookahead_decision(env, env_params, controller_fn, reflex: Reflex, safety_p
         recovery = reflex.recovery_fn(safety_params, carry.obs, proposed, noise)
         executed = jnp.where(recover[j][:, None], recovery, proposed)
         carry, active, step_outputs = _control_step(
-          env, env_params, info_keys, carry, active, proposed, executed, recover[j], env_keys[j]
+          env,
+          env_params,
+          info_keys,
+          carry,
+          active,
+          proposed,
+          executed,
+          recover[j],
+          tree_index(env_keys, j),
         )
         outputs = jax.tree.map(
           lambda all_steps, one: all_steps.at[j].set(one), outputs, step_outputs
@@ -487,7 +497,7 @@ def two_rate_rollout_end_decision(
     )
   num_envs = carry.running_return.shape[0]
   window_keys, env_keys, safety_keys = _two_rate_keys(
-    key, num_decisions, control_steps, num_envs, safety_noise_fn
+    env, key, num_decisions, control_steps, num_envs, safety_noise_fn
   )
   policy_keys = jax.vmap(
     lambda k: jax.vmap(lambda j: jax.random.fold_in(k, j))(jnp.arange(control_steps))
@@ -497,7 +507,7 @@ def two_rate_rollout_end_decision(
   num_steps = num_decisions * control_steps
   flat = lambda x: x.reshape((num_steps,) + x.shape[2:])
   last = jnp.arange(num_steps) == num_steps - 1
-  inputs = (flat(policy_keys), flat(env_keys), jax.tree.map(flat, safety_keys), last)
+  inputs = (flat(policy_keys), jax.tree.map(flat, env_keys), jax.tree.map(flat, safety_keys), last)
 
   command_shape, extras_shape = jax.eval_shape(policy_fn, params, carry.obs, window_keys[0])
   zeros = lambda s: jnp.zeros(s.shape, s.dtype)
