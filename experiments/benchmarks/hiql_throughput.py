@@ -23,6 +23,7 @@ Without `--reference_path`, only our side is timed.
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -96,15 +97,23 @@ class Timer:
     self._state = jax.block_until_ready(self._update(state))  # warm-up
 
   def round(self, updates: int) -> tuple:
-    """Runs `updates` calls; returns (wall seconds, CPU seconds of this process, all threads)."""
+    """Runs `updates` calls; returns (wall seconds, CPU seconds of this process, all threads,
+    its minor page faults, its kernel-mode CPU seconds)."""
     import jax
 
     start, cpu_start = time.perf_counter(), time.process_time()
+    usage_start = resource.getrusage(resource.RUSAGE_SELF)
     state = self._state
     for _ in range(updates):
       state = self._update(state)
     self._state = jax.block_until_ready(state)
-    return time.perf_counter() - start, time.process_time() - cpu_start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (
+      time.perf_counter() - start,
+      time.process_time() - cpu_start,
+      usage.ru_minflt - usage_start.ru_minflt,
+      usage.ru_stime - usage_start.ru_stime,
+    )
 
 
 def ours_timer(batch: dict, config_overrides: dict, seed: int):
@@ -190,15 +199,19 @@ def start_worker() -> subprocess.Popen:
   )
 
 
-def summarize(seconds: list, updates: int) -> dict:
-  """Rates from (wall, cpu) seconds per round: best and median over the rounds."""
-  rates = [updates / wall for wall, _ in seconds]
-  cpu_rates = [updates / cpu for _, cpu in seconds]
+def summarize(rounds: list, updates: int) -> dict:
+  """Rates from `Timer.round`'s (wall, cpu, minor faults, kernel seconds) per round: best and
+  median over the rounds. The page faults and the kernel time per update show what fresh memory
+  costs the update (`HIQL.md`, "Where the page faults come from")."""
+  rates = [updates / r[0] for r in rounds]
+  cpu_rates = [updates / r[1] for r in rounds]
   return {
     "updates_per_second_best": max(rates),
     "updates_per_second_median": statistics.median(rates),
     "updates_per_cpu_second_median": statistics.median(cpu_rates),
-    "round_wall_cpu_seconds": seconds,
+    "minor_page_faults_per_update_median": statistics.median(r[2] / updates for r in rounds),
+    "kernel_seconds_per_update_median": statistics.median(r[3] / updates for r in rounds),
+    "round_wall_cpu_seconds": [r[:2] for r in rounds],
   }
 
 
