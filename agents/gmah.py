@@ -401,9 +401,7 @@ def make_collector(env, env_params, config):
       value_common.epsilon_greedy_noise(high_key, shape, agent.high_network.num_actions),
       value_common.epsilon_greedy_noise(low_key, shape, env.num_actions),
     )
-    env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
-    # Each step's environment keys derived before the loop, in one batched call.
-    env_keys = rollout.env_step_keys(env, env_keys)
+    env_keys = rollout.rollout_env_keys(env, env_key, (num_steps, num_envs))  # before the loop
     body = lambda carry, inputs: one_step(agent, eps, carry, inputs)
     return jax.lax.scan(body, carry, (noise, env_keys), unroll=config.rollout_unroll)
 

@@ -38,6 +38,7 @@ from hrljax.rollout.plain import (
   evaluate,
   reset,
   rollout,
+  rollout_env_keys,
   rollout_statistics,
   step,
   step_with_env_keys,

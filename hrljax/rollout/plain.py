@@ -7,6 +7,7 @@ truncated are kept apart, and the true successor observation (before auto-reset)
 `Transition.next_obs` so that truncated steps can bootstrap.
 """
 
+import math
 from typing import Any, Callable, Optional
 
 import jax
@@ -70,6 +71,14 @@ def env_step_keys(env, keys: Array) -> Any:
     return keys
   pairs = jax.vmap(jax.random.split)(keys.reshape(-1)).reshape(keys.shape + (2,))
   return pairs[..., 0], pairs[..., 1]
+
+
+def rollout_env_keys(env, key: Array, shape: tuple[int, ...]) -> Any:
+  """`env_step_keys` for a whole rollout: `key` split into one key per environment and step
+  (`shape`, e.g. `[T, N]`), then derived into what each step consumes, before the rollout's loop.
+  """
+  keys = jax.random.split(key, math.prod(shape)).reshape(shape)
+  return env_step_keys(env, keys)
 
 
 def step_with_env_keys(
@@ -166,9 +175,9 @@ def rollout(
 ) -> tuple[EnvCarry, Transition]:
   """Runs `num_steps` steps of `policy_fn` in every environment; returns `[T, N]` transitions.
 
-  Every key the rollout needs is split before the loop in batched calls (`env_step_keys`), so the
-  sequential loop body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading axis
-  T), the policy's randomness for all steps is drawn up front too, and
+  Every key the rollout needs is split before the loop in batched calls (`rollout_env_keys`), so
+  the sequential loop body derives no keys. With `noise_fn(key, num_steps) -> noise` (leading
+  axis T), the policy's randomness for all steps is drawn up front too, and
   `policy_fn(params, obs, noise[t])` gets its step's slice instead of a key (e.g. Gumbel noise
   for a categorical policy, see `hrljax.networks.sample_with_noise`): on CPU, JAX's threefry runs
   as a small loop per call, so one batched draw is much cheaper than one draw per step. `unroll`
@@ -179,7 +188,6 @@ def rollout(
   policy_inputs = (
     jax.random.split(policy_key, num_steps) if noise_fn is None else noise_fn(policy_key, num_steps)
   )
-  env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
 
   def one_step(carry, inputs):
     policy_input, env_keys = inputs
@@ -187,7 +195,7 @@ def rollout(
     carry, transition, _ = step_with_env_keys(env, env_params, carry, action, env_keys)
     return carry, transition._replace(policy_extras=extras)
 
-  inputs = (policy_inputs, env_step_keys(env, env_keys))
+  inputs = (policy_inputs, rollout_env_keys(env, env_key, (num_steps, num_envs)))
   return jax.lax.scan(one_step, carry, inputs, unroll=unroll)
 
 

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from hrljax.rollout.grouped import _check_positive_int
-from hrljax.rollout.plain import PolicyFn, env_step_keys, step_with_env_keys, tree_index
+from hrljax.rollout.plain import PolicyFn, rollout_env_keys, step_with_env_keys, tree_index
 from hrljax.types import Array, EnvCarry, PyTree, Transition
 
 
@@ -229,14 +229,11 @@ def _two_rate_keys(
   env, key: Array, num_decisions: int, control_steps: int, num_envs: int, safety_noise_fn
 ) -> tuple[Array, PyTree, PyTree]:
   """The keys of a two-rate rollout, split before its loop: the policy's `[T]`, the
-  environments' `[T, K, N]` (split as `rollout` splits them, then `env_step_keys`) and the safety
+  environments' `[T, K, N]` (`rollout_env_keys`, as `rollout` splits them) and the safety
   layer's `[T, K]` (or `safety_noise_fn`'s draw, leading axes `[T, K]`) from `fold_in(key, 1)`."""
   policy_key, env_key = jax.random.split(key)
   policy_keys = jax.random.split(policy_key, num_decisions)
-  env_keys = jax.random.split(env_key, num_decisions * control_steps * num_envs).reshape(
-    num_decisions, control_steps, num_envs
-  )
-  env_keys = env_step_keys(env, env_keys)
+  env_keys = rollout_env_keys(env, env_key, (num_decisions, control_steps, num_envs))
   safety_key = jax.random.fold_in(key, 1)
   safety_keys = (
     jax.random.split(safety_key, num_decisions * control_steps).reshape(
